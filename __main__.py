@@ -1,0 +1,32 @@
+"""supercluster: load config, build the cluster, export outputs. Nothing else lives here."""
+
+import pulumi
+import pulumi_azure_native as azure
+
+from components import aliases
+from components.network import ClusterNetwork
+from components.secret_store import SecretStore
+from components.stack_config import load_cluster_spec
+from infra import naming
+
+aliases.register()
+spec = load_cluster_spec()
+config, plan = spec.config, spec.addresses
+client = azure.authorization.get_client_config_output()
+
+group = azure.resources.ResourceGroup(
+    config.cluster_name,
+    resource_group_name=naming.resource_group(config.cluster_name),
+    location=config.location,
+    opts=pulumi.ResourceOptions(protect=True),
+)
+network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=group.name, location=config.location)
+secrets = SecretStore(
+    f"{config.cluster_name}-secrets", cluster_name=config.cluster_name, resource_group_name=group.name,
+    location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
+    endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
+)
+
+pulumi.export("clusterName", config.cluster_name)
+pulumi.export("resourceGroupName", group.name)
+pulumi.export("vnetIds", network.vnet_ids)

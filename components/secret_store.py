@@ -1,0 +1,122 @@
+"""The cluster's Key Vault: where every private key and token lives, reachable only privately.
+
+RBAC mode (no access policies), purge protection and soft delete on, public network
+access off, a private endpoint in the system VNet's ``endpoints`` subnet and a
+private DNS zone linked to every cluster VNet. ``add_secret`` stores one secret and
+lets exactly one role identity read exactly that secret.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pulumi
+import pulumi_azure_native as azure
+
+from infra import naming
+
+# Built-in role "Key Vault Secrets User": read secret contents
+# (learn.microsoft.com/azure/role-based-access-control/built-in-roles/security#key-vault-secrets-user).
+KEY_VAULT_SECRETS_USER_ROLE = "4633458b-17de-408a-b874-0445c86b69e6"
+# Private Link DNS zone for Key Vault (learn.microsoft.com/azure/private-link/private-endpoint-dns).
+KEY_VAULT_PRIVATE_DNS_ZONE = "privatelink.vaultcore.azure.net"
+# Soft-delete retention: Azure allows 7-90 days; the maximum gives the most time to recover.
+SOFT_DELETE_RETENTION_DAYS = 90
+
+
+class SecretStore(pulumi.ComponentResource):
+    vault: azure.keyvault.Vault
+    vault_name: str
+
+    def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str],
+                 location: str, tenant_id: pulumi.Input[str], subscription_id: pulumi.Input[str],
+                 endpoint_subnet_id: pulumi.Input[str],
+                 vnet_ids: dict[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("supercluster:secrets:SecretStore", name, None, opts)
+        self._cluster_name = cluster_name
+        self._resource_group_name = resource_group_name
+        self._subscription_id = subscription_id
+        self.vault_name = naming.key_vault(cluster_name)
+        self.vault = azure.keyvault.Vault(
+            f"{name}-vault",
+            vault_name=self.vault_name,
+            resource_group_name=resource_group_name,
+            location=location,
+            properties=azure.keyvault.VaultPropertiesArgs(
+                tenant_id=tenant_id,
+                sku=azure.keyvault.SkuArgs(family="A", name="standard"),
+                enable_rbac_authorization=True,
+                enable_soft_delete=True,
+                soft_delete_retention_in_days=SOFT_DELETE_RETENTION_DAYS,
+                enable_purge_protection=True,
+                public_network_access="Disabled",
+                network_acls=azure.keyvault.NetworkRuleSetArgs(default_action="Deny", bypass="AzureServices"),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
+        )
+        zone = azure.privatedns.PrivateZone(
+            f"{name}-dns",
+            private_zone_name=KEY_VAULT_PRIVATE_DNS_ZONE,
+            resource_group_name=resource_group_name,
+            location="global",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for vnet_key, vnet_id in sorted(vnet_ids.items()):
+            azure.privatedns.VirtualNetworkLink(
+                f"{name}-dns-{vnet_key}",
+                virtual_network_link_name=f"{cluster_name}-{vnet_key}",
+                private_zone_name=zone.name,
+                resource_group_name=resource_group_name,
+                location="global",
+                registration_enabled=False,
+                virtual_network=azure.privatedns.SubResourceArgs(id=vnet_id),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        endpoint = azure.network.PrivateEndpoint(
+            f"{name}-endpoint",
+            private_endpoint_name=f"{self.vault_name}-pe",
+            resource_group_name=resource_group_name,
+            location=location,
+            subnet=azure.network.SubnetArgs(id=endpoint_subnet_id),
+            private_link_service_connections=[azure.network.PrivateLinkServiceConnectionArgs(
+                name="vault",
+                private_link_service_id=self.vault.id,
+                group_ids=["vault"],
+            )],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        azure.network.PrivateDnsZoneGroup(
+            f"{name}-endpoint-dns",
+            private_dns_zone_group_name="vault",
+            private_endpoint_name=endpoint.name,
+            resource_group_name=resource_group_name,
+            private_dns_zone_configs=[azure.network.PrivateDnsZoneConfigArgs(
+                name="vault", private_dns_zone_id=zone.id)],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"vaultName": self.vault_name, "vaultId": self.vault.id})
+
+    def add_secret(self, owner: pulumi.Resource, logical_name: str, secret_name: str,
+                   value: pulumi.Input[str], reader_principal_id: pulumi.Input[str]) -> azure.keyvault.Secret:
+        """Stores ``value`` (always as a Pulumi secret) and lets one identity read it; children of ``owner``."""
+        secret = azure.keyvault.Secret(
+            logical_name,
+            secret_name=secret_name,
+            vault_name=self.vault.name,
+            resource_group_name=self._resource_group_name,
+            properties=azure.keyvault.SecretPropertiesArgs(value=pulumi.Output.secret(value)),
+            opts=pulumi.ResourceOptions(parent=owner),
+        )
+        azure.authorization.RoleAssignment(
+            f"{logical_name}-reader",
+            role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL,
+                                                f"supercluster/{self._cluster_name}/{secret_name}/reader")),
+            scope=secret.id,
+            principal_id=reader_principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=pulumi.Output.concat(
+                "/subscriptions/", self._subscription_id,
+                "/providers/Microsoft.Authorization/roleDefinitions/", KEY_VAULT_SECRETS_USER_ROLE),
+            opts=pulumi.ResourceOptions(parent=owner),
+        )
+        return secret

@@ -1,0 +1,44 @@
+"""Reads this stack's config from the Pulumi runtime and hands it to ``infra.config``.
+
+The CLI passes config as strings (objects and lists JSON-encoded); this is the only
+place that knows, so ``infra/`` sees plain Python values and never imports Pulumi.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as runtime_config
+
+from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.config import LOCATION_KEY
+from infra.errors import NAMESPACE, ConfigError
+
+
+def raw_stack_config() -> tuple[dict[str, Any], Any]:
+    """``({"network": {...}, ...}, location)`` from every ``supercluster:*`` key the stack sets."""
+    merged: dict[str, Any] = dict(runtime_config.get_config_env())
+    merged.update(runtime_config.CONFIG.get())
+    prefix = f"{NAMESPACE}:"
+    raw = {key[len(prefix):]: _decode(value) for key, value in merged.items() if key.startswith(prefix)}
+    return raw, merged.get(LOCATION_KEY)
+
+
+def _decode(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def load_cluster_spec() -> ClusterSpec:
+    """The validated config and plan, or a ``pulumi.RunError`` (printed without a traceback) naming the key."""
+    raw, location = raw_stack_config()
+    try:
+        return build_cluster_spec(raw, location)
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from error

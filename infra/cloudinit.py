@@ -1,0 +1,90 @@
+"""cloud-init user data: the one channel through which a VM receives its files.
+
+A role builds a ``CloudConfig`` (files, commands, disk setup) from plain values;
+``render`` serialises it with a real YAML serialiser and ``custom_data`` encodes it
+for Azure and enforces Azure's size limit. Nothing secret may be put here: Azure
+keeps customData in the VM model in the clear, so secrets come from Key Vault at
+boot (see ``infra.secrets``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass, field
+
+import yaml
+
+# Azure rejects customData longer than 87,380 base64 characters ("must be in Base64 encoding
+# and with a maximum length of 87380 characters", kubernetes-sigs/cloud-provider-azure#581).
+MAX_CUSTOM_DATA_BASE64_CHARS = 87_380
+
+
+@dataclass(frozen=True)
+class File:
+    path: str
+    content: str
+    permissions: str = "0644"
+    owner: str = "root:root"
+
+
+@dataclass
+class CloudConfig:
+    """The parts of #cloud-config that supercluster uses, in the order cloud-init runs them."""
+
+    files: list[File] = field(default_factory=list)
+    bootcmd: list[list[str] | str] = field(default_factory=list)  # every boot, early
+    runcmd: list[list[str] | str] = field(default_factory=list)  # first boot, last
+    packages: list[str] = field(default_factory=list)
+    apt_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def add(self, path: str, content: str, permissions: str = "0644") -> None:
+        if any(existing.path == path for existing in self.files):
+            raise ValueError(f"cloud-init: {path} is written twice")
+        self.files.append(File(path, content, permissions))
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes multi-line strings as literal blocks so the rendered file reads like the original."""
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def render(config: CloudConfig) -> str:
+    document: dict = {}
+    if config.apt_sources:
+        document["apt"] = {"sources": config.apt_sources}
+    if config.packages:
+        document["package_update"] = True
+        document["packages"] = list(config.packages)
+    if config.bootcmd:
+        document["bootcmd"] = list(config.bootcmd)
+    if config.files:
+        document["write_files"] = [
+            {"path": f.path, "owner": f.owner, "permissions": f.permissions, "content": f.content}
+            for f in sorted(config.files, key=lambda f: f.path)
+        ]
+    if config.runcmd:
+        document["runcmd"] = list(config.runcmd)
+    body = yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=4096, default_flow_style=False)
+    return "#cloud-config\n" + body
+
+
+def custom_data(text: str, what: str) -> str:
+    """Base64 for Azure's customData; refuses anything Azure would refuse."""
+    encoded = base64.b64encode(text.encode()).decode()
+    if len(encoded) > MAX_CUSTOM_DATA_BASE64_CHARS:
+        raise ValueError(f"{what}: cloud-init is {len(encoded)} base64 characters, over Azure's "
+                         f"customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS}")
+    return encoded
+
+
+def fingerprint(text: str) -> str:
+    """A short digest of rendered cloud-init, tagged on machines so a preview shows model changes."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,44 @@
+"""Every Azure name the program derives, one rule each, so no name is improvised inline.
+
+Pulumi logical names are the component's name plus a stable suffix; the Azure
+(physical) names below are what users see in the portal and what must stay
+stable across deploys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+
+def resource_group(cluster: str) -> str:
+    return f"{cluster}-rg"
+
+
+def vnet(cluster: str, vnet_key: str) -> str:
+    """A cluster VNet: ``system`` or a node pool's name."""
+    return f"{cluster}-{vnet_key}-vnet"
+
+
+def etcd_member(cluster_role: str, index: int) -> str:
+    """An etcd VM, e.g. ``prod-etcd-0`` or ``prod-events-etcd-2``; also its etcd member name."""
+    return f"{cluster_role}-{index}"
+
+
+def scale_set(cluster: str, shard_name: str) -> str:
+    return f"{cluster}-{shard_name}"
+
+
+def _global_suffix(cluster: str, salt: str) -> str:
+    """6 hex characters that make a globally unique Azure name stable for one cluster."""
+    return hashlib.sha256(f"{cluster}/{salt}".encode()).hexdigest()[:6]
+
+
+def key_vault(cluster: str) -> str:
+    """Key Vault names are global, 3-24 characters of letters, digits and '-'."""
+    return f"{cluster[:14]}-kv-{_global_suffix(cluster, 'kv')}"
+
+
+def storage_account(cluster: str, purpose: str) -> str:
+    """Storage account names are global, 3-24 lowercase letters and digits."""
+    base = "".join(ch for ch in cluster if ch.isalnum())[:12]
+    return f"{base}{purpose[:6]}{_global_suffix(cluster, purpose)}"

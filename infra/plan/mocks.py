@@ -1,0 +1,198 @@
+"""Pulumi mocks that stand in for the engine and the providers, and record what the program asks for.
+
+``PlanMocks`` answers each registration the way the provider would (ids, computed
+outputs such as certificate PEMs); ``RecordingMonitor`` keeps every RegisterResource
+request with its options, so the plan and the tests see exactly what ``pulumi up``
+would send to the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import mocks
+
+SECRET = "[secret]"
+# Wire-format signatures of the Pulumi property protocol (sdk/python/lib/pulumi/runtime/rpc.py).
+_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+_RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
+_OUTPUT_SIG = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
+_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+MOCK_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+MOCK_TENANT = "11111111-1111-1111-1111-111111111111"
+
+
+def plain(value: Any) -> Any:
+    """Wire-format JSON -> plain JSON, secrets replaced by ``"[secret]"``, unknowns by ``"[unknown]"``."""
+    if isinstance(value, dict):
+        signature = value.get(_SIG_KEY)
+        if signature == _SECRET_SIG:
+            return SECRET
+        if signature == _RESOURCE_SIG:
+            return value.get("urn")
+        if signature == _OUTPUT_SIG:
+            return SECRET if value.get("secret") else plain(value.get("value"))
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if value == _UNKNOWN:
+        return "[unknown]"
+    return value
+
+
+@dataclass
+class Registration:
+    urn: str
+    id: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn, "id": self.id, "type": self.type, "name": self.name,
+            "parent": self.parent, "inputs": self.inputs, "options": self.options,
+            "dependencies": self.dependencies,
+        }
+
+
+class PlanMocks(pulumi.runtime.Mocks):
+    """Provider stand-ins. ``stack_outputs`` answers StackReferences by stack name."""
+
+    def __init__(self, stack_outputs: dict[str, dict[str, Any]] | None = None) -> None:
+        self.stack_outputs = stack_outputs or {}
+
+    def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
+        state = dict(args.inputs)
+        typ, name = args.typ, args.name
+        if typ == "pulumi:pulumi:StackReference":
+            stack_name = args.inputs.get("name") or name
+            return stack_name, {"name": stack_name, "outputs": self.stack_outputs.get(stack_name, {}),
+                                "secretOutputNames": []}
+        if typ.startswith("tls:"):
+            state.update(_tls_outputs(typ, name))
+        elif typ.startswith("random:"):
+            length = int(args.inputs.get("length", 32))
+            state["result"] = hashlib.sha256(name.encode()).hexdigest()[:length]
+        elif typ.startswith("azure-native:"):
+            state.setdefault("name", _azure_name(typ, args.inputs, name))
+            state.update(_azure_outputs(typ, state))
+        resource_id = _azure_id(typ, state, name) if typ.startswith("azure-native:") else f"{name}-id"
+        return resource_id, state
+
+    def call(self, args: mocks.MockCallArgs) -> dict:
+        if args.token == "azure-native:authorization:getClientConfig":
+            return {"clientId": "mock-client", "objectId": "mock-object", "subscriptionId": MOCK_SUBSCRIPTION,
+                    "tenantId": MOCK_TENANT}
+        return {}
+
+
+def _tls_outputs(typ: str, name: str) -> dict[str, str]:
+    if typ.endswith(":PrivateKey"):
+        return {
+            "privateKeyPem": f"-----BEGIN PRIVATE KEY-----\nMOCK-{name}\n-----END PRIVATE KEY-----\n",
+            "privateKeyPemPkcs8": f"-----BEGIN PRIVATE KEY-----\nMOCK-{name}\n-----END PRIVATE KEY-----\n",
+            "publicKeyPem": f"-----BEGIN PUBLIC KEY-----\nMOCK-{name}\n-----END PUBLIC KEY-----\n",
+            "publicKeyOpenssh": f"ssh-ed25519 MOCK{name}",
+        }
+    if typ.endswith(":CertRequest"):
+        return {"certRequestPem": f"-----BEGIN CERTIFICATE REQUEST-----\nMOCK-{name}\n-----END CERTIFICATE REQUEST-----\n"}
+    return {"certPem": f"-----BEGIN CERTIFICATE-----\nMOCK-{name}\n-----END CERTIFICATE-----\n"}
+
+
+# Azure-native resources take their physical name from one input (resourceGroupName for a group,
+# vmName for a VM, ...). The mock reports it as `name`, like the provider does.
+_NAME_INPUTS = ("resourceName", "vmName", "vmScaleSetName", "virtualNetworkName", "subnetName",
+                "networkSecurityGroupName", "networkInterfaceName", "loadBalancerName", "routeTableName",
+                "natGatewayName", "publicIpAddressName", "accountName", "containerName", "vaultName",
+                "secretName", "privateEndpointName", "privateZoneName", "virtualNetworkPeeringName",
+                "virtualNetworkLinkName", "roleAssignmentName", "registryName", "managementPolicyName",
+                "blobServicesName", "publicIpPrefixName", "diskName")
+
+
+def _azure_name(typ: str, inputs: dict[str, Any], logical: str) -> str:
+    if typ.endswith(":ResourceGroup"):
+        return inputs.get("resourceGroupName", logical)
+    for key in _NAME_INPUTS:
+        if isinstance(inputs.get(key), str):
+            return inputs[key]
+    return logical
+
+
+def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
+    if typ.endswith(":UserAssignedIdentity"):
+        digest = hashlib.sha256(state["name"].encode()).hexdigest()
+        return {"principalId": f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}",
+                "clientId": f"{digest[32:40]}-{digest[40:44]}-{digest[44:48]}-{digest[48:52]}-{digest[52:64]}",
+                "tenantId": MOCK_TENANT}
+    if typ.endswith(":Vault"):
+        return {"properties": {**state.get("properties", {}),
+                               "vaultUri": f"https://{state['name']}.vault.azure.net/"}}
+    if typ.endswith(":StorageAccount"):
+        return {"primaryEndpoints": {"blob": f"https://{state['name']}.blob.core.windows.net/"}}
+    return {}
+
+
+_PROVIDER_NAMESPACES = {
+    "resources": "Microsoft.Resources", "network": "Microsoft.Network", "compute": "Microsoft.Compute",
+    "storage": "Microsoft.Storage", "keyvault": "Microsoft.KeyVault",
+    "managedidentity": "Microsoft.ManagedIdentity", "authorization": "Microsoft.Authorization",
+    "containerregistry": "Microsoft.ContainerRegistry", "privatedns": "Microsoft.Network",
+}
+
+
+def _azure_id(typ: str, state: dict[str, Any], logical: str) -> str:
+    _, module_path, kind = typ.split(":")
+    module = module_path.split("/")[0]
+    if kind == "ResourceGroup":
+        return f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/{state['name']}"
+    group = state.get("resourceGroupName", "mock-rg")
+    namespace = _PROVIDER_NAMESPACES.get(module, f"Microsoft.{module.capitalize()}")
+    return (f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/{group}/providers/{namespace}/"
+            f"{kind[0].lower()}{kind[1:]}s/{state.get('name', logical)}")
+
+
+class RecordingMonitor(mocks.MockMonitor):
+    """A MockMonitor that keeps each RegisterResource request, in order, with its options."""
+
+    def __init__(self, plan_mocks: PlanMocks) -> None:
+        super().__init__(plan_mocks)
+        self.registrations: list[Registration] = []
+        self.by_urn: dict[str, Registration] = {}
+
+    def RegisterResource(self, request):  # noqa: N802 - gRPC method name
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return response
+        inputs = plain(json_format.MessageToDict(request.object))
+        property_dependencies = {k: list(v.urns) for k, v in request.propertyDependencies.items()}
+        from_inputs = {urn for urns in property_dependencies.values() for urn in urns}
+        options = {
+            "protect": bool(request.protect),
+            "ignoreChanges": list(request.ignoreChanges),
+            # The request merges explicit dependsOn with input dependencies; what no input explains is dependsOn.
+            "dependsOn": sorted(set(request.dependencies) - from_inputs),
+            "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+            "retainOnDelete": bool(request.retainOnDelete),
+            "replaceOnChanges": list(request.replaceOnChanges),
+        }
+        registration = Registration(
+            urn=response.urn, id=response.id, type=request.type, name=request.name,
+            parent=request.parent, custom=bool(request.custom), inputs=inputs, options=options,
+            dependencies=sorted(set(request.dependencies)),
+            property_dependencies=property_dependencies,
+        )
+        self.registrations.append(registration)
+        self.by_urn[registration.urn] = registration
+        return response

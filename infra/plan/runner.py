@@ -1,0 +1,121 @@
+"""Runs the real program (``__main__.py``) under Pulumi mocks and returns what it declared.
+
+This is the same code path as ``pulumi up``: the same ``__main__.py``, the same
+config keys (encoded as the CLI encodes them), the same components. Only the
+engine and the providers are replaced by ``infra.plan.mocks``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import runpy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi.runtime import settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from infra.errors import ConfigError
+from infra.plan.mocks import PlanMocks, RecordingMonitor, Registration, plain
+from infra.plan.stackfile import PROJECT_DIR
+
+PROJECT = "supercluster"
+ORGANIZATION = "organization"  # what a DIY (Azure Blob) backend calls every org
+
+
+@dataclass
+class ProgramRun:
+    stack: str
+    config: dict[str, Any]
+    registrations: list[Registration]
+    outputs: dict[str, Any]  # plain JSON, secrets as "[secret]"
+    monitor: RecordingMonitor
+
+    def of_type(self, typ: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == typ]
+
+    def named(self, name: str, typ: str | None = None) -> Registration:
+        """The one resource with this logical name (and type, when names are shared)."""
+        found = [r for r in self.registrations if r.name == name and (typ is None or r.type == typ)]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} resources named {name!r}" + (f" of type {typ}" if typ else ""))
+        return found[0]
+
+
+def encode_config(values: dict[str, Any]) -> dict[str, str]:
+    """What the CLI puts in PULUMI_CONFIG: strings, with objects and lists as JSON."""
+    encoded = {}
+    for key, value in values.items():
+        if isinstance(value, (dict, list)):
+            encoded[key] = json.dumps(value)
+        elif isinstance(value, bool):
+            encoded[key] = "true" if value else "false"
+        else:
+            encoded[key] = "" if value is None else str(value)
+    return encoded
+
+
+def run_program(stack: str, config: dict[str, Any],
+                stack_outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
+    """Runs ``__main__.py`` once; raises ``ConfigError`` for bad config, as the program does."""
+    program = str(PROJECT_DIR / "__main__.py")
+    return run_declarations(lambda: runpy.run_path(program, run_name="__main__"), stack=stack, config=config,
+                            stack_outputs=stack_outputs)
+
+
+def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config: dict[str, Any] | None = None,
+                     stack_outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
+    """Runs ``declare`` (the program, or one component in a test) under fresh mocks and waits for every
+    registration, so assertions see finished resources and no ``apply`` callback is left unrun."""
+    config = config or {}
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    settings.set_root_resource(None)  # type: ignore[arg-type]
+    plan_mocks = PlanMocks(stack_outputs)
+    monitor = RecordingMonitor(plan_mocks)
+    pulumi.runtime.set_mocks(plan_mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor,
+                             organization=ORGANIZATION)
+    pulumi.runtime.set_all_config(encode_config(config))
+    declared: dict[tuple[str, str], int] = {}
+    pulumi.runtime.register_stack_transformation(_recorder(declared))
+    settings.SETTINGS.rpc_manager.clear()
+    settings.SETTINGS.outputs.clear()
+    try:
+        _sync_await(run_pulumi_func(declare))
+        outputs = _sync_await(_resolve_outputs())
+    except pulumi.RunError as error:
+        cause = error.__cause__
+        if isinstance(cause, ConfigError):
+            raise cause from None
+        raise
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
+    # Monitor calls run on worker threads and may arrive in any order; declaration order does not.
+    ordered = sorted(monitor.registrations, key=lambda r: declared.get((r.type, r.name), len(declared)))
+    return ProgramRun(stack, config, ordered, outputs, monitor)
+
+
+def _recorder(declared: dict[tuple[str, str], int]):
+    """A stack transformation that only notes the order in which the program declares resources."""
+
+    def record(args: pulumi.ResourceTransformationArgs) -> None:
+        declared.setdefault((args.type_, args.name), len(declared))
+        return None
+
+    return record
+
+
+async def _resolve_outputs() -> dict[str, Any]:
+    from pulumi.runtime import rpc
+
+    root = settings.get_root_resource()
+    exported = getattr(root, "outputs", {}) or {}
+    serialized = await rpc.serialize_properties(exported, {})
+    from google.protobuf import json_format
+
+    return plain(json_format.MessageToDict(serialized))

@@ -1,0 +1,44 @@
+"""The plan summary reviewers read first: what is declared, how big the cluster can grow, the IP budget."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from infra.cluster import ClusterSpec
+from infra.plan.mocks import Registration
+from infra.sizing import shards
+
+
+def render_summary(stack: str, spec: ClusterSpec, registrations: list[Registration]) -> str:
+    config, addresses = spec.config, spec.addresses
+    lines = [f"# supercluster plan: stack `{stack}`", ""]
+    custom = [r for r in registrations if r.custom]
+    lines += [f"{len(custom)} resources ({len(registrations) - len(custom)} components).", ""]
+
+    lines += ["## Resources by type", "", "| type | count |", "|---|---:|"]
+    for typ, count in sorted(Counter(r.type for r in custom).items()):
+        lines.append(f"| `{typ}` | {count} |")
+
+    lines += ["", "## Node pools", "",
+              "| pool | role | VM size | scale sets | per set (Azure max) | min | max |",
+              "|---|---|---|---:|---:|---:|---:|"]
+    for pool in config.node_pools:
+        pool_shards = shards(pool)
+        state = " (retired)" if pool.retired else ""
+        lines.append(f"| {pool.name}{state} | {pool.role} | {pool.vm_size} | {len(pool_shards)} | "
+                     f"{pool_shards[0].capacity} | {pool.min_nodes} | {pool.max_nodes} |")
+    lines += ["", f"**Node capacity: {config.max_nodes_total:,} nodes** "
+                  f"({sum(len(shards(p)) for p in config.node_pools)} scale sets).", ""]
+
+    lines += ["## IP budget", "",
+              f"Limits: {addresses.max_private_ips_per_vnet:,} private IPs per VNet, "
+              f"{addresses.max_private_ips_per_peered_group:,} per peered group.", "",
+              "| VNet | address space | subnets | private IPs at max size | of VNet limit |",
+              "|---|---|---:|---:|---:|"]
+    for vnet in addresses.vnets:
+        share = vnet.private_ips / addresses.max_private_ips_per_vnet
+        lines.append(f"| {vnet.key} | {vnet.address_space} | {len(vnet.subnets)} | "
+                     f"{vnet.private_ips:,} | {share:.0%} |")
+    total_share = addresses.private_ips / addresses.max_private_ips_per_peered_group
+    lines += [f"| **peered group** | | | **{addresses.private_ips:,}** | **{total_share:.0%}** |", ""]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,86 @@
+"""How private keys and tokens reach a machine without ever passing through customData.
+
+Each VM role has its own user-assigned managed identity, allowed to read only its
+own Key Vault secrets. At every boot, before any Kubernetes or etcd service, the
+``supercluster-secrets`` unit asks the instance metadata service for a Key Vault
+token (the VM's only identity is used) and writes each secret to its path.
+customData therefore names secrets but never carries one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infra import systemd
+from infra.cloudinit import CloudConfig
+
+FETCH_SCRIPT_PATH = "/usr/local/sbin/supercluster-fetch-secrets"
+FETCH_UNIT = "supercluster-secrets.service"
+# Key Vault data-plane API version (learn.microsoft.com/rest/api/keyvault, "Get Secret").
+KEY_VAULT_API_VERSION = "7.4"
+# IMDS managed-identity token endpoint (learn.microsoft.com/entra/identity/managed-identities-azure-resources/
+# how-to-use-vm-token); 169.254.169.254 is Azure's link-local metadata address.
+IMDS_TOKEN_URL = ("http://169.254.169.254/metadata/identity/oauth2/token"
+                  "?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net")
+
+
+@dataclass(frozen=True)
+class SecretFile:
+    """One Key Vault secret and where it lands on the machine."""
+
+    secret_name: str  # Key Vault secret names: 1-127 letters, digits and '-'
+    path: str
+    mode: str = "0600"
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9-]{1,127}", self.secret_name):
+            raise ValueError(f"invalid Key Vault secret name {self.secret_name!r}")
+
+
+def fetch_script(vault_name: str, secrets: Sequence[SecretFile]) -> str:
+    lines = [
+        "#!/bin/bash",
+        "# Written by supercluster: fetches this machine's secrets from Key Vault with its managed identity.",
+        "set -euo pipefail",
+        f"vault=https://{vault_name}.vault.azure.net",
+        "token() {",
+        f"  curl -sf --retry 30 --retry-delay 2 --retry-all-errors -H Metadata:true '{IMDS_TOKEN_URL}' \\",
+        "    | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])'",
+        "}",
+        "fetch() {  # fetch NAME PATH MODE",
+        "  local tmp",
+        '  tmp=$(mktemp "$2.XXXXXX")',
+        f'  curl -sf --retry 30 --retry-delay 2 --retry-all-errors -H "Authorization: Bearer $TOKEN" \\',
+        f'    "$vault/secrets/$1?api-version={KEY_VAULT_API_VERSION}" \\',
+        "    | python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)[\"value\"])' > \"$tmp\"",
+        '  chmod "$3" "$tmp"',
+        '  mv "$tmp" "$2"',
+        "}",
+        "TOKEN=$(token)",
+    ]
+    for secret in sorted(secrets, key=lambda s: s.path):
+        directory = secret.path.rsplit("/", 1)[0]
+        lines.append(f"install -d -m 0700 {directory}")
+        lines.append(f"fetch {secret.secret_name} {secret.path} {secret.mode}")
+    return "\n".join(lines) + "\n"
+
+
+def add_secret_fetching(cloud: CloudConfig, vault_name: str, secrets: Sequence[SecretFile],
+                        before: Sequence[str]) -> None:
+    """Adds the fetch script and the boot unit that runs it ahead of ``before``."""
+    cloud.add(FETCH_SCRIPT_PATH, fetch_script(vault_name, secrets), permissions="0700")
+    cloud.add(
+        f"/etc/systemd/system/{FETCH_UNIT}",
+        systemd.unit(
+            "Fetch this machine's secrets from Key Vault (managed identity)",
+            [FETCH_SCRIPT_PATH],
+            after=["network-online.target"],
+            wants=["network-online.target"],
+            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure",
+                     "RestartSec": "10"},
+            unit_extra={"Before": " ".join(before)},
+        ),
+    )
+    cloud.runcmd.append(["systemctl", "enable", "--now", FETCH_UNIT])

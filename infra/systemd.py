@@ -1,0 +1,39 @@
+"""systemd units rendered from plain values: one flag per line, sorted, so diffs are trivial."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+
+def flags(args: Mapping[str, str | int | bool]) -> list[str]:
+    """``--key=value`` in sorted order; booleans are written as ``true``/``false``."""
+    rendered = []
+    for key in sorted(args):
+        value = args[key]
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        rendered.append(f"--{key}={value}")
+    return rendered
+
+
+def unit(description: str, exec_start: Sequence[str], *, after: Sequence[str] = (),
+         requires: Sequence[str] = (), wants: Sequence[str] = (), service: Mapping[str, str] | None = None,
+         wanted_by: str = "multi-user.target", unit_extra: Mapping[str, str] | None = None) -> str:
+    """A ``[Unit]/[Service]/[Install]`` file; ``exec_start`` is the binary followed by its flags."""
+    lines = ["[Unit]", f"Description={description}"]
+    if after:
+        lines.append("After=" + " ".join(after))
+    if requires:
+        lines.append("Requires=" + " ".join(requires))
+    if wants:
+        lines.append("Wants=" + " ".join(wants))
+    for key, value in (unit_extra or {}).items():
+        lines.append(f"{key}={value}")
+    lines += ["", "[Service]"]
+    command = list(exec_start)
+    lines.append("ExecStart=" + " \\\n  ".join(command))
+    service_settings = {"Restart": "always", "RestartSec": "5"}
+    service_settings.update(service or {})
+    lines += [f"{key}={value}" for key, value in service_settings.items()]
+    lines += ["", "[Install]", f"WantedBy={wanted_by}", ""]
+    return "\n".join(lines)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Sets up everything supercluster's plan and tests need on a fresh Debian/Ubuntu machine:
+# a virtualenv with the pinned Python packages, and the real tools the tests feed rendered
+# files to (cloud-init, etcd, containerd, iptables/nftables). Safe to run again: it only
+# installs what is missing. Source it or run it; it never touches the cloud.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+  echo "$want" > "$stamp"
+fi
+
+# Debian packages whose binaries the tests run (see README "Tests").
+packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2)
+binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip)
+missing=()
+for i in "${!packages[@]}"; do
+  command -v "${binaries[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: missing tools ${missing[*]} (tests that need them are skipped outside CI)" >&2
+  fi
+fi

@@ -1,0 +1,41 @@
+"""Small builders shared by tests: a valid raw config to mutate, and config parsing shortcuts."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from infra.config import ClusterConfig, parse_config
+from infra.errors import NAMESPACE
+from infra.plan.stackfile import PROJECT_DIR
+
+
+def raw_stack(stack: str = "dev") -> dict[str, Any]:
+    """The ``supercluster:*`` values of a stack file, without the namespace, as a fresh copy."""
+    values = yaml.safe_load((PROJECT_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+    prefix = f"{NAMESPACE}:"
+    return copy.deepcopy({k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)})
+
+
+def parsed(stack: str = "dev", **changes: Any) -> ClusterConfig:
+    raw = raw_stack(stack)
+    raw.update(changes)
+    return parse_config(raw, "eastus")
+
+
+def require_tool(binary: str) -> str:
+    """The path of a real tool a test feeds rendered files to. Outside CI a missing tool skips
+    the test; in CI (CI=true, where scripts/setup.sh installs it) it fails the test."""
+    import os
+    import shutil
+
+    import pytest
+
+    path = shutil.which(binary)
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{binary} is not installed; scripts/setup.sh should have installed it")
+        pytest.skip(f"{binary} is not installed (run scripts/setup.sh)")
+    return path

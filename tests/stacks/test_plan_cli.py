@@ -1,0 +1,88 @@
+"""The offline plan: exit codes, files written, and one clear line for every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from infra.plan.__main__ import main
+from infra.plan.stackfile import PROJECT_DIR
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_plan_writes_every_artifact(stack, tmp_path):
+    out = tmp_path / stack
+    assert main(["--stack", stack, "--out", str(out)]) == 0
+    resources = json.loads((out / "resources.json").read_text())
+    assert resources, "no resources registered"
+    first = resources[0]
+    assert set(first) == {"urn", "id", "type", "name", "parent", "inputs", "options", "dependencies"}
+    assert set(first["options"]) == {"protect", "ignoreChanges", "dependsOn", "deleteBeforeReplace",
+                                     "retainOnDelete", "replaceOnChanges"}
+    assert json.loads((out / "outputs.json").read_text())["clusterName"] == stack
+    summary = (out / "summary.md").read_text()
+    assert "## Resources by type" in summary and "## IP budget" in summary
+
+
+def test_prod_summary_shows_7500_nodes(tmp_path, capsys):
+    assert main(["--stack", "prod", "--out", str(tmp_path / "p")]) == 0
+    printed = capsys.readouterr().out
+    assert "**Node capacity: 7,500 nodes**" in printed
+    assert "| **peered group** |" in printed
+
+
+BAD_INPUTS = {
+    "wrong type": (["controlPlane.apiservers=three"], "controlPlane.apiservers = 'three'", "a whole number"),
+    "zero count": (["network.natHosts.count=0"], "network.natHosts.count = 0",
+                   "a whole number from 1 to 16"),
+    "negative count": (["nodePools[0].minNodes=-1"], "nodePools[0].minNodes = -1", "a whole number >= 0"),
+    "even etcd members": (["etcd.members=4"], "etcd.members = 4", "an odd number of members"),
+    "min above max": (["nodePools[1].minNodes=9"], "nodePools[1].minNodes = 9", "at most maxNodes (3)"),
+    "hub overlaps cluster": (["network.hub.addressSpace=10.64.0.0/24"], "network.hub.addressSpace",
+                             "does not overlap network.addressSpace"),
+    "service range inside VNets": (["network.serviceCidr=10.100.0.0/16"], "network.serviceCidr",
+                                   "a range outside network.addressSpace"),
+    "bad pool name": (["nodePools[0].name=GPU_Pool"], "nodePools[0].name = 'GPU_Pool'",
+                      "lowercase letters or digits"),
+    "unknown key": (["etcd.quota=1"], "etcd.quota = 1", "unknown key"),
+    "unknown top-level key": (["nodepools=[]"], "supercluster:nodepools", "unknown key"),
+    "IP budget over the VNet limit": (["network.maxPrivateIpsPerVnet=1000", "nodePools[1].maxNodes=100"],
+                                      "nodePools[1].maxNodes = 100", "use podIpsPerNode <= 8"),
+    "IP budget over the peered group": (["network.maxPrivateIpsPerPeeredGroup=256", "nodePools[1].maxNodes=5"],
+                                        "network.maxPrivateIpsPerPeeredGroup = 256", "need 273 private IPs, 17 too many"),
+    "pool outgrows its address block": (["nodePools[1].maxNodes=5000"], "nodePools[1].maxNodes = 5000",
+                                        "at most 2000 nodes"),
+    "etcd on a network disk": (["etcd.vmSize=Standard_D4s_v5"], "etcd.vmSize = 'Standard_D4s_v5'",
+                               "local temp or NVMe SSD"),
+    "bad override path": (["nodePools[9].maxNodes=3"], "--config", "an index within the list"),
+}
+
+
+@pytest.mark.parametrize("overrides,key,accepted", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+def test_bad_input_stops_with_one_line(overrides, key, accepted, tmp_path, capsys):
+    out = tmp_path / "plan"
+    args = ["--stack", "dev", "--out", str(out)]
+    for override in overrides:
+        args += ["--config", override]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("error: invalid config ")
+    assert key in err and accepted in err, err
+    assert not out.exists(), "a failed plan must not leave a plan directory"
+
+
+def test_cli_process_exit_code_and_no_traceback():
+    result = subprocess.run([sys.executable, "-m", "infra.plan", "--stack", "dev", "--config", "etcd.members=2"],
+                            cwd=PROJECT_DIR, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "supercluster:etcd.members = 2" in result.stderr
+
+
+def test_unknown_stack_is_a_clear_error(capsys):
+    assert main(["--stack", "nope"]) == 2
+    assert "one of the stacks with a Pulumi.<stack>.yaml: dev, prod" in capsys.readouterr().err

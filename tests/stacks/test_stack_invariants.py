@@ -1,0 +1,44 @@
+"""Invariants every resource of both real stacks keeps, whichever component declared it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import plan_stack
+
+STACK_URN = "pulumi:pulumi:Stack"
+
+
+@pytest.fixture(params=["dev", "prod"])
+def stack_plan(request, dev_plan, prod_plan):
+    return {"dev": dev_plan, "prod": prod_plan}[request.param]
+
+
+def test_children_are_named_after_their_component(stack_plan):
+    components = {r.urn: r for r in stack_plan.registrations if not r.custom}
+    for r in stack_plan.registrations:
+        parent = components.get(r.parent)
+        if parent is not None:
+            assert r.name.startswith(parent.name), f"{r.urn} is not named after its component {parent.name}"
+
+
+def test_only_the_resource_group_and_components_sit_at_the_root(stack_plan):
+    at_root = [r for r in stack_plan.registrations if r.parent.endswith(f"{STACK_URN}::supercluster-{stack_plan.stack}")]
+    assert [r.type for r in at_root if r.custom] == ["azure-native:resources:ResourceGroup"]
+
+
+def test_stateful_network_pieces_are_protected(stack_plan):
+    for typ in ("azure-native:resources:ResourceGroup", "azure-native:network:VirtualNetwork",
+                "azure-native:network:VirtualNetworkPeering", "azure-native:keyvault:Vault"):
+        found = stack_plan.of_type(typ)
+        assert found, typ
+        assert all(r.options["protect"] for r in found), typ
+
+
+def test_plans_are_deterministic(dev_plan):
+    again = plan_stack("dev")
+    assert json.dumps([r.as_json() for r in again.registrations]) == \
+        json.dumps([r.as_json() for r in dev_plan.registrations])
+    assert again.outputs == dev_plan.outputs
