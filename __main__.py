@@ -4,6 +4,7 @@ import pulumi
 import pulumi_azure_native as azure
 
 from components import aliases
+from components.identities import RoleIdentities
 from components.network import ClusterNetwork
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
@@ -21,6 +22,8 @@ group = azure.resources.ResourceGroup(
     opts=pulumi.ResourceOptions(protect=True),
 )
 network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=group.name, location=config.location)
+identities = RoleIdentities(f"{config.cluster_name}-id", resource_group_name=group.name,
+                            location=config.location)
 secrets = SecretStore(
     f"{config.cluster_name}-secrets", cluster_name=config.cluster_name, resource_group_name=group.name,
     location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
