@@ -97,8 +97,9 @@ class SecretStore(pulumi.ComponentResource):
         self.register_outputs({"vaultName": self.vault_name, "vaultId": self.vault.id})
 
     def add_secret(self, owner: pulumi.Resource, logical_name: str, secret_name: str,
-                   value: pulumi.Input[str], reader_principal_id: pulumi.Input[str]) -> azure.keyvault.Secret:
-        """Stores ``value`` (always as a Pulumi secret) and lets one identity read it; children of ``owner``."""
+                   value: pulumi.Input[str], readers: dict[str, pulumi.Input[str]]) -> azure.keyvault.Secret:
+        """Stores ``value`` (always as a Pulumi secret) and lets exactly the ``readers`` (role name ->
+        identity principal id) read it; every resource is a child of ``owner``."""
         secret = azure.keyvault.Secret(
             logical_name,
             secret_name=secret_name,
@@ -107,16 +108,17 @@ class SecretStore(pulumi.ComponentResource):
             properties=azure.keyvault.SecretPropertiesArgs(value=pulumi.Output.secret(value)),
             opts=pulumi.ResourceOptions(parent=owner),
         )
-        azure.authorization.RoleAssignment(
-            f"{logical_name}-reader",
-            role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL,
-                                                f"supercluster/{self._cluster_name}/{secret_name}/reader")),
-            scope=secret.id,
-            principal_id=reader_principal_id,
-            principal_type="ServicePrincipal",
-            role_definition_id=pulumi.Output.concat(
-                "/subscriptions/", self._subscription_id,
-                "/providers/Microsoft.Authorization/roleDefinitions/", KEY_VAULT_SECRETS_USER_ROLE),
-            opts=pulumi.ResourceOptions(parent=owner),
-        )
+        for role, principal_id in sorted(readers.items()):
+            azure.authorization.RoleAssignment(
+                f"{logical_name}-{role}-reader",
+                role_assignment_name=str(uuid.uuid5(
+                    uuid.NAMESPACE_URL, f"supercluster/{self._cluster_name}/{secret_name}/{role}")),
+                scope=secret.id,
+                principal_id=principal_id,
+                principal_type="ServicePrincipal",
+                role_definition_id=pulumi.Output.concat(
+                    "/subscriptions/", self._subscription_id,
+                    "/providers/Microsoft.Authorization/roleDefinitions/", KEY_VAULT_SECRETS_USER_ROLE),
+                opts=pulumi.ResourceOptions(parent=owner),
+            )
         return secret
