@@ -95,6 +95,7 @@ def test_a_plan_that_would_leak_a_secret_is_not_kept(tmp_path, capsys, monkeypat
 
     def leaky(out, *args):
         real_write(out, *args)
+        (out / "files").mkdir(exist_ok=True)
         (out / "files" / "leak.pem").write_text("-----BEGIN PRIVATE KEY-----\nx\n")
 
     monkeypatch.setattr(cli, "write_plan", leaky)
