@@ -81,9 +81,7 @@ def collect(host_root: str) -> str:
     counters: dict[Key, tuple[int, int]] = {}
     success = True
     for table in TABLES:
-        command = ["iptables-save", "-c", "-t", table]
-        if host_root != "/":
-            command = ["chroot", host_root, *command]
+        command = ["chroot", host_root, "iptables-save", "-c", "-t", table]
         result = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
         if result.returncode != 0:
             success = False
