@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.addons import AzureAccess, build_addon_objects
-from infra.addons.k8s import Obj
+from infra.addons.k8s import Obj, object_key
 from infra.cluster import ClusterSpec
 
 FOUNDATION_KINDS = ("Namespace", "PriorityClass", "RuntimeClass")
@@ -35,15 +35,10 @@ class ClusterAddons(pulumi.ComponentResource):
         self.resources = {}
         for obj in ordered:
             needs = [self.resources[key] for key in _foundation_needed(obj) if key in self.resources]
-            self.resources[_key(obj)] = _declare(
+            self.resources[object_key(obj)] = _declare(
                 f"{name}-{_logical_suffix(obj)}", obj,
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=needs or None))
         self.register_outputs({"addons": sorted(groups), "objects": len(self.resources)})
-
-
-def _key(obj: Obj) -> tuple[str, str, str]:
-    meta = obj["metadata"]
-    return obj["kind"], meta.get("namespace", ""), meta["name"]
 
 
 def _foundation_needed(obj: Obj) -> list[tuple[str, str, str]]:
@@ -60,7 +55,7 @@ def _foundation_needed(obj: Obj) -> list[tuple[str, str, str]]:
 
 
 def _logical_suffix(obj: Obj) -> str:
-    kind, namespace, object_name = _key(obj)
+    kind, namespace, object_name = object_key(obj)
     parts = [kind.lower(), *([namespace] if namespace else []), object_name]
     return "-".join(parts).replace(":", "-")
 

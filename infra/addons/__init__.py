@@ -53,8 +53,6 @@ class AddonSettings:
 
 def parse_addon_settings(config: ClusterConfig) -> AddonSettings:
     """Every add-on's settings (enabled or not, so a typo never waits for the day it is enabled)."""
-    for attr, module in MODULES.items():
-        assert module.KEY == CONFIG_KEY[attr], attr  # one name per add-on, everywhere
     settings = {attr: module.parse(getattr(config.addons, attr).settings, config) for attr, module in MODULES.items()}
     _check_dependencies(config)
     return AddonSettings(**settings)

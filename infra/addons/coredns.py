@@ -109,7 +109,7 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
         k8s.binding("ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}", NAME, ns,
                     app=NAME),
         k8s.config_map(NAME, ns, {"Corefile": corefile()}),
-        _deployment(settings, memory_limit),
+        _deployment(memory_limit),
         {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": k8s.metadata(NAME, ns),
          "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(SELECTOR)}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": k8s.metadata(SERVICE, ns, app=NAME),
@@ -122,7 +122,7 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
     ]
 
 
-def _deployment(settings: Settings, memory_limit: str) -> k8s.Obj:
+def _deployment(memory_limit: str) -> k8s.Obj:
     container = {
         "name": NAME, "image": images.COREDNS, "args": ["-conf", "/etc/coredns/Corefile"],
         "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"},
@@ -160,8 +160,9 @@ def _deployment(settings: Settings, memory_limit: str) -> k8s.Obj:
     )
     # No surge: with the anti-affinity a surge pod needs a node no DNS pod is on.
     strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
-    # Replicas belong to the proportional autoscaler; this is only the starting point.
-    return k8s.deployment(NAME, SYSTEM_NAMESPACE, settings.min_replicas, pod, SELECTOR, strategy=strategy)
+    # No replica count: it belongs to the proportional autoscaler, and a `pulumi up` that
+    # applied one would shrink DNS back to it until the autoscaler's next poll.
+    return k8s.deployment(NAME, SYSTEM_NAMESPACE, None, pod, SELECTOR, strategy=strategy)
 
 
 def _proportional_autoscaler(settings: Settings) -> list[k8s.Obj]:

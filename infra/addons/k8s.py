@@ -100,10 +100,12 @@ def template(app: str, spec: Obj, match_labels: Mapping[str, str],
     return {"metadata": meta, "spec": spec}
 
 
-def deployment(name: str, ns: str, replicas: int, pod: Obj, match_labels: Mapping[str, str],
+def deployment(name: str, ns: str, replicas: int | None, pod: Obj, match_labels: Mapping[str, str],
                strategy: Obj | None = None, annotations: Mapping[str, str] | None = None,
                pod_annotations: Mapping[str, str] | None = None, app: str | None = None) -> Obj:
-    spec: Obj = {"replicas": replicas, "selector": {"matchLabels": dict(match_labels)}}
+    """``replicas`` None leaves the count to someone else (an autoscaler): a re-apply never resets it."""
+    spec: Obj = {} if replicas is None else {"replicas": replicas}
+    spec["selector"] = {"matchLabels": dict(match_labels)}
     if strategy is not None:
         spec["strategy"] = strategy
     spec["template"] = template(app or name, pod, match_labels, pod_annotations)

@@ -28,6 +28,10 @@ def test_coredns_rollout_never_needs_two_pods_on_a_node():
     assert strategy["rollingUpdate"]["maxSurge"] == 0
 
 
+def test_coredns_replica_count_is_left_to_the_proportional_autoscaler():
+    assert "replicas" not in find(groups_for(), "Deployment", "coredns")["spec"]
+
+
 def test_proportional_autoscaler_has_an_explicit_maximum():
     groups = groups_for("prod", addons={"coredns": {"maxReplicas": 40, "minReplicas": 3}})
     params = json.loads(find(groups, "ConfigMap", "dns-autoscaler")["data"]["linear"])

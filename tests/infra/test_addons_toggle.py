@@ -41,6 +41,10 @@ def test_disabling_an_addon_removes_exactly_its_objects(attr):
 CONFIG_KEY_TO_ATTR = {key: attr for attr, key in CONFIG_KEY.items()}
 
 
+def test_each_module_is_named_like_its_config_key():
+    assert {attr: module.KEY for attr, module in MODULES.items()} == CONFIG_KEY
+
+
 def test_base_is_rendered_with_every_addon_off():
     off = {key: {"enabled": False} for key in CONFIG_KEY.values() if key != "gpuHealthCheck"}
     groups = groups_for("dev", addons=off)

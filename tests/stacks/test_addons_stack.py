@@ -24,3 +24,15 @@ def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan
     monitoring = {object_key(o) for o in build_addon_objects(spec_for("dev"), AZURE)["monitoring"]}
     assert _objects(dev_plan) - _objects(without) == monitoring
     assert _objects(without) < _objects(dev_plan)
+
+
+def test_bad_addon_setting_stops_the_plan_with_one_line(tmp_path, capsys):
+    from infra.plan.__main__ import main
+
+    out = tmp_path / "plan"
+    assert main(["--stack", "dev", "--out", str(out),
+                 "--config", "addons.clusterAutoscaler.maxTotalUnreadyPercentage=60"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: invalid config supercluster:addons.clusterAutoscaler.maxTotalUnreadyPercentage = 60: "
+                   "expected a whole number from 1 to 49\n")
+    assert not out.exists()
