@@ -13,6 +13,7 @@ from typing import Any
 
 from infra.addressing import AddressPlan, plan_addresses
 from infra.config import ClusterConfig, parse_config
+from infra.node.pool import check_pool_tags
 
 
 @dataclass(frozen=True)
@@ -23,4 +24,5 @@ class ClusterSpec:
 
 def build_cluster_spec(raw: Mapping[str, Any], location: Any) -> ClusterSpec:
     config = parse_config(raw, location)
+    check_pool_tags(config)
     return ClusterSpec(config=config, addresses=plan_addresses(config))
