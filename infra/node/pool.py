@@ -124,10 +124,18 @@ def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -
     return tags
 
 
+def scale_set_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard, cloud_init_fingerprint: str) -> dict[str, str]:
+    return {
+        **autoscaler_tags(config, pool, shard),
+        encode_tag_key(POOL_LABEL): pool.name,
+        CLOUD_INIT_TAG: cloud_init_fingerprint,  # a changed node model shows in the preview
+    }
+
+
 def check_pool_tags(config: ClusterConfig) -> None:
     """Refuses, before anything is declared, a pool whose scale sets would carry more tags than Azure allows."""
     for i, pool in enumerate(config.node_pools):
-        count = len(autoscaler_tags(config, pool, shards(pool)[0])) + 1  # + the cloud-init fingerprint
+        count = len(scale_set_tags(config, pool, shards(pool)[0], ""))
         if count > MAX_TAGS:
             raise ConfigError(f"nodePools[{i}].labels", dict(pool.labels),
                               f"fewer labels and taints: each becomes a scale-set tag for the autoscaler and "
