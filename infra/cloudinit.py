@@ -37,8 +37,8 @@ class CloudConfig:
     runcmd: list[list[str] | str] = field(default_factory=list)  # first boot, last
     packages: list[str] = field(default_factory=list)
     apt_sources: dict[str, dict[str, str]] = field(default_factory=dict)
-    # cloud-init "mounts" entries; ["ephemeral0", None] stops cloud-init mounting Azure's temp disk at /mnt.
-    mounts: list[list[str | None]] = field(default_factory=list)
+    # cloud-init "mounts" entries; ["ephemeral0"] (no mount point) stops cloud-init mounting Azure's temp disk at /mnt.
+    mounts: list[list[str]] = field(default_factory=list)
 
     def add(self, path: str, content: str, permissions: str = "0644") -> None:
         if any(existing.path == path for existing in self.files):

@@ -71,5 +71,6 @@ def add_local_disk(cloud: CloudConfig, disks: LocalDisks) -> None:
         unit_extra={"Before": "containerd.service kubelet.service"},
     ))
     if disks.uses_temp_disk:
-        # The temp disk is ours: cloud-init must not mount it at /mnt (cloud-init "mounts" module).
-        cloud.mounts.append(["ephemeral0", None])
+        # The temp disk is ours: an entry with no mount point stops cloud-init mounting it at /mnt
+        # (cloud-init cc_mounts: "[ swap ]" removes a previously listed mount).
+        cloud.mounts.append(["ephemeral0"])
