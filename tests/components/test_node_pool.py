@@ -78,6 +78,8 @@ def test_one_cloud_init_per_pool_with_its_fingerprint_tagged(prod_plan):
         assert len({custom_data_of(v) for v in sets}) == 1
         assert len({v.inputs["tags"]["supercluster.io_cloud-init"] for v in sets}) == 1
     assert custom_data_of(scale_sets(prod_plan, "h100a")[0]) != custom_data_of(scale_sets(prod_plan, "cpu")[0])
+    sizes = [len(v.inputs["virtualMachineProfile"]["osProfile"]["customData"]) for v in prod_plan.of_type(VMSS)]
+    assert max(sizes) <= 87_380  # Azure's customData limit, for the biggest pool
 
 
 def test_resources_grow_with_shards_never_with_nodes():
