@@ -6,11 +6,15 @@ import pulumi_azure_native as azure
 from components import aliases
 from components.addons import ClusterAddons
 from components.identities import RoleIdentities
+from components.image_registry import ImageRegistry
 from components.network import ClusterNetwork
+from components.node_pool import NodePool
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
 from infra import naming
 from infra.addons import AzureAccess
+from infra.images import cache_prefixes
+from infra.node.pool import preload_images
 
 aliases.register()
 spec = load_cluster_spec()
@@ -31,6 +35,23 @@ secrets = SecretStore(
     location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
     endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
 )
+registry = ImageRegistry(
+    f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group.name,
+    location=config.location, subscription_id=client.subscription_id,
+    cache_rules=cache_prefixes(preload_images(config)), endpoint_subnet_id=network.subnet_ids["endpoints"],
+    vnet_ids=network.vnet_ids, pull_principal_id=identities.identities["node"].principal_id,
+)
+# Boot steps every node runs before kubelet (each adds to the node's CloudConfig); traffic accounting's
+# mangle rules belong here: node_boot_steps = [lambda cloud: add_traffic_accounting(cloud, ...)].
+node_boot_steps: list = []
+node_pools = {
+    pool.name: NodePool(
+        f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool, resource_group_name=group.name,
+        subnet_ids=network.subnet_ids, identity_id=identities.identities["node"].id, vault_name=secrets.vault_name,
+        registry_login_server=registry.login_server, before_kubelet=node_boot_steps,
+    )
+    for pool in config.node_pools
+}
 
 
 def declare_addons(kubernetes_provider: pulumi.ProviderResource,
@@ -54,3 +75,6 @@ def declare_addons(kubernetes_provider: pulumi.ProviderResource,
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("resourceGroupName", group.name)
 pulumi.export("vnetIds", network.vnet_ids)
+pulumi.export("registryLoginServer", registry.login_server)
+pulumi.export("nodeScaleSets", {name: {shard: vmss.name for shard, vmss in pool.scale_sets.items()}
+                                for name, pool in node_pools.items()})

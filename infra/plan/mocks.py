@@ -131,6 +131,10 @@ def _azure_name(typ: str, inputs: dict[str, Any], logical: str) -> str:
 
 
 def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
+    identity = state.get("identity")
+    if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+        # Azure takes a list of identity IDs but answers with a map keyed by them.
+        return {"identity": {**identity, "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]}}}
     if typ.endswith(":UserAssignedIdentity"):
         digest = hashlib.sha256(state["name"].encode()).hexdigest()
         return {"principalId": f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}",
