@@ -131,6 +131,10 @@ def _azure_name(typ: str, inputs: dict[str, Any], logical: str) -> str:
 
 
 def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
+    identity = state.get("identity")
+    if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+        # A VM takes a list of identity ids but reports a map {id: {principalId, clientId}}.
+        return {"identity": {**identity, "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]}}}
     if typ.endswith(":UserAssignedIdentity"):
         digest = hashlib.sha256(state["name"].encode()).hexdigest()
         return {"principalId": f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}",
@@ -139,6 +143,10 @@ def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
     if typ.endswith(":Vault"):
         return {"properties": {**state.get("properties", {}),
                                "vaultUri": f"https://{state['name']}.vault.azure.net/"}}
+    if typ.endswith(":PublicIPPrefix"):
+        # Addresses from TEST-NET-3 (RFC 5737), which no real prefix ever has.
+        offset = int(hashlib.sha256(state["name"].encode()).hexdigest(), 16) % 16 * 16
+        return {"ipPrefix": f"203.0.113.{offset}/{int(state.get('prefixLength', 28))}"}
     if typ.endswith(":StorageAccount"):
         return {"primaryEndpoints": {"blob": f"https://{state['name']}.blob.core.windows.net/"}}
     return {}

@@ -19,7 +19,8 @@ from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.errors import ConfigError
+from infra.errors import NAMESPACE, ConfigError
+from infra.hub import example_hub_outputs
 from infra.plan.mocks import PlanMocks, RecordingMonitor, Registration, plain
 from infra.plan.stackfile import PROJECT_DIR
 
@@ -34,6 +35,7 @@ class ProgramRun:
     registrations: list[Registration]
     outputs: dict[str, Any]  # plain JSON, secrets as "[secret]"
     monitor: RecordingMonitor
+    example_stacks: tuple[str, ...] = ()  # StackReferences answered with example outputs, not real ones
 
     def of_type(self, typ: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == typ]
@@ -61,10 +63,32 @@ def encode_config(values: dict[str, Any]) -> dict[str, str]:
 
 def run_program(stack: str, config: dict[str, Any],
                 stack_outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
-    """Runs ``__main__.py`` once; raises ``ConfigError`` for bad config, as the program does."""
+    """Runs ``__main__.py`` once; raises ``ConfigError`` for bad config, as the program does.
+
+    A StackReference the caller gives no outputs for (the hub of ``network.hub.stack``) is answered
+    with example outputs that satisfy its contract, and the run says so (``example_stacks``)."""
     program = str(PROJECT_DIR / "__main__.py")
-    return run_declarations(lambda: runpy.run_path(program, run_name="__main__"), stack=stack, config=config,
-                            stack_outputs=stack_outputs)
+    examples = {name: outputs for name, outputs in example_stack_outputs(config).items()
+                if name not in (stack_outputs or {})}
+    run = run_declarations(lambda: runpy.run_path(program, run_name="__main__"), stack=stack, config=config,
+                           stack_outputs={**examples, **(stack_outputs or {})})
+    run.example_stacks = tuple(sorted(examples))
+    return run
+
+
+def example_stack_outputs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Example outputs for the hub stack the config names, if any (see ``infra.hub``)."""
+    network = config.get(f"{NAMESPACE}:network")
+    if isinstance(network, str):
+        network = json.loads(network)
+    if not isinstance(network, dict) or not isinstance(network.get("hub"), dict):
+        return {}
+    hub_stack = network["hub"].get("stack")
+    try:
+        return {hub_stack: example_hub_outputs(network["addressSpace"], network["serviceCidr"])} \
+            if isinstance(hub_stack, str) else {}
+    except (KeyError, TypeError, ValueError):
+        return {}  # the program's own validation names the bad key
 
 
 def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config: dict[str, Any] | None = None,
