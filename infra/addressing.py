@@ -206,16 +206,16 @@ def _pool_vnets(pool: NodePoolConfig, index: int, block: ipaddress.IPv4Network) 
     prefix = min(MIN_SUBNET_PREFIX, 32 - math.ceil(math.log2(per_shard)))
     vnet_prefix = _vnet_prefix(block)
     key = f"nodePools[{index}]"
+    if per_shard > MAX_VNET_ADDRESSES:
+        fit = (MAX_VNET_ADDRESSES - AZURE_RESERVED_PER_SUBNET) // capacity - 1
+        raise ConfigError(f"{key}.podIpsPerNode", pool.pod_ips_per_node,
+                          f"at most {fit} pod IPs per node: one {pool.name} scale set of {capacity} VMs needs "
+                          f"{per_shard:,} addresses, more than the {MAX_VNET_ADDRESSES:,} one VNet can hold")
     if prefix < block.prefixlen:
         raise ConfigError(f"{key}.podIpsPerNode", pool.pod_ips_per_node,
                           f"fewer pod IPs per node: one {pool.name} scale set needs {per_shard:,} addresses "
                           f"but its address block {block} has {block.num_addresses:,}; "
                           f"or a larger network.addressSpace")
-    if prefix < vnet_prefix:
-        fit = (MAX_VNET_ADDRESSES - AZURE_RESERVED_PER_SUBNET) // capacity - 1
-        raise ConfigError(f"{key}.podIpsPerNode", pool.pod_ips_per_node,
-                          f"at most {fit} pod IPs per node: one {pool.name} scale set of {capacity} VMs needs "
-                          f"{per_shard:,} addresses, more than the {MAX_VNET_ADDRESSES:,} one VNet can hold")
     room = 2 ** (prefix - block.prefixlen)
     if len(pool_shards) > room:
         raise ConfigError(f"{key}.maxNodes", pool.max_nodes,

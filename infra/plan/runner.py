@@ -111,9 +111,9 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
     try:
         _sync_await(run_pulumi_func(declare))
         outputs = _sync_await(_resolve_outputs())
-    except pulumi.RunError as error:
-        cause = error.__cause__
-        if isinstance(cause, ConfigError):
+    except Exception as error:  # noqa: BLE001 - only re-raised, as the ConfigError it wraps if it wraps one
+        cause = _config_error_in(error)
+        if cause is not None:
             raise cause from None
         raise
     finally:
@@ -122,6 +122,19 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
     # Monitor calls run on worker threads and may arrive in any order; declaration order does not.
     ordered = sorted(monitor.registrations, key=lambda r: declared.get((r.type, r.name), len(declared)))
     return ProgramRun(stack, config, ordered, outputs, monitor)
+
+
+def _config_error_in(error: BaseException) -> ConfigError | None:
+    """The ConfigError behind ``error``: raised by validation (wrapped in a RunError) or inside an apply,
+    e.g. a hub stack whose outputs break the contract (wrapped once per dependent resource)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConfigError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _recorder(declared: dict[tuple[str, str], int]):
