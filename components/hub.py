@@ -17,7 +17,24 @@ import pulumi_azure_native as azure
 from infra import naming
 from infra.addressing import HUB_SUBNETS, HUB_VNET, AddressPlan
 from infra.config import NetworkConfig
+from infra.errors import ConfigError
 from infra.hub import HubOutputs, parse_hub_outputs
+
+
+class HubContractError(pulumi.RunError):
+    """A hub stack whose outputs break the contract. A RunError, so Pulumi prints the one line and no
+    traceback, and never a ValueError, so Pulumi does not wrap it once per dependent resource."""
+
+    def __init__(self, error: ConfigError) -> None:
+        super().__init__(str(error))
+        self.config_error = error
+
+
+def _checked(outputs: dict, network: NetworkConfig) -> HubOutputs:
+    try:
+        return parse_hub_outputs(outputs, network)
+    except ConfigError as error:
+        raise HubContractError(error) from None
 
 
 class Hub(pulumi.ComponentResource):
@@ -53,7 +70,7 @@ class Hub(pulumi.ComponentResource):
     def _read(self, name: str, network: NetworkConfig) -> None:
         reference = pulumi.StackReference(f"{name}-stack", stack_name=network.hub.stack,
                                           opts=pulumi.ResourceOptions(parent=self))
-        hub: pulumi.Output[HubOutputs] = reference.outputs.apply(lambda outputs: parse_hub_outputs(outputs, network))
+        hub: pulumi.Output[HubOutputs] = reference.outputs.apply(lambda outputs: _checked(outputs, network))
         self.vnet_id = hub.apply(lambda h: h.vnet_id)
         self.vnet_name = hub.apply(lambda h: h.vnet_name)
         self.resource_group_name = hub.apply(lambda h: h.resource_group_name)

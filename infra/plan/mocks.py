@@ -58,6 +58,7 @@ class Registration:
     options: dict[str, Any]
     dependencies: list[str]
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    provider: str = ""  # "<provider urn>::<id>" when the resource names an explicit provider
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -200,6 +201,7 @@ class RecordingMonitor(mocks.MockMonitor):
             parent=request.parent, custom=bool(request.custom), inputs=inputs, options=options,
             dependencies=sorted(set(request.dependencies)),
             property_dependencies=property_dependencies,
+            provider=request.provider,
         )
         self.registrations.append(registration)
         self.by_urn[registration.urn] = registration

@@ -125,13 +125,15 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
 
 
 def _config_error_in(error: BaseException) -> ConfigError | None:
-    """The ConfigError behind ``error``: raised by validation (wrapped in a RunError) or inside an apply,
-    e.g. a hub stack whose outputs break the contract (wrapped once per dependent resource)."""
+    """The ConfigError behind ``error``: raised by validation (wrapped in a RunError), or inside an apply
+    and carried by the RunError the component raised (``config_error``, e.g. a broken hub contract)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         if isinstance(current, ConfigError):
             return current
+        if isinstance(getattr(current, "config_error", None), ConfigError):
+            return current.config_error  # type: ignore[attr-defined]
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
