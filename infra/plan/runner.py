@@ -97,6 +97,7 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
     registration, so assertions see finished resources and no ``apply`` callback is left unrun."""
     config = config or {}
     loop = asyncio.new_event_loop()
+    loop.set_exception_handler(_quiet_config_errors)
     asyncio.set_event_loop(loop)
     settings.set_root_resource(None)  # type: ignore[arg-type]
     plan_mocks = PlanMocks(stack_outputs)
@@ -137,6 +138,13 @@ def _config_error_in(error: BaseException) -> ConfigError | None:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+def _quiet_config_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Every output that depended on a failed apply holds its error; the one line we print is enough."""
+    exception = context.get("exception")
+    if exception is None or _config_error_in(exception) is None:
+        loop.default_exception_handler(context)
 
 
 def _recorder(declared: dict[tuple[str, str], int]):
