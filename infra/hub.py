@@ -5,14 +5,15 @@ every cluster; clusters are peered only to the hub, never to each other, and pee
 not transitive, so no cluster can reach another. With ``network.hub.stack`` the
 cluster reads the hub stack's outputs through a StackReference and expects:
 
-| output | type | meaning |
-|---|---|---|
-| ``vnetId`` | string | ARM id of the hub VNet (its subscription is where the hub-side resources go) |
-| ``resourceGroupName`` | string | the hub VNet's resource group |
-| ``vnetName`` | string | the hub VNet's name |
-| ``addressSpace`` | list of CIDRs | every range researchers' traffic comes from: the hub VNet's prefixes plus VPN client pools or on-premises ranges routed through it |
-| ``routeTableName`` | string | the route table (in ``resourceGroupName``) of the subnets researchers come from; the cluster adds its ``serviceCidr -> NAT hosts`` route to it |
-| ``gatewayTransit`` | bool, optional | true if the hub has a VPN/ExpressRoute gateway that spokes use (``useRemoteGateways``), so replies reach VPN clients |
+- ``vnetId`` (string): ARM id of the hub VNet; its subscription is where the hub-side
+  resources (our peerings into the hub, our route) are created.
+- ``resourceGroupName``, ``vnetName`` (strings): the hub VNet's group and name, matching ``vnetId``.
+- ``addressSpace`` (list of CIDRs): every range researchers' traffic comes from, i.e. the hub
+  VNet's prefixes plus VPN client pools or on-premises ranges routed through it.
+- ``routeTableName`` (string): the route table, in ``resourceGroupName``, of the subnets
+  researchers come from; the cluster adds its ``serviceCidr -> NAT hosts`` route to it.
+- ``gatewayTransit`` (bool, optional): the hub has a VPN/ExpressRoute gateway that spokes use
+  (``useRemoteGateways``), so replies find their way back to VPN clients.
 
 A hub created here (``network.hub.addressSpace``) is described by the same contract.
 """
@@ -54,7 +55,8 @@ def parse_hub_outputs(outputs: Mapping[str, Any], network: NetworkConfig) -> Hub
     key, stack = "network.hub.stack", network.hub.stack
 
     def refuse(problem: str) -> ConfigError:
-        return ConfigError(key, stack, f"a hub stack that exports the hub contract (README, 'Hub'): {problem}")
+        return ConfigError(key, stack,
+                           f"a hub stack that exports the hub contract (README, 'Hub and spoke'): {problem}")
 
     missing = [name for name in REQUIRED_OUTPUTS if outputs.get(name) in (None, "", [])]
     if missing:
@@ -73,7 +75,8 @@ def parse_hub_outputs(outputs: Mapping[str, Any], network: NetworkConfig) -> Hub
     except (ValueError, TypeError):
         raise refuse(f"addressSpace {raw_space!r} is not a list of IPv4 CIDRs") from None
     for hub_range in ranges:
-        for name, ours in (("network.addressSpace", network.address_space), ("network.serviceCidr", network.service_cidr)):
+        for name, ours in (("network.addressSpace", network.address_space),
+                           ("network.serviceCidr", network.service_cidr)):
             if hub_range.overlaps(ours):
                 raise refuse(f"its addressSpace {hub_range} overlaps {name} {ours}")
     return HubOutputs(

@@ -113,8 +113,10 @@ def apply_script(ruleset: Ruleset) -> str:
 
 
 def add_ruleset(cloud: CloudConfig, ruleset: Ruleset, before: Sequence[str]) -> None:
-    """Writes the rules and their loader, and a boot unit ordered before ``before`` and wanted by them,
-    so the rules are in place whenever those units start, on the first boot as on every other."""
+    """Writes the rules and their loader, and a boot unit that loads them before any interface is up
+    (like netfilter-persistent: no default dependencies, ``Before=network-pre.target``), before
+    ``before`` and wanted by it, so the rules are in place whenever those units start, on the first
+    boot (when cloud-init starts the unit itself) as on every other."""
     if "iptables" not in cloud.packages:
         cloud.packages.append("iptables")
     cloud.add(ruleset.rules_path, render_restore(ruleset))
@@ -124,9 +126,12 @@ def add_ruleset(cloud: CloudConfig, ruleset: Ruleset, before: Sequence[str]) -> 
         systemd.unit(
             f"supercluster: {ruleset.description}",
             [ruleset.script_path],
-            after=["network-pre.target"],
+            after=["systemd-modules-load.service", "local-fs.target"],
+            wants=["network-pre.target"],
             service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "5"},
-            unit_extra={"Before": " ".join(before)},
+            unit_extra={"DefaultDependencies": "no",
+                        "Before": " ".join(["network-pre.target", "shutdown.target", *before]),
+                        "Conflicts": "shutdown.target"},
             wanted_by=" ".join(["multi-user.target", *before]),
         ),
     )

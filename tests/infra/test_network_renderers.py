@@ -29,7 +29,8 @@ def test_accounting_loads_before_kubelet_on_every_boot_including_the_first():
     cloud = CloudConfig()
     add_traffic_accounting(cloud, DEV)
     unit = _file(cloud, "/etc/systemd/system/supercluster-traffic-accounting.service")
-    assert "Before=kubelet.service" in unit.splitlines()
+    assert "Before=network-pre.target shutdown.target kubelet.service" in unit.splitlines()
+    assert "DefaultDependencies=no" in unit.splitlines()
     # Wanted by kubelet: starting kubelet pulls the rules in, ordered before it, even on the first boot.
     assert "WantedBy=multi-user.target kubelet.service" in unit.splitlines()
     assert "Type=oneshot" in unit and "RemainAfterExit=true" in unit
