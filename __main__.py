@@ -5,8 +5,10 @@ import pulumi_azure_native as azure
 
 from components import aliases
 from components.addons import ClusterAddons
+from components.hub import Hub, HubPeerings
 from components.identities import RoleIdentities
 from components.image_registry import ImageRegistry
+from components.nat_hosts import NatHosts
 from components.network import ClusterNetwork
 from components.node_pool import NodePool
 from components.secret_store import SecretStore
@@ -27,13 +29,23 @@ group = azure.resources.ResourceGroup(
     location=config.location,
     opts=pulumi.ResourceOptions(protect=True),
 )
-network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=group.name, location=config.location)
+hub = Hub(f"{config.cluster_name}-hub", cluster_name=config.cluster_name, network=config.network, plan=plan,
+          resource_group_name=group.name, location=config.location)
+network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=group.name, location=config.location,
+                         hub_prefixes=hub.address_prefixes)
+HubPeerings(f"{config.cluster_name}-hub-peerings", hub=hub, cluster_name=config.cluster_name, plan=plan,
+            vnet_ids=network.vnet_ids, vnet_names=network.vnet_names, resource_group_name=group.name)
 identities = RoleIdentities(f"{config.cluster_name}-id", resource_group_name=group.name,
                             location=config.location)
 secrets = SecretStore(
     f"{config.cluster_name}-secrets", cluster_name=config.cluster_name, resource_group_name=group.name,
     location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
     endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
+)
+nat_hosts = NatHosts(
+    f"{config.cluster_name}-nat-hosts", config=config, plan=plan, resource_group_name=group.name,
+    location=config.location, subscription_id=client.subscription_id, subnet_id=network.subnet_ids["nat"],
+    identity_id=identities.identities["nat"].id, vault_name=secrets.vault_name,
 )
 registry = ImageRegistry(
     f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group.name,
@@ -78,3 +90,10 @@ pulumi.export("vnetIds", network.vnet_ids)
 pulumi.export("registryLoginServer", registry.login_server)
 pulumi.export("nodeScaleSets", {name: {shard: vmss.name for shard, vmss in pool.scale_sets.items()}
                                 for name, pool in node_pools.items()})
+pulumi.export("network", {
+    "addressSpace": str(config.network.address_space),
+    "serviceCidr": str(config.network.service_cidr),
+    "natLoadBalancerIp": nat_hosts.load_balancer_ip,
+    "egressPrefixes": network.egress_prefixes,
+    "hub": hub.contract,
+})

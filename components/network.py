@@ -1,30 +1,74 @@
-"""The cluster's VNets and subnets, exactly as ``infra.addressing`` planned them, peered in a full mesh.
+"""The cluster's VNets and subnets exactly as ``infra.addressing`` planned them, with their NSGs,
+NAT gateways and the full mesh of peerings between them.
 
-One VNet per address block (``system`` and one per node pool); every subnet is its
-own resource so a preview shows subnet-level changes, and growing a pool only adds
-subnets. VNets are protected: deleting one would take every machine in it along.
+Every subnet is its own resource so a preview shows subnet-level changes and growing a
+pool only adds subnets; node-pool shards share one NSG and each VNet one NAT gateway, so
+the resource count grows with shards and VNets, never with nodes. Subnets have no
+default outbound access: the NAT gateway is the only way out. VNets, peerings and the
+egress prefixes are protected: deleting one would cut off every machine behind it.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_azure_native as azure
 
 from infra import naming
-from infra.addressing import AddressPlan
+from infra.addressing import ENDPOINTS_SUBNET, AddressPlan
+from infra.egress import nat_gateways
+from infra.network_security import HUB, SecurityRule, security_groups, subnet_security_groups
 
 
 class ClusterNetwork(pulumi.ComponentResource):
     vnet_ids: dict[str, pulumi.Output[str]]
+    vnet_names: dict[str, pulumi.Output[str]]
     subnet_ids: dict[str, pulumi.Output[str]]
+    egress_prefixes: dict[str, pulumi.Output[str]]
 
-    def __init__(self, name: str, *, plan: AddressPlan, resource_group_name: pulumi.Input[str],
-                 location: str, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, *, plan: AddressPlan, resource_group_name: pulumi.Input[str], location: str,
+                 hub_prefixes: pulumi.Input[Sequence[str]], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:network:ClusterNetwork", name, None, opts)
-        self.vnet_ids = {}
-        self.subnet_ids = {}
+        self.vnet_ids, self.vnet_names, self.subnet_ids, self.egress_prefixes = {}, {}, {}, {}
+        nsg_ids = {
+            group.key: azure.network.NetworkSecurityGroup(
+                f"{name}-{group.key}-nsg",
+                network_security_group_name=naming.network_security_group(name, group.key),
+                resource_group_name=resource_group_name,
+                location=location,
+                security_rules=[_security_rule(rule, hub_prefixes) for rule in group.rules],
+                opts=pulumi.ResourceOptions(parent=self),
+            ).id
+            for group in security_groups(plan)
+        }
+        nsg_of_subnet = subnet_security_groups(plan)
+        egress_of_subnet: dict[str, pulumi.Output[str]] = {}
+        for gateway in nat_gateways(plan):
+            prefix = azure.network.PublicIPPrefix(
+                f"{name}-{gateway.vnet}-egress",
+                public_ip_prefix_name=naming.egress_prefix(name, gateway.vnet),
+                resource_group_name=resource_group_name,
+                location=location,
+                prefix_length=gateway.prefix_length,
+                public_ip_address_version="IPv4",
+                sku=azure.network.PublicIPPrefixSkuArgs(name="Standard", tier="Regional"),
+                # Egress addresses are what others allowlist; a lost prefix cannot be had back.
+                opts=pulumi.ResourceOptions(parent=self, protect=True),
+            )
+            nat = azure.network.NatGateway(
+                f"{name}-{gateway.vnet}-natgw",
+                nat_gateway_name=naming.nat_gateway(name, gateway.vnet),
+                resource_group_name=resource_group_name,
+                location=location,
+                sku=azure.network.NatGatewaySkuArgs(name="Standard"),
+                public_ip_prefixes=[azure.network.SubResourceArgs(id=prefix.id)],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.egress_prefixes[gateway.vnet] = prefix.ip_prefix
+            egress_of_subnet.update({subnet: nat.id for subnet in gateway.subnets})
+
         vnets: dict[str, azure.network.VirtualNetwork] = {}
         for vnet_plan in plan.vnets:
             vnet = azure.network.VirtualNetwork(
@@ -38,13 +82,21 @@ class ClusterNetwork(pulumi.ComponentResource):
             )
             vnets[vnet_plan.key] = vnet
             self.vnet_ids[vnet_plan.key] = vnet.id
+            self.vnet_names[vnet_plan.key] = vnet.name
             for subnet_plan in vnet_plan.subnets:
+                egress = egress_of_subnet.get(subnet_plan.key)
                 subnet = azure.network.Subnet(
                     f"{name}-{subnet_plan.key}",
                     subnet_name=subnet_plan.key,
                     virtual_network_name=vnet.name,
                     resource_group_name=resource_group_name,
                     address_prefix=str(subnet_plan.cidr),
+                    network_security_group=azure.network.NetworkSecurityGroupArgs(
+                        id=nsg_ids[nsg_of_subnet[subnet_plan.key]]),
+                    nat_gateway=azure.network.SubResourceArgs(id=egress) if egress is not None else None,
+                    default_outbound_access=False,
+                    # Let the NSG apply to the private endpoint's traffic too (off by default for endpoints).
+                    private_endpoint_network_policies="Enabled" if subnet_plan.key == ENDPOINTS_SUBNET else None,
                     opts=pulumi.ResourceOptions(parent=vnet),
                 )
                 self.subnet_ids[subnet_plan.key] = subnet.id
@@ -60,4 +112,34 @@ class ClusterNetwork(pulumi.ComponentResource):
                 allow_forwarded_traffic=True,
                 opts=pulumi.ResourceOptions(parent=a, protect=True),
             )
-        self.register_outputs({"vnetIds": self.vnet_ids, "subnetIds": self.subnet_ids})
+        self.register_outputs({"vnetIds": self.vnet_ids, "subnetIds": self.subnet_ids,
+                               "egressPrefixes": self.egress_prefixes})
+
+
+def _security_rule(rule: SecurityRule, hub_prefixes: pulumi.Input[Sequence[str]]) -> azure.network.SecurityRuleArgs:
+    """One NSG rule; a single source or port goes in the singular field (service tags only fit there)."""
+    sources: dict = {}
+    if HUB in rule.sources:
+        others = [s for s in rule.sources if s != HUB]
+        sources["source_address_prefixes"] = pulumi.Output.from_input(hub_prefixes).apply(
+            lambda hub: [*hub, *others])
+    elif len(rule.sources) == 1:
+        sources["source_address_prefix"] = rule.sources[0]
+    else:
+        sources["source_address_prefixes"] = list(rule.sources)
+    destinations = ({"destination_address_prefix": rule.destinations[0]} if len(rule.destinations) == 1
+                    else {"destination_address_prefixes": list(rule.destinations)})
+    ports = ({"destination_port_range": rule.ports[0]} if len(rule.ports) == 1
+             else {"destination_port_ranges": list(rule.ports)})
+    return azure.network.SecurityRuleArgs(
+        name=rule.name,
+        priority=rule.priority,
+        direction=rule.direction,
+        access=rule.access,
+        protocol=rule.protocol,
+        description=rule.description,
+        source_port_range="*",
+        **sources,
+        **destinations,
+        **ports,
+    )

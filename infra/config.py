@@ -226,9 +226,9 @@ def _network(s: Section) -> NetworkConfig:
     if not network.address_space.is_private:
         raise ConfigError(s.key("addressSpace"), str(network.address_space),
                           "a private (RFC 1918) range such as 10.0.0.0/8")
-    if network.address_space.prefixlen > 20:
+    if network.address_space.prefixlen > 18:
         raise ConfigError(s.key("addressSpace"), str(network.address_space),
-                          "a range of /20 or larger (it holds the etcd, apiserver, NAT and node subnets)")
+                          "a range of /18 or larger (each of its 64 blocks must hold the /24 of system subnets)")
     if network.service_cidr.overlaps(network.address_space):
         raise ConfigError(s.key("serviceCidr"), str(network.service_cidr),
                           f"a range outside network.addressSpace {network.address_space}")

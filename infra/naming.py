@@ -48,3 +48,38 @@ def container_registry(cluster: str) -> str:
     """Container registry names are global, 5-50 letters and digits."""
     base = "".join(ch for ch in cluster if ch.isalnum())[:20]
     return f"{base}acr{_global_suffix(cluster, 'acr')}"
+# --------------------------------------------------------------------------- network
+
+def network_security_group(cluster: str, group_key: str) -> str:
+    return f"{cluster}-{group_key}-nsg"
+
+
+def nat_gateway(cluster: str, vnet_key: str) -> str:
+    return f"{cluster}-{vnet_key}-natgw"
+
+
+def egress_prefix(cluster: str, vnet_key: str) -> str:
+    """The public IP prefix a VNet's NAT gateway sends from (the cluster's egress addresses)."""
+    return f"{cluster}-{vnet_key}-egress"
+
+
+def route_table(cluster: str, vnet_key: str) -> str:
+    return f"{cluster}-{vnet_key}-rt"
+
+
+def hub_peering(cluster: str, vnet_key: str) -> str:
+    """A peering in the hub VNet, which many clusters peer to: named after the cluster and its VNet."""
+    return f"{cluster}-{vnet_key}"
+
+
+def service_route(cluster: str) -> str:
+    """The hub route that sends a cluster's service range to its NAT hosts."""
+    return f"{cluster}-services"
+
+
+def nat_load_balancer(cluster: str) -> str:
+    return f"{cluster}-nat-lb"
+
+
+def nat_host(cluster: str, index: int) -> str:
+    return f"{cluster}-nat-{index}"

@@ -19,7 +19,7 @@ from infra.errors import NAMESPACE, ConfigError
 from infra.plan.artifacts import plan_files, write_plan
 from infra.plan.runner import run_program
 from infra.plan.secret_scan import scan_files
-from infra.plan.stackfile import PROJECT_DIR, load_stack_config
+from infra.plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs
 from infra.plan.summary import render_summary
 
 
@@ -29,16 +29,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="output directory (default build/plan/<stack>)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value like `pulumi config set --path` (repeatable)")
+    parser.add_argument("--stack-outputs", action="append", default=[], type=Path, metavar="FILE",
+                        help="YAML/JSON {org/project/stack: {output: value}} answering StackReferences "
+                             "(default: example outputs for the hub stack, marked as such in the summary)")
     args = parser.parse_args(argv)
     out = args.out or PROJECT_DIR / "build" / "plan" / args.stack
     try:
         config = load_stack_config(args.stack, args.config)
-        run = run_program(args.stack, config)
+        stack_outputs = load_stack_outputs(args.stack_outputs)
+        run = run_program(args.stack, config, stack_outputs)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     spec = build_cluster_spec(_namespace_values(config), config.get(LOCATION_KEY))
-    summary = render_summary(args.stack, spec, run.registrations)
+    summary = render_summary(args.stack, spec, run.registrations, example_stacks=run.example_stacks)
     files = plan_files(run.registrations, run.outputs, summary)
     leaks = scan_files(files)
     if leaks:

@@ -60,6 +60,7 @@ class Registration:
     options: dict[str, Any]
     dependencies: list[str]
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    provider: str = ""  # "<provider urn>::<id>" when the resource names an explicit provider
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -137,7 +138,7 @@ def _azure_name(typ: str, inputs: dict[str, Any], logical: str) -> str:
 def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
     identity = state.get("identity")
     if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
-        # Azure takes a list of identity IDs but answers with a map keyed by them.
+        # A VM takes a list of identity ids but reports a map {id: {principalId, clientId}}.
         return {"identity": {**identity, "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]}}}
     if typ.endswith(":UserAssignedIdentity"):
         digest = hashlib.sha256(state["name"].encode()).hexdigest()
@@ -147,6 +148,10 @@ def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
     if typ.endswith(":Vault"):
         return {"properties": {**state.get("properties", {}),
                                "vaultUri": f"https://{state['name']}.vault.azure.net/"}}
+    if typ.endswith(":PublicIPPrefix"):
+        # Addresses from TEST-NET-3 (RFC 5737), which no real prefix ever has.
+        offset = int(hashlib.sha256(state["name"].encode()).hexdigest(), 16) % 16 * 16
+        return {"ipPrefix": f"203.0.113.{offset}/{int(state.get('prefixLength', 28))}"}
     if typ.endswith(":StorageAccount"):
         return {"primaryEndpoints": {"blob": f"https://{state['name']}.blob.core.windows.net/"}}
     return {}
@@ -200,6 +205,7 @@ class RecordingMonitor(mocks.MockMonitor):
             parent=request.parent, custom=bool(request.custom), inputs=inputs, options=options,
             dependencies=sorted(set(request.dependencies)),
             property_dependencies=property_dependencies,
+            provider=request.provider,
         )
         self.registrations.append(registration)
         self.by_urn[registration.urn] = registration

@@ -19,7 +19,8 @@ from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.errors import ConfigError
+from infra.errors import NAMESPACE, ConfigError
+from infra.hub import example_hub_outputs
 from infra.plan.mocks import PlanMocks, RecordingMonitor, Registration, plain
 from infra.plan.stackfile import PROJECT_DIR
 
@@ -34,6 +35,7 @@ class ProgramRun:
     registrations: list[Registration]
     outputs: dict[str, Any]  # plain JSON, secrets as "[secret]"
     monitor: RecordingMonitor
+    example_stacks: tuple[str, ...] = ()  # StackReferences answered with example outputs, not real ones
 
     def of_type(self, typ: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == typ]
@@ -61,10 +63,32 @@ def encode_config(values: dict[str, Any]) -> dict[str, str]:
 
 def run_program(stack: str, config: dict[str, Any],
                 stack_outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
-    """Runs ``__main__.py`` once; raises ``ConfigError`` for bad config, as the program does."""
+    """Runs ``__main__.py`` once; raises ``ConfigError`` for bad config, as the program does.
+
+    A StackReference the caller gives no outputs for (the hub of ``network.hub.stack``) is answered
+    with example outputs that satisfy its contract, and the run says so (``example_stacks``)."""
     program = str(PROJECT_DIR / "__main__.py")
-    return run_declarations(lambda: runpy.run_path(program, run_name="__main__"), stack=stack, config=config,
-                            stack_outputs=stack_outputs)
+    examples = {name: outputs for name, outputs in example_stack_outputs(config).items()
+                if name not in (stack_outputs or {})}
+    run = run_declarations(lambda: runpy.run_path(program, run_name="__main__"), stack=stack, config=config,
+                           stack_outputs={**examples, **(stack_outputs or {})})
+    run.example_stacks = tuple(sorted(examples))
+    return run
+
+
+def example_stack_outputs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Example outputs for the hub stack the config names, if any (see ``infra.hub``)."""
+    network = config.get(f"{NAMESPACE}:network")
+    if isinstance(network, str):
+        network = json.loads(network)
+    if not isinstance(network, dict) or not isinstance(network.get("hub"), dict):
+        return {}
+    hub_stack = network["hub"].get("stack")
+    try:
+        return {hub_stack: example_hub_outputs(network["addressSpace"], network["serviceCidr"])} \
+            if isinstance(hub_stack, str) else {}
+    except (KeyError, TypeError, ValueError):
+        return {}  # the program's own validation names the bad key
 
 
 def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config: dict[str, Any] | None = None,
@@ -73,6 +97,7 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
     registration, so assertions see finished resources and no ``apply`` callback is left unrun."""
     config = config or {}
     loop = asyncio.new_event_loop()
+    loop.set_exception_handler(_quiet_config_errors)
     asyncio.set_event_loop(loop)
     settings.set_root_resource(None)  # type: ignore[arg-type]
     plan_mocks = PlanMocks(stack_outputs)
@@ -87,9 +112,9 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
     try:
         _sync_await(run_pulumi_func(declare))
         outputs = _sync_await(_resolve_outputs())
-    except pulumi.RunError as error:
-        cause = error.__cause__
-        if isinstance(cause, ConfigError):
+    except Exception as error:  # noqa: BLE001 - only re-raised, as the ConfigError it wraps if it wraps one
+        cause = _config_error_in(error)
+        if cause is not None:
             raise cause from None
         raise
     finally:
@@ -98,6 +123,28 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
     # Monitor calls run on worker threads and may arrive in any order; declaration order does not.
     ordered = sorted(monitor.registrations, key=lambda r: declared.get((r.type, r.name), len(declared)))
     return ProgramRun(stack, config, ordered, outputs, monitor)
+
+
+def _config_error_in(error: BaseException) -> ConfigError | None:
+    """The ConfigError behind ``error``: raised by validation (wrapped in a RunError), or inside an apply
+    and carried by the RunError the component raised (``config_error``, e.g. a broken hub contract)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConfigError):
+            return current
+        if isinstance(getattr(current, "config_error", None), ConfigError):
+            return current.config_error  # type: ignore[attr-defined]
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _quiet_config_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Every output that depended on a failed apply holds its error; the one line we print is enough."""
+    exception = context.get("exception")
+    if exception is None or _config_error_in(exception) is None:
+        loop.default_exception_handler(context)
 
 
 def _recorder(declared: dict[tuple[str, str], int]):

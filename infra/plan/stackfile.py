@@ -101,3 +101,19 @@ def _assign(container: Any, name: str | None, index: str | None, value: Any, ove
         container[position] = value
     except IndexError:
         raise ConfigError("--config", override, f"an index within the list's {len(container)} items") from None
+
+
+def load_stack_outputs(files: list[Path]) -> dict[str, dict[str, Any]]:
+    """``{"org/project/stack": {output: value}}`` merged from YAML/JSON files (``--stack-outputs``),
+    what ``pulumi stack output --json --stack org/project/stack`` prints, keyed by the stack's name."""
+    merged: dict[str, dict[str, Any]] = {}
+    for path in files:
+        accepted = "a readable YAML/JSON file mapping org/project/stack names to their outputs"
+        try:
+            loaded = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError):
+            raise ConfigError("--stack-outputs", str(path), accepted) from None
+        if not isinstance(loaded, dict) or not all(isinstance(v, dict) for v in loaded.values()):
+            raise ConfigError("--stack-outputs", str(path), accepted)
+        merged.update(loaded)
+    return merged

@@ -6,11 +6,13 @@ from collections import Counter
 
 from infra.cluster import ClusterSpec
 from infra.plan.critical_path import critical_path, machines_waiting_for_machines
+from infra.egress import machines_in_vnet, nat_gateways
 from infra.plan.mocks import Registration
 from infra.sizing import shards
 
 
-def render_summary(stack: str, spec: ClusterSpec, registrations: list[Registration]) -> str:
+def render_summary(stack: str, spec: ClusterSpec, registrations: list[Registration],
+                   example_stacks: tuple[str, ...] = ()) -> str:
     config, addresses = spec.config, spec.addresses
     lines = [f"# supercluster plan: stack `{stack}`", ""]
     custom = [r for r in registrations if r.custom]
@@ -34,14 +36,34 @@ def render_summary(stack: str, spec: ClusterSpec, registrations: list[Registrati
     lines += ["## IP budget", "",
               f"Limits: {addresses.max_private_ips_per_vnet:,} private IPs per VNet, "
               f"{addresses.max_private_ips_per_peered_group:,} per peered group.", "",
-              "| VNet | address space | subnets | private IPs at max size | of VNet limit |",
-              "|---|---|---:|---:|---:|"]
-    for vnet in addresses.vnets:
+              "| VNet | address space | subnets | private IPs at max size | of VNet limit | egress IPs | "
+              "SNAT ports per VM |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    egress = {gateway.vnet: gateway for gateway in nat_gateways(addresses)}
+    for vnet in addresses.peered_vnets:
         share = vnet.private_ips / addresses.max_private_ips_per_vnet
+        gateway = egress.get(vnet.key)
+        if gateway is not None:
+            machines = max(1, machines_in_vnet(config, addresses, vnet.key))
+            nat = f"{gateway.public_ips} | {gateway.snat_ports // machines:,}"
+        else:
+            nat = "- | -"
         lines.append(f"| {vnet.key} | {vnet.address_space} | {len(vnet.subnets)} | "
-                     f"{vnet.private_ips:,} | {share:.0%} |")
+                     f"{vnet.private_ips:,} | {share:.0%} | {nat} |")
     total_share = addresses.private_ips / addresses.max_private_ips_per_peered_group
-    lines += [f"| **peered group** | | | **{addresses.private_ips:,}** | **{total_share:.0%}** |", ""]
+    lines += [f"| **peered group** | | | **{addresses.private_ips:,}** | **{total_share:.0%}** | | |", ""]
+
+    hub = config.network.hub
+    lines += ["## Hub and NAT hosts", ""]
+    if hub.stack is not None:
+        source = ("example outputs (no --stack-outputs given), not the real hub's" if hub.stack in example_stacks
+                  else "the outputs given with --stack-outputs")
+        lines.append(f"Peered to the hub of stack `{hub.stack}`; this plan read {source}.")
+    else:
+        lines.append(f"Hub created by this stack: {hub.address_space}, counted in the peered group.")
+    lines += ["", f"The hub routes {addresses.service_cidr} to {config.network.nat_hosts.count} NAT host(s) "
+                  f"({config.network.nat_hosts.vm_size}) behind {addresses.nat_lb_ip()}.", ""]
+
     lines += _critical_path_section(registrations)
     return "\n".join(lines) + "\n"
 

@@ -66,8 +66,10 @@ BAD_INPUTS = {
     "unknown top-level key": (["nodepools=[]"], "supercluster:nodepools", "unknown key"),
     "IP budget over the VNet limit": (["network.maxPrivateIpsPerVnet=1000", "nodePools[1].maxNodes=100"],
                                       "nodePools[1].maxNodes = 100", "use podIpsPerNode <= 8"),
-    "IP budget over the peered group": (["network.maxPrivateIpsPerPeeredGroup=256", "nodePools[1].maxNodes=5"],
-                                        "network.maxPrivateIpsPerPeeredGroup = 256", "need 273 private IPs, 17 too many"),
+    "IP budget over the peered group": (["network.maxPrivateIpsPerPeeredGroup=1400", "nodePools[1].maxNodes=20"],
+                                        "network.maxPrivateIpsPerPeeredGroup = 1400",
+                                        "need 1,552 private IPs (including the hub's 1,024), 152 too many; "
+                                        "any one of these fits: cpu podIpsPerNode <= 8 or maxNodes <= 11"),
     "pool outgrows its address block": (["nodePools[1].maxNodes=5000"], "nodePools[1].maxNodes = 5000",
                                         "at most 2000 nodes"),
     "etcd on a network disk": (["etcd.vmSize=Standard_D4s_v5"], "etcd.vmSize = 'Standard_D4s_v5'",

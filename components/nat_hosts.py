@@ -1,0 +1,110 @@
+"""The NAT hosts: a few forwarding VMs behind an internal Standard load balancer with HA ports.
+
+The hub routes the service range to the load balancer's frontend (a virtual appliance
+next hop); the HA-ports rule (protocol All, port 0) hands every flow, whatever its port,
+to a healthy host, and the packet keeps its service IP as destination
+(learn.microsoft.com/azure/load-balancer/load-balancer-ha-ports-overview). The hosts
+translate it (``infra/nat_hosts.py``). Health is kube-proxy's own health endpoint, so a
+host whose service rules are stale gets no new flows.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_azure_native as azure
+
+from components.machines import DedicatedVm, VmArgs
+from infra import naming
+from infra.addressing import AddressPlan
+from infra.cloudinit import custom_data, fingerprint, render
+from infra.config import ClusterConfig
+from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PATH, KUBE_PROXY_HEALTHZ_PORT, nat_host_cloud_config
+
+FRONTEND = "services"
+BACKEND_POOL = "nat-hosts"
+PROBE = "kube-proxy"
+# Azure's shortest probe interval is 5 s; two failures in a row take a host out (probe_threshold).
+PROBE_INTERVAL_SECONDS = 5
+PROBE_THRESHOLD = 2
+
+
+class NatHosts(pulumi.ComponentResource):
+    load_balancer_ip: str
+    host_ips: tuple[str, ...]
+
+    def __init__(self, name: str, *, config: ClusterConfig, plan: AddressPlan, resource_group_name: pulumi.Input[str],
+                 location: str, subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
+                 identity_id: pulumi.Input[str], vault_name: str,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("supercluster:nat:NatHosts", name, None, opts)
+        cluster = config.cluster_name
+        self.load_balancer_ip = plan.nat_lb_ip()
+        self.host_ips = plan.nat_host_ips(config.network.nat_hosts.count)
+        lb_name = naming.nat_load_balancer(cluster)
+        # The rule names the LB's own frontend, pool and probe by id, before the LB exists.
+        lb_id = pulumi.Output.concat("/subscriptions/", subscription_id, "/resourceGroups/", resource_group_name,
+                                     "/providers/Microsoft.Network/loadBalancers/", lb_name)
+        lb = azure.network.LoadBalancer(
+            f"{name}-lb",
+            load_balancer_name=lb_name,
+            resource_group_name=resource_group_name,
+            location=location,
+            sku=azure.network.LoadBalancerSkuArgs(name="Standard", tier="Regional"),
+            frontend_ip_configurations=[azure.network.FrontendIPConfigurationArgs(
+                name=FRONTEND,
+                private_ip_address=self.load_balancer_ip,
+                private_ip_allocation_method="Static",
+                subnet=azure.network.SubnetArgs(id=subnet_id),
+            )],
+            backend_address_pools=[azure.network.BackendAddressPoolArgs(name=BACKEND_POOL)],
+            probes=[azure.network.ProbeArgs(
+                name=PROBE,
+                protocol="Http",
+                port=KUBE_PROXY_HEALTHZ_PORT,
+                request_path=KUBE_PROXY_HEALTHZ_PATH,
+                interval_in_seconds=PROBE_INTERVAL_SECONDS,
+                probe_threshold=PROBE_THRESHOLD,
+            )],
+            load_balancing_rules=[azure.network.LoadBalancingRuleArgs(
+                name="ha-ports",
+                protocol="All",
+                frontend_port=0,
+                backend_port=0,
+                frontend_ip_configuration=azure.network.SubResourceArgs(
+                    id=pulumi.Output.concat(lb_id, f"/frontendIPConfigurations/{FRONTEND}")),
+                backend_address_pool=azure.network.SubResourceArgs(
+                    id=pulumi.Output.concat(lb_id, f"/backendAddressPools/{BACKEND_POOL}")),
+                probe=azure.network.SubResourceArgs(id=pulumi.Output.concat(lb_id, f"/probes/{PROBE}")),
+                # The hosts see the original destination (a service IP) either way; no loopback alias needed.
+                enable_floating_ip=False,
+                load_distribution="Default",  # 5-tuple: a flow stays on one host, whose conntrack owns it
+            )],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        pool_id = lb.id.apply(lambda i: f"{i}/backendAddressPools/{BACKEND_POOL}")
+        # One cloud-init for every host (rendered once): nothing in it is host-specific.
+        text = render(nat_host_cloud_config(config, plan, vault_name))
+        encoded, digest = custom_data(text, f"{name} cloud-init"), fingerprint(text)
+        self.hosts = [
+            DedicatedVm(
+                f"{name}-{index}",
+                VmArgs(
+                    resource_group_name=resource_group_name,
+                    location=location,
+                    vm_name=naming.nat_host(cluster, index),
+                    vm_size=config.network.nat_hosts.vm_size,
+                    subnet_id=subnet_id,
+                    private_ip=ip,
+                    identity_id=identity_id,
+                    custom_data=encoded,
+                    custom_data_fingerprint=digest,
+                    admin_ssh_public_key=config.admin_ssh_public_key,
+                    enable_ip_forwarding=True,
+                    backend_pool_ids=[pool_id],
+                    tags={"supercluster-role": "nat-host"},  # Azure tag names may not hold "/"
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for index, ip in enumerate(self.host_ips)
+        ]
+        self.register_outputs({"loadBalancerIp": self.load_balancer_ip, "hostIps": list(self.host_ips)})

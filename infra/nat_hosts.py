@@ -1,0 +1,93 @@
+"""NAT hosts (7,500-node post): how researchers outside the cluster reach the service range.
+
+The hub routes ``network.serviceCidr`` to an internal Standard load balancer whose
+HA-ports rule spreads every flow over a few NAT hosts (``network.natHosts.count``).
+Each host is a tainted cluster node: kube-proxy on it knows every service and DNATs
+the service IP to a pod, exactly as on any node. What makes it a NAT host:
+
+- IP forwarding on (in Azure on the NIC, in Linux by sysctl), ICMP redirects off: the
+  host forwards on the interface the packet came in on, and a redirect would only tell
+  the sender to bypass the load balancer;
+- it masquerades traffic whose source is outside the cluster ranges and whose original
+  destination is a service, so the pod's reply comes back through this host (which
+  undoes both translations) instead of going straight to a researcher's address;
+- it forwards nothing else from outside the cluster, so it is never an open router.
+
+The NAT-specific parts are functions that add to a ``CloudConfig``; the node bootstrap
+(kubelet, containerd, kube-proxy) is added to the same ``CloudConfig`` by
+``nat_host_cloud_config``'s caller.
+"""
+
+from __future__ import annotations
+
+from infra.addressing import AddressPlan
+from infra.cloudinit import CloudConfig
+from infra.config import ClusterConfig, Taint
+from infra.iptables import Chain, Rule, Ruleset, add_ruleset
+from infra.secret_names import NODE_JOIN_FILES
+from infra.secrets import add_secret_fetching
+from infra.traffic_accounting import add_traffic_accounting
+
+# Registered by the NAT hosts' kubelets: no workload is scheduled there, kube-proxy still runs.
+NAT_HOST_TAINTS = (Taint("supercluster.io/nat-host", "true", "NoSchedule"),)
+NAT_HOST_LABELS = {"supercluster.io/role": "nat-host"}
+# The load balancer's probe: kube-proxy's health endpoint (default --healthz-bind-address
+# 0.0.0.0:10256, kubernetes.io/docs/reference/command-line-tools-reference/kube-proxy/), which
+# answers 200 only while kube-proxy's rules are in sync, i.e. while the host can translate services.
+KUBE_PROXY_HEALTHZ_PORT = 10256
+KUBE_PROXY_HEALTHZ_PATH = "/healthz"
+SYSCTL_PATH = "/etc/sysctl.d/60-supercluster-nat-host.conf"
+# In place before the services that program or use the host's netfilter state.
+BEFORE = ("kubelet.service", "kube-proxy.service")
+
+
+def sysctls() -> dict[str, str]:
+    return {
+        "net.ipv4.ip_forward": "1",
+        "net.ipv4.conf.all.send_redirects": "0",
+        "net.ipv4.conf.default.send_redirects": "0",
+    }
+
+
+def render_sysctl(values: dict[str, str]) -> str:
+    lines = ["# Written by supercluster: NAT host forwarding (infra/nat_hosts.py)."]
+    lines += [f"{key} = {value}" for key, value in sorted(values.items())]
+    return "\n".join(lines) + "\n"
+
+
+def nat_ruleset(plan: AddressPlan) -> Ruleset:
+    cluster = [str(r) for r in plan.cluster_ranges]
+    service = str(plan.service_cidr)
+    from_cluster = tuple(Rule(("-s", cidr), "RETURN") for cidr in cluster)
+    masquerade = Chain("nat", "SUPERCLUSTER-NAT-MASQ", "POSTROUTING", (
+        *from_cluster,
+        # kube-proxy has already rewritten the destination to a pod; conntrack remembers the service IP.
+        Rule(("-m", "conntrack", "--ctorigdst", service), "MASQUERADE",
+             "from outside the cluster to a service: replies must come back through this host"),
+    ))
+    forward = Chain("filter", "SUPERCLUSTER-NAT-FWD", "FORWARD", (
+        Rule(("-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED"), "RETURN"),
+        *from_cluster,
+        Rule(("-m", "conntrack", "--ctorigdst", service), "RETURN"),
+        Rule((), "DROP", "from outside the cluster only the service range is forwarded"),
+    ))
+    return Ruleset("nat-hosts", f"translate {service} for traffic from outside the cluster", (masquerade, forward))
+
+
+def add_nat_host(cloud: CloudConfig, plan: AddressPlan) -> None:
+    """Forwarding sysctls (applied now and by systemd-sysctl on every later boot) and the NAT rules."""
+    cloud.add(SYSCTL_PATH, render_sysctl(sysctls()))
+    cloud.runcmd.append(["sysctl", "--load", SYSCTL_PATH])
+    add_ruleset(cloud, nat_ruleset(plan), before=BEFORE)
+
+
+def nat_host_cloud_config(config: ClusterConfig, plan: AddressPlan, vault_name: str) -> CloudConfig:
+    """Everything a NAT host receives from the network side: NAT, the node join secrets, traffic accounting.
+    The node bootstrap (kubelet with ``NAT_HOST_TAINTS``/``NAT_HOST_LABELS``, containerd, kube-proxy)
+    is added to this same ``CloudConfig``."""
+    cloud = CloudConfig()
+    add_nat_host(cloud, plan)
+    add_secret_fetching(cloud, vault_name, NODE_JOIN_FILES, before=["kubelet.service"])
+    if config.addons.traffic_accounting.enabled:
+        add_traffic_accounting(cloud, plan)
+    return cloud

@@ -1,0 +1,134 @@
+"""Network security groups as plain data: who may reach etcd, the apiservers, SSH, and the service range.
+
+Azure evaluates an NSG's inbound rules by priority (lowest number first, first match
+wins) and ends with its default rules, the first of which, ``AllowVnetInBound``,
+allows anything from the ``VirtualNetwork`` tag: every cluster VNet, every peered VNet
+(the hub) and whatever reaches us through a gateway. That is far too wide for etcd and
+the apiservers, so each sensitive port gets explicit allows followed by an explicit deny
+from anywhere, ahead of the defaults (learn.microsoft.com/azure/virtual-network/
+network-security-groups-overview, "Default security rules").
+
+The component (``components/network.py``) maps these specs onto azure-native NSGs; the
+symbolic source ``HUB`` becomes the hub's address prefixes, which for a hub read from
+another stack are only known at deploy time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.addressing import AddressPlan
+
+# Symbolic source: the hub's address prefixes (researchers, VPN clients).
+HUB = "hub"
+# Azure service tags (learn.microsoft.com/azure/virtual-network/service-tags-overview).
+INTERNET = "Internet"
+AZURE_LOAD_BALANCER = "AzureLoadBalancer"  # the source of load balancer health probes (168.63.129.16)
+ANY = "*"
+
+APISERVER_PORT = "6443"
+ETCD_CLIENT_PORT = "2379"
+ETCD_PORTS = "2379-2380"  # client and peer
+SSH_PORT = "22"
+
+# Custom rule priorities run from 100 to 4096 (same page, "Security rules"). Allows come first,
+# then the deny for each sensitive port, then the catch-all deny from the internet.
+_ALLOW = 100
+_DENY = 3000
+_DENY_INTERNET = 4096
+
+
+@dataclass(frozen=True)
+class SecurityRule:
+    name: str
+    priority: int
+    access: str  # "Allow" | "Deny"
+    protocol: str  # "Tcp" | "Udp" | "*"
+    sources: tuple[str, ...]  # CIDRs, service tags, "*" or HUB
+    ports: tuple[str, ...] = (ANY,)  # destination ports or ranges such as "2379-2380"
+    destinations: tuple[str, ...] = (ANY,)
+    description: str = ""
+    direction: str = "Inbound"
+
+
+@dataclass(frozen=True)
+class SecurityGroup:
+    key: str  # "etcd", "apiserver", ..., "nodes"
+    subnets: tuple[str, ...]  # keys of the subnets it is attached to
+    rules: tuple[SecurityRule, ...]
+
+
+def security_groups(plan: AddressPlan) -> tuple[SecurityGroup, ...]:
+    """One NSG per system subnet and one shared by every node-pool shard subnet."""
+    cluster = tuple(str(r) for r in plan.cluster_ranges)
+    apiservers = str(plan.subnet("apiserver").cidr)
+    node_subnets = tuple(s.key for v in plan.vnets if v.pool is not None for s in v.subnets)
+    groups = [
+        SecurityGroup("etcd", ("etcd",), _etcd_rules(plan, "etcd", apiservers)),
+        SecurityGroup("events-etcd", ("events-etcd",), _etcd_rules(plan, "events-etcd", apiservers)),
+        SecurityGroup("apiserver", ("apiserver",), (
+            SecurityRule("allow-apiserver-from-hub", _ALLOW, "Allow", "Tcp", (HUB,), (APISERVER_PORT,),
+                         description="researchers' kubectl through the hub"),
+            SecurityRule("allow-apiserver-from-cluster", _ALLOW + 10, "Allow", "Tcp", cluster, (APISERVER_PORT,),
+                         description="kubelets, pods, NAT hosts and other apiservers"),
+            SecurityRule("allow-apiserver-probe", _ALLOW + 20, "Allow", "Tcp", (AZURE_LOAD_BALANCER,),
+                         (APISERVER_PORT,), description="the internal load balancer's /readyz probe"),
+            SecurityRule("deny-apiserver", _DENY, "Deny", "Tcp", (ANY,), (APISERVER_PORT,),
+                         description="nothing else reaches 6443"),
+            *_common_rules(),
+        )),
+        SecurityGroup("nat", ("nat",), (
+            # The hub routes serviceCidr to the NAT hosts' load balancer; the packets still carry
+            # the service IP as destination, which no VNet default rule covers.
+            SecurityRule("allow-services-from-hub", _ALLOW, "Allow", ANY, (HUB,),
+                         destinations=(str(plan.service_cidr),),
+                         description="researchers reach the service range through the NAT hosts"),
+            *_common_rules(),
+        )),
+        SecurityGroup("endpoints", ("endpoints",), _common_rules()),
+        # MPI launches its ranks over SSH between pods, on pod IPs (7,500-node post), so inside the
+        # cluster port 22 stays open on node subnets.
+        SecurityGroup("nodes", node_subnets, (
+            SecurityRule("allow-ssh-between-pods", _ALLOW, "Allow", "Tcp", cluster, (SSH_PORT,),
+                         description="MPI over SSH between pods"),
+            *_common_rules(),
+        )),
+    ]
+    return tuple(groups)
+
+
+def _etcd_rules(plan: AddressPlan, subnet_key: str, apiservers: str) -> tuple[SecurityRule, ...]:
+    members = str(plan.subnet(subnet_key).cidr)
+    return (
+        SecurityRule("allow-etcd-client-from-apiservers", _ALLOW, "Allow", "Tcp", (apiservers,),
+                     (ETCD_CLIENT_PORT,), description="kube-apiserver is etcd's only client"),
+        SecurityRule("allow-etcd-from-peers", _ALLOW + 10, "Allow", "Tcp", (members,), (ETCD_PORTS,),
+                     description="raft peer traffic and member health checks"),
+        SecurityRule("deny-etcd", _DENY, "Deny", "Tcp", (ANY,), (ETCD_PORTS,),
+                     description="nothing else reaches 2379/2380"),
+        *_common_rules(),
+    )
+
+
+def _common_rules() -> tuple[SecurityRule, ...]:
+    return (
+        SecurityRule("allow-ssh-from-hub", _ALLOW + 900, "Allow", "Tcp", (HUB,), (SSH_PORT,),
+                     description="break-glass SSH only through the hub"),
+        SecurityRule("deny-ssh", _DENY + 100, "Deny", "Tcp", (ANY,), (SSH_PORT,),
+                     description="no SSH from anywhere else, including other cluster machines"),
+        SecurityRule("deny-internet-inbound", _DENY_INTERNET, "Deny", ANY, (INTERNET,),
+                     description="nothing from the internet, whatever a later rule or public IP allows"),
+    )
+
+
+def subnet_security_groups(plan: AddressPlan) -> dict[str, str]:
+    """``{subnet key: NSG key}`` for every subnet of the plan."""
+    mapping = {}
+    for group in security_groups(plan):
+        for subnet in group.subnets:
+            mapping[subnet] = group.key
+    missing = [s.key for v in plan.vnets for s in v.subnets if s.key not in mapping]
+    if missing:
+        raise ValueError(f"subnets without a security group: {missing}")
+    return mapping
+

@@ -1,0 +1,68 @@
+"""Per-node traffic accounting (7,500-node post): count internet traffic apart from intra-cluster traffic.
+
+Mangle-table rules that only count, never change a packet. iptables keeps packet and
+byte counters per rule, and iptables-exporter turns every rule whose comment starts
+with ``iptables-exporter`` into a Prometheus series labelled with the rest of the
+comment (``traffic=internet-in``). The post's rules negate one hard-coded
+``10.0.0.0/8``; these use the cluster's own ranges and tell three kinds of peer apart:
+
+- ``cluster``: ``network.addressSpace`` (every node and pod of every cluster VNet, since
+  pods hold VNet addresses) and ``network.serviceCidr`` (host traffic to a service is
+  counted before kube-proxy translates it; replies from a service come back from it).
+- ``private``: the rest of RFC 1918 (the hub, researchers' VPN and on-premises ranges
+  reached through it), link-local 169.254.0.0/16 (Azure's instance metadata service) and
+  168.63.129.16 (Azure's platform address for DNS and load balancer probes). None of it
+  is the internet, and none of it is the cluster.
+- ``internet``: everything else.
+
+INPUT counts by source and OUTPUT by destination (the host's own traffic); FORWARD is
+counted twice, by source (``-in``) and by destination (``-out``), because that is where
+pod traffic passes. Loopback is not counted.
+"""
+
+from __future__ import annotations
+
+from infra.addressing import AddressPlan
+from infra.cloudinit import CloudConfig
+from infra.iptables import Chain, Rule, Ruleset, add_ruleset
+
+COMMENT_PREFIX = "iptables-exporter supercluster"
+RFC1918 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+LINK_LOCAL = "169.254.0.0/16"
+# Azure's virtual public IP for platform services: DNS, DHCP, health probes
+# (learn.microsoft.com/azure/virtual-network/what-is-ip-address-168-63-129-16).
+AZURE_PLATFORM = "168.63.129.16/32"
+# Loaded before the node's Kubernetes services start, so every byte they move is counted.
+BEFORE = ("kubelet.service",)
+
+
+def traffic_classes(plan: AddressPlan) -> dict[str, tuple[str, ...]]:
+    """``{"cluster": ranges, "private": ranges}``, checked in that order; what matches neither is internet."""
+    return {
+        "cluster": (*(str(r) for r in plan.cluster_ranges), str(plan.service_cidr)),
+        "private": (*RFC1918, LINK_LOCAL, AZURE_PLATFORM),
+    }
+
+
+def accounting_ruleset(plan: AddressPlan) -> Ruleset:
+    classes = traffic_classes(plan)
+
+    def chain(name: str, hook: str, direction: str) -> Chain:
+        flag, loopback = ("-s", "-i") if direction == "in" else ("-d", "-o")
+        rules = [Rule((loopback, "lo"), "RETURN")]
+        for kind, ranges in classes.items():
+            rules += [Rule((flag, cidr), "RETURN", f"{COMMENT_PREFIX} traffic={kind}-{direction}") for cidr in ranges]
+        rules.append(Rule(comment=f"{COMMENT_PREFIX} traffic=internet-{direction}"))
+        return Chain("mangle", name, hook, tuple(rules))
+
+    return Ruleset("traffic-accounting", "count internet and intra-cluster traffic apart (mangle, count only)", (
+        chain("SUPERCLUSTER-ACCT-IN", "INPUT", "in"),
+        chain("SUPERCLUSTER-ACCT-OUT", "OUTPUT", "out"),
+        chain("SUPERCLUSTER-ACCT-FWD-IN", "FORWARD", "in"),
+        chain("SUPERCLUSTER-ACCT-FWD-OUT", "FORWARD", "out"),
+    ))
+
+
+def add_traffic_accounting(cloud: CloudConfig, plan: AddressPlan) -> None:
+    """Every node (NAT hosts included): the rules file, its loader, and a unit that runs before kubelet."""
+    add_ruleset(cloud, accounting_ruleset(plan), before=BEFORE)

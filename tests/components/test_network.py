@@ -1,0 +1,57 @@
+"""ClusterNetwork under mocks: the plan's VNets and subnets, one NSG per role, one NAT gateway per VNet."""
+
+from __future__ import annotations
+
+import pulumi
+
+from components.network import ClusterNetwork, _security_rule
+from infra.addressing import plan_addresses
+from infra.config import parse_config
+from infra.network_security import HUB, SecurityRule
+from infra.plan.runner import run_declarations
+from tests.helpers import raw_stack
+
+HUB_PREFIXES = ["192.168.0.0/22", "100.64.0.0/16"]
+
+
+def declare(raw: dict):
+    plan = plan_addresses(parse_config(raw, "eastus"))
+
+    def program():
+        ClusterNetwork("c", plan=plan, resource_group_name="c-rg", location="eastus",
+                       hub_prefixes=pulumi.Output.from_input(HUB_PREFIXES))
+
+    return plan, run_declarations(program)
+
+
+def test_a_pool_spread_over_two_vnets_gets_both_meshed_with_their_own_nat_gateways():
+    raw = raw_stack("prod")
+    raw["nodePools"] = [{"name": "big", "role": "cpu", "vmSize": "Standard_D64ds_v5", "minNodes": 0,
+                         "maxNodes": 7_000, "podIpsPerNode": 15, "addressSlot": 1}]
+    plan, run = declare(raw)
+    vnets = {r.inputs["virtualNetworkName"]: r for r in run.of_type("azure-native:network:VirtualNetwork")}
+    assert set(vnets) == {"c-system-vnet", "c-big-vnet", "c-big-1-vnet"}
+    assert vnets["c-big-1-vnet"].inputs["addressSpace"]["addressPrefixes"] == ["10.5.0.0/16"]
+    assert len(run.of_type("azure-native:network:VirtualNetworkPeering")) == 3 * 2
+    gateways = {r.name for r in run.of_type("azure-native:network:NatGateway")}
+    assert gateways == {"c-system-natgw", "c-big-natgw", "c-big-1-natgw"}
+    shard = run.named("c-big-s005", "azure-native:network:Subnet").inputs
+    assert shard["virtualNetworkName"] == "c-big-1-vnet"
+    assert shard["natGateway"]["id"].endswith("/natGateways/c-big-1-natgw")
+    assert shard["networkSecurityGroup"]["id"].endswith("/networkSecurityGroups/c-nodes-nsg")
+    assert len(run.of_type("azure-native:network:NetworkSecurityGroup")) == 6
+
+
+def test_the_hub_source_becomes_the_hubs_prefixes_and_service_tags_stay_singular():
+    def program():
+        pulumi.export("rules", [
+            _security_rule(SecurityRule("a", 100, "Allow", "Tcp", (HUB, "10.0.0.0/8"), ("80", "443")),
+                           pulumi.Output.from_input(HUB_PREFIXES)),
+            _security_rule(SecurityRule("b", 200, "Deny", "*", ("Internet",)), HUB_PREFIXES),
+        ])
+
+    rules = run_declarations(program).outputs["rules"]
+    assert rules[0]["sourceAddressPrefixes"] == [*HUB_PREFIXES, "10.0.0.0/8"]
+    assert rules[0]["destinationPortRanges"] == ["80", "443"] and "destinationPortRange" not in rules[0]
+    assert rules[1]["sourceAddressPrefix"] == "Internet" and "sourceAddressPrefixes" not in rules[1]
+    assert rules[1]["destinationPortRange"] == "*"
