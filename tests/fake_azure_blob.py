@@ -30,6 +30,7 @@ class FakeBlobService:
     container: str
     blobs: dict[str, StoredBlob] = field(default_factory=dict)
     staged: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    page_size: int = 5000  # List Blobs returns at most 5,000 names per page
     token_requests: int = 0
     rejected: list[str] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
@@ -126,7 +127,7 @@ class FakeBlobService:
                 self._reply(400)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -137,7 +138,7 @@ class FakeBlobService:
     def _listing(self, query: dict[str, str]) -> bytes:
         names = sorted(self.blobs)
         start = names.index(query["marker"]) if query.get("marker") in names else 0
-        limit = int(query.get("maxresults", "5000"))
+        limit = min(int(query.get("maxresults", self.page_size)), self.page_size)
         page, rest = names[start:start + limit], names[start + limit:]
         root = ElementTree.Element("EnumerationResults")
         blobs = ElementTree.SubElement(root, "Blobs")

@@ -16,11 +16,10 @@ import shutil
 
 import pytest
 
-from infra.cluster import build_cluster_spec
-from infra.etcd.spec import MAIN, etcd_cluster_spec
 from tests.etcd_local import LocalCluster
+from tests.etcd_specs import clusters
 from tests.fake_azure_blob import FakeBlobService
-from tests.helpers import raw_stack, require_tool
+from tests.helpers import require_tool
 
 KEYS = {f"/registry/test/key-{i}": f"value-{i}" * 40 for i in range(6)}
 
@@ -29,9 +28,7 @@ KEYS = {f"/registry/test/key-{i}": f"value-{i}" * 40 for i in range(6)}
 def cluster(tmp_path):
     for tool in ("etcd", "etcdctl", "openssl"):
         require_tool(tool)
-    raw = raw_stack("dev")
-    raw["etcd"]["members"] = 3
-    spec = etcd_cluster_spec(build_cluster_spec(raw, "eastus"), MAIN)
+    _, spec, _ = clusters("dev", members=3)
     blobs = FakeBlobService(container=spec.backup_container).start()
     local = LocalCluster(tmp_path, spec, blobs.url, blobs.imds_token_url)
     local.blobs = blobs
