@@ -198,3 +198,21 @@ def test_install_unpacks_a_verified_release_and_creates_the_etcd_user(tmp_path, 
 def test_rendering_is_deterministic():
     assert cloud_init()[2] == cloud_init()[2]
     assert base64.b64decode(custom_data(cloud_init()[2], "x")).decode().startswith("#cloud-config\n")
+
+
+def test_systemd_accepts_every_rendered_unit(tmp_path):
+    """systemd-analyze verify: unknown keys, bad values and broken dependencies are reported; the only
+    complaint allowed is that the binaries (installed at boot) are not on this machine."""
+    require_tool("systemd-analyze")
+    _, _, _, _, files = cloud_init()
+    units = []
+    for path, entry in files.items():
+        if path.startswith("/etc/systemd/system/"):
+            unit = tmp_path / os.path.basename(path)
+            unit.write_text(entry["content"])
+            units.append(str(unit))
+    assert len(units) == 5
+    result = subprocess.run(["systemd-analyze", "verify", "--man=no", *units], capture_output=True, text=True)
+    complaints = [line for line in result.stderr.splitlines()
+                  if line.strip() and not line.endswith("is not executable: No such file or directory")]
+    assert complaints == []
