@@ -168,8 +168,9 @@ def prepare(settings: dict) -> str:
     data_dir = conf["data-dir"]
     os.makedirs(data_dir, mode=0o700, exist_ok=True)
     os.chmod(data_dir, 0o700)
-    give_to_etcd_user(settings, [data_dir, conf["client-transport-security"]["key-file"],
-                                 conf["peer-transport-security"]["key-file"]])
+    # etcd runs as its own user; the secrets fetcher writes keys (and their 0700 directory) as root.
+    keys = [conf[side]["key-file"] for side in ("client-transport-security", "peer-transport-security")]
+    give_to_etcd_user(settings, [data_dir, *sorted({os.path.dirname(key) for key in keys}), *keys])
     if has_data(data_dir):
         effective, reason = conf, "data directory present: starting with it"
     else:

@@ -166,6 +166,17 @@ def test_a_member_with_data_starts_as_it_is(tmp_path, blobs):
     assert blobs.token_requests == 0
 
 
+def test_prepare_hands_the_data_dir_keys_and_their_directory_to_the_etcd_user(tmp_path, blobs, monkeypatch):
+    settings = local_settings(tmp_path, blobs)
+    settings["etcd_user"] = "etcd"
+    monkeypatch.setattr(tool.pwd, "getpwnam", lambda name: type("Entry", (), {"pw_uid": 990, "pw_gid": 991}))
+    owned = []
+    monkeypatch.setattr(tool.os, "chown", lambda path, uid, gid: owned.append((path, uid, gid)))
+    tool.prepare(settings)
+    assert {(str(tmp_path / "data"), 990, 991), (str(tmp_path), 990, 991),
+            (str(tmp_path / "key-file"), 990, 991)} <= set(owned)
+
+
 def test_etcd_never_writes_to_an_unmounted_disk(tmp_path, blobs):
     with pytest.raises(tool.Refusal, match="not mounted"):
         tool.prepare(local_settings(tmp_path, blobs, mount=str(tmp_path)))
