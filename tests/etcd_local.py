@@ -25,6 +25,7 @@ from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
 from infra.etcd.machine import EFFECTIVE_CONFIG_PATH, TOOL_PATH, TOOL_SETTINGS_PATH, member_cloud_init
 from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, EtcdClusterSpec, EtcdMember
 from infra.secret_names import ETCD_PKI_DIR
+from tests.fake_azure_blob import FakeBlobService
 
 OPENSSL_USES = {"digital_signature": "digitalSignature", "key_encipherment": "keyEncipherment",
                 "server_auth": "serverAuth", "client_auth": "clientAuth"}
@@ -113,7 +114,8 @@ class LocalMember:
 class LocalCluster:
     """The rendered members of ``cluster`` on loopback, backed by a fake Blob service."""
 
-    def __init__(self, root: Path, cluster: EtcdClusterSpec, blob_url: str, imds_token_url: str) -> None:
+    def __init__(self, root: Path, cluster: EtcdClusterSpec, blobs: FakeBlobService) -> None:
+        self.blobs = blobs
         self.members = [LocalMember(root / member.name, member) for member in cluster.members]
         self.tool = root / "etcd-member"
         ca_dir = root / "ca"
@@ -130,7 +132,7 @@ class LocalCluster:
             settings = json.loads(self._rewrite(local, files[TOOL_SETTINGS_PATH]))
             settings.update(etcd_user=None, etcdctl=shutil.which("etcdctl"), etcdutl=shutil.which("etcdutl"))
             settings["disk"]["mount"] = "/"  # a real mount point, so prepare's mount check holds
-            settings["backup"].update(account_url=blob_url, imds_token_url=imds_token_url, block_bytes=16384)
+            settings["backup"].update(account_url=blobs.url, imds_token_url=blobs.imds_token_url, block_bytes=16384)
             (local.root / "member.json").write_text(json.dumps(settings))
             shutil.copy(ca[0], local.root / "pki" / "ca.crt")
             openssl_cert(local.root / "pki", "server", pki.server_profile(local.member), "127.0.0.1", ca)

@@ -187,9 +187,9 @@ def empty_start(settings: dict, conf: dict) -> tuple[dict, str]:
         # Nobody answers, or nobody has ever started (members publish their client URLs once the
         # cluster has formed): this is the first bootstrap, unless snapshots say otherwise.
         if Blobs(settings["backup"]).list(max_results=1):
-            raise Refusal("data directory empty, no other member answers, and snapshots exist: the cluster "
-                          "lost quorum. Waiting for peers; to recover, run `etcd-member restore` on every "
-                          "member (README: etcd restore runbook)")
+            raise Refusal("data directory empty, no running cluster to rejoin, and snapshots exist: the "
+                          "cluster lost quorum. Waiting for peers; to recover, run `etcd-member restore` on "
+                          "every member (README: etcd runbook)")
         return conf, "first bootstrap: the cluster has not formed yet and no snapshot exists"
     my_peer_url = conf["initial-advertise-peer-urls"]
     stale_id, add = rejoin_steps(my_peer_url, members)

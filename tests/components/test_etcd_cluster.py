@@ -27,7 +27,8 @@ KEY_VAULT_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
 
 def etcd_vms(run, role):
     cluster = run.named(f"{run.stack}-{role}", "supercluster:etcd:EtcdCluster")
-    members = [r for r in run.registrations if r.parent == cluster.urn and r.type == "supercluster:machines:DedicatedVm"]
+    members = [r for r in run.registrations
+               if r.parent == cluster.urn and r.type == "supercluster:machines:DedicatedVm"]
     return [next(r for r in run.of_type(VM) if r.parent == member.urn) for member in members]
 
 
@@ -188,6 +189,8 @@ def test_a_cloud_init_change_neither_replaces_nor_rewrites_a_member(dev_plan):
     before, after = etcd_vms(dev_plan, "etcd")[0], etcd_vms(changed, "etcd")[0]
     assert before.inputs["osProfile"]["customData"] != after.inputs["osProfile"]["customData"]
     assert after.options["ignoreChanges"] == ["osProfile.customData"]
-    strip = lambda vm: {**vm.inputs, "osProfile": {**vm.inputs["osProfile"], "customData": None}, "tags": None}  # noqa: E731
-    assert strip(before) == strip(after)
+    def without_cloud_init(vm):
+        return {**vm.inputs, "osProfile": {**vm.inputs["osProfile"], "customData": None}, "tags": None}
+
+    assert without_cloud_init(before) == without_cloud_init(after)
     assert before.inputs["tags"]["supercluster.io/cloud-init"] != after.inputs["tags"]["supercluster.io/cloud-init"]

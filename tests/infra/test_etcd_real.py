@@ -30,12 +30,13 @@ def cluster(tmp_path):
         require_tool(tool)
     _, spec, _ = clusters("dev", members=3)
     blobs = FakeBlobService(container=spec.backup_container).start()
-    local = LocalCluster(tmp_path, spec, blobs.url, blobs.imds_token_url)
-    local.blobs = blobs
     try:
-        yield local
+        local = LocalCluster(tmp_path, spec, blobs)
+        try:
+            yield local
+        finally:
+            local.stop_all()  # never leave an etcd behind
     finally:
-        local.stop_all()
         blobs.stop()
 
 
@@ -43,6 +44,13 @@ def get(cluster, member, key) -> str | None:
     """A serializable read: answered from that member's own copy of the data."""
     result = cluster.etcdctl([member.client_url], "get", key, "--consistency=s", "--print-value-only")
     return result.stdout.strip() or None
+
+
+def leader_name(cluster) -> str:
+    endpoint = cluster.members[0].client_url
+    status = json.loads(cluster.etcdctl([endpoint], "endpoint", "status", "--write-out=json").stdout)
+    members = json.loads(cluster.etcdctl([endpoint], "member", "list", "--write-out=json").stdout)["members"]
+    return next(m["name"] for m in members if m["ID"] == status[0]["Status"]["leader"])
 
 
 def test_members_rejoin_after_losing_their_disk_and_restore_after_losing_quorum(cluster):
@@ -64,11 +72,7 @@ def test_members_rejoin_after_losing_their_disk_and_restore_after_losing_quorum(
     assert len(cluster.blobs.blobs) == 1 and not cluster.blobs.rejected
     (snapshot,) = cluster.blobs.blobs.values()
     assert len(snapshot.data) > 16384, "the upload should have taken several blocks"
-    leader = json.loads(cluster.etcdctl([m.client_url for m in members], "endpoint", "status",
-                                        "--write-out=json").stdout)[0]["Status"]["leader"]
-    assert snapshot.metadata["member"] != next(
-        m["name"] for m in json.loads(cluster.etcdctl([members[0].client_url], "member", "list",
-                                                      "--write-out=json").stdout)["members"] if m["ID"] == leader)
+    assert snapshot.metadata["member"] != leader_name(cluster)  # a follower reads the whole database
 
     # 1. Member 2's local disk is wiped (deallocation); a key is written while it is away.
     lost = members[2]
