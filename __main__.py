@@ -5,6 +5,9 @@ import pulumi_azure_native as azure
 
 from components import aliases
 from components.addons import ClusterAddons
+from components.etcd_backups import EtcdBackupStore
+from components.etcd_cluster import EtcdCluster
+from components.etcd_pki import EtcdPki
 from components.hub import Hub, HubPeerings
 from components.identities import RoleIdentities
 from components.image_registry import ImageRegistry
@@ -17,6 +20,7 @@ from infra import naming
 from infra.addons import AzureAccess
 from infra.images import cache_prefixes
 from infra.node.pool import preload_images
+from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
 
 aliases.register()
 spec = load_cluster_spec()
@@ -84,6 +88,25 @@ def declare_addons(kubernetes_provider: pulumi.ProviderResource,
     )
 
 
+etcd_pki = EtcdPki(
+    f"{config.cluster_name}-etcd-pki", cluster_name=config.cluster_name, secrets=secrets,
+    ca_readers={role: identities.identities[role].principal_id for role in (MAIN, EVENTS, "apiserver")},
+    apiserver_principal_id=identities.identities["apiserver"].principal_id,
+)
+etcd_backups = EtcdBackupStore(
+    f"{config.cluster_name}-etcd-backup-store", cluster_name=config.cluster_name, resource_group_name=group.name,
+    location=config.location, subscription_id=client.subscription_id,
+    endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_id=network.vnet_ids["system"],
+)
+etcd_clusters = {
+    role: EtcdCluster(
+        f"{config.cluster_name}-{role}", cluster=etcd_cluster_spec(spec, role), resource_group_name=group.name,
+        location=config.location, subnet_id=network.subnet_ids[role], identity=identities.identities[role],
+        etcd_pki=etcd_pki, secrets=secrets, backups=etcd_backups, admin_ssh_public_key=config.admin_ssh_public_key,
+    )
+    for role in (MAIN, EVENTS)
+}
+
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("resourceGroupName", group.name)
 pulumi.export("vnetIds", network.vnet_ids)
@@ -97,3 +120,7 @@ pulumi.export("network", {
     "egressPrefixes": network.egress_prefixes,
     "hub": hub.contract,
 })
+# The apiservers' --etcd-servers and --etcd-servers-overrides=/events#... (infra.etcd.spec.apiserver_etcd_flags).
+pulumi.export("etcdClientUrls", etcd_clusters[MAIN].client_urls)
+pulumi.export("eventsEtcdClientUrls", etcd_clusters[EVENTS].client_urls)
+pulumi.export("etcdBackupAccount", etcd_backups.account_name)

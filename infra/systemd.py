@@ -18,8 +18,9 @@ def flags(args: Mapping[str, str | int | bool]) -> list[str]:
 
 def unit(description: str, exec_start: Sequence[str], *, after: Sequence[str] = (),
          requires: Sequence[str] = (), wants: Sequence[str] = (), service: Mapping[str, str] | None = None,
-         wanted_by: str = "multi-user.target", unit_extra: Mapping[str, str] | None = None) -> str:
-    """A ``[Unit]/[Service]/[Install]`` file; ``exec_start`` is the binary followed by its flags."""
+         wanted_by: str | None = "multi-user.target", unit_extra: Mapping[str, str] | None = None) -> str:
+    """A ``[Unit]/[Service]/[Install]`` file; ``exec_start`` is the binary followed by its flags.
+    ``wanted_by=None`` leaves out ``[Install]`` (a service only ever started by a timer or another unit)."""
     lines = ["[Unit]", f"Description={description}"]
     if after:
         lines.append("After=" + " ".join(after))
@@ -35,5 +36,15 @@ def unit(description: str, exec_start: Sequence[str], *, after: Sequence[str] = 
     service_settings = {"Restart": "always", "RestartSec": "5"}
     service_settings.update(service or {})
     lines += [f"{key}={value}" for key, value in service_settings.items()]
-    lines += ["", "[Install]", f"WantedBy={wanted_by}", ""]
+    if wanted_by is not None:
+        lines += ["", "[Install]", f"WantedBy={wanted_by}"]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def timer(description: str, on_calendar: str, *, timer_settings: Mapping[str, str] | None = None) -> str:
+    """A ``.timer`` that starts the service of the same name on a calendar schedule."""
+    lines = ["[Unit]", f"Description={description}", "", "[Timer]", f"OnCalendar={on_calendar}"]
+    lines += [f"{key}={value}" for key, value in (timer_settings or {}).items()]
+    lines += ["", "[Install]", "WantedBy=timers.target", ""]
     return "\n".join(lines)

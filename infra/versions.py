@@ -14,6 +14,10 @@ UBUNTU_IMAGE = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "s
 UBUNTU_HPC_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 
 ETCD_VERSION = "3.5.21"
+# SHA-256 of etcd-v3.5.21-linux-amd64.tar.gz as published in the release's SHA256SUMS
+# (github.com/etcd-io/etcd/releases/tag/v3.5.21); kubespray pins the same digest. Members refuse
+# any download that does not match (infra/etcd/machine.py). Bump both together.
+ETCD_SHA256 = "adddda4b06718e68671ffabff2f8cee48488ba61ad82900e639d108f2148501c"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 # ----------------------------------------------------------------- node binaries

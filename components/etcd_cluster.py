@@ -1,0 +1,70 @@
+"""One etcd cluster (used twice: main and Events): a dedicated VM per member, certificates, backups.
+
+Every member gets a server and a peer certificate from the etcd CA, stored in Key Vault for
+its role's identity only; its cloud-init (rendered by ``infra.etcd.machine``) names those
+secrets but carries none. The VMs are protected and ignore changes to their cloud-init: a
+changed rendering shows up in the ``supercluster.io_cloud-init`` tag and is rolled out one
+member at a time by the README runbook, never by replacing every member at once.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_azure_native as azure
+
+from components.etcd_backups import EtcdBackupStore
+from components.etcd_pki import EtcdPki
+from components.machines import DedicatedVm, VmArgs
+from components.secret_store import SecretStore
+from infra import cloudinit
+from infra.etcd import pki
+from infra.etcd.machine import member_cloud_init
+from infra.etcd.spec import EtcdClusterSpec
+
+
+class EtcdCluster(pulumi.ComponentResource):
+    client_urls: list[str]  # https://<member ip>:2379, in member order; known at plan time
+    members: list[DedicatedVm]
+
+    def __init__(self, name: str, *, cluster: EtcdClusterSpec, resource_group_name: pulumi.Input[str],
+                 location: str, subnet_id: pulumi.Input[str],
+                 identity: azure.managedidentity.UserAssignedIdentity, etcd_pki: EtcdPki, secrets: SecretStore,
+                 backups: EtcdBackupStore, admin_ssh_public_key: str,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("supercluster:etcd:EtcdCluster", name, None, opts)
+        self.client_urls = cluster.client_urls
+        readers = {cluster.role: identity.principal_id}
+        backups.add_container(self, f"{name}-backup-container", cluster.backup_container, cluster.role,
+                              identity.principal_id)
+        self.members = []
+        for member in cluster.members:
+            member_name = f"{name}-{member.index}"
+            for kind, profile in (("server", pki.server_profile(member)), ("peer", pki.peer_profile(member))):
+                issued = etcd_pki.issue(self, f"{member_name}-{kind}", profile)
+                for part, value in (("crt", issued.cert_pem), ("key", issued.private_key_pem)):
+                    secrets.add_secret(self, f"{member_name}-{kind}-{part}-secret",
+                                       pki.member_secret_name(member, kind, part), value, readers=readers)
+            text = member_cloud_init(cluster, member, secrets.vault_name)
+            self.members.append(DedicatedVm(
+                member_name,
+                VmArgs(
+                    resource_group_name=resource_group_name,
+                    location=location,
+                    vm_name=member.name,
+                    vm_size=cluster.config.vm_size,
+                    subnet_id=subnet_id,
+                    private_ip=member.ip,
+                    identity_id=identity.id,
+                    custom_data=cloudinit.custom_data(text, member.name),
+                    custom_data_fingerprint=cloudinit.fingerprint(text),
+                    admin_ssh_public_key=admin_ssh_public_key,
+                    zone=member.zone,
+                    tags={"supercluster.io/role": cluster.role},
+                    ignore_custom_data_changes=True,
+                ),
+                # A member's disk is its state: never deleted or replaced by a `pulumi up`. (Its boot
+                # retries the Key Vault and Blob calls until its secrets and role assignments exist.)
+                opts=pulumi.ResourceOptions(parent=self, protect=True),
+            ))
+        self.register_outputs({"clientUrls": self.client_urls,
+                               "privateIps": [member.ip for member in cluster.members]})

@@ -1,0 +1,578 @@
+#!/usr/bin/python3
+"""etcd-member: keeps one supercluster etcd member's disk, membership and backups in order.
+
+  etcd-member disk      every boot, before etcd: assemble, format if wiped, and mount the local SSD
+  etcd-member prepare   before every etcd start: decide how this member starts
+  etcd-member backup    on the timer: snapshot (one designated member), verify, upload to Blob storage
+  etcd-member restore   runbook only: rebuild this member's data directory from a snapshot
+
+How a member starts (``prepare``), read from etcd's own config file and the data directory:
+  - data present                    -> start as is
+  - data empty, the cluster is up   -> rejoin: remove this member's stale entry, add it again, start
+                                       with initial-cluster-state=existing (also how a new member joins)
+  - data empty, the cluster has not  -> first bootstrap (initial-cluster-state=new), unless snapshots
+    formed (nobody answers, or no      exist in Blob storage: then the cluster did exist and lost
+    member has ever started)           quorum, and this refuses to start an empty one (README: restore
+                                       runbook)
+
+Settings: /etc/etcd/member.json (written by supercluster; see infra/etcd/machine.py). Needs only
+Python 3 and PyYAML, both on every Ubuntu cloud image (cloud-init depends on them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import glob
+import hashlib
+import json
+import os
+import pwd
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+
+import yaml
+
+SETTINGS_PATH = "/etc/etcd/member.json"
+
+
+class Refusal(Exception):
+    """A situation a human must decide; the message says what to do."""
+
+
+def log(message: str) -> None:
+    print(f"etcd-member: {message}", file=sys.stderr, flush=True)
+
+
+def load_settings(path: str) -> dict:
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def load_etcd_config(settings: dict) -> dict:
+    with open(settings["etcd_config"]) as handle:
+        return yaml.safe_load(handle)
+
+
+# --------------------------------------------------------------------------- etcdctl
+
+def tls_flags(conf: dict) -> list[str]:
+    """This member's server certificate doubles as its client certificate (it has client auth)."""
+    tls = conf["client-transport-security"]
+    return [f"--cacert={tls['trusted-ca-file']}", f"--cert={tls['cert-file']}", f"--key={tls['key-file']}"]
+
+
+def etcdctl(settings: dict, conf: dict, endpoints: list[str], *args: str, timeout: str = "15s",
+            check: bool = True) -> subprocess.CompletedProcess:
+    argv = [settings["etcdctl"], f"--endpoints={','.join(endpoints)}", *tls_flags(conf),
+            "--dial-timeout=3s", f"--command-timeout={timeout}", *args]
+    env = dict(os.environ, ETCDCTL_API="3")
+    result = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed: {result.stderr.strip() or result.stdout.strip()}")
+    return result
+
+
+def reconfigure(settings: dict, conf: dict, endpoints: list[str], *args: str,
+                patience: float = 120) -> subprocess.CompletedProcess:
+    """A membership change. With strict-reconfig-check the leader refuses ("unhealthy cluster")
+    until every voting member has been connected for 5 s, e.g. right after a leader change."""
+    deadline = time.monotonic() + patience
+    while True:
+        result = etcdctl(settings, conf, endpoints, *args, check=False)
+        if result.returncode == 0:
+            return result
+        if "unhealthy cluster" not in result.stderr or time.monotonic() > deadline:
+            raise RuntimeError(f"{' '.join(args)} failed: {result.stderr.strip()}")
+        time.sleep(1)
+
+
+def own_client_url(conf: dict) -> str:
+    return conf["advertise-client-urls"].split(",")[0]
+
+
+def listening(urls: list[str], timeout: float = 1.0) -> list[str]:
+    """The URLs whose port accepts connections (etcdctl would sit out its dial timeout on the others)."""
+    up = []
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        try:
+            with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
+                up.append(url)
+        except OSError:
+            continue
+    return up
+
+
+def member_list(settings: dict, conf: dict, endpoints: list[str]) -> list[dict] | None:
+    """The cluster's members as any of ``endpoints`` sees them, or None if none answers."""
+    endpoints = listening(endpoints)
+    if not endpoints:
+        return None
+    result = etcdctl(settings, conf, endpoints, "member", "list", "--write-out=json", check=False)
+    if result.returncode != 0:
+        return None
+    return json.loads(result.stdout).get("members", [])
+
+
+# --------------------------------------------------------------------------- prepare
+
+def has_data(data_dir: str) -> bool:
+    return os.path.isdir(os.path.join(data_dir, "member"))
+
+
+def rejoin_steps(my_peer_url: str, members: list[dict]) -> tuple[int | None, bool]:
+    """(ID of this member's stale entry to remove, or None; whether to add this member).
+
+    A member that has started before publishes its client URLs; coming back without its data it
+    must not reuse its old identity (it may have acknowledged writes it no longer has), so it is
+    removed and added again. An entry that never started (listed at bootstrap, or added by an
+    earlier attempt that crashed before etcd came up) is joined as it is.
+    """
+    mine = next((m for m in members if my_peer_url in m.get("peerURLs", [])), None)
+    if mine is None:
+        return None, True
+    if not mine.get("clientURLs"):
+        return None, False
+    return mine["ID"], True
+
+
+def initial_cluster(members: list[dict], conf: dict) -> str:
+    """``name=peerURL,...`` for the current membership; unstarted members have no name yet."""
+    rendered = dict(entry.split("=", 1) for entry in conf["initial-cluster"].split(","))
+    names_by_url = {url: name for name, url in rendered.items()}
+    my_url = conf["initial-advertise-peer-urls"]
+    entries = []
+    for member in members:
+        for url in member.get("peerURLs", []):
+            name = conf["name"] if url == my_url else (member.get("name") or names_by_url.get(url)
+                                                        or f"member-{member['ID']:x}")
+            entries.append(f"{name}={url}")
+    return ",".join(sorted(entries))
+
+
+def prepare(settings: dict) -> str:
+    """Writes the config etcd starts from; returns why it starts the way it does."""
+    conf = load_etcd_config(settings)
+    mount = settings["disk"]["mount"]
+    if not os.path.ismount(mount):
+        raise Refusal(f"{mount} is not mounted: etcd must never write to the OS disk (see etcd-disk.service)")
+    data_dir = conf["data-dir"]
+    os.makedirs(data_dir, mode=0o700, exist_ok=True)
+    os.chmod(data_dir, 0o700)
+    # etcd runs as its own user; the secrets fetcher writes keys (and their 0700 directory) as root.
+    keys = [conf[side]["key-file"] for side in ("client-transport-security", "peer-transport-security")]
+    give_to_etcd_user(settings, [data_dir, *sorted({os.path.dirname(key) for key in keys}), *keys])
+    if has_data(data_dir):
+        effective, reason = conf, "data directory present: starting with it"
+    else:
+        effective, reason = empty_start(settings, conf)
+    write_yaml(settings["effective_config"], effective)
+    return reason
+
+
+def empty_start(settings: dict, conf: dict) -> tuple[dict, str]:
+    mine = own_client_url(conf)
+    others = [url for url in settings["endpoints"] if url != mine]
+    members = member_list(settings, conf, others)
+    if members is None or not any(member.get("clientURLs") for member in members):
+        # Nobody answers, or nobody has ever started (members publish their client URLs once the
+        # cluster has formed): this is the first bootstrap, unless snapshots say otherwise.
+        if Blobs(settings["backup"]).list(max_results=1):
+            raise Refusal("data directory empty, no running cluster to rejoin, and snapshots exist: the "
+                          "cluster lost quorum. Waiting for peers; to recover, run `etcd-member restore` on "
+                          "every member (README: etcd runbook)")
+        return conf, "first bootstrap: the cluster has not formed yet and no snapshot exists"
+    my_peer_url = conf["initial-advertise-peer-urls"]
+    stale_id, add = rejoin_steps(my_peer_url, members)
+    if stale_id is not None:
+        log(f"removing this member's stale entry {stale_id:x} (it lost its data)")
+        reconfigure(settings, conf, others, "member", "remove", f"{stale_id:x}")
+    if add:
+        log(f"adding {conf['name']} at {my_peer_url}")
+        added = reconfigure(settings, conf, others, "member", "add", conf["name"], f"--peer-urls={my_peer_url}",
+                            "--write-out=json")
+        members = json.loads(added.stdout)["members"]
+    effective = dict(conf)
+    effective["initial-cluster-state"] = "existing"
+    effective["initial-cluster"] = initial_cluster(members, conf)
+    return effective, "data directory empty and the cluster is up: joining it as a fresh member"
+
+
+def give_to_etcd_user(settings: dict, paths: list[str]) -> None:
+    user = settings.get("etcd_user")
+    if not user:
+        return
+    entry = pwd.getpwnam(user)
+    for path in paths:
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def give_tree_to_etcd_user(settings: dict, root: str) -> None:
+    user = settings.get("etcd_user")
+    if not user:
+        return
+    entry = pwd.getpwnam(user)
+    for directory, _, files in os.walk(root):
+        os.chown(directory, entry.pw_uid, entry.pw_gid)
+        for name in files:
+            os.chown(os.path.join(directory, name), entry.pw_uid, entry.pw_gid)
+
+
+def write_yaml(path: str, document: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as handle:
+        yaml.safe_dump(document, handle, sort_keys=False, default_flow_style=False, width=4096)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- backup
+
+def designated_member(members: list[dict], statuses: list[dict]) -> str | None:
+    """The member that takes this round's snapshot: the first healthy follower by name (a snapshot
+    reads the whole database, which the leader should not have to do), else the leader alone."""
+    healthy = {s["Status"]["header"]["member_id"]: s["Status"] for s in statuses}
+    if not healthy:
+        return None
+    leader = next(iter(healthy.values()))["leader"]
+    names = {m["ID"]: m.get("name", "") for m in members}
+    followers = sorted(names[i] for i in healthy if i != leader and i in names)
+    if followers:
+        return followers[0]
+    return names.get(leader)
+
+
+def backup(settings: dict) -> str:
+    conf = load_etcd_config(settings)
+    mine = own_client_url(conf)
+    members = member_list(settings, conf, [mine])
+    if members is None:
+        raise RuntimeError(f"this member ({mine}) does not answer; no snapshot taken")
+    statuses = []
+    for member in members:
+        for url in member.get("clientURLs", [])[:1]:
+            result = etcdctl(settings, conf, [url], "endpoint", "status", "--write-out=json", check=False)
+            if result.returncode == 0:
+                statuses += json.loads(result.stdout)
+    chosen = designated_member(members, statuses)
+    if chosen != conf["name"]:
+        return f"{chosen} takes this snapshot, not {conf['name']}"
+    path, name = take_snapshot(settings, conf)
+    status = snapshot_status(settings, path)
+    Blobs(settings["backup"]).upload(path, name, {"member": conf["name"], "revision": str(status["revision"])})
+    prune_local(settings)
+    return f"snapshot {name} (revision {status['revision']}, {status['totalKey']} keys) uploaded"
+
+
+def take_snapshot(settings: dict, conf: dict) -> tuple[str, str]:
+    directory = settings["backup"]["local_dir"]
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    name = f"{stamp}-{conf['name']}.db"
+    path = os.path.join(directory, name)
+    etcdctl(settings, conf, [own_client_url(conf)], "snapshot", "save", path, timeout="30m")
+    return path, name
+
+
+def snapshot_tool(settings: dict) -> list[str]:
+    """etcdutl owns offline snapshot work from etcd 3.5 on; etcd 3.4's etcdctl did it itself."""
+    return [settings["etcdutl"]] if settings.get("etcdutl") else [settings["etcdctl"]]
+
+
+def snapshot_status(settings: dict, path: str) -> dict:
+    argv = [*snapshot_tool(settings), "snapshot", "status", path, "--write-out=json"]
+    result = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, ETCDCTL_API="3"))
+    if result.returncode != 0:
+        raise RuntimeError(f"snapshot {path} is not readable: {result.stderr.strip()}")
+    return json.loads(result.stdout)
+
+
+def prune_local(settings: dict) -> None:
+    keep = settings["backup"]["keep_local"]
+    snapshots = sorted(glob.glob(os.path.join(settings["backup"]["local_dir"], "*.db")))
+    for old in snapshots[:-keep] if keep else snapshots:
+        os.remove(old)
+
+
+# --------------------------------------------------------------------------- restore
+
+def restore_argv(settings: dict, conf: dict, snapshot: str) -> list[str]:
+    argv = [*snapshot_tool(settings), "snapshot", "restore", snapshot,
+            f"--name={conf['name']}",
+            f"--data-dir={conf['data-dir']}",
+            f"--initial-cluster={conf['initial-cluster']}",
+            f"--initial-cluster-token={conf['initial-cluster-token']}",
+            f"--initial-advertise-peer-urls={conf['initial-advertise-peer-urls']}"]
+    if settings.get("etcdutl"):
+        argv += [f"--bump-revision={settings['backup']['restore_revision_bump']}", "--mark-compacted"]
+    return argv
+
+
+def restore(settings: dict, snapshot: str | None, blob: str | None) -> str:
+    conf = load_etcd_config(settings)
+    mine = own_client_url(conf)
+    if listening([mine]):
+        raise Refusal(f"etcd answers on {mine}: stop it on every member first (systemctl stop etcd)")
+    if snapshot is None:
+        store = Blobs(settings["backup"])
+        blob = blob or latest(store.list())
+        snapshot = os.path.join(settings["backup"]["local_dir"], os.path.basename(blob))
+        os.makedirs(os.path.dirname(snapshot), mode=0o700, exist_ok=True)
+        store.download(blob, snapshot)
+    status = snapshot_status(settings, snapshot)
+    data_dir = conf["data-dir"]
+    if os.path.exists(data_dir):
+        aside = f"{data_dir}.before-restore-{int(time.time())}"
+        os.rename(data_dir, aside)
+        log(f"moved the old data directory to {aside}")
+    result = subprocess.run(restore_argv(settings, conf, snapshot), capture_output=True, text=True,
+                            env=dict(os.environ, ETCDCTL_API="3"))
+    if result.returncode != 0:
+        raise RuntimeError(f"snapshot restore failed: {result.stderr.strip()}")
+    give_tree_to_etcd_user(settings, data_dir)
+    return (f"restored {os.path.basename(snapshot)} (revision {status['revision']}) into {data_dir}; "
+            f"start etcd once every member is restored from the same snapshot")
+
+
+def latest(names: list[str]) -> str:
+    """Snapshot names start with a UTC timestamp, so the newest sorts last."""
+    if not names:
+        raise Refusal("no snapshot in Blob storage")
+    return sorted(names)[-1]
+
+
+# --------------------------------------------------------------------------- Blob storage
+
+class Blobs:
+    """The cluster's backup container, reached with the VM's managed identity (no keys)."""
+
+    def __init__(self, settings: dict) -> None:
+        self.base = f"{settings['account_url'].rstrip('/')}/{settings['container']}"
+        self.api_version = settings["api_version"]
+        self.token_url = settings["imds_token_url"]
+        self.block_bytes = settings["block_bytes"]
+        self._token: str | None = None
+        # The metadata service and the private endpoint are reached directly, never through a proxy.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def _call(self, request: urllib.request.Request, attempts: int = 5):
+        for attempt in range(attempts):
+            try:
+                return self._opener.open(request, timeout=120)
+            except urllib.error.HTTPError as error:
+                if error.code < 500 and error.code != 429:
+                    raise RuntimeError(f"{request.get_method()} {request.full_url}: {error.code} "
+                                       f"{error.read()[:300]!r}") from None
+                if attempt == attempts - 1:
+                    raise
+            except urllib.error.URLError:
+                if attempt == attempts - 1:
+                    raise
+            time.sleep(2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def token(self) -> str:
+        if self._token is None:
+            request = urllib.request.Request(self.token_url, headers={"Metadata": "true"})
+            with self._call(request) as response:
+                self._token = json.load(response)["access_token"]
+        return self._token
+
+    def _request(self, method: str, url: str, data: bytes | None = None,
+                 headers: dict[str, str] | None = None) -> urllib.request.Request:
+        all_headers = {"Authorization": f"Bearer {self.token()}", "x-ms-version": self.api_version}
+        all_headers.update(headers or {})
+        return urllib.request.Request(url, data=data, method=method, headers=all_headers)
+
+    def list(self, max_results: int | None = None) -> list[str]:
+        names: list[str] = []
+        marker = ""
+        while True:
+            query = {"restype": "container", "comp": "list"}
+            if marker:
+                query["marker"] = marker
+            if max_results:
+                query["maxresults"] = str(max_results)
+            with self._call(self._request("GET", f"{self.base}?{urllib.parse.urlencode(query)}")) as response:
+                root = ElementTree.fromstring(response.read())
+            names += [node.text or "" for node in root.iterfind("./Blobs/Blob/Name")]
+            marker = root.findtext("NextMarker") or ""
+            if not marker or (max_results and len(names) >= max_results):
+                return names
+
+    def upload(self, path: str, name: str, metadata: dict[str, str]) -> None:
+        """Block upload (files of any size), each block MD5-checked by the service, never overwriting."""
+        digest = hashlib.sha256()
+        block_ids = []
+        with open(path, "rb") as handle:
+            while chunk := handle.read(self.block_bytes):
+                digest.update(chunk)
+                block_id = base64.b64encode(f"{len(block_ids):08d}".encode()).decode()
+                query = urllib.parse.urlencode({"comp": "block", "blockid": block_id})
+                md5 = base64.b64encode(hashlib.md5(chunk).digest()).decode()
+                self._call(self._request("PUT", f"{self.base}/{name}?{query}", chunk,
+                                         {"Content-MD5": md5, "Content-Length": str(len(chunk))})).close()
+                block_ids.append(block_id)
+        body = ("<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>"
+                + "".join(f"<Latest>{block_id}</Latest>" for block_id in block_ids)
+                + "</BlockList>").encode()
+        headers = {"If-None-Match": "*", "x-ms-blob-content-type": "application/octet-stream",
+                   "x-ms-meta-sha256": digest.hexdigest(), "Content-Length": str(len(body))}
+        headers.update({f"x-ms-meta-{key}": value for key, value in metadata.items()})
+        self._call(self._request("PUT", f"{self.base}/{name}?comp=blocklist", body, headers)).close()
+
+    def download(self, name: str, path: str) -> None:
+        """Downloads and checks the SHA-256 recorded at upload."""
+        digest = hashlib.sha256()
+        tmp = f"{path}.part"
+        with self._call(self._request("GET", f"{self.base}/{name}")) as response, open(tmp, "wb") as handle:
+            expected = response.headers.get("x-ms-meta-sha256")
+            while chunk := response.read(1024 * 1024):
+                digest.update(chunk)
+                handle.write(chunk)
+        if expected != digest.hexdigest():
+            os.remove(tmp)
+            raise RuntimeError(f"{name}: SHA-256 {digest.hexdigest()} does not match the uploaded {expected}")
+        os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- disk
+
+LABEL = "etcd"
+MD_DEVICE = "/dev/md/etcd"
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: tuple[str, ...]
+    check: bool = True
+
+
+def local_nvme_devices(model_prefix: str, sys_block: str = "/sys/block") -> list[str]:
+    """Azure's local NVMe disks (model "Microsoft NVMe Direct Disk..."), never a remote NVMe OS disk."""
+    devices = []
+    for entry in sorted(os.listdir(sys_block)):
+        if not entry.startswith("nvme"):
+            continue
+        try:
+            with open(os.path.join(sys_block, entry, "device", "model")) as handle:
+                model = handle.read().strip()
+        except OSError:
+            continue
+        if model.startswith(model_prefix):
+            devices.append(f"/dev/{entry}")
+    return devices
+
+
+def format_plan(devices: list[str]) -> tuple[list[Command], str]:
+    """Commands that turn blank local disks into one ext4 file system labelled ``etcd``: RAID 0 over
+    several disks (etcd op-guide/hardware.md: RAID 0 suits etcd), and the device to mount."""
+    commands: list[Command] = []
+    target = devices[0]
+    if len(devices) > 1:
+        target = MD_DEVICE
+        # A half-assembled array from before the wipe would hold the disks; the data is gone anyway.
+        commands.append(Command(("mdadm", "--stop", "--scan"), check=False))
+        commands += [Command(("mdadm", "--zero-superblock", "--force", device), check=False) for device in devices]
+        commands.append(Command(("mdadm", "--create", MD_DEVICE, "--run", "--force", "--level=0",
+                                 f"--raid-devices={len(devices)}", f"--name={LABEL}", *devices)))
+        commands.append(Command(("udevadm", "settle")))
+    commands.append(Command(("mkfs.ext4", "-F", "-q", "-L", LABEL, "-E", "nodiscard", target)))
+    return commands, target
+
+
+def run(command: Command) -> None:
+    result = subprocess.run(command.argv, capture_output=True, text=True)
+    if command.check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command.argv)}: {result.stderr.strip()}")
+
+
+def labelled_device() -> str | None:
+    """The file system made by ``format_plan``, if the disks still hold it (a plain reboot)."""
+    result = subprocess.run(["blkid", "-L", LABEL], capture_output=True, text=True)
+    if result.returncode != 0:
+        return None
+    return result.stdout.strip() or None
+
+
+def disk(settings: dict) -> str:
+    """Idempotent; Azure wipes local NVMe and temp disks on deallocation and redeployment."""
+    spec = settings["disk"]
+    mount = spec["mount"]
+    if os.path.ismount(mount):
+        return f"{mount} already mounted"
+    os.makedirs(mount, exist_ok=True)
+    if spec["kind"] == "resource":
+        return bind_resource_disk(spec)
+    device = labelled_device()
+    if device is None:
+        devices = local_nvme_devices(spec["nvme_model_prefix"])
+        if len(devices) != spec["nvme_count"]:
+            raise RuntimeError(f"expected {spec['nvme_count']} local NVMe disks, found {devices}")
+        commands, device = format_plan(devices)
+        log(f"local disks {devices} are blank (new VM, or wiped by Azure): formatting")
+        for command in commands:
+            run(command)
+    run(Command(("mount", "-o", "noatime", device, mount)))
+    return f"{device} mounted on {mount}"
+
+
+def bind_resource_disk(spec: dict) -> str:
+    """The temp (resource) disk is formatted and mounted by cloud-init on every fresh allocation;
+    etcd gets a directory on it."""
+    deadline = time.monotonic() + 600
+    while not os.path.ismount(spec["resource_mount"]):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{spec['resource_mount']} (the Azure temp disk) never got mounted")
+        time.sleep(5)
+    source = os.path.join(spec["resource_mount"], "etcd")
+    os.makedirs(source, mode=0o700, exist_ok=True)
+    run(Command(("mount", "--bind", source, spec["mount"])))
+    return f"{source} bound on {spec['mount']}"
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="etcd-member", description=__doc__.splitlines()[0])
+    parser.add_argument("--settings", default=SETTINGS_PATH)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("disk")
+    commands.add_parser("prepare")
+    commands.add_parser("backup")
+    restore_parser = commands.add_parser("restore")
+    source = restore_parser.add_mutually_exclusive_group()
+    source.add_argument("--snapshot", help="a local snapshot file (default: the latest in Blob storage)")
+    source.add_argument("--blob", help="a snapshot's name in the backup container")
+    args = parser.parse_args(argv)
+    settings = load_settings(args.settings)
+    try:
+        if args.command == "disk":
+            log(disk(settings))
+        elif args.command == "prepare":
+            log(prepare(settings))
+        elif args.command == "backup":
+            log(backup(settings))
+        else:
+            log(restore(settings, args.snapshot, args.blob))
+    except Refusal as refusal:
+        log(f"refusing: {refusal}")
+        return 2
+    except (RuntimeError, OSError) as error:
+        log(f"error: {error}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Runs real etcd members on loopback from the files an etcd VM would receive.
+
+Each member's cloud-init is rendered by ``infra.etcd.machine`` and parsed back; its etcd config
+file, member-tool settings and the member tool itself are used as rendered, with only addresses
+(member IP -> 127.0.0.1 and free ports) and paths (into a temporary directory) rewritten. The
+certificates follow ``infra.etcd.pki``'s profiles, made here with ``openssl``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from infra.etcd import pki
+from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
+from infra.etcd.machine import EFFECTIVE_CONFIG_PATH, TOOL_PATH, TOOL_SETTINGS_PATH, member_cloud_init
+from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, EtcdClusterSpec, EtcdMember
+from infra.secret_names import ETCD_PKI_DIR
+from tests.fake_azure_blob import FakeBlobService
+
+OPENSSL_USES = {"digital_signature": "digitalSignature", "key_encipherment": "keyEncipherment",
+                "server_auth": "serverAuth", "client_auth": "clientAuth"}
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def openssl_cert(directory: Path, stem: str, profile: pki.CertProfile, ip: str,
+                 ca: tuple[Path, Path] | None = None) -> tuple[Path, Path]:
+    """An ECDSA P-256 certificate following ``profile`` (the member IP replaced by ``ip``)."""
+    crt, key = directory / f"{stem}.crt", directory / f"{stem}.key"
+    argv = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", str(key), "-out", str(crt), "-days", "2", "-subj",
+            f"/O={profile.organization}/CN={profile.common_name}"]
+    if ca is None:
+        argv += ["-addext", "basicConstraints=critical,CA:TRUE",
+                 "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"]
+    else:
+        key_uses = [OPENSSL_USES[u] for u in profile.allowed_uses if u in ("digital_signature", "key_encipherment")]
+        ext_uses = [OPENSSL_USES[u] for u in profile.allowed_uses if u in ("server_auth", "client_auth")]
+        sans = [f"IP:{ip}" for _ in profile.ip_addresses] + [f"DNS:{name}" for name in profile.dns_names]
+        argv += ["-CA", str(ca[0]), "-CAkey", str(ca[1]),
+                 "-addext", "basicConstraints=critical,CA:FALSE",
+                 "-addext", "keyUsage=critical," + ",".join(key_uses),
+                 "-addext", "extendedKeyUsage=" + ",".join(ext_uses)]
+        if sans:
+            argv += ["-addext", "subjectAltName=" + ",".join(sans)]
+    subprocess.run(argv, check=True, capture_output=True)
+    return crt, key
+
+
+class LocalMember:
+    def __init__(self, root: Path, member: EtcdMember) -> None:
+        self.member = member
+        self.root = root
+        self.ports = dict(zip(("client", "peer", "metrics"), free_ports(3)))
+        self.process: subprocess.Popen | None = None
+        self.log = root / "etcd.log"
+
+    @property
+    def name(self) -> str:
+        return self.member.name
+
+    @property
+    def client_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports['client']}"
+
+    def rewrite_addresses(self, text: str) -> str:
+        ip = self.member.ip
+        text = text.replace(f"https://{ip}:{CLIENT_PORT}", self.client_url)
+        text = text.replace(f"https://{ip}:{PEER_PORT}", f"https://127.0.0.1:{self.ports['peer']}")
+        return text.replace(f"http://{ip}:{METRICS_PORT}", f"http://127.0.0.1:{self.ports['metrics']}")
+
+    def rewrite_paths(self, text: str) -> str:
+        text = text.replace(ETCD_PKI_DIR, str(self.root / "pki"))
+        text = text.replace(MOUNT_POINT, str(self.root / "disk"))
+        text = text.replace(EFFECTIVE_CONFIG_PATH, str(self.root / "run" / "etcd.yaml"))
+        return text.replace(CONFIG_PATH, str(self.root / "etcd.yaml"))
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(yaml.safe_load((self.root / "etcd.yaml").read_text())["data-dir"])
+
+    def start(self) -> None:
+        effective = self.root / "run" / "etcd.yaml"
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen([shutil.which("etcd"), f"--config-file={effective}"],
+                                            stdout=log, stderr=log, start_new_session=True)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+class LocalCluster:
+    """The rendered members of ``cluster`` on loopback, backed by a fake Blob service."""
+
+    def __init__(self, root: Path, cluster: EtcdClusterSpec, blobs: FakeBlobService) -> None:
+        self.blobs = blobs
+        self.members = [LocalMember(root / member.name, member) for member in cluster.members]
+        self.tool = root / "etcd-member"
+        ca_dir = root / "ca"
+        ca_dir.mkdir(parents=True)
+        ca = openssl_cert(ca_dir, "ca", pki.ca_profile(cluster.cluster_name), "")
+        client = openssl_cert(ca_dir, "client", pki.apiserver_client_profile(), "", ca)
+        self.client_tls = [f"--cacert={ca[0]}", f"--cert={client[0]}", f"--key={client[1]}"]
+        for local in self.members:
+            files = self._rendered_files(cluster, local.member)
+            self.tool.write_text(files[TOOL_PATH])
+            (local.root / "pki").mkdir(parents=True)
+            (local.root / "disk").mkdir()
+            (local.root / "etcd.yaml").write_text(self._rewrite(local, files[CONFIG_PATH]))
+            settings = json.loads(self._rewrite(local, files[TOOL_SETTINGS_PATH]))
+            settings.update(etcd_user=None, etcdctl=shutil.which("etcdctl"), etcdutl=shutil.which("etcdutl"))
+            settings["disk"]["mount"] = "/"  # a real mount point, so prepare's mount check holds
+            settings["backup"].update(account_url=blobs.url, imds_token_url=blobs.imds_token_url, block_bytes=16384)
+            (local.root / "member.json").write_text(json.dumps(settings))
+            shutil.copy(ca[0], local.root / "pki" / "ca.crt")
+            openssl_cert(local.root / "pki", "server", pki.server_profile(local.member), "127.0.0.1", ca)
+            openssl_cert(local.root / "pki", "peer", pki.peer_profile(local.member), "127.0.0.1", ca)
+
+    @staticmethod
+    def _rendered_files(cluster: EtcdClusterSpec, member: EtcdMember) -> dict[str, str]:
+        document = yaml.safe_load(member_cloud_init(cluster, member, "test-vault"))
+        return {entry["path"]: entry["content"] for entry in document["write_files"]}
+
+    def _rewrite(self, owner: LocalMember, text: str) -> str:
+        """Every member's addresses (initial-cluster, endpoints), then the owner's machine paths."""
+        for local in self.members:
+            text = local.rewrite_addresses(text)
+        return owner.rewrite_paths(text)
+
+    def set_config(self, key: str, value) -> None:
+        for local in self.members:
+            path = local.root / "etcd.yaml"
+            conf = yaml.safe_load(path.read_text())
+            conf[key] = value
+            path.write_text(yaml.safe_dump(conf, sort_keys=False))
+
+    def tool_run(self, local: LocalMember, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(self.tool), f"--settings={local.root / 'member.json'}", *args],
+                              capture_output=True, text=True, timeout=60)
+
+    def tool_all(self, *args: str) -> list[subprocess.CompletedProcess]:
+        """Runs the tool on every member at once, as the members' own boots would."""
+        procs = [subprocess.Popen([sys.executable, str(self.tool), f"--settings={m.root / 'member.json'}", *args],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for m in self.members]
+        results = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=60)
+            results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        return results
+
+    def etcdctl(self, endpoints: list[str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        argv = [shutil.which("etcdctl"), f"--endpoints={','.join(endpoints)}", *self.client_tls, *args]
+        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=30,
+                              env=dict(os.environ, ETCDCTL_API="3"))
+
+    def wait_healthy(self, members: list[LocalMember], timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.etcdctl([m.client_url for m in members], "endpoint", "health",
+                                  "--dial-timeout=500ms", "--command-timeout=1s", check=False)
+            if result.returncode == 0:
+                return
+            for member in members:
+                if member.process is not None and member.process.poll() is not None:
+                    raise AssertionError(f"{member.name} exited:\n{member.log.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- {m.name}\n{m.log.read_text()[-2000:]}" for m in members if m.log.exists())
+                raise AssertionError(f"etcd never became healthy: {result.stderr}\n{logs}")
+            time.sleep(0.2)
+
+    def stop_all(self) -> None:
+        for member in self.members:
+            member.stop()
