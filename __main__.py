@@ -4,6 +4,8 @@ import pulumi
 import pulumi_azure_native as azure
 
 from components import aliases
+from components.cluster_bootstrap import ClusterBootstrap
+from components.control_plane import ControlPlane
 from components.identities import RoleIdentities
 from components.network import ClusterNetwork
 from components.secret_store import SecretStore
@@ -29,7 +31,19 @@ secrets = SecretStore(
     location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
     endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
 )
+control_plane = ControlPlane(
+    f"{config.cluster_name}-control-plane", spec=spec, resource_group_name=group.name,
+    subscription_id=client.subscription_id, subnet_id=network.subnet_ids["apiserver"],
+    identities=identities, secrets=secrets,
+)
+ClusterBootstrap(
+    f"{config.cluster_name}-bootstrap", provider=control_plane.kubernetes_provider,
+    token_id=control_plane.bootstrap_token_id, token_secret=control_plane.bootstrap_token_secret,
+)
 
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("resourceGroupName", group.name)
 pulumi.export("vnetIds", network.vnet_ids)
+pulumi.export("apiserverEndpoint", control_plane.endpoint)
+pulumi.export("clusterCaCertificate", control_plane.ca_cert_pem)
+pulumi.export("kubeconfig", control_plane.admin_kubeconfig)
