@@ -1,7 +1,8 @@
 """``python -m infra.plan --stack STACK [--out DIR] [--config KEY=VALUE ...]``
 
 Runs the real program under Pulumi mocks (no cloud credentials, no Pulumi CLI) and
-writes what it declares and renders. Exit 0 on success, 2 with one line on bad config.
+writes what it declares and renders. Exit 0 on success, 2 with one line on bad config,
+3 if a secret would have been written (the plan is then not kept).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from infra.config import LOCATION_KEY
 from infra.errors import NAMESPACE, ConfigError
 from infra.plan.artifacts import write_plan
 from infra.plan.runner import run_program
+from infra.plan.secret_scan import scan_directory
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
 from infra.plan.summary import render_summary
 
@@ -37,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     spec = build_cluster_spec(_namespace_values(config), config.get(LOCATION_KEY))
     summary = render_summary(args.stack, spec, run.registrations)
-    _write_atomically(out, lambda staging: write_plan(staging, run.registrations, run.outputs, summary))
+    leaks = _write_atomically(out, lambda staging: write_plan(staging, run.registrations, run.outputs, summary))
+    if leaks:
+        for leak in leaks:
+            print(f"error: secret in plan output: {leak.kind} in {leak.path}:{leak.line}", file=sys.stderr)
+        return 3
     print(summary, end="")
     print(f"Plan written to {out}")
     return 0
@@ -48,16 +54,21 @@ def _namespace_values(config: dict) -> dict:
     return {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
 
 
-def _write_atomically(out: Path, write) -> None:
-    """Builds the plan next to ``out`` and swaps it in, so a failed run never leaves half a plan."""
+def _write_atomically(out: Path, write) -> list:
+    """Builds the plan next to ``out`` and swaps it in, so a failed run never leaves half a plan,
+    and a plan that would carry a secret is never kept. Returns the secret findings (empty when kept)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         shutil.rmtree(staging)
         write(staging)
+        leaks = scan_directory(staging)
+        if leaks:
+            return leaks
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
+        return []
     finally:
         if staging.exists():
             shutil.rmtree(staging)
