@@ -175,12 +175,14 @@ class ControlPlane(pulumi.ComponentResource):
             self.ready.append(gate)
             previous = gate
 
-        # Replaced only if the cluster itself changes; a renewed admin certificate is an update.
+        # Replaced only if the cluster itself changes; a renewed admin certificate is an update. In-cluster
+        # objects go through the load balancer, so one ready apiserver is enough to apply them: nodes can
+        # join while the others are still coming up.
         self.kubernetes_provider = kubernetes.Provider(
             f"{name}-k8s",
             kubeconfig=self.admin_kubeconfig,
             cluster_identifier=config.cluster_name,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=self.ready),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ready[0]]),
         )
         self.register_outputs({
             "endpoint": self.endpoint,

@@ -32,16 +32,13 @@ def files(machine: ApiserverMachine) -> dict[str, str]:
 
 def unit_flags(unit: str) -> dict[str, str]:
     """``--key=value`` flags of a unit's ExecStart, as strings (``--key`` alone maps to ``""``)."""
-    exec_start = unit.split("ExecStart=", 1)[1].split("\n", 1)[0]
-    lines = unit.split("ExecStart=", 1)[1].splitlines()
     words = []
-    for line in lines:
+    for line in unit.split("ExecStart=", 1)[1].splitlines():
         words += line.rstrip("\\").split()
         if not line.endswith("\\"):
             break
-    assert words and words[0] == exec_start.split()[0]
     flags = {}
-    for word in words[1:]:
+    for word in words[1:]:  # words[0] is the binary
         assert word.startswith("--"), word
         key, _, value = word[2:].partition("=")
         assert key not in flags, f"--{key} given twice"
