@@ -59,7 +59,8 @@ def install_script(kubernetes_version: str) -> str:
     image, tag, digest = scheduler_image(kubernetes_version)
     lines = [
         "#!/bin/bash",
-        "# Written by supercluster: installs the pinned control-plane binaries, verified (see infra/control_plane/install.py).",
+        "# Written by supercluster: installs the pinned control-plane binaries, each verified",
+        "# (see infra/control_plane/install.py in the supercluster repository).",
         "set -euo pipefail",
         "tmp=$(mktemp -d)",
         "trap 'rm -rf \"$tmp\"' EXIT",

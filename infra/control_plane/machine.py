@@ -90,11 +90,11 @@ def apiserver_cloud_config(spec: ClusterSpec, ip: str, etcd_main: Sequence[str],
     cloud.add(paths.AUDIT_POLICY, apiserver.audit_policy(), permissions="0600")
     cloud.add(paths.AUTHENTICATION_CONFIG, apiserver.authentication_config(), permissions="0600")
     cloud.add(paths.SCHEDULER_CONFIG, render_scheduler_config(), permissions="0600")
-    ca = pki.cert_path(pki.CLUSTER_CA)
-    for path, spec_key, user in ((paths.CONTROLLER_MANAGER_KUBECONFIG, pki.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER_USER),
-                                 (paths.SCHEDULER_KUBECONFIG, pki.SCHEDULER, pki.SCHEDULER_USER)):
-        cloud.add(path, file_kubeconfig(user, ca, pki.cert_path(spec_key), pki.key_path(spec_key)),
-                  permissions="0600")
+    kubeconfigs = ((paths.CONTROLLER_MANAGER_KUBECONFIG, pki.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER_USER),
+                   (paths.SCHEDULER_KUBECONFIG, pki.SCHEDULER, pki.SCHEDULER_USER))
+    for path, cert_key, user in kubeconfigs:
+        cloud.add(path, file_kubeconfig(user, pki.cert_path(pki.CLUSTER_CA), pki.cert_path(cert_key),
+                                        pki.key_path(cert_key)), permissions="0600")
 
     cloud.add(f"/etc/systemd/system/{paths.APISERVER_UNIT}", _component_unit(
         "Kubernetes API server", "kube-apiserver",

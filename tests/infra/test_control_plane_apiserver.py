@@ -7,7 +7,7 @@ import base64
 import pytest
 import yaml
 
-from infra.control_plane import apiserver, paths
+from infra.control_plane import apiserver, paths, pki
 from infra.control_plane.etcd import etcd_flags, planned_client_urls
 from infra.control_plane.machine import apiserver_machines
 from tests.infra.control_plane_files import component_flags, files, machines, spec
@@ -127,8 +127,6 @@ def test_kubernetes_131_enables_anonymous_auth_conditions():
 
 def test_every_file_a_flag_names_is_delivered(prod_flags):
     """Each path under /etc/kubernetes is written by cloud-init or fetched from Key Vault at boot."""
-    from infra.control_plane import pki
-
     machine = machines("prod")[0]
     written = set(files(machine))
     fetched = {f.path for f in pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from infra.control_plane import paths
 from tests.infra.control_plane_files import component_flags, files, machines
@@ -42,8 +43,6 @@ def test_controller_manager_flag(flags, flag, expected):
 
 
 def test_kubeconfig_talks_to_the_local_apiserver_with_file_credentials(flags):
-    import yaml
-
     kubeconfig = yaml.safe_load(files(machines("prod")[0])[flags["kubeconfig"]])
     (cluster,) = kubeconfig["clusters"]
     (user,) = kubeconfig["users"]
