@@ -5,6 +5,8 @@ import pulumi_azure_native as azure
 
 from components import aliases
 from components.addons import ClusterAddons
+from components.cluster_bootstrap import ClusterBootstrap
+from components.control_plane import ControlPlane
 from components.etcd_backups import EtcdBackupStore
 from components.etcd_cluster import EtcdCluster
 from components.etcd_pki import EtcdPki
@@ -20,7 +22,7 @@ from infra import naming
 from infra.addons import AzureAccess
 from infra.images import cache_prefixes
 from infra.node.pool import preload_images
-from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
+from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
 
 aliases.register()
 spec = load_cluster_spec()
@@ -107,6 +109,17 @@ etcd_clusters = {
     for role in (MAIN, EVENTS)
 }
 
+control_plane = ControlPlane(
+    f"{config.cluster_name}-control-plane", spec=spec, resource_group_name=group.name,
+    subscription_id=client.subscription_id, subnet_id=network.subnet_ids["apiserver"],
+    identities=identities, secrets=secrets,
+    etcd_flags=apiserver_etcd_flags(etcd_clusters[MAIN].spec, etcd_clusters[EVENTS].spec),
+)
+ClusterBootstrap(
+    f"{config.cluster_name}-bootstrap", provider=control_plane.kubernetes_provider,
+    token_id=control_plane.bootstrap_token_id, token_secret=control_plane.bootstrap_token_secret,
+)
+
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("resourceGroupName", group.name)
 pulumi.export("vnetIds", network.vnet_ids)
@@ -120,7 +133,9 @@ pulumi.export("network", {
     "egressPrefixes": network.egress_prefixes,
     "hub": hub.contract,
 })
-# The apiservers' --etcd-servers and --etcd-servers-overrides=/events#... (infra.etcd.spec.apiserver_etcd_flags).
 pulumi.export("etcdClientUrls", etcd_clusters[MAIN].client_urls)
 pulumi.export("eventsEtcdClientUrls", etcd_clusters[EVENTS].client_urls)
 pulumi.export("etcdBackupAccount", etcd_backups.account_name)
+pulumi.export("apiserverEndpoint", control_plane.endpoint)
+pulumi.export("clusterCaCertificate", control_plane.ca_cert_pem)
+pulumi.export("kubeconfig", control_plane.admin_kubeconfig)

@@ -32,6 +32,7 @@ class EtcdCluster(pulumi.ComponentResource):
                  backups: EtcdBackupStore, admin_ssh_public_key: str,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:etcd:EtcdCluster", name, None, opts)
+        self.spec = cluster
         self.client_urls = cluster.client_urls
         readers = {cluster.role: identity.principal_id}
         backups.add_container(self, f"{name}-backup-container", cluster.backup_container, cluster.role,

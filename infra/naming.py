@@ -19,6 +19,15 @@ def vnet(cluster: str, vnet_key: str) -> str:
     return f"{cluster}-{vnet_key}-vnet"
 
 
+def apiserver(cluster: str, index: int) -> str:
+    """An apiserver VM (and its hostname), e.g. ``prod-apiserver-0``."""
+    return f"{cluster}-apiserver-{index}"
+
+
+def apiserver_load_balancer(cluster: str) -> str:
+    return f"{cluster}-apiserver-lb"
+
+
 def etcd_member(cluster_role: str, index: int) -> str:
     """An etcd VM, e.g. ``prod-etcd-0`` or ``prod-events-etcd-2``; also its etcd member name."""
     return f"{cluster_role}-{index}"

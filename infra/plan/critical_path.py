@@ -48,6 +48,8 @@ TYPICAL_CREATE_SECONDS = {
     "azure-native:containerregistry:CacheRule": 10,
     "azure-native:compute:VirtualMachine": 120,
     "azure-native:compute:VirtualMachineScaleSet": 180,
+    # The apiserver readiness gate: cloud-init, binary install and the apiserver's own start-up.
+    "azure-native:compute:VirtualMachineExtension": 240,
 }
 DEFAULT_CREATE_SECONDS = 5  # tls, random and Kubernetes objects: seconds once their dependencies exist
 MACHINE_TYPES = ("azure-native:compute:VirtualMachine", "azure-native:compute:VirtualMachineScaleSet")
@@ -60,7 +62,10 @@ class CriticalPath:
 
 
 def custom_dependencies(registrations: list[Registration]) -> dict[str, set[str]]:
-    """Each custom resource's dependencies, with components replaced by their custom descendants."""
+    """Each custom resource's dependencies, with components replaced by their custom descendants.
+
+    A resource also waits for whatever its ancestor components depend on: the SDK registers a
+    child only once its parent is registered, and a parent only once its ``dependsOn`` exist."""
     by_urn = {r.urn: r for r in registrations}
     children: dict[str, list[str]] = {}
     for r in registrations:
@@ -78,11 +83,17 @@ def custom_dependencies(registrations: list[Registration]) -> dict[str, set[str]
             found |= expand(child, seen)
         return found
 
+    def ancestors(resource: Registration):
+        parent = by_urn.get(resource.parent)
+        while parent is not None:
+            yield parent
+            parent = by_urn.get(parent.parent)
+
     graph: dict[str, set[str]] = {}
     for r in registrations:
         if r.custom:
             deps: set[str] = set()
-            for dep in r.dependencies:
+            for dep in [*r.dependencies, *(d for a in ancestors(r) for d in a.dependencies)]:
                 deps |= expand(dep, set())
             deps.discard(r.urn)
             graph[r.urn] = deps

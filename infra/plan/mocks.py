@@ -8,6 +8,7 @@ would send to the engine.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,9 @@ class PlanMocks(pulumi.runtime.Mocks):
         elif typ.startswith("random:"):
             length = int(args.inputs.get("length", 32))
             state["result"] = hashlib.sha256(name.encode()).hexdigest()[:length]
+            if typ.endswith(":RandomBytes"):
+                raw = hashlib.sha256(name.encode()).digest()[:length]
+                state.update(base64=base64.b64encode(raw).decode(), hex=raw.hex())
         elif typ.startswith("azure-native:"):
             state.setdefault("name", _azure_name(typ, args.inputs, name))
             state.update(_azure_outputs(typ, state))
@@ -138,8 +142,9 @@ def _azure_name(typ: str, inputs: dict[str, Any], logical: str) -> str:
 def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
     identity = state.get("identity")
     if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
-        # A VM takes a list of identity ids but reports a map {id: {principalId, clientId}}.
-        return {"identity": {**identity, "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]}}}
+        # Requests list the identity ids; Azure answers with a map of id -> {principalId, clientId}.
+        return {"identity": {**identity, "userAssignedIdentities": {
+            identity_id: {} for identity_id in identity["userAssignedIdentities"]}}}
     if typ.endswith(":UserAssignedIdentity"):
         digest = hashlib.sha256(state["name"].encode()).hexdigest()
         return {"principalId": f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}",

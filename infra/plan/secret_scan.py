@@ -18,7 +18,8 @@ _PATTERNS = {
     "kubeconfig token": re.compile(r"^\s*token:\s*\S{8,}", re.MULTILINE),
     "storage account key": re.compile(r"AccountKey=[A-Za-z0-9+/=]{20,}"),
     "SAS signature": re.compile(r"[?&]sig=[A-Za-z0-9%+/=]{20,}"),
-    "password": re.compile(r"(?i)\"?password\"?\s*[:=]\s*\"?(?!\[secret\])[^\s\"]{6,}"),
+    # Not inside a longer name: the type token random:index/randomPassword:RandomPassword is no leak.
+    "password": re.compile(r"(?i)(?<![a-z])\"?password\"?\s*[:=]\s*\"?(?!\[secret\])[^\s\"]{6,}"),
 }
 
 

@@ -28,6 +28,7 @@ def test_leaks_are_found(text):
     '"value": "[secret]"',
     "fetch node-bootstrap-token /etc/kubernetes/bootstrap-token 0600",
     "10.0.0.0/8 image: registry.k8s.io/pause:3.10",
+    '"type": "random:index/randomPassword:RandomPassword"',
 ])
 def test_public_material_and_secret_names_pass(text):
     assert scan_text("f", text) == []

@@ -10,7 +10,7 @@ from infra.plan.artifacts import kubernetes_object
 from tests.conftest import plan_stack
 from tests.infra.addon_fixtures import AZURE, spec_for
 
-PROVIDER = "pulumi:providers:kubernetes"
+ADDONS = "supercluster:addons:ClusterAddons"
 
 
 def _objects(run):
@@ -18,8 +18,8 @@ def _objects(run):
 
 
 def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan):
-    if not dev_plan.of_type(PROVIDER):
-        pytest.skip("__main__.declare_addons is not called yet (it needs the control plane's kubernetes provider)")
+    if not dev_plan.of_type(ADDONS):
+        pytest.skip("__main__.declare_addons is not called yet (it needs the autoscaler's managed identity)")
     without = plan_stack("dev", "addons.monitoring.enabled=false")
     monitoring = {object_key(o) for o in build_addon_objects(spec_for("dev"), AZURE)["monitoring"]}
     assert _objects(dev_plan) - _objects(without) == monitoring

@@ -1,0 +1,220 @@
+"""The control plane: dedicated apiserver VMs outside the cluster, behind an internal load balancer.
+
+Each VM runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
+(``infra.control_plane.machine``). The VMs are stateless, so a cloud-init change replaces them,
+and the replacements are serialised: VM ``i`` is declared only after VM ``i-1``'s readiness gate
+(a CustomScript extension that waits for the local ``/readyz``) has succeeded, so a bad change
+takes down at most one apiserver and stops the update. The same gate re-fetches the secrets and
+restarts the components when any Key Vault secret changes (a renewed certificate), again one VM at
+a time.
+
+Outputs: ``endpoint`` (the load balancer), ``ca_cert_pem``, ``admin_kubeconfig`` (secret) and
+``kubernetes_provider`` (built from it) for everything applied inside the cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import pulumi
+import pulumi_azure_native as azure
+import pulumi_kubernetes as kubernetes
+import pulumi_random as random
+
+from components.cluster_pki import ClusterPki
+from components.identities import RoleIdentities
+from components.machines import DedicatedVm, VmArgs
+from components.secret_store import SecretStore
+from infra import naming, secret_names
+from infra.cluster import ClusterSpec
+from infra.control_plane import apiserver, cluster_objects, machine, pki
+from infra.control_plane.kubeconfig import embedded_kubeconfig
+
+# Probe: the apiserver's own readiness over HTTPS (Azure does not validate the certificate).
+PROBE_INTERVAL_SECONDS = 5
+PROBE_THRESHOLD = 2  # consecutive results before a backend changes state
+# WATCH connections are long-lived; Standard LB allows 4-100 minutes, TCP reset tells clients at once.
+IDLE_TIMEOUT_MINUTES = 30
+OS_DISK_GB = 128  # audit logs (up to 4 GB) and binaries
+# CustomScript extension for Linux (learn.microsoft.com/azure/virtual-machines/extensions/custom-script-linux).
+CUSTOM_SCRIPT = {"publisher": "Microsoft.Azure.Extensions", "type": "CustomScript", "type_handler_version": "2.1"}
+
+
+class ControlPlane(pulumi.ComponentResource):
+    endpoint: str
+    ca_cert_pem: pulumi.Output[str]
+    admin_kubeconfig: pulumi.Output[str]
+    kubernetes_provider: kubernetes.Provider
+    bootstrap_token_id: pulumi.Output[str]
+    bootstrap_token_secret: pulumi.Output[str]
+    load_balancer: azure.network.LoadBalancer
+    vms: list[DedicatedVm]
+    ready: list[azure.compute.VirtualMachineExtension]
+
+    def __init__(self, name: str, *, spec: ClusterSpec, resource_group_name: pulumi.Input[str],
+                 subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
+                 identities: RoleIdentities, secrets: SecretStore,
+                 etcd_flags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
+        """``etcd_flags``: the apiserver's etcd flags from the two etcd clusters
+        (``infra.etcd.spec.apiserver_etcd_flags``); plain strings, written into cloud-init."""
+        super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
+        self._name, self._config = name, spec.config
+        self._resource_group_name = resource_group_name
+        addresses = spec.addresses
+        machines = machine.apiserver_machines(spec, etcd_flags)
+        certificate_specs = pki.certificates(addresses, spec.config.control_plane.apiservers)
+        self.endpoint = f"https://{addresses.apiserver_lb_ip()}:{apiserver.SECURE_PORT}"
+
+        issued = ClusterPki(f"{name}-pki", specs=certificate_specs, opts=pulumi.ResourceOptions(parent=self))
+        self.ca_cert_pem = issued.cas[pki.CLUSTER_CA].cert_pem
+        admin = issued.certs[pki.ADMIN]
+        self.admin_kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(self.ca_cert_pem, admin.cert_pem, admin.key_pem).apply(
+                lambda pems: embedded_kubeconfig(self.endpoint, pki.ADMIN_USER, *pems)))
+        self._bootstrap_token()
+        fetched = self._store_secrets(issued, certificate_specs, identities, secrets)
+        backend_pool_id = self._load_balancer(addresses.apiserver_lb_ip(), subnet_id, subscription_id)
+        self._apiservers(machines, subnet_id, backend_pool_id, identities.identities["apiserver"].id, fetched)
+
+        # Replaced only if the cluster itself changes; a renewed admin certificate is an update. In-cluster
+        # objects go through the load balancer, so one ready apiserver is enough to apply them: nodes can
+        # join while the others are still coming up.
+        self.kubernetes_provider = kubernetes.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.admin_kubeconfig,
+            cluster_identifier=self._config.cluster_name,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ready[0]]),
+        )
+        self.register_outputs({
+            "endpoint": self.endpoint,
+            "caCertPem": self.ca_cert_pem,
+            "adminKubeconfig": self.admin_kubeconfig,
+            "apiserverIps": [m.ip for m in machines],
+        })
+
+    def _bootstrap_token(self) -> None:
+        """``<id>.<secret>``, both ``[a-z0-9]``; the secret half is a Pulumi secret from the start."""
+        charset = {"upper": False, "lower": True, "numeric": True, "special": False}
+        child = pulumi.ResourceOptions(parent=self)
+        self.bootstrap_token_id = random.RandomString(
+            f"{self._name}-bootstrap-token-id", length=cluster_objects.TOKEN_ID_LENGTH, **charset, opts=child).result
+        self.bootstrap_token_secret = pulumi.Output.secret(random.RandomPassword(
+            f"{self._name}-bootstrap-token-secret", length=cluster_objects.TOKEN_SECRET_LENGTH, **charset,
+            opts=child).result)
+
+    def _store_secrets(self, issued: ClusterPki, certificate_specs: tuple[pki.CertificateSpec, ...],
+                       identities: RoleIdentities, secrets: SecretStore) -> list[azure.keyvault.Secret]:
+        """Every key, certificate and token into Key Vault, each readable by exactly the roles that need
+        it. Returns the secrets the apiserver VMs fetch (the bootstrap token is for nodes only)."""
+        role = {r: identities.identities[r].principal_id for r in ("apiserver", "node", "nat")}
+        apiserver_only = {"apiserver": role["apiserver"]}
+        encryption_key = random.RandomBytes(f"{self._name}-encryption-key", length=32,
+                                            opts=pulumi.ResourceOptions(parent=self))
+        values = {
+            pki.cert_secret(pki.CLUSTER_CA): (self.ca_cert_pem, role),
+            pki.key_secret(pki.CLUSTER_CA): (issued.cas[pki.CLUSTER_CA].key_pem, apiserver_only),
+            pki.cert_secret(pki.FRONT_PROXY_CA): (issued.cas[pki.FRONT_PROXY_CA].cert_pem, apiserver_only),
+            pki.SERVICE_ACCOUNT_KEY_SECRET: (issued.service_account_key.private_key_pem, apiserver_only),
+            pki.SERVICE_ACCOUNT_PUB_SECRET: (issued.service_account_key.public_key_pem, apiserver_only),
+            pki.ENCRYPTION_CONFIG_SECRET: (encryption_key.base64.apply(apiserver.encryption_config),
+                                           apiserver_only),
+        }
+        for spec in certificate_specs:
+            if spec.on_machine:
+                values[pki.cert_secret(spec.key)] = (issued.certs[spec.key].cert_pem, apiserver_only)
+                values[pki.key_secret(spec.key)] = (issued.certs[spec.key].key_pem, apiserver_only)
+        fetched = [secrets.add_secret(self, f"{self._name}-{secret_name}", secret_name, value, readers)
+                   for secret_name, (value, readers) in values.items()]
+        secrets.add_secret(self, f"{self._name}-{secret_names.NODE_BOOTSTRAP_TOKEN}",
+                           secret_names.NODE_BOOTSTRAP_TOKEN,
+                           pulumi.Output.concat(self.bootstrap_token_id, ".", self.bootstrap_token_secret),
+                           {"node": role["node"], "nat": role["nat"]})
+        return fetched
+
+    def _load_balancer(self, frontend_ip: str, subnet_id: pulumi.Input[str],
+                       subscription_id: pulumi.Input[str]) -> pulumi.Output[str]:
+        """The internal Standard load balancer in front of the apiservers; returns its backend pool's id."""
+        lb_name = naming.apiserver_load_balancer(self._config.cluster_name)
+        # The rule names the LB's own frontend, pool and probe, whose ids exist only once it does.
+        lb_id = pulumi.Output.concat("/subscriptions/", subscription_id, "/resourceGroups/",
+                                     self._resource_group_name, "/providers/Microsoft.Network/loadBalancers/",
+                                     lb_name)
+        pool_id = pulumi.Output.concat(lb_id, "/backendAddressPools/apiservers")
+        self.load_balancer = azure.network.LoadBalancer(
+            f"{self._name}-lb",
+            load_balancer_name=lb_name,
+            resource_group_name=self._resource_group_name,
+            location=self._config.location,
+            sku=azure.network.LoadBalancerSkuArgs(name="Standard", tier="Regional"),
+            frontend_ip_configurations=[azure.network.FrontendIPConfigurationArgs(
+                name="apiserver",
+                private_ip_address=frontend_ip,
+                private_ip_allocation_method="Static",
+                subnet=azure.network.SubnetArgs(id=subnet_id),
+                zones=list(machine.ZONES),  # zone-redundant frontend
+            )],
+            backend_address_pools=[azure.network.BackendAddressPoolArgs(name="apiservers")],
+            probes=[azure.network.ProbeArgs(
+                name="readyz", protocol="Https", port=apiserver.SECURE_PORT, request_path="/readyz",
+                interval_in_seconds=PROBE_INTERVAL_SECONDS, probe_threshold=PROBE_THRESHOLD,
+            )],
+            load_balancing_rules=[azure.network.LoadBalancingRuleArgs(
+                name="apiserver", protocol="Tcp",
+                frontend_port=apiserver.SECURE_PORT, backend_port=apiserver.SECURE_PORT,
+                frontend_ip_configuration=azure.network.SubResourceArgs(
+                    id=pulumi.Output.concat(lb_id, "/frontendIPConfigurations/apiserver")),
+                backend_address_pool=azure.network.SubResourceArgs(id=pool_id),
+                probe=azure.network.SubResourceArgs(id=pulumi.Output.concat(lb_id, "/probes/readyz")),
+                idle_timeout_in_minutes=IDLE_TIMEOUT_MINUTES,
+                enable_tcp_reset=True,
+                load_distribution="Default",
+            )],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return pool_id
+
+    def _apiservers(self, machines: Sequence[machine.ApiserverMachine], subnet_id: pulumi.Input[str],
+                    backend_pool_id: pulumi.Input[str], identity_id: pulumi.Input[str],
+                    fetched: list[azure.keyvault.Secret]) -> None:
+        """The VMs, each followed by its readiness gate; VM ``i`` waits for gate ``i-1``."""
+        config = self._config
+        # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
+        secrets_version = pulumi.Output.unsecret(pulumi.Output.all(
+            *[secret.properties.secret_uri_with_version for secret in fetched]).apply(_digest))
+        self.vms, self.ready = [], []
+        previous: azure.compute.VirtualMachineExtension | None = None
+        for m in machines:
+            vm = DedicatedVm(
+                f"{self._name}-vm-{m.index}",
+                VmArgs(
+                    resource_group_name=self._resource_group_name, location=config.location, vm_name=m.vm_name,
+                    vm_size=config.control_plane.vm_size, subnet_id=subnet_id, private_ip=m.ip,
+                    identity_id=identity_id, custom_data=m.custom_data, custom_data_fingerprint=m.fingerprint,
+                    admin_ssh_public_key=config.admin_ssh_public_key, zone=m.zone, os_disk_gb=OS_DISK_GB,
+                    backend_pool_ids=[backend_pool_id], tags={"supercluster.io/role": "apiserver"},
+                    replace_on_custom_data_change=True,
+                ),
+                # The first boot must find its secrets; every VM waits for the previous one to serve.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*fetched, *([previous] if previous else [])]),
+            )
+            gate = azure.compute.VirtualMachineExtension(
+                f"{self._name}-ready-{m.index}",
+                vm_extension_name="apiserver-ready",
+                vm_name=vm.vm.name,  # a property dependency: the gate is replaced with its VM
+                resource_group_name=self._resource_group_name,
+                location=config.location,
+                auto_upgrade_minor_version=True,
+                settings={"commandToExecute": machine.readiness_command()},
+                force_update_tag=secrets_version,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[previous] if previous else None),
+                **CUSTOM_SCRIPT,
+            )
+            self.vms.append(vm)
+            self.ready.append(gate)
+            previous = gate
+
+
+def _digest(values: list) -> str:
+    """A short, stable tag that changes whenever any of ``values`` (secret versions) does."""
+    return hashlib.sha256("\n".join(str(v) for v in values).encode()).hexdigest()[:16]

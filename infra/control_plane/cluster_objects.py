@@ -1,0 +1,138 @@
+"""What Pulumi applies inside the cluster once an apiserver answers: node join, RBAC, CRD, APF.
+
+Node join is TLS bootstrapping (kubernetes.io "TLS bootstrapping"): a kubelet authenticates with
+the bootstrap token, creates a CSR for its client certificate, kube-controller-manager's
+csrapproving controller approves it because the requester may ``create`` on the ``nodeclient``
+subresource, and csrsigning signs it with the cluster CA. Renewals are approved the same way for
+``system:nodes`` via ``selfnodeclient``.
+"""
+
+from __future__ import annotations
+
+from infra.control_plane import flowcontrol, pki
+from infra.control_plane.scheduler import POD_GROUP_LABEL
+
+RBAC = "rbac.authorization.k8s.io"
+# Every bootstrap token authenticates as group system:bootstrappers; ours also adds this narrower
+# group (auth-extra-groups must start with "system:bootstrappers:"), and only it is granted anything.
+BOOTSTRAP_GROUP = "system:bootstrappers:supercluster-nodes"
+TOKEN_ID_LENGTH = 6  # bootstrap token format [a-z0-9]{6}.[a-z0-9]{16} (kubernetes.io "Authenticating
+TOKEN_SECRET_LENGTH = 16  # with Bootstrap Tokens")
+POD_GROUP_API_GROUP = "scheduling.x-k8s.io"
+
+
+BOOTSTRAP_TOKEN_NAMESPACE = "kube-system"
+BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
+
+
+def bootstrap_token_name(token_id: str) -> str:
+    return f"bootstrap-token-{token_id}"
+
+
+def bootstrap_token_data(token_id: str, token_secret: str) -> dict[str, str]:
+    """``stringData`` of the Secret that makes ``<id>.<secret>`` a valid bootstrap token. Holds the
+    token: build it only inside ``Output.apply`` and keep it secret."""
+    return {
+        "description": "supercluster node join (TLS bootstrapping); rotate by replacing the token",
+        "token-id": token_id,
+        "token-secret": token_secret,
+        "usage-bootstrap-authentication": "true",
+        "auth-extra-groups": BOOTSTRAP_GROUP,
+    }
+
+
+def _binding(name: str, role: str, subject_kind: str, subject: str) -> dict:
+    return {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role},
+        "subjects": [{"apiGroup": RBAC, "kind": subject_kind, "name": subject}],
+    }
+
+
+def node_join_rbac() -> list[dict]:
+    return [
+        _binding("supercluster:node-bootstrapper", "system:node-bootstrapper", "Group", BOOTSTRAP_GROUP),
+        _binding("supercluster:node-autoapprove-bootstrap",
+                 "system:certificates.k8s.io:certificatesigningrequests:nodeclient", "Group", BOOTSTRAP_GROUP),
+        _binding("supercluster:node-autoapprove-certificate-rotation",
+                 "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "Group", "system:nodes"),
+        # kubectl logs/exec/port-forward: the apiserver's client identity towards kubelets.
+        _binding("supercluster:apiserver-kubelet-client", "system:kubelet-api-admin", "User",
+                 pki.KUBELET_CLIENT_USER),
+    ]
+
+
+def pod_group_crd() -> dict:
+    """PodGroup (scheduling.x-k8s.io/v1alpha1), the API the Coscheduling plugin reads; schema per
+    kubernetes-sigs/scheduler-plugins apis/scheduling/v1alpha1."""
+    count = {"type": "integer", "format": "int32"}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"podgroups.{POD_GROUP_API_GROUP}",
+                     "annotations": {"api-approved.kubernetes.io":
+                                     "https://github.com/kubernetes-sigs/scheduler-plugins/pull/50"}},
+        "spec": {
+            "group": POD_GROUP_API_GROUP,
+            "names": {"kind": "PodGroup", "listKind": "PodGroupList", "plural": "podgroups",
+                      "singular": "podgroup", "shortNames": ["pg", "pgs"]},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
+                    {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": f"Pods labelled {POD_GROUP_LABEL}=<name> and scheduled by the "
+                                   "gang-scheduler profile start together once minMember of them fit.",
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": {"type": "object", "properties": {
+                            "minMember": {**count, "minimum": 1},
+                            "minResources": {"type": "object", "additionalProperties": {
+                                "anyOf": [{"type": "integer"}, {"type": "string"}],
+                                "x-kubernetes-int-or-string": True}},
+                            "scheduleTimeoutSeconds": count,
+                        }},
+                        "status": {"type": "object", "properties": {
+                            "phase": {"type": "string"},
+                            "occupiedBy": {"type": "string"},
+                            "running": count,
+                            "succeeded": count,
+                            "failed": count,
+                            "scheduleStartTime": {"type": "string", "format": "date-time"},
+                        }},
+                    },
+                }},
+            }],
+        },
+    }
+
+
+def gang_scheduling_rbac() -> list[dict]:
+    """The scheduler runs as system:kube-scheduler, whose built-in role knows nothing of PodGroups."""
+    role = {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "supercluster:gang-scheduler"},
+        "rules": [{"apiGroups": [POD_GROUP_API_GROUP], "resources": ["podgroups"],
+                   "verbs": ["get", "list", "watch"]}],
+    }
+    return [role, _binding("supercluster:gang-scheduler", "supercluster:gang-scheduler", "User",
+                           pki.SCHEDULER_USER)]
+
+
+def cluster_objects() -> list[dict]:
+    """Every non-secret object, in apply order (the CRD before anything could use it)."""
+    return [*node_join_rbac(), pod_group_crd(), *gang_scheduling_rbac(), *flowcontrol.objects()]

@@ -1,0 +1,50 @@
+"""kube-controller-manager: leader-elected, no node CIDRs, fast enough for 7,500 nodes, and the CSR
+signer and approver that let kubelets join by TLS bootstrapping."""
+
+from __future__ import annotations
+
+from infra.addressing import AddressPlan
+from infra.config import ClusterConfig
+from infra.control_plane import paths, pki
+
+# Client rate limits towards the apiserver (defaults 20/30 are far too low for thousands of nodes).
+# The Azure large-cluster guide (aks-engine examples/largeclusters) runs 600/800.
+KUBE_API_QPS = 600
+KUBE_API_BURST = 800
+# Batch Endpoints/EndpointSlice updates: one write per Service per 500 ms instead of one per pod
+# change, as in the 5,000-node scale job (kops endpointUpdatesBatchPeriod / endpointSliceUpdatesBatchPeriod).
+ENDPOINT_BATCH_PERIOD = "500ms"
+# The default (kube-controller-manager --terminated-pod-gc-threshold), stated so CIS 1.3.1 is explicit.
+TERMINATED_POD_GC_THRESHOLD = 12500
+# Client certificates the CSR signer issues to kubelets; the kubelet rotates them before expiry.
+CLUSTER_SIGNING_DURATION = "8760h"
+
+
+def controller_manager_flags(config: ClusterConfig, addresses: AddressPlan) -> dict[str, str | int | bool]:
+    kubeconfig = paths.CONTROLLER_MANAGER_KUBECONFIG
+    return {
+        # Pods take VNet addresses from the NIC's secondary IP configurations, not node podCIDRs.
+        "allocate-node-cidrs": False,
+        "authentication-kubeconfig": kubeconfig,
+        "authorization-kubeconfig": kubeconfig,
+        "bind-address": "127.0.0.1",
+        "cluster-name": config.cluster_name,
+        # csrsigning signs, csrapproving approves kubelet client CSRs whose requester RBAC allows
+        # (infra/control_plane/cluster_objects.py); tokencleaner removes expired bootstrap tokens.
+        "cluster-signing-cert-file": pki.cert_path(pki.CLUSTER_CA),
+        "cluster-signing-key-file": pki.key_path(pki.CLUSTER_CA),
+        "cluster-signing-duration": CLUSTER_SIGNING_DURATION,
+        "controllers": "*,tokencleaner",
+        "endpoint-updates-batch-period": ENDPOINT_BATCH_PERIOD,
+        "endpointslice-updates-batch-period": ENDPOINT_BATCH_PERIOD,
+        "kube-api-burst": KUBE_API_BURST,
+        "kube-api-qps": KUBE_API_QPS,
+        "kubeconfig": kubeconfig,
+        "leader-elect": True,
+        "profiling": False,
+        "root-ca-file": pki.cert_path(pki.CLUSTER_CA),
+        "service-account-private-key-file": pki.SERVICE_ACCOUNT_KEY,
+        "service-cluster-ip-range": str(addresses.service_cidr),
+        "terminated-pod-gc-threshold": TERMINATED_POD_GC_THRESHOLD,
+        "use-service-account-credentials": True,
+    }

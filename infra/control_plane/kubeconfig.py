@@ -1,0 +1,47 @@
+"""kubeconfig files: component ones that point at files on the VM, and the embedded admin one.
+
+A component kubeconfig holds only the server URL and paths; the certificate and key it names
+arrive from Key Vault, so the file itself is safe in customData. The co-located
+controller-manager and scheduler talk to the apiserver on loopback: an Azure internal load
+balancer does not send a backend's own traffic back to itself (no hairpinning), and loopback
+keeps them working when the load balancer is the thing that is broken.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import yaml
+
+LOCAL_APISERVER = "https://127.0.0.1:6443"
+CLUSTER_NAME = "supercluster"
+
+
+def _document(server: str, user: str, cluster: dict, credentials: dict) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CLUSTER_NAME, "cluster": {"server": server, **cluster}}],
+        "users": [{"name": user, "user": credentials}],
+        "contexts": [{"name": f"{user}@{CLUSTER_NAME}", "context": {"cluster": CLUSTER_NAME, "user": user}}],
+        "current-context": f"{user}@{CLUSTER_NAME}",
+        "preferences": {},
+    }
+
+
+def file_kubeconfig(user: str, ca_file: str, cert_file: str, key_file: str,
+                    server: str = LOCAL_APISERVER) -> str:
+    return yaml.safe_dump(_document(
+        server, user, {"certificate-authority": ca_file},
+        {"client-certificate": cert_file, "client-key": key_file}), sort_keys=False)
+
+
+def embedded_kubeconfig(server: str, user: str, ca_pem: str, cert_pem: str, key_pem: str) -> str:
+    """A self-contained kubeconfig (the admin one). Its key makes it a secret: only ever build it
+    inside ``Output.apply`` of secret inputs."""
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    return yaml.safe_dump(_document(
+        server, user, {"certificate-authority-data": b64(ca_pem)},
+        {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}), sort_keys=False)

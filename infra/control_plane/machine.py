@@ -1,0 +1,132 @@
+"""The whole cloud-init of one apiserver VM: a pure function of the config and the address plan.
+
+Order at boot: the Key Vault fetch (``infra.secrets``) and the binary install run first, then
+kube-apiserver, kube-controller-manager and kube-scheduler. The components only ``Want`` the two
+preparation units: if Key Vault is not reachable yet (a fresh role assignment takes minutes to
+apply), the fetch keeps retrying and the components keep restarting until their files are there,
+instead of failing once and staying down.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from infra import naming, systemd
+from infra.cloudinit import CloudConfig, custom_data, fingerprint, render
+from infra.cluster import ClusterSpec
+from infra.control_plane import apiserver, install, paths, pki
+from infra.control_plane.controller_manager import controller_manager_flags
+from infra.control_plane.kubeconfig import file_kubeconfig
+from infra.control_plane.scheduler import render_scheduler_config, scheduler_flags
+from infra.secrets import FETCH_UNIT, add_secret_fetching
+
+ZONES = ("1", "2", "3")
+# Open files: every kubelet, kube-proxy and node agent holds connections to an apiserver.
+APISERVER_OPEN_FILES = 1_048_576
+# How long the rollout waits for one apiserver to answer /readyz before it stops (and fails the update).
+READY_TIMEOUT_SECONDS = 30 * 60
+
+
+@dataclass(frozen=True)
+class ApiserverMachine:
+    index: int
+    vm_name: str
+    ip: str
+    zone: str
+    cloud_init: str  # rendered #cloud-config, no secret in it
+
+    @property
+    def custom_data(self) -> str:
+        return custom_data(self.cloud_init, self.vm_name)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.cloud_init)
+
+
+def apiserver_machines(spec: ClusterSpec, etcd: Mapping[str, str]) -> tuple[ApiserverMachine, ...]:
+    config, addresses = spec.config, spec.addresses
+    specs = pki.certificates(addresses, config.control_plane.apiservers)
+    return tuple(
+        ApiserverMachine(
+            index=index,
+            vm_name=naming.apiserver(config.cluster_name, index),
+            ip=ip,
+            zone=ZONES[index % len(ZONES)],
+            cloud_init=render(apiserver_cloud_config(spec, ip, etcd, specs)),
+        )
+        for index, ip in enumerate(addresses.apiserver_ips(config.control_plane.apiservers))
+    )
+
+
+def _component_unit(description: str, binary: str, flags: dict, *, after: Sequence[str] = (),
+                    service: dict | None = None) -> str:
+    prepared = [FETCH_UNIT, paths.INSTALL_UNIT]
+    return systemd.unit(
+        description,
+        [f"{paths.BIN_DIR}/{binary}", *systemd.flags(flags)],
+        after=["network-online.target", *prepared, *after],
+        wants=["network-online.target", *prepared],
+        service=service,
+    )
+
+
+def apiserver_cloud_config(spec: ClusterSpec, ip: str, etcd: Mapping[str, str],
+                           specs: tuple[pki.CertificateSpec, ...]) -> CloudConfig:
+    config, addresses = spec.config, spec.addresses
+    cloud = CloudConfig()
+    cloud.packages.extend(install.PACKAGES)
+    cloud.add(paths.INSTALL_SCRIPT, install.install_script(config.kubernetes_version), permissions="0755")
+    cloud.add(f"/etc/systemd/system/{paths.INSTALL_UNIT}", systemd.unit(
+        "Install the pinned, verified control-plane binaries",
+        [paths.INSTALL_SCRIPT],
+        after=["network-online.target"],
+        wants=["network-online.target"],
+        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
+    ))
+    cloud.add(paths.AUDIT_POLICY, apiserver.audit_policy(), permissions="0600")
+    cloud.add(paths.AUTHENTICATION_CONFIG, apiserver.authentication_config(), permissions="0600")
+    cloud.add(paths.SCHEDULER_CONFIG, render_scheduler_config(), permissions="0600")
+    kubeconfigs = ((paths.CONTROLLER_MANAGER_KUBECONFIG, pki.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER_USER),
+                   (paths.SCHEDULER_KUBECONFIG, pki.SCHEDULER, pki.SCHEDULER_USER))
+    for path, cert_key, user in kubeconfigs:
+        cloud.add(path, file_kubeconfig(user, pki.cert_path(pki.CLUSTER_CA), pki.cert_path(cert_key),
+                                        pki.key_path(cert_key)), permissions="0600")
+
+    cloud.add(f"/etc/systemd/system/{paths.APISERVER_UNIT}", _component_unit(
+        "Kubernetes API server", "kube-apiserver",
+        apiserver.apiserver_flags(config, addresses, ip, etcd),
+        service={"LimitNOFILE": str(APISERVER_OPEN_FILES),
+                 "LogsDirectory": paths.AUDIT_LOG_DIR.removeprefix("/var/log/"), "LogsDirectoryMode": "0700"}))
+    cloud.add(f"/etc/systemd/system/{paths.CONTROLLER_MANAGER_UNIT}", _component_unit(
+        "Kubernetes controller manager", "kube-controller-manager",
+        controller_manager_flags(config, addresses), after=[paths.APISERVER_UNIT]))
+    cloud.add(f"/etc/systemd/system/{paths.SCHEDULER_UNIT}", _component_unit(
+        "Kubernetes scheduler (scheduler-plugins build: bin-packing and gang profiles)", "kube-scheduler",
+        scheduler_flags(), after=[paths.APISERVER_UNIT]))
+
+    cloud.runcmd.append(["systemctl", "daemon-reload"])
+    add_secret_fetching(cloud, naming.key_vault(config.cluster_name), pki.apiserver_secret_files(specs),
+                        before=[paths.INSTALL_UNIT, *paths.COMPONENT_UNITS])
+    cloud.runcmd.append(["systemctl", "enable", "--now", paths.INSTALL_UNIT, *paths.COMPONENT_UNITS])
+    return cloud
+
+
+def readiness_command() -> str:
+    """What the rollout runs on an apiserver VM (as a VM extension) before moving to the next one:
+    wait for cloud-init to finish, re-fetch the secrets and restart the components (so a rotated
+    certificate takes effect), then wait until the local apiserver answers /readyz."""
+    attempts = READY_TIMEOUT_SECONDS // 5
+    units = " ".join(paths.COMPONENT_UNITS)
+    script = (
+        "cloud-init status --wait >/dev/null || true; "
+        f"systemctl restart {FETCH_UNIT}; "
+        f"systemctl try-restart {units}; "
+        f"for i in $(seq 1 {attempts}); do "
+        f"curl -fsk --max-time 5 https://127.0.0.1:{apiserver.SECURE_PORT}/readyz >/dev/null && exit 0; "
+        "sleep 5; done; "
+        f"echo 'kube-apiserver not ready after {READY_TIMEOUT_SECONDS}s' >&2; exit 1"
+    )
+    return "/bin/bash -c " + shlex.quote(script)

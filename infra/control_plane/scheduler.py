@@ -1,0 +1,103 @@
+"""kube-scheduler: bin-packing instead of spreading, and gang scheduling for MPI jobs.
+
+One scheduler process (the kubernetes-sigs/scheduler-plugins build of kube-scheduler, pinned in
+``infra/versions.py``) serves two profiles that share one cache:
+
+- ``default-scheduler`` packs: NodeResourcesFit scores with MostAllocated, GPUs weighted highest,
+  so partly used nodes fill up first, empty nodes stay empty for the autoscaler to remove, and
+  whole-node jobs find whole nodes (the 2,500-node post's MostRequestedPriority, in today's API).
+- ``gang-scheduler`` packs the same way and adds Coscheduling: pods labelled
+  ``scheduling.x-k8s.io/pod-group: <name>`` wait in Permit until their PodGroup's ``minMember``
+  pods all fit, so an MPI job of hundreds of pods starts all at once or not at all.
+
+A second scheduler *process* would keep its own view of the nodes and could place a pod on a node
+the other one just filled; scheduler-plugins' install guide warns against it for production.
+Profiles in one process cannot race, at the price of the whole queue sharing Coscheduling's
+queue sort (priority, then PodGroup/pod age), which the scheduler requires to be identical across
+profiles.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from infra.control_plane import paths
+from infra.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR, SCHEDULER_PLUGINS_IMAGE
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+DEFAULT_PROFILE = "default-scheduler"
+GANG_PROFILE = "gang-scheduler"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+# Client rate limits used by the release-blocking 5,000-node job (kops/test-infra: qps=burst=100).
+CLIENT_QPS = 100
+CLIENT_BURST = 100
+# Score every feasible node. The adaptive default scores ~5-10% of a 7,500-node cluster, and
+# MostAllocated can only pack onto nodes it looks at; with about one pod per node the scheduler is
+# lightly loaded (7,500-node post: "relatively low strain on the scheduler").
+PERCENTAGE_OF_NODES_TO_SCORE = 100
+# GPUs are what the cluster is for: a node's GPU utilisation counts five times its CPU or memory.
+BINPACK_RESOURCES = (("nvidia.com/gpu", 5), ("cpu", 1), ("memory", 1))
+# How long a gang's first pods hold their nodes (Permit) waiting for the rest before all are
+# released; PodGroup.spec.scheduleTimeoutSeconds overrides it per job. Plugin default: 60 s.
+PERMIT_WAITING_TIME_SECONDS = 60
+# After a gang fails to fit, skip it for this long so smaller work is not starved behind it.
+POD_GROUP_BACKOFF_SECONDS = 30
+
+
+def scheduler_image(kubernetes_version: str) -> tuple[str, str, str]:
+    """``(image, tag, digest)`` of the scheduler-plugins release for this Kubernetes minor."""
+    minor = ".".join(kubernetes_version.split(".")[:2])
+    tag, digest = SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR[minor]
+    return SCHEDULER_PLUGINS_IMAGE, tag, digest
+
+
+def _plugin_config() -> list[dict]:
+    return [
+        {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+            "type": "MostAllocated",
+            "resources": [{"name": name, "weight": weight} for name, weight in BINPACK_RESOURCES],
+        }}},
+        # No cluster-wide default spreading (the built-in default spreads every workload's pods
+        # across hosts and zones); constraints a pod states itself still apply.
+        {"name": "PodTopologySpread", "args": {"defaultingType": "List"}},
+        # Identical in both profiles: the queue-sort plugin and its args must match across profiles.
+        {"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": PERMIT_WAITING_TIME_SECONDS,
+                                          "podGroupBackoffSeconds": POD_GROUP_BACKOFF_SECONDS}},
+    ]
+
+
+def _profile(name: str, gang: bool) -> dict:
+    plugins: dict = {
+        "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+        # Balanced allocation rewards spreading usage evenly across resources: the opposite of packing.
+        "score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]},
+    }
+    if gang:
+        # Coscheduling at every extension point it implements (PreFilter, PostFilter, Permit, Reserve).
+        plugins["multiPoint"] = {"enabled": [{"name": "Coscheduling"}]}
+    return {"schedulerName": name, "plugins": plugins, "pluginConfig": _plugin_config()}
+
+
+def scheduler_config() -> dict:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": paths.SCHEDULER_KUBECONFIG, "qps": CLIENT_QPS, "burst": CLIENT_BURST},
+        # CIS 1.4.1: --profiling is ignored once --config is given; this is its config-file form.
+        "enableProfiling": False,
+        "leaderElection": {"leaderElect": True},
+        "percentageOfNodesToScore": PERCENTAGE_OF_NODES_TO_SCORE,
+        "profiles": [_profile(DEFAULT_PROFILE, gang=False), _profile(GANG_PROFILE, gang=True)],
+    }
+
+
+def render_scheduler_config() -> str:
+    return yaml.safe_dump(scheduler_config(), sort_keys=False)
+
+
+def scheduler_flags() -> dict[str, str]:
+    return {
+        # Serving (healthz, metrics) on loopback only (CIS 1.4.2); the config file holds the rest.
+        "bind-address": "127.0.0.1",
+        "config": paths.SCHEDULER_CONFIG,
+    }

@@ -1,0 +1,188 @@
+"""The control plane as declared by the real program under mocks: VMs, load balancer, secrets, rollout."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+
+from infra.control_plane import cluster_objects, pki
+from infra.plan.artifacts import collect_files, custom_data_of
+from infra.secret_names import APISERVER_ETCD_CLIENT_FILES, CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN
+from tests.infra.control_plane_files import spec
+
+CP = "prod-control-plane"
+VM = "azure-native:compute:VirtualMachine"
+EXTENSION = "azure-native:compute:VirtualMachineExtension"
+
+
+def _apiserver_vms(plan):
+    return [r for r in plan.of_type(VM) if r.name.startswith(f"{plan.stack}-control-plane-vm-")]
+
+
+def test_prod_has_five_apiserver_vms_in_three_zones_with_planned_ips(prod_plan):
+    vms = _apiserver_vms(prod_plan)
+    assert [vm.inputs["vmName"] for vm in vms] == [f"prod-apiserver-{i}" for i in range(5)]
+    assert sorted({vm.inputs["zones"][0] for vm in vms}) == ["1", "2", "3"]
+    nics = [prod_plan.named(f"{CP}-vm-{i}-nic") for i in range(5)]
+    ips = [nic.inputs["ipConfigurations"][0]["privateIPAddress"] for nic in nics]
+    assert ips == list(spec("prod").addresses.apiserver_ips(5))
+    assert all(nic.inputs["ipConfigurations"][0]["privateIPAllocationMethod"] == "Static" for nic in nics)
+    assert {vm.inputs["hardwareProfile"]["vmSize"] for vm in vms} == {"Standard_E64ds_v5"}
+
+
+def test_internal_standard_load_balancer_probes_readyz(prod_plan):
+    (lb,) = [r for r in prod_plan.of_type("azure-native:network:LoadBalancer") if "control-plane" in r.name]
+    inputs = lb.inputs
+    assert inputs["sku"]["name"] == "Standard"
+    (frontend,) = inputs["frontendIPConfigurations"]
+    assert "publicIPAddress" not in frontend
+    assert frontend["privateIPAddress"] == spec("prod").addresses.apiserver_lb_ip()
+    assert frontend["zones"] == ["1", "2", "3"]
+    (probe,) = inputs["probes"]
+    assert (probe["protocol"], probe["port"], probe["requestPath"]) == ("Https", 6443, "/readyz")
+    (rule,) = inputs["loadBalancingRules"]
+    assert (rule["protocol"], rule["frontendPort"], rule["backendPort"]) == ("Tcp", 6443, 6443)
+    assert rule["probe"]["id"].endswith("/probes/readyz")
+    pool_id = rule["backendAddressPool"]["id"]
+    for i in range(5):
+        nic = prod_plan.named(f"{CP}-vm-{i}-nic")
+        assert nic.inputs["ipConfigurations"][0]["loadBalancerBackendAddressPools"] == [{"id": pool_id}]
+
+
+def test_cloud_init_change_replaces_one_apiserver_at_a_time(prod_plan):
+    gates = [prod_plan.named(f"{CP}-ready-{i}") for i in range(5)]
+    for i, vm in enumerate(_apiserver_vms(prod_plan)):
+        assert vm.options["replaceOnChanges"] == ["osProfile.customData"]
+        assert vm.options["deleteBeforeReplace"] is True  # fixed name and static IP
+        # The NIC (static IP, load-balancer membership) outlives the VM it is attached to.
+        assert vm.inputs["networkProfile"]["networkInterfaces"][0]["deleteOption"] == "Detach"
+        component = prod_plan.named(f"{CP}-vm-{i}", "supercluster:machines:DedicatedVm")
+        if i:
+            assert gates[i - 1].urn in component.options["dependsOn"]
+            assert gates[i - 1].urn in gates[i].options["dependsOn"]
+        # The gate belongs to this VM (a property dependency, so it is replaced with it).
+        assert vm.urn in gates[i].property_dependencies["vmName"]
+
+
+def test_readiness_gate_waits_for_readyz_and_reruns_when_a_secret_changes(prod_plan):
+    gate = prod_plan.named(f"{CP}-ready-0")
+    assert gate.type == EXTENSION
+    assert (gate.inputs["publisher"], gate.inputs["type"]) == ("Microsoft.Azure.Extensions", "CustomScript")
+    assert "https://127.0.0.1:6443/readyz" in gate.inputs["settings"]["commandToExecute"]
+    fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))}
+    secrets = {r.inputs["secretName"]: r.urn for r in prod_plan.of_type("azure-native:keyvault:Secret")
+               if r.name.startswith(CP)}
+    # Every secret the apiservers fetch re-runs the gate; the nodes' bootstrap token does not.
+    assert set(gate.property_dependencies["forceUpdateTag"]) == {urn for name, urn in secrets.items()
+                                                                 if name in fetched}
+    assert secrets[NODE_BOOTSTRAP_TOKEN] not in gate.property_dependencies["forceUpdateTag"]
+
+
+def _readers(plan) -> dict[str, set[str]]:
+    """Key Vault secret name -> roles allowed to read it."""
+    by_logical = {r.name: r.inputs["secretName"] for r in plan.of_type("azure-native:keyvault:Secret")}
+    readers: dict[str, set[str]] = {name: set() for name in by_logical.values()}
+    for assignment in plan.of_type("azure-native:authorization:RoleAssignment"):
+        if not assignment.name.endswith("-reader"):
+            continue  # not a Key Vault secret grant (registry pull, backup writes)
+        logical = max((name for name in by_logical if assignment.name.startswith(f"{name}-")), key=len)
+        readers[by_logical[logical]].add(assignment.name[len(logical) + 1:-len("-reader")])
+    return readers
+
+
+def test_only_the_ca_certificate_and_token_are_readable_beyond_apiservers(prod_plan):
+    readers = {k: v for k, v in _readers(prod_plan).items()}
+    ours = pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))
+    etcd_owned = {f.secret_name for f in APISERVER_ETCD_CLIENT_FILES}
+    for secret in ours:
+        if secret.secret_name in etcd_owned:
+            continue
+        expected = {"apiserver", "node", "nat"} if secret.secret_name == CLUSTER_CA_CERT else {"apiserver"}
+        assert readers[secret.secret_name] == expected, secret.secret_name
+    assert readers[NODE_BOOTSTRAP_TOKEN] == {"node", "nat"}
+    assert all(v == "[secret]" for r in prod_plan.of_type("azure-native:keyvault:Secret")
+               for v in [r.inputs["properties"]["value"]])
+
+
+def test_every_fetched_secret_is_stored_by_the_control_plane_or_the_etcd_clusters(prod_plan):
+    stored = {r.inputs["secretName"] for r in prod_plan.of_type("azure-native:keyvault:Secret")
+              if r.name.startswith(CP)}
+    fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))}
+    assert fetched - stored == {f.secret_name for f in APISERVER_ETCD_CLIENT_FILES}
+    assert stored - fetched == {NODE_BOOTSTRAP_TOKEN}  # for nodes, not apiservers
+
+
+def _mock_secret_values(plan) -> list[str]:
+    """What the mocks generated for every secret the control plane holds (see infra/plan/mocks.py)."""
+    values = []
+    for r in plan.registrations:
+        if r.type.startswith("tls:") and r.type.endswith(":PrivateKey"):
+            values.append(f"MOCK-{r.name}\n-----END PRIVATE KEY")
+        elif r.type == "random:index/randomPassword:RandomPassword":
+            values.append(hashlib.sha256(r.name.encode()).hexdigest()[:int(r.inputs["length"])])
+        elif r.type == "random:index/randomBytes:RandomBytes":
+            raw = hashlib.sha256(r.name.encode()).digest()[:int(r.inputs["length"])]
+            values.append(base64.b64encode(raw).decode())
+    return values
+
+
+def test_nothing_secret_appears_in_the_plan(prod_plan):
+    secrets = _mock_secret_values(prod_plan)
+    assert len(secrets) >= 11  # 9 private keys, the token secret, the encryption key
+    everything = json.dumps([r.as_json() for r in prod_plan.registrations]) + json.dumps(prod_plan.outputs)
+    everything += "".join(collect_files(prod_plan.registrations).values())
+    for vm in _apiserver_vms(prod_plan):
+        everything += custom_data_of(vm)
+    for value in secrets:
+        assert value not in everything
+    assert "PRIVATE KEY" not in everything
+
+
+def test_kubeconfig_is_a_secret_output_and_feeds_the_provider(prod_plan):
+    assert prod_plan.outputs["kubeconfig"] == "[secret]"
+    assert prod_plan.outputs["apiserverEndpoint"] == f"https://{spec('prod').addresses.apiserver_lb_ip()}:6443"
+    assert "BEGIN CERTIFICATE" in prod_plan.outputs["clusterCaCertificate"]
+    provider = prod_plan.named(f"{CP}-k8s", "pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"] == "[secret]"
+    assert provider.inputs["clusterIdentifier"] == "prod"
+    assert provider.options["dependsOn"] == [prod_plan.named(f"{CP}-ready-0").urn]
+
+
+def test_apiserver_certificate_names_every_way_in(prod_plan):
+    csr = prod_plan.named(f"{CP}-pki-apiserver-csr")
+    addresses = spec("prod").addresses
+    assert set(csr.inputs["ipAddresses"]) == {addresses.apiserver_lb_ip(), *addresses.apiserver_ips(5),
+                                              addresses.kubernetes_service_ip, "127.0.0.1"}
+    assert "kubernetes.default.svc.cluster.local" in csr.inputs["dnsNames"]
+    admin = prod_plan.named(f"{CP}-pki-admin-csr")
+    assert admin.inputs["subject"]["organization"] == "system:masters"
+    front_proxy_client = prod_plan.named(f"{CP}-pki-front-proxy-client-cert")
+    assert front_proxy_client.property_dependencies["caCertPem"] == [
+        prod_plan.named(f"{CP}-pki-front-proxy-ca-cert").urn]
+
+
+def test_bootstrap_token_has_the_join_format(prod_plan):
+    token_id = prod_plan.named(f"{CP}-bootstrap-token-id")
+    token_secret = prod_plan.named(f"{CP}-bootstrap-token-secret")
+    for resource, length in ((token_id, cluster_objects.TOKEN_ID_LENGTH),
+                             (token_secret, cluster_objects.TOKEN_SECRET_LENGTH)):
+        assert resource.inputs["length"] == length
+        assert (resource.inputs["upper"], resource.inputs["special"]) == (False, False)
+
+
+def test_cluster_bootstrap_objects(prod_plan):
+    in_cluster = [r for r in prod_plan.registrations
+                  if r.type.startswith("kubernetes:") and r.name.startswith("prod-bootstrap-")]
+    assert len(in_cluster) == len(cluster_objects.cluster_objects()) + 1
+    (token,) = [r for r in in_cluster if r.type == "kubernetes:core/v1:Secret"]
+    assert token.inputs["stringData"] == "[secret]"
+    assert token.inputs["type"] == "bootstrap.kubernetes.io/token"
+    assert token.inputs["metadata"]["name"].startswith("bootstrap-token-")
+    kinds = {r.inputs["kind"] for r in in_cluster}
+    assert {"FlowSchema", "PriorityLevelConfiguration", "CustomResourceDefinition", "ClusterRoleBinding"} <= kinds
+
+
+def test_dev_has_one_apiserver(dev_plan):
+    assert len(_apiserver_vms(dev_plan)) == 1
+    assert dev_plan.named("dev-control-plane-ready-0").options["dependsOn"] == []

@@ -1,0 +1,56 @@
+"""README's CIS table is checked against the files the apiserver VMs actually receive."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from infra.control_plane import paths
+from infra.plan.stackfile import PROJECT_DIR
+from tests.infra.control_plane_files import component_flags, files, machines
+
+# CIS Kubernetes Benchmark v1.12, sections 1.2-1.4 (kube-bench cfg/cis-1.12/master.yaml).
+CHECKS = [f"1.2.{n}" for n in range(1, 31)] + [f"1.3.{n}" for n in range(1, 8)] + ["1.4.1", "1.4.2"]
+UNITS = {"1.2": paths.APISERVER_UNIT, "1.3": paths.CONTROLLER_MANAGER_UNIT, "1.4": paths.SCHEDULER_UNIT}
+
+
+def _rows() -> dict[str, list[str]]:
+    readme = (PROJECT_DIR / "README.md").read_text()
+    table = readme.split("### CIS Kubernetes Benchmark (control plane)", 1)[1]
+    rows = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| 1."):
+            rows[cells[0]] = re.findall(r"`([^`]+)`", cells[2])
+        elif rows and not line.startswith("|"):
+            break
+    return rows
+
+
+ROWS = _rows()
+
+
+def test_table_covers_every_control_plane_check():
+    assert list(ROWS) == CHECKS
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_row_matches_rendered_files(check):
+    machine = machines("prod")[0]
+    flags = component_flags(machine, UNITS[check.rsplit(".", 1)[0]])
+    claims = ROWS[check]
+    assert claims, f"{check}: no rendered setting in the table"
+    for claim in claims:
+        if claim.startswith("no --"):
+            assert claim[5:] not in flags, f"{check}: --{claim[5:]} is set"
+        elif claim.startswith("--"):
+            key, sep, value = claim[2:].partition("=")
+            assert key in flags, f"{check}: --{key} is not set"
+            if sep:
+                assert flags[key] == value, f"{check}: --{key}={flags[key]}, README says {value}"
+        else:
+            key, value = (part.strip() for part in claim.split(":", 1))
+            config = yaml.safe_load(files(machine)[flags["config"]])
+            assert config[key] == yaml.safe_load(value), f"{check}: {key} is {config[key]}"

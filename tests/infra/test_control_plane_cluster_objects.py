@@ -1,0 +1,73 @@
+"""The in-cluster objects: valid against the Kubernetes OpenAPI schemas, and doing what they claim."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+
+from infra.control_plane import cluster_objects, flowcontrol, pki, scheduler
+from infra.control_plane.apiserver import inflight_limits
+
+VERSIONS = ("1.31", "1.34")
+
+
+def _documents() -> list[dict]:
+    token = {"apiVersion": "v1", "kind": "Secret",
+             "metadata": {"name": cluster_objects.bootstrap_token_name("abc123"),
+                          "namespace": cluster_objects.BOOTSTRAP_TOKEN_NAMESPACE},
+             "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
+             "stringData": cluster_objects.bootstrap_token_data("abc123", "0123456789abcdef")}
+    return [*cluster_objects.cluster_objects(), token]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("document", _documents(), ids=lambda d: f"{d['kind']}-{d['metadata']['name']}")
+def test_object_is_valid(document, version):
+    kubernetes_validate.validate(document, version, strict=True)
+
+
+def test_apf_objects_are_validated_not_skipped():
+    broken = flowcontrol.objects()[0]
+    broken = {**broken, "spec": {**broken["spec"], "limited": {**broken["spec"]["limited"], "shares": 3}}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.34", strict=True)
+
+
+def test_service_account_lists_are_fenced_off():
+    level, schema = flowcontrol.objects()
+    limited = level["spec"]["limited"]
+    assert limited["lendablePercent"] == 0 and limited["borrowingLimitPercent"] == 0
+    spec = schema["spec"]
+    # After kube-system-service-accounts (900), before the built-in service-accounts schema (9000).
+    assert 900 < spec["matchingPrecedence"] < 9000
+    assert spec["distinguisherMethod"] == {"type": "ByUser"}  # one DaemonSet = one flow
+    (rule,) = spec["rules"]
+    assert rule["subjects"] == [{"kind": "Group", "group": {"name": "system:serviceaccounts"}}]
+    assert rule["resourceRules"][0]["verbs"] == ["list"]
+
+
+def test_level_seats_at_7500_nodes():
+    total = sum(inflight_limits(7500))
+    assert total == 4000
+    assert 250 <= flowcontrol.seats(total) <= 350
+
+
+def test_node_join_rbac_lets_only_our_token_group_bootstrap():
+    bindings = {b["roleRef"]["name"]: b["subjects"] for b in cluster_objects.node_join_rbac()}
+    group = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": cluster_objects.BOOTSTRAP_GROUP}]
+    assert bindings["system:node-bootstrapper"] == group
+    assert bindings["system:certificates.k8s.io:certificatesigningrequests:nodeclient"] == group
+    assert bindings["system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"][0]["name"] == \
+        "system:nodes"
+    assert bindings["system:kubelet-api-admin"][0]["name"] == pki.KUBELET_CLIENT_USER
+    assert cluster_objects.BOOTSTRAP_GROUP.startswith("system:bootstrappers:")
+    assert cluster_objects.bootstrap_token_data("abc123", "s")["auth-extra-groups"] == cluster_objects.BOOTSTRAP_GROUP
+
+
+def test_scheduler_may_read_pod_groups():
+    role, binding = cluster_objects.gang_scheduling_rbac()
+    assert role["rules"][0]["apiGroups"] == [cluster_objects.POD_GROUP_API_GROUP]
+    assert binding["subjects"][0]["name"] == pki.SCHEDULER_USER
+    crd = cluster_objects.pod_group_crd()
+    assert crd["metadata"]["name"] == "podgroups.scheduling.x-k8s.io"
+    assert scheduler.POD_GROUP_LABEL.startswith(crd["spec"]["group"] + "/")

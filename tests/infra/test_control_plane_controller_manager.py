@@ -1,0 +1,53 @@
+"""kube-controller-manager as rendered into an apiserver VM's cloud-init."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from infra.control_plane import paths
+from tests.infra.control_plane_files import component_flags, files, machines
+
+EXPECTED = {
+    "allocate-node-cidrs": "false",  # pods take VNet IPs, not node podCIDRs
+    "bind-address": "127.0.0.1",
+    "cluster-name": "prod",
+    "cluster-signing-cert-file": "/etc/kubernetes/pki/ca.crt",
+    "cluster-signing-key-file": "/etc/kubernetes/pki/ca.key",
+    "cluster-signing-duration": "8760h",
+    "controllers": "*,tokencleaner",  # csrsigning and csrapproving are in "*"
+    "endpoint-updates-batch-period": "500ms",
+    "endpointslice-updates-batch-period": "500ms",
+    "kube-api-burst": "800",
+    "kube-api-qps": "600",
+    "kubeconfig": "/etc/kubernetes/controller-manager.conf",
+    "leader-elect": "true",
+    "profiling": "false",
+    "root-ca-file": "/etc/kubernetes/pki/ca.crt",
+    "service-account-private-key-file": "/etc/kubernetes/pki/sa.key",
+    "service-cluster-ip-range": "172.20.0.0/16",
+    "terminated-pod-gc-threshold": "12500",
+    "use-service-account-credentials": "true",
+    "feature-gates": None,  # RotateKubeletServerCertificate stays at its default (on)
+}
+
+
+@pytest.fixture(scope="module")
+def flags() -> dict[str, str]:
+    return component_flags(machines("prod")[0], paths.CONTROLLER_MANAGER_UNIT)
+
+
+@pytest.mark.parametrize("flag,expected", EXPECTED.items(), ids=EXPECTED.keys())
+def test_controller_manager_flag(flags, flag, expected):
+    assert flags.get(flag) == expected
+
+
+def test_kubeconfig_talks_to_the_local_apiserver_with_file_credentials(flags):
+    kubeconfig = yaml.safe_load(files(machines("prod")[0])[flags["kubeconfig"]])
+    (cluster,) = kubeconfig["clusters"]
+    (user,) = kubeconfig["users"]
+    assert cluster["cluster"] == {"server": "https://127.0.0.1:6443",
+                                  "certificate-authority": "/etc/kubernetes/pki/ca.crt"}
+    assert user == {"name": "system:kube-controller-manager", "user": {
+        "client-certificate": "/etc/kubernetes/pki/controller-manager.crt",
+        "client-key": "/etc/kubernetes/pki/controller-manager.key"}}
