@@ -1,7 +1,13 @@
-"""``python -m infra.plan --stack STACK [--out DIR] [--config KEY=VALUE ...]``
+"""``python -m infra.plan --stack STACK [--out DIR] [--config KEY=VALUE ...] [--diff OLD_DIR]``
 
 Runs the real program under Pulumi mocks (no cloud credentials, no Pulumi CLI) and
 writes what it declares and renders. Exit 0 on success, 2 with one line on bad config.
+
+With ``--diff OLD_DIR`` it then compares the new plan with an earlier one (OLD_DIR may be
+the output directory itself: it is read first) and prints the diff, also written to
+``<out>/diff.md``. Exit 0: nothing changed; 1: something changed; 3: something changed
+that replaces, deletes or unprotects a protected or stateful resource; 2: bad config or
+OLD_DIR is not a plan.
 """
 
 from __future__ import annotations
@@ -16,9 +22,16 @@ from infra.cluster import build_cluster_spec
 from infra.config import LOCATION_KEY
 from infra.errors import NAMESPACE, ConfigError
 from infra.plan.artifacts import write_plan
+from infra.plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
+from infra.plan.diff_report import render_diff
 from infra.plan.runner import run_program
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
 from infra.plan.summary import render_summary
+
+EXIT_OK = 0  # plan written; with --diff: nothing changed
+EXIT_CHANGED = 1  # --diff: something changed
+EXIT_BAD_INPUT = 2  # bad config, unknown stack, or --diff OLD_DIR is not a plan
+EXIT_DANGER = 3  # --diff: a protected or stateful resource would be replaced, deleted or unprotected
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,20 +40,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="output directory (default build/plan/<stack>)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value like `pulumi config set --path` (repeatable)")
+    parser.add_argument("--diff", type=Path, metavar="OLD_DIR",
+                        help="compare with an earlier plan directory; exit 0 unchanged, 1 changed, "
+                             "3 changed with a protected/stateful resource replaced or deleted")
     args = parser.parse_args(argv)
     out = args.out or PROJECT_DIR / "build" / "plan" / args.stack
     try:
+        old = load_plan(args.diff) if args.diff is not None else None
         config = load_stack_config(args.stack, args.config)
         run = run_program(args.stack, config)
-    except ConfigError as error:
+    except (ConfigError, PlanDirectoryError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     spec = build_cluster_spec(_namespace_values(config), config.get(LOCATION_KEY))
     summary = render_summary(args.stack, spec, run.registrations)
     _write_atomically(out, lambda staging: write_plan(staging, run.registrations, run.outputs, summary))
-    print(summary, end="")
-    print(f"Plan written to {out}")
-    return 0
+    if old is None:
+        print(summary, end="")
+        print(f"Plan written to {out}")
+        return EXIT_OK
+    diff = diff_plans(old, load_plan(out))
+    report = render_diff(args.stack, str(args.diff), diff)
+    (out / "diff.md").write_text(report)
+    print(report, end="")
+    print(f"Plan written to {out}, diff to {out / 'diff.md'}")
+    return exit_code(diff)
+
+
+def exit_code(diff: PlanDiff) -> int:
+    return EXIT_DANGER if diff.dangers else EXIT_CHANGED if diff.changed else EXIT_OK
 
 
 def _namespace_values(config: dict) -> dict:
