@@ -4,11 +4,13 @@ import pulumi
 import pulumi_azure_native as azure
 
 from components import aliases
+from components.addons import ClusterAddons
 from components.identities import RoleIdentities
 from components.network import ClusterNetwork
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
 from infra import naming
+from infra.addons import AzureAccess
 
 aliases.register()
 spec = load_cluster_spec()
@@ -29,6 +31,25 @@ secrets = SecretStore(
     location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
     endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
 )
+
+
+def declare_addons(kubernetes_provider: pulumi.ProviderResource,
+                   autoscaler_identity_client_id: pulumi.Input[str],
+                   opts: pulumi.ResourceOptions | None = None) -> ClusterAddons:
+    """The cluster add-ons (DNS, autoscaler, balloons, GPU, traffic accounting, Prometheus).
+
+    For the integrator: call once the control plane exists, with
+    ``control_plane.kubernetes_provider`` and the client ID of the managed identity the
+    autoscaler signs in as (see README "Cluster add-ons").
+    """
+    return ClusterAddons(
+        f"{config.cluster_name}-addons", spec=spec, provider=kubernetes_provider,
+        azure=AzureAccess(subscription_id=client.subscription_id,
+                          resource_group=naming.resource_group(config.cluster_name),
+                          identity_client_id=autoscaler_identity_client_id),
+        opts=opts,
+    )
+
 
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("resourceGroupName", group.name)

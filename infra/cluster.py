@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infra.addons import AddonSettings, parse_addon_settings
 from infra.addressing import AddressPlan, plan_addresses
 from infra.config import ClusterConfig, parse_config
 
@@ -19,8 +20,9 @@ from infra.config import ClusterConfig, parse_config
 class ClusterSpec:
     config: ClusterConfig
     addresses: AddressPlan
+    addons: AddonSettings  # every add-on's validated settings (infra/addons)
 
 
 def build_cluster_spec(raw: Mapping[str, Any], location: Any) -> ClusterSpec:
     config = parse_config(raw, location)
-    return ClusterSpec(config=config, addresses=plan_addresses(config))
+    return ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config))

@@ -18,8 +18,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # Debian packages whose binaries the tests run (see README "Tests").
-packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2)
-binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip)
+packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2 prometheus)
+binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip promtool)
 missing=()
 for i in "${!packages[@]}"; do
   command -v "${binaries[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")

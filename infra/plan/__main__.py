@@ -1,13 +1,14 @@
 """``python -m infra.plan --stack STACK [--out DIR] [--config KEY=VALUE ...] [--diff OLD_DIR]``
 
 Runs the real program under Pulumi mocks (no cloud credentials, no Pulumi CLI) and
-writes what it declares and renders. Exit 0 on success, 2 with one line on bad config.
+writes what it declares and renders. Exit 0 on success, 2 with one line on bad config,
+3 if a secret would have been written (the plan is then not kept).
 
 With ``--diff OLD_DIR`` it then compares the new plan with an earlier one (OLD_DIR may be
-the output directory itself: it is read first) and prints the diff, also written to
-``<out>/diff.md``. Exit 0: nothing changed; 1: something changed; 3: something changed
-that replaces, deletes or unprotects a protected or stateful resource; 2: bad config or
-OLD_DIR is not a plan.
+the output directory itself: it is read first), prints the diff and writes it to
+``<out>/diff.md``. Exit 0: nothing changed; 1: something changed; 4: something changed
+that replaces, deletes or unprotects a protected or stateful resource; 2 when OLD_DIR is
+not a plan; 2 and 3 as above.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from infra.plan.artifacts import write_plan
 from infra.plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
 from infra.plan.diff_report import render_diff
 from infra.plan.runner import run_program
+from infra.plan.secret_scan import scan_directory
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
 from infra.plan.summary import render_summary
 
 EXIT_OK = 0  # plan written; with --diff: nothing changed
 EXIT_CHANGED = 1  # --diff: something changed
 EXIT_BAD_INPUT = 2  # bad config, unknown stack, or --diff OLD_DIR is not a plan
-EXIT_DANGER = 3  # --diff: a protected or stateful resource would be replaced, deleted or unprotected
+EXIT_SECRET_LEAK = 3  # a secret would have been written; the plan is not kept
+EXIT_DANGER = 4  # --diff: a protected or stateful resource would be replaced, deleted or unprotected
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="override a config value like `pulumi config set --path` (repeatable)")
     parser.add_argument("--diff", type=Path, metavar="OLD_DIR",
                         help="compare with an earlier plan directory; exit 0 unchanged, 1 changed, "
-                             "3 changed with a protected/stateful resource replaced or deleted")
+                             "4 changed with a protected/stateful resource replaced, deleted or unprotected")
     args = parser.parse_args(argv)
     out = args.out or PROJECT_DIR / "build" / "plan" / args.stack
     try:
@@ -54,7 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     spec = build_cluster_spec(_namespace_values(config), config.get(LOCATION_KEY))
     summary = render_summary(args.stack, spec, run.registrations)
-    _write_atomically(out, lambda staging: write_plan(staging, run.registrations, run.outputs, summary))
+    leaks = _write_atomically(out, lambda staging: write_plan(staging, run.registrations, run.outputs, summary))
+    if leaks:
+        for leak in leaks:
+            print(f"error: secret in plan output: {leak.kind} in {leak.path}:{leak.line}", file=sys.stderr)
+        return EXIT_SECRET_LEAK
     if old is None:
         print(summary, end="")
         print(f"Plan written to {out}")
@@ -76,16 +83,21 @@ def _namespace_values(config: dict) -> dict:
     return {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
 
 
-def _write_atomically(out: Path, write) -> None:
-    """Builds the plan next to ``out`` and swaps it in, so a failed run never leaves half a plan."""
+def _write_atomically(out: Path, write) -> list:
+    """Builds the plan next to ``out`` and swaps it in, so a failed run never leaves half a plan,
+    and a plan that would carry a secret is never kept. Returns the secret findings (empty when kept)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         shutil.rmtree(staging)
         write(staging)
+        leaks = scan_directory(staging)
+        if leaks:
+            return leaks
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
+        return []
     finally:
         if staging.exists():
             shutil.rmtree(staging)

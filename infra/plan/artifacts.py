@@ -46,11 +46,22 @@ def kubernetes_object(registration: Registration) -> dict[str, Any] | None:
         return None
     if registration.type.startswith("kubernetes:helm") or "apiVersion" not in registration.inputs:
         return None
-    document = dict(registration.inputs)
+    document = _whole_numbers(dict(registration.inputs))
     document.pop("__meta", None)
     ordered = {"apiVersion": document.pop("apiVersion"), "kind": document.pop("kind")}
     ordered.update(document)
     return ordered
+
+
+def _whole_numbers(value: Any) -> Any:
+    """The engine's wire format carries every number as a double; Kubernetes integers are integers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
 
 
 def collect_files(registrations: list[Registration]) -> dict[str, str]:

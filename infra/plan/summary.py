@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from infra.cluster import ClusterSpec
+from infra.plan.critical_path import critical_path, machines_waiting_for_machines
 from infra.plan.mocks import Registration
 from infra.sizing import shards
 
@@ -41,4 +42,19 @@ def render_summary(stack: str, spec: ClusterSpec, registrations: list[Registrati
                      f"{vnet.private_ips:,} | {share:.0%} |")
     total_share = addresses.private_ips / addresses.max_private_ips_per_peered_group
     lines += [f"| **peered group** | | | **{addresses.private_ips:,}** | **{total_share:.0%}** |", ""]
+    lines += _critical_path_section(registrations)
     return "\n".join(lines) + "\n"
+
+
+def _critical_path_section(registrations: list[Registration]) -> list[str]:
+    path = critical_path(registrations)
+    lines = ["## Deploy critical path", "",
+             f"Longest chain of dependent resources: {len(path.chain)} resources, an estimated "
+             f"**{path.seconds // 60} min {path.seconds % 60:02d} s** on a fresh deploy "
+             "(typical create times per type: infra/plan/critical_path.py).", ""]
+    lines += [f"{i}. `{r.type}` {r.name}" for i, r in enumerate(path.chain, 1)]
+    waiting = machines_waiting_for_machines(registrations)
+    lines += ["", "Machines waiting for other machines: " +
+              ("none (every VM and scale set is created in parallel)." if not waiting else
+               ", ".join(f"{a} waits for {b}" for a, b in waiting)), ""]
+    return lines

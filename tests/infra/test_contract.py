@@ -121,11 +121,11 @@ def test_planned_values_come_from_config_and_address_plan(document):
 
 def test_retired_pool_is_listed_with_no_capacity():
     pools = raw_stack("dev")["nodePools"]
-    pools[1]["retired"] = True
+    pools[0]["retired"] = True
     contract = contract_for(dev_spec(nodePools=pools))
-    assert contract.node_pools["cpu"].retired
-    assert (contract.node_pools["cpu"].min_nodes, contract.node_pools["cpu"].max_nodes) == (0, 0)
-    assert [s.name for s in contract.node_pools["cpu"].shards] == ["cpu-s000"]
+    assert contract.node_pools["gpu"].retired
+    assert (contract.node_pools["gpu"].min_nodes, contract.node_pools["gpu"].max_nodes) == (0, 0)
+    assert [s.name for s in contract.node_pools["gpu"].shards] == ["gpu-s000"]
 
 
 def test_producer_refuses_scale_set_ids_that_do_not_match_the_shards():

@@ -86,3 +86,20 @@ def test_cli_process_exit_code_and_no_traceback():
 def test_unknown_stack_is_a_clear_error(capsys):
     assert main(["--stack", "nope"]) == 2
     assert "one of the stacks with a Pulumi.<stack>.yaml: dev, prod" in capsys.readouterr().err
+
+
+def test_a_plan_that_would_leak_a_secret_is_not_kept(tmp_path, capsys, monkeypatch):
+    import infra.plan.__main__ as cli
+
+    real_write = cli.write_plan
+
+    def leaky(out, *args):
+        real_write(out, *args)
+        (out / "files").mkdir(exist_ok=True)
+        (out / "files" / "leak.pem").write_text("-----BEGIN PRIVATE KEY-----\nx\n")
+
+    monkeypatch.setattr(cli, "write_plan", leaky)
+    out = tmp_path / "plan"
+    assert main(["--stack", "dev", "--out", str(out)]) == 3
+    assert "secret in plan output: private key in files/leak.pem:1" in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,90 @@
+"""Cluster add-ons as plain Kubernetes objects: one module per add-on, each a pure builder.
+
+Every add-on module has ``KEY`` (its key under ``addons`` in config), ``parse(raw, config)``
+(its settings, strictly: unknown keys refused, errors naming ``addons.<key>.<setting>``) and
+``objects(spec)`` (the objects it applies). ``base`` is what they share and is always
+rendered. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
+setting stops the program before any resource; ``build_addon_objects`` is what
+``components/addons.py`` declares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from infra.addons import (balloons, base, cluster_autoscaler, coredns, gpu_health_check, k8s, monitoring,
+                          node_local_dns, nvidia_device_plugin, traffic_accounting)
+from infra.addons.cluster_autoscaler import AzureAccess
+from infra.config import ADDON_KEYS, ClusterConfig
+from infra.errors import ConfigError
+
+if TYPE_CHECKING:
+    from infra.cluster import ClusterSpec
+
+# Attribute of ``AddonsConfig`` -> module, in the order the objects are applied.
+MODULES = {
+    "coredns": coredns,
+    "node_local_dns": node_local_dns,
+    "cluster_autoscaler": cluster_autoscaler,
+    "balloons": balloons,
+    "nvidia_device_plugin": nvidia_device_plugin,
+    "gpu_health_check": gpu_health_check,
+    "traffic_accounting": traffic_accounting,
+    "monitoring": monitoring,
+}
+BASE = "base"
+CONFIG_KEY = {attr: key for key, attr in ADDON_KEYS.items()}
+
+__all__ = ["AddonSettings", "AzureAccess", "BASE", "MODULES", "build_addon_objects", "parse_addon_settings"]
+
+
+@dataclass(frozen=True)
+class AddonSettings:
+    coredns: coredns.Settings
+    node_local_dns: node_local_dns.Settings
+    cluster_autoscaler: cluster_autoscaler.Settings
+    balloons: balloons.Settings
+    nvidia_device_plugin: nvidia_device_plugin.Settings
+    gpu_health_check: gpu_health_check.Settings
+    traffic_accounting: traffic_accounting.Settings
+    monitoring: monitoring.Settings
+
+
+def parse_addon_settings(config: ClusterConfig) -> AddonSettings:
+    """Every add-on's settings (enabled or not, so a typo never waits for the day it is enabled)."""
+    settings = {attr: module.parse(getattr(config.addons, attr).settings, config) for attr, module in MODULES.items()}
+    _check_dependencies(config)
+    return AddonSettings(**settings)
+
+
+def _check_dependencies(config: ClusterConfig) -> None:
+    addons = config.addons
+    if addons.node_local_dns.enabled and not addons.coredns.enabled:
+        raise ConfigError("addons.nodeLocalDns.enabled", True,
+                          "false while addons.coredns is disabled (NodeLocal DNS forwards cluster names to CoreDNS)")
+    if addons.balloons.enabled and not addons.cluster_autoscaler.enabled:
+        raise ConfigError("addons.balloons.enabled", True,
+                          "false while addons.clusterAutoscaler is disabled (balloons only make sense when "
+                          "pending pods add nodes)")
+    gpu_pools = [pool.name for pool in config.node_pools if pool.role == "gpu"]
+    if gpu_pools and not addons.gpu_health_check.enabled:
+        raise ConfigError("addons.gpuHealthCheck.enabled", False,
+                          f"true while GPU pools exist ({', '.join(gpu_pools)}): their nodes register with the "
+                          f"start-up taint {gpu_health_check.GPU_STARTUP_TAINT_KEY} and only the health check "
+                          "removes it")
+
+
+def build_addon_objects(spec: ClusterSpec, azure: AzureAccess | None = None) -> dict[str, list[k8s.Obj]]:
+    """``{"base": [...], "<enabled add-on>": [...]}``; ``azure`` is needed when the autoscaler is enabled."""
+    groups = {BASE: base.objects(spec)}
+    for attr, module in MODULES.items():
+        if not getattr(spec.config.addons, attr).enabled:
+            continue
+        if module is cluster_autoscaler:
+            if azure is None:
+                raise ValueError("the cluster autoscaler needs AzureAccess (subscription, group, identity)")
+            groups[attr] = cluster_autoscaler.objects(spec, azure)
+        else:
+            groups[attr] = module.objects(spec)
+    return groups

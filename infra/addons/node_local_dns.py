@@ -1,0 +1,130 @@
+"""NodeLocal DNSCache: a DNS cache on every node, so most lookups never leave the node.
+
+Follows kubernetes/kubernetes cluster/addons/dns/nodelocaldns/nodelocaldns.yaml for
+kube-proxy's iptables/nftables modes: node-cache listens on a link-local address *and* on
+the kube-dns service IP, so kubelet's ``clusterDNS`` stays the service IP and pods need no
+change. Cluster names go to CoreDNS over TCP (``force_tcp``: no conntrack races on UDP);
+everything else goes to the node's own upstream resolvers, so external lookups spread over
+every VM's Azure DNS allowance instead of concentrating on the CoreDNS nodes.
+node-cache installs its own NOTRACK rules for both addresses, hence NET_ADMIN.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from infra.addons import coredns, images, k8s
+from infra.addons.corefile import ServerBlock, d, render
+from infra.addons.labels import CLUSTER_DOMAIN, NODE_CRITICAL, SYSTEM_NAMESPACE
+from infra.addons.settings import section
+from infra.config import ClusterConfig
+from infra.errors import ConfigError
+
+if TYPE_CHECKING:
+    from infra.cluster import ClusterSpec
+
+KEY = "nodeLocalDns"
+NAME = "node-local-dns"
+UPSTREAM_SERVICE = "kube-dns-upstream"
+METRICS_PORT = 9253
+HEALTH_PORT = 8080  # node-cache's default health port
+# The conventional NodeLocal DNSCache address (kubernetes.io/docs/tasks/administer-cluster/nodelocaldns);
+# Azure CNI routes it via the host ("ipsToRouteViaHost" in azure-linux.conflist).
+DEFAULT_LOCAL_IP = "169.254.20.10"
+LINK_LOCAL = ipaddress.IPv4Network("169.254.0.0/16")
+# node-cache replaces this token with the kube-dns-upstream service IP it reads from the
+# environment (-upstreamsvc); it is node-cache's own runtime syntax, not a template of ours.
+CLUSTER_DNS_TOKEN = "__PILLAR__CLUSTER__DNS__"
+
+
+@dataclass(frozen=True)
+class Settings:
+    local_ip: str = DEFAULT_LOCAL_IP
+
+
+def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
+    s = section(KEY, raw)
+    local_ip = s.string("localIp", DEFAULT_LOCAL_IP, accepted="a link-local IPv4 address in 169.254.0.0/16")
+    s.done()
+    try:
+        inside = ipaddress.IPv4Address(local_ip) in LINK_LOCAL
+    except ValueError:
+        inside = False
+    if not inside:
+        raise ConfigError(s.key("localIp"), local_ip, "a link-local IPv4 address in 169.254.0.0/16")
+    return Settings(local_ip=local_ip)
+
+
+def corefile(local_ip: str, dns_service_ip: str) -> str:
+    bind = d("bind", local_ip, dns_service_ip)
+
+    def cluster_zone(zone: str) -> ServerBlock:
+        return ServerBlock((f"{zone}:53",), (
+            d("errors"),
+            d("cache", block=(d("success", "9984", "30"), d("denial", "9984", "5"))),
+            d("reload"), d("loop"), bind,
+            d("forward", ".", CLUSTER_DNS_TOKEN, block=(d("force_tcp"),)),
+            d("prometheus", f":{METRICS_PORT}"),
+            *((d("health", f"{local_ip}:{HEALTH_PORT}"),) if zone == CLUSTER_DOMAIN else ()),
+        ))
+
+    return render([
+        cluster_zone(CLUSTER_DOMAIN), cluster_zone("in-addr.arpa"), cluster_zone("ip6.arpa"),
+        ServerBlock((".:53",), (
+            d("errors"), d("cache", "30"), d("reload"), d("loop"), bind,
+            # The node's real upstream servers, not the pod's resolv.conf: with
+            # ClusterFirstWithHostNet that file points back at this cache.
+            d("forward", ".", f"{coredns.UPSTREAM_RESOLV_DIR}/resolv.conf"),
+            d("prometheus", f":{METRICS_PORT}"),
+        )),
+    ])
+
+
+def objects(spec: ClusterSpec) -> list[k8s.Obj]:
+    settings: Settings = spec.addons.node_local_dns
+    ns = SYSTEM_NAMESPACE
+    dns_ip = spec.addresses.dns_service_ip
+    container = {
+        "name": "node-cache", "image": images.NODE_LOCAL_DNS,
+        "args": ["-localip", f"{settings.local_ip},{dns_ip}", "-conf", "/etc/Corefile",
+                 "-upstreamsvc", UPSTREAM_SERVICE],
+        "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                  {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
+                  {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "resources": k8s.resources("25m", "32Mi", "128Mi"),
+        # NET_ADMIN: node-cache creates its dummy interface and NOTRACK rules.
+        "securityContext": k8s.locked_down("NET_ADMIN", "NET_BIND_SERVICE", as_nobody=False, read_only_root=False),
+        "livenessProbe": {"httpGet": {"host": settings.local_ip, "path": "/health", "port": HEALTH_PORT},
+                          "initialDelaySeconds": 60, "timeoutSeconds": 5},
+        "volumeMounts": [
+            {"name": "xtables-lock", "mountPath": "/run/xtables.lock"},
+            {"name": "config", "mountPath": "/etc/coredns"},
+            {"name": "upstream", "mountPath": coredns.UPSTREAM_RESOLV_DIR, "readOnly": True},
+        ],
+    }
+    pod = k8s.pod_spec(
+        [container], priority_class=NODE_CRITICAL, service_account=NAME, host_network=True,
+        # node-cache never calls the apiserver: it learns the upstream service from its environment.
+        automountServiceAccountToken=False,
+        tolerations=k8s.tolerate_everything(),
+        volumes=[
+            {"name": "xtables-lock", "hostPath": {"path": "/run/xtables.lock", "type": "FileOrCreate"}},
+            {"name": "config", "configMap": {"name": NAME, "items": [{"key": "Corefile", "path": "Corefile.base"}]}},
+            {"name": "upstream", "hostPath": {"path": coredns.HOST_UPSTREAM_RESOLV_CONF.rsplit("/", 1)[0],
+                                              "type": "Directory"}},
+        ],
+    )
+    return [
+        k8s.service_account(NAME, ns, automount=False),
+        # A second service over the CoreDNS pods: node-cache binds the kube-dns IP itself, so
+        # it needs another address to reach CoreDNS.
+        {"apiVersion": "v1", "kind": "Service", "metadata": k8s.metadata(UPSTREAM_SERVICE, ns, app=NAME),
+         "spec": {"selector": dict(coredns.SELECTOR), "ports": [
+             {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+             {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]}},
+        k8s.config_map(NAME, ns, {"Corefile": corefile(settings.local_ip, dns_ip)}),
+        k8s.daemon_set(NAME, ns, pod, {"k8s-app": NAME}, "10%"),
+    ]

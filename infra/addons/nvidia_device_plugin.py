@@ -1,0 +1,64 @@
+"""The NVIDIA device plugin: advertises each GPU node's GPUs to kubelet as ``nvidia.com/gpu``.
+
+A DaemonSet that selects GPU nodes only (``supercluster.io/role=gpu``), runs through the
+``nvidia`` runtime class (its scheduling also pins it to GPU nodes) and tolerates every
+taint, the GPU start-up taint included: the GPUs must be advertised for the health check's
+verdict to matter. It talks to kubelet's device-plugin socket only, never to the apiserver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from infra.addons import images, k8s
+from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, ROLE_LABEL, SYSTEM_NAMESPACE
+from infra.addons.settings import section
+from infra.config import ClusterConfig
+
+if TYPE_CHECKING:
+    from infra.cluster import ClusterSpec
+
+KEY = "nvidiaDevicePlugin"
+NAME = "nvidia-device-plugin"
+GPU_NODE_SELECTOR = {ROLE_LABEL: "gpu"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    pass
+
+
+def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
+    section(KEY, raw).done()  # no settings: anything given is a mistake
+    return Settings()
+
+
+def objects(spec: ClusterSpec) -> list[k8s.Obj]:
+    ns = SYSTEM_NAMESPACE
+    container = {
+        "name": NAME, "image": images.NVIDIA_DEVICE_PLUGIN,
+        "env": [
+            # A node with a GPU the plugin cannot initialise must fail loudly, not advertise zero GPUs.
+            {"name": "FAIL_ON_INIT_ERROR", "value": "true"},
+            {"name": "DEVICE_LIST_STRATEGY", "value": "envvar"},
+            {"name": "DEVICE_ID_STRATEGY", "value": "uuid"},
+        ],
+        "resources": k8s.resources("50m", "64Mi", "256Mi"),
+        "securityContext": k8s.locked_down(as_nobody=False),
+        "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
+    }
+    pod = k8s.pod_spec(
+        [container], priority_class=NODE_CRITICAL, service_account=NAME,
+        automountServiceAccountToken=False,
+        runtimeClassName=NVIDIA_RUNTIME_CLASS,
+        nodeSelector=dict(GPU_NODE_SELECTOR),
+        tolerations=k8s.tolerate_everything(),
+        volumes=[{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins",
+                                                        "type": "Directory"}}],
+    )
+    return [
+        k8s.service_account(NAME, ns, automount=False),
+        k8s.daemon_set(NAME, ns, pod, {"app.kubernetes.io/name": NAME}, 1),
+    ]

@@ -1,0 +1,118 @@
+"""Prometheus exporter for the node's traffic-accounting rules (comments starting ``iptables-exporter``).
+
+The original iptables-exporter (madron/iptables-exporter) reads rules through python-iptables,
+which only sees the legacy backend; Ubuntu 24.04 programs iptables through nf_tables, so it
+would report nothing. This exporter runs the node's *own* ``iptables-save`` (via chroot into
+the host's root, mounted read-only), so it always reads the backend the node writes with.
+
+Metrics, per (table, chain, rule) summed over identical rule names:
+  iptables_rule_packets_total / iptables_rule_bytes_total   counters
+  iptables_exporter_scrape_success                          1 if iptables-save worked
+``key=value`` words in the rule name (e.g. ``traffic=internet-in``) become labels too.
+
+Standard library only; ``--once`` prints one scrape and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+MARKER = "iptables-exporter "
+LABEL_WORD = re.compile(r"^([a-z_][a-z0-9_]*)=([A-Za-z0-9_.:/-]+)$")
+RESERVED = {"table", "chain", "rule"}
+TABLES = ("mangle",)
+
+Key = tuple[str, str, str]
+
+
+def parse_save(text: str) -> dict[Key, tuple[int, int]]:
+    """``iptables-save -c`` output -> {(table, chain, rule name): (packets, bytes)}."""
+    counters: dict[Key, tuple[int, int]] = {}
+    table = ""
+    for line in text.splitlines():
+        if line.startswith("*"):
+            table = line[1:].strip()
+            continue
+        match = re.match(r"^\[(\d+):(\d+)\]\s+-A\s+(\S+)\s+(.*)$", line)
+        if not match:
+            continue
+        packets, byte_count, chain, rest = int(match[1]), int(match[2]), match[3], match[4]
+        words = shlex.split(rest)
+        for i, word in enumerate(words[:-1]):
+            if word == "--comment" and words[i + 1].startswith(MARKER):
+                key = (table, chain, words[i + 1][len(MARKER):].strip())
+                old = counters.get(key, (0, 0))
+                counters[key] = (old[0] + packets, old[1] + byte_count)
+    return counters
+
+
+def _labels(table: str, chain: str, rule: str) -> str:
+    pairs = [("table", table), ("chain", chain), ("rule", rule)]
+    for word in rule.split():
+        match = LABEL_WORD.match(word)
+        if match and match[1] not in RESERVED:
+            pairs.append((match[1], match[2]))
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in pairs)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render(counters: dict[Key, tuple[int, int]], success: bool) -> str:
+    lines = ["# HELP iptables_rule_packets_total Packets matched by traffic-accounting rules.",
+             "# TYPE iptables_rule_packets_total counter"]
+    lines += [f"iptables_rule_packets_total{{{_labels(*key)}}} {p}" for key, (p, _) in sorted(counters.items())]
+    lines += ["# HELP iptables_rule_bytes_total Bytes matched by traffic-accounting rules.",
+              "# TYPE iptables_rule_bytes_total counter"]
+    lines += [f"iptables_rule_bytes_total{{{_labels(*key)}}} {b}" for key, (_, b) in sorted(counters.items())]
+    lines += ["# HELP iptables_exporter_scrape_success Whether iptables-save succeeded.",
+              "# TYPE iptables_exporter_scrape_success gauge",
+              f"iptables_exporter_scrape_success {1 if success else 0}"]
+    return "\n".join(lines) + "\n"
+
+
+def collect(host_root: str) -> str:
+    counters: dict[Key, tuple[int, int]] = {}
+    success = True
+    for table in TABLES:
+        command = ["chroot", host_root, "iptables-save", "-c", "-t", table]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
+        if result.returncode != 0:
+            success = False
+            print(f"{' '.join(command)}: {result.stderr.strip()}", file=sys.stderr, flush=True)
+            continue
+        counters.update(parse_save(result.stdout))
+    return render(counters, success)
+
+
+def serve(address: str, port: int, host_root: str) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's hook name
+            if self.path != "/metrics":
+                self.send_error(404)
+                return
+            body = collect(host_root).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:  # one line per scrape would flood the logs
+            return
+
+    HTTPServer((address, port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    root = os.environ.get("HOST_ROOT", "/host")
+    if sys.argv[1:] == ["--once"]:
+        sys.stdout.write(collect(root))
+    else:
+        serve(os.environ.get("LISTEN_ADDRESS", "0.0.0.0"), int(os.environ.get("PORT", "9119")), root)

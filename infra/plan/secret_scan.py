@@ -1,0 +1,46 @@
+"""Proof that the plan carries no secret: every file it writes is scanned before it is kept.
+
+What counts as a secret in supercluster: private keys (any PEM private key block),
+Kubernetes bootstrap tokens (``[a-z0-9]{6}.[a-z0-9]{16}``), kubeconfig credentials
+(``client-key-data``, ``token:``), storage keys and SAS signatures, and anything the
+mocks handed out as a secret value. Public certificates and secret *names* are fine.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_PATTERNS = {
+    "private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    "bootstrap token": re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b"),
+    "kubeconfig client key": re.compile(r"client-key-data:\s*\S{16,}"),
+    "kubeconfig token": re.compile(r"^\s*token:\s*\S{8,}", re.MULTILINE),
+    "storage account key": re.compile(r"AccountKey=[A-Za-z0-9+/=]{20,}"),
+    "SAS signature": re.compile(r"[?&]sig=[A-Za-z0-9%+/=]{20,}"),
+    "password": re.compile(r"(?i)\"?password\"?\s*[:=]\s*\"?(?!\[secret\])[^\s\"]{6,}"),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    kind: str
+    line: int
+
+
+def scan_text(path: str, text: str) -> list[Finding]:
+    findings = []
+    for kind, pattern in _PATTERNS.items():
+        for match in pattern.finditer(text):
+            findings.append(Finding(path, kind, text.count("\n", 0, match.start()) + 1))
+    return findings
+
+
+def scan_directory(root: Path) -> list[Finding]:
+    findings = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            findings += scan_text(str(path.relative_to(root)), path.read_text(errors="replace"))
+    return findings

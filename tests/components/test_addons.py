@@ -1,0 +1,97 @@
+"""ClusterAddons under Pulumi mocks: what it declares is exactly what infra.addons renders, through the provider."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+import yaml
+
+from components.addons import ClusterAddons
+from infra.addons import build_addon_objects
+from infra.addons.k8s import object_key
+from infra.plan.artifacts import collect_files, kubernetes_object
+from infra.plan.runner import run_declarations
+from tests.infra.addon_fixtures import AZURE, spec_for
+
+HEADROOM = {"balloons": {"headroomNodes": {"cpu": 1, "gpu": 1}}}
+
+
+def _run(addons=None, stack="dev"):
+    spec = spec_for(stack, addons if addons is not None else dict(HEADROOM))
+    providers: dict[str, object] = {}
+
+    def spy(args: pulumi.ResourceTransformationArgs):
+        if args.type_.startswith("kubernetes:") and not args.type_.startswith("pulumi:providers"):
+            providers[args.name] = args.opts.provider
+        return None
+
+    def declare():
+        pulumi.runtime.register_stack_transformation(spy)
+        provider = k8s.Provider("k8s", kubeconfig="<fake>")
+        providers["__expected__"] = provider
+        ClusterAddons(f"{stack}-addons", spec=spec, provider=provider, azure=AZURE)
+
+    return spec, run_declarations(declare), providers
+
+
+@pytest.fixture(scope="module")
+def dev_run():
+    return _run()
+
+
+def _declared(run):
+    return [r for r in run.registrations if r.type.startswith("kubernetes:") and r.custom
+            and not r.type.startswith("pulumi:providers")]
+
+
+def test_declares_exactly_the_rendered_objects(dev_run):
+    spec, run, _ = dev_run
+    rendered = [obj for objs in build_addon_objects(spec, AZURE).values() for obj in objs]
+    declared = {object_key(obj): obj for obj in map(kubernetes_object, _declared(run))}
+    assert set(declared) == {object_key(obj) for obj in rendered}
+    for obj in rendered:
+        assert declared[object_key(obj)] == obj, object_key(obj)
+
+
+def test_every_object_goes_through_the_given_provider_under_the_component(dev_run):
+    _, run, providers = dev_run
+    component = run.named("dev-addons", "supercluster:addons:ClusterAddons")
+    expected = providers["__expected__"]
+    for registration in _declared(run):
+        assert registration.parent == component.urn
+        assert registration.name.startswith("dev-addons-")
+        assert providers[registration.name] is expected, registration.name
+
+
+def test_workloads_wait_for_their_namespace_and_priority_class(dev_run):
+    _, run, _ = dev_run
+    by_name = {r.name: r for r in _declared(run)}
+    balloon = by_name["dev-addons-deployment-balloons-balloon-cpu"]
+    assert set(balloon.options["dependsOn"]) == {by_name["dev-addons-namespace-balloons"].urn,
+                                                 by_name["dev-addons-priorityclass-supercluster-balloons"].urn}
+    health = by_name["dev-addons-daemonset-kube-system-gpu-health-check-gpu"]
+    assert by_name["dev-addons-runtimeclass-nvidia"].urn in health.options["dependsOn"]
+
+
+def test_plan_files_hold_every_object_and_each_passes_schema_validation(dev_run):
+    spec, run, _ = dev_run
+    files = {path: text for path, text in collect_files(run.registrations).items() if path.startswith("k8s/")}
+    assert len(files) == len(_declared(run))
+    for path, text in files.items():
+        document = yaml.safe_load(text)
+        kubernetes_validate.validate(document, spec.config.kubernetes_version, strict=True)
+    assert "k8s/kube-system/Deployment-coredns.yaml" in files
+    assert "k8s/_cluster/PriorityClass-supercluster-workloads.yaml" in files
+
+
+def test_turning_monitoring_off_removes_exactly_its_resources(dev_run):
+    spec, run, _ = dev_run
+    _, without, _ = _run({**HEADROOM, "monitoring": {"enabled": False}})
+    monitoring = {object_key(obj) for obj in build_addon_objects(spec, AZURE)["monitoring"]}
+    before = {object_key(kubernetes_object(r)): r for r in _declared(run)}
+    after = {object_key(kubernetes_object(r)): r for r in _declared(without)}
+    assert set(before) - set(after) == monitoring
+    for key, registration in after.items():
+        assert registration.inputs == before[key].inputs and registration.name == before[key].name

@@ -1,0 +1,39 @@
+"""Builders shared by the add-on tests: a cluster spec from a stack file, with add-on overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.addons import AzureAccess, build_addon_objects
+from infra.addons.k8s import Obj, object_key
+from infra.cluster import ClusterSpec, build_cluster_spec
+from tests.helpers import raw_stack
+
+AZURE = AzureAccess(subscription_id="00000000-0000-0000-0000-000000000000", resource_group="dev-rg",
+                    identity_client_id="11111111-2222-3333-4444-555555555555")
+
+
+def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> ClusterSpec:
+    raw = raw_stack(stack)
+    raw.update(changes)
+    if addons is not None:
+        raw["addons"] = addons
+    return build_cluster_spec(raw, "eastus")
+
+
+def groups_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, list[Obj]]:
+    return build_addon_objects(spec_for(stack, addons, **changes), AZURE)
+
+
+def all_objects(groups: dict[str, list[Obj]]) -> list[Obj]:
+    return [obj for objs in groups.values() for obj in objs]
+
+
+def find(groups: dict[str, list[Obj]], kind: str, name: str) -> Obj:
+    found = [obj for obj in all_objects(groups) if obj["kind"] == kind and obj["metadata"]["name"] == name]
+    assert len(found) == 1, f"{len(found)} {kind}/{name}"
+    return found[0]
+
+
+def keys(objects: list[Obj]) -> set[tuple[str, str, str]]:
+    return {object_key(obj) for obj in objects}

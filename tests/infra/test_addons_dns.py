@@ -1,0 +1,94 @@
+"""DNS that cannot hotspot: required anti-affinity, a bounded proportional autoscaler, NodeLocal DNS."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.addons import coredns, node_local_dns
+from infra.addons.k8s import pod_templates
+from infra.errors import ConfigError
+from tests.infra.addon_fixtures import all_objects, find, groups_for, spec_for
+
+
+def test_coredns_anti_affinity_is_required_on_hostname_not_preferred():
+    pod = find(groups_for("prod"), "Deployment", "coredns")["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]
+    assert "preferredDuringSchedulingIgnoredDuringExecution" not in anti
+    (term,) = anti["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchExpressions"] == [{"key": "k8s-app", "operator": "In", "values": ["kube-dns"]}]
+    template_labels = find(groups_for("prod"), "Deployment", "coredns")["spec"]["template"]["metadata"]["labels"]
+    assert template_labels["k8s-app"] == "kube-dns", "the anti-affinity must select CoreDNS's own pods"
+
+
+def test_coredns_rollout_never_needs_two_pods_on_a_node():
+    strategy = find(groups_for(), "Deployment", "coredns")["spec"]["strategy"]
+    assert strategy["rollingUpdate"]["maxSurge"] == 0
+
+
+def test_coredns_replica_count_is_left_to_the_proportional_autoscaler():
+    assert "replicas" not in find(groups_for(), "Deployment", "coredns")["spec"]
+
+
+def test_proportional_autoscaler_has_an_explicit_maximum():
+    groups = groups_for("prod", addons={"coredns": {"maxReplicas": 40, "minReplicas": 3}})
+    params = json.loads(find(groups, "ConfigMap", "dns-autoscaler")["data"]["linear"])
+    assert params["max"] == 40 and params["min"] == 3
+    # Without the cap, 7,500 nodes / 16 per replica would ask for 469 replicas.
+    assert params["nodesPerReplica"] == 16
+    command = find(groups, "Deployment", "dns-autoscaler")["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--target=deployment/coredns" in command and "--configmap=dns-autoscaler" in command
+
+
+def test_kube_dns_service_takes_the_planned_dns_ip():
+    spec = spec_for("prod")
+    service = find(groups_for("prod"), "Service", "kube-dns")
+    assert service["spec"]["clusterIP"] == spec.addresses.dns_service_ip == "172.20.0.10"
+
+
+def test_coredns_memory_follows_the_5000_node_scale_job():
+    def limit(stack):
+        pod = find(groups_for(stack), "Deployment", "coredns")["spec"]["template"]["spec"]
+        return pod["containers"][0]["resources"]["limits"]["memory"]
+    assert limit("prod") == "340Mi" and limit("dev") == "170Mi"
+
+
+def test_corefiles_forward_external_names_to_the_nodes_upstream_resolvers():
+    assert "forward . /etc/upstream-dns/resolv.conf {" in coredns.corefile()
+    assert "kubernetes cluster.local in-addr.arpa ip6.arpa {" in coredns.corefile()
+    local = node_local_dns.corefile("169.254.20.10", "172.20.0.10")
+    assert local.count("bind 169.254.20.10 172.20.0.10") == 4
+    assert "forward . /etc/upstream-dns/resolv.conf\n" in local
+    assert "force_tcp" in local and "health 169.254.20.10:8080" in local
+
+
+def test_node_local_dns_listens_on_the_local_ip_and_the_service_ip():
+    spec = spec_for("prod")
+    daemon = find(groups_for("prod"), "DaemonSet", "node-local-dns")
+    args = daemon["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("-localip") + 1] == f"169.254.20.10,{spec.addresses.dns_service_ip}"
+    assert args[args.index("-upstreamsvc") + 1] == "kube-dns-upstream"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_host_network_pod_resolves_cluster_names(stack):
+    objects = all_objects(groups_for(stack, addons={"balloons": {"headroomNodes": {"cpu": 1}}}))
+    host_network = [(w, pod) for w, pod in pod_templates(objects) if pod.get("hostNetwork")]
+    assert {w["metadata"]["name"] for w, _ in host_network} >= {"node-local-dns", "iptables-exporter",
+                                                                "cluster-autoscaler"}
+    for workload, pod in host_network:
+        assert pod["dnsPolicy"] == "ClusterFirstWithHostNet", workload["metadata"]["name"]
+
+
+@pytest.mark.parametrize("settings,key", [
+    ({"coredns": {"maxReplicas": 1, "minReplicas": 2}}, "addons.coredns.maxReplicas = 1"),
+    ({"coredns": {"maxReplica": 5}}, "addons.coredns.maxReplica = 5"),
+    ({"nodeLocalDns": {"localIp": "10.0.0.10"}}, "addons.nodeLocalDns.localIp = '10.0.0.10'"),
+    ({"coredns": {"enabled": False}}, "addons.nodeLocalDns.enabled = True"),
+])
+def test_bad_dns_settings_name_the_key(settings, key):
+    with pytest.raises(ConfigError) as caught:
+        spec_for("dev", addons=settings)
+    assert key in str(caught.value)

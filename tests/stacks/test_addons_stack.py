@@ -1,0 +1,38 @@
+"""Whole-stack checks of the add-ons, once __main__.py applies them (``declare_addons``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.addons import build_addon_objects
+from infra.addons.k8s import object_key
+from infra.plan.artifacts import kubernetes_object
+from tests.conftest import plan_stack
+from tests.infra.addon_fixtures import AZURE, spec_for
+
+PROVIDER = "pulumi:providers:kubernetes"
+
+
+def _objects(run):
+    return {object_key(o) for o in map(kubernetes_object, run.registrations) if o is not None}
+
+
+def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan):
+    if not dev_plan.of_type(PROVIDER):
+        pytest.skip("__main__.declare_addons is not called yet (it needs the control plane's kubernetes provider)")
+    without = plan_stack("dev", "addons.monitoring.enabled=false")
+    monitoring = {object_key(o) for o in build_addon_objects(spec_for("dev"), AZURE)["monitoring"]}
+    assert _objects(dev_plan) - _objects(without) == monitoring
+    assert _objects(without) < _objects(dev_plan)
+
+
+def test_bad_addon_setting_stops_the_plan_with_one_line(tmp_path, capsys):
+    from infra.plan.__main__ import main
+
+    out = tmp_path / "plan"
+    assert main(["--stack", "dev", "--out", str(out),
+                 "--config", "addons.clusterAutoscaler.maxTotalUnreadyPercentage=60"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: invalid config supercluster:addons.clusterAutoscaler.maxTotalUnreadyPercentage = 60: "
+                   "expected a whole number from 1 to 49\n")
+    assert not out.exists()
