@@ -5,6 +5,7 @@ import pulumi_azure_native as azure
 
 from components import aliases
 from components.addons import ClusterAddons
+from components.cluster_outputs import export_cluster_contract
 from components.identities import RoleIdentities
 from components.network import ClusterNetwork
 from components.secret_store import SecretStore
@@ -48,6 +49,22 @@ def declare_addons(kubernetes_provider: pulumi.ProviderResource,
                           resource_group=naming.resource_group(config.cluster_name),
                           identity_client_id=autoscaler_identity_client_id),
         opts=opts,
+    )
+
+
+def export_contract(*, scale_set_ids: dict[str, pulumi.Input[str]], ca_certificate: pulumi.Input[str],
+                    admin_kubeconfig: pulumi.Input[str], etcd_backup_storage_account_id: pulumi.Input[str],
+                    etcd_backup_container_url: pulumi.Input[str]) -> None:
+    """The versioned ``cluster`` output other teams read (README "Outputs contract").
+
+    For the integrator: call once, after the node pools (every shard name -> its scale set id),
+    the control plane (cluster CA PEM, admin kubeconfig) and etcd (backup account and container).
+    """
+    export_cluster_contract(
+        spec, resource_group_name=group.name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
+        scale_set_ids=scale_set_ids, ca_certificate=ca_certificate, admin_kubeconfig=admin_kubeconfig,
+        etcd_backup_storage_account_id=etcd_backup_storage_account_id,
+        etcd_backup_container_url=etcd_backup_container_url,
     )
 
 
