@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import runpy
+
 import pytest
 
 from infra.contract import OUTPUT_NAME, parse_contract
+from infra.outputs import shard_names
 from infra.plan.mocks import SECRET
+from infra.plan.runner import run_declarations
+from infra.plan.stackfile import PROJECT_DIR, load_stack_config
+from tests.infra.test_contract import CA, SUB
 
 
 @pytest.fixture(params=["dev", "prod"])
@@ -23,3 +29,23 @@ def test_stack_exports_the_contract(stack_plan):
     declared = sorted(r.id for r in stack_plan.of_type("azure-native:compute:VirtualMachineScaleSet"))
     assert exported == declared, "every scale set, and only those, is in the contract with its id"
     assert contract.network.vnet_ids == stack_plan.outputs["vnetIds"]
+
+
+def test_main_exports_the_contract_from_its_own_resources(tmp_path):
+    """__main__.export_contract with the values the missing components will pass, standing in."""
+    def program():
+        main = runpy.run_path(str(PROJECT_DIR / "__main__.py"), run_name="__main__")
+        main["export_contract"](
+            scale_set_ids={name: f"{SUB}/Microsoft.Compute/virtualMachineScaleSets/dev-{name}"
+                           for name in shard_names(main["spec"])},
+            ca_certificate=CA, admin_kubeconfig="apiVersion: v1\nkind: Config\n",
+            etcd_backup_storage_account_id=f"{SUB}/Microsoft.Storage/storageAccounts/devetcd",
+            etcd_backup_container_url="https://devetcd.blob.core.windows.net/etcd-snapshots")
+
+    run = run_declarations(program, stack="dev", config=load_stack_config("dev"))
+    contract = parse_contract(run.outputs[OUTPUT_NAME], "dev plan", secret_placeholder=SECRET)
+    assert contract.resource_group_name == "dev-rg"
+    assert contract.network.vnet_ids == run.outputs["vnetIds"]
+    subnets = {r.inputs["subnetName"]: r.id for r in run.of_type("azure-native:network:Subnet")}
+    assert contract.network.subnet_ids == subnets
+    assert [s.subnet_id for s in contract.node_pools["cpu"].shards] == [subnets["cpu-s000"]]
