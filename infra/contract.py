@@ -42,6 +42,7 @@ class ContractError(ValueError):
 
 @dataclass(frozen=True)
 class Scalar:
+    label: str  # the kind's name in README's contract table
     name: str  # what the error message says was expected
     check: Callable[[Any], bool]
     normalize: Callable[[Any], Any] = lambda value: value
@@ -73,18 +74,21 @@ def _parses(parser: Callable[[str], Any]) -> Callable[[Any], bool]:
     return check
 
 
-TEXT = Scalar("a non-empty string", _is_text)
-AZURE_ID = Scalar("an Azure resource id (/subscriptions/...)",
+TEXT = Scalar("string", "a non-empty string", _is_text)
+AZURE_ID = Scalar("Azure id", "an Azure resource id (/subscriptions/...)",
                   lambda v: isinstance(v, str) and v.startswith("/subscriptions/"))
-CIDR = Scalar("an IPv4 range such as 10.0.0.0/16", _parses(lambda v: ipaddress.IPv4Network(v, strict=True)))
-IP = Scalar("an IPv4 address", _parses(ipaddress.IPv4Address))
-HTTPS_URL = Scalar("an https:// URL", lambda v: isinstance(v, str) and re.fullmatch(r"https://[^\s/]+(/\S*)?", v) is not None)
-PEM_CERTIFICATE = Scalar("a PEM certificate", lambda v: isinstance(v, str) and v.startswith("-----BEGIN CERTIFICATE-----"))
-KUBERNETES_VERSION = Scalar("a Kubernetes version such as 1.33.4",
+CIDR = Scalar("CIDR", "an IPv4 range such as 10.0.0.0/16",
+              _parses(lambda v: ipaddress.IPv4Network(v, strict=True)))
+IP = Scalar("IPv4", "an IPv4 address", _parses(ipaddress.IPv4Address))
+HTTPS_URL = Scalar("URL", "an https:// URL",
+                   lambda v: isinstance(v, str) and re.fullmatch(r"https://[^\s/]+(/\S*)?", v) is not None)
+PEM_CERTIFICATE = Scalar("PEM", "a PEM certificate",
+                         lambda v: isinstance(v, str) and v.startswith("-----BEGIN CERTIFICATE-----"))
+KUBERNETES_VERSION = Scalar("version", "a Kubernetes version such as 1.33.4",
                             lambda v: isinstance(v, str) and re.fullmatch(r"1\.\d+\.\d+", v) is not None)
-COUNT = Scalar("a whole number >= 0", _is_count, int)
-FLAG = Scalar("true or false", lambda v: isinstance(v, bool))
-ROLE = Scalar("gpu or cpu", lambda v: v in ("gpu", "cpu"))
+COUNT = Scalar("int >= 0", "a whole number >= 0", _is_count, int)
+FLAG = Scalar("bool", "true or false", lambda v: isinstance(v, bool))
+ROLE = Scalar("`gpu` or `cpu`", "gpu or cpu", lambda v: v in ("gpu", "cpu"))
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ class Network:
 
 @dataclass(frozen=True)
 class Apiserver:
-    endpoint: str = spec("endpoint", HTTPS_URL, "https://<internal load balancer>:6443")
+    endpoint: str = spec("endpoint", HTTPS_URL, "`https://<internal load balancer IP>:6443`")
     ca_certificate: str = spec("caCertificate", PEM_CERTIFICATE, "the cluster CA (PEM) that signs the apiserver")
 
 
@@ -141,7 +145,7 @@ class Shard:
 
 @dataclass(frozen=True)
 class NodePool:
-    role: str = spec("role", ROLE, "`gpu` or `cpu`")
+    role: str = spec("role", ROLE, "what the pool's nodes are for")
     vm_size: str = spec("vmSize", TEXT, "Azure VM size")
     min_nodes: int = spec("minNodes", COUNT, "autoscaler lower bound")
     max_nodes: int = spec("maxNodes", COUNT, "autoscaler upper bound (0 once retired)")
@@ -324,5 +328,5 @@ def _kind_name(kind: Any) -> str:
         return f"map of {_kind_name(kind.value)}"
     if isinstance(kind, ListOf):
         return f"list of {_kind_name(kind.item)}"
-    return kind.name
+    return kind.label
 
