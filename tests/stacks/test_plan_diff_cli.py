@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from infra.plan.__main__ import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, main
+from infra.plan.__main__ import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_DANGER, EXIT_OK, main
 from infra.plan.diff import diff_plans, load_plan
 
 
@@ -64,3 +64,18 @@ def test_bad_config_with_diff_still_exits_2(dev_plan_dir, tmp_path, capsys):
     assert main(["--stack", "dev", "--out", str(tmp_path / "new"), "--diff", str(dev_plan_dir),
                  "--config", "etcd.members=2"]) == EXIT_BAD_INPUT
     assert "etcd.members = 2" in capsys.readouterr().err
+
+
+def test_renaming_the_cluster_flags_every_protected_resource_it_would_replace(dev_plan_dir, tmp_path, capsys):
+    code = main(["--stack", "dev", "--out", str(tmp_path / "renamed"), "--diff", str(dev_plan_dir),
+                 "--config", "clusterName=dev2"])
+    report = capsys.readouterr().out
+    assert code == EXIT_DANGER
+    diff = diff_plans(load_plan(dev_plan_dir), load_plan(tmp_path / "renamed"))
+    flagged = {change.type for change in diff.dangers}
+    assert {"azure-native:resources:ResourceGroup", "azure-native:network:VirtualNetwork",
+            "azure-native:keyvault:Vault"} <= flagged
+    protected = {r["urn"] for r in load_plan(dev_plan_dir).resources.values() if r["options"]["protect"]}
+    assert protected <= {c.urn for c in diff.dangers} | {c.previous_urn for c in diff.dangers}, \
+        "every protected resource the rename touches is flagged"
+    assert report.startswith("## Plan diff") and "> [!CAUTION]" in report
