@@ -30,9 +30,3 @@ class RoleIdentities(pulumi.ComponentResource):
             for role in ROLES
         }
         self.register_outputs({role: identity.id for role, identity in self.identities.items()})
-
-    def id(self, role: str) -> pulumi.Output[str]:
-        return self.identities[role].id
-
-    def principal_id(self, role: str) -> pulumi.Output[str]:
-        return self.identities[role].principal_id

@@ -109,7 +109,8 @@ class DedicatedVm(pulumi.ComponentResource):
                     )]),
                 ),
             ),
-            tags={**args.tags, "supercluster.io/cloud-init": args.custom_data_fingerprint},
+            # Azure tag names cannot hold "/".
+            tags={**args.tags, "supercluster.io_cloud-init": args.custom_data_fingerprint},
             opts=pulumi.ResourceOptions(
                 parent=self,
                 ignore_changes=["osProfile.customData"] if args.ignore_custom_data_changes else None,

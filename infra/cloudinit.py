@@ -37,6 +37,8 @@ class CloudConfig:
     runcmd: list[list[str] | str] = field(default_factory=list)  # first boot, last
     packages: list[str] = field(default_factory=list)
     apt_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    # cloud-init "mounts" entries; ["ephemeral0"] (no mount point) stops cloud-init mounting Azure's temp disk at /mnt.
+    mounts: list[list[str]] = field(default_factory=list)
 
     def add(self, path: str, content: str, permissions: str = "0644") -> None:
         if any(existing.path == path for existing in self.files):
@@ -65,6 +67,8 @@ def render(config: CloudConfig) -> str:
         document["packages"] = list(config.packages)
     if config.bootcmd:
         document["bootcmd"] = list(config.bootcmd)
+    if config.mounts:
+        document["mounts"] = [list(entry) for entry in config.mounts]
     if config.files:
         document["write_files"] = [
             {"path": f.path, "owner": f.owner, "permissions": f.permissions, "content": f.content}

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.errors import ConfigError
+from infra.images import ACCEPTED as IMAGE_ACCEPTED
+from infra.images import parse_image
 from infra.schema import Section
 from infra.vm_sizes import VM_SIZES, VmSize, known_sizes
 
@@ -299,8 +301,20 @@ def _node_pool(s: Section) -> NodePoolConfig:
     for key, value in pool.labels.items():
         if not re.fullmatch(LABEL_VALUE_PATTERN, value):
             raise ConfigError(f"{s.key('labels')}.{key}", value, "a Kubernetes label value (63 characters at most)")
+        if not kubelet_may_set_label(key):
+            raise ConfigError(f"{s.key('labels')}.{key}", value,
+                              "a label key outside the kubernetes.io and k8s.io namespaces, or under "
+                              "node.kubernetes.io/ or kubelet.kubernetes.io/ (kubelet refuses to start with others)")
     s.done()
     return pool
+
+
+def kubelet_may_set_label(key: str) -> bool:
+    """Whether kubelet may set this label on its own node (NodeRestriction; k8s.io/kubelet
+    pkg/apis/well_known_labels.go: the kubernetes.io/k8s.io namespaces are reserved except these)."""
+    prefix = key.split("/", 1)[0] if "/" in key else ""
+    reserved = any(prefix == ns or prefix.endswith("." + ns) for ns in ("kubernetes.io", "k8s.io"))
+    return not reserved or prefix in ("node.kubernetes.io", "kubelet.kubernetes.io")
 
 
 def _taint(s: Section) -> Taint:
@@ -339,6 +353,9 @@ def _addons(s: Section) -> AddonsConfig:
 
 def _images(s: Section) -> ImagesConfig:
     config = ImagesConfig(preload=s.string_list("preload", default=[]))
+    for i, reference in enumerate(config.preload):
+        if parse_image(reference) is None:
+            raise ConfigError(f"{s.key('preload')}[{i}]", reference, IMAGE_ACCEPTED)
     s.done()
     return config
 

@@ -42,3 +42,9 @@ def storage_account(cluster: str, purpose: str) -> str:
     """Storage account names are global, 3-24 lowercase letters and digits."""
     base = "".join(ch for ch in cluster if ch.isalnum())[:12]
     return f"{base}{purpose[:6]}{_global_suffix(cluster, purpose)}"
+
+
+def container_registry(cluster: str) -> str:
+    """Container registry names are global, 5-50 letters and digits."""
+    base = "".join(ch for ch in cluster if ch.isalnum())[:20]
+    return f"{base}acr{_global_suffix(cluster, 'acr')}"

@@ -22,11 +22,11 @@ from pathlib import Path
 from infra.cluster import build_cluster_spec
 from infra.config import LOCATION_KEY
 from infra.errors import NAMESPACE, ConfigError
-from infra.plan.artifacts import write_plan
+from infra.plan.artifacts import plan_files, write_plan
 from infra.plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
 from infra.plan.diff_report import render_diff
 from infra.plan.runner import run_program
-from infra.plan.secret_scan import scan_directory
+from infra.plan.secret_scan import scan_files
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
 from infra.plan.summary import render_summary
 
@@ -57,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     spec = build_cluster_spec(_namespace_values(config), config.get(LOCATION_KEY))
     summary = render_summary(args.stack, spec, run.registrations)
-    leaks = _write_atomically(out, lambda staging: write_plan(staging, run.registrations, run.outputs, summary))
+    files = plan_files(run.registrations, run.outputs, summary)
+    leaks = scan_files(files)
     if leaks:
         for leak in leaks:
             print(f"error: secret in plan output: {leak.kind} in {leak.path}:{leak.line}", file=sys.stderr)
         return EXIT_SECRET_LEAK
+    _write_atomically(out, lambda staging: write_plan(staging, files))
     if old is None:
         print(summary, end="")
         print(f"Plan written to {out}")
@@ -83,21 +85,16 @@ def _namespace_values(config: dict) -> dict:
     return {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
 
 
-def _write_atomically(out: Path, write) -> list:
-    """Builds the plan next to ``out`` and swaps it in, so a failed run never leaves half a plan,
-    and a plan that would carry a secret is never kept. Returns the secret findings (empty when kept)."""
+def _write_atomically(out: Path, write) -> None:
+    """Builds the plan next to ``out`` and swaps it in, so a failed run never leaves half a plan."""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         shutil.rmtree(staging)
         write(staging)
-        leaks = scan_directory(staging)
-        if leaks:
-            return leaks
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
-        return []
     finally:
         if staging.exists():
             shutil.rmtree(staging)

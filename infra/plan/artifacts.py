@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import posixpath
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import yaml
 
 from infra.plan.mocks import SECRET, Registration
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
 VM_TYPES = {
     "azure-native:compute:VirtualMachine": ("osProfile", "customData"),
     "azure-native:compute:VirtualMachineScaleSet": ("virtualMachineProfile", "osProfile", "customData"),
@@ -46,36 +48,30 @@ def kubernetes_object(registration: Registration) -> dict[str, Any] | None:
         return None
     if registration.type.startswith("kubernetes:helm") or "apiVersion" not in registration.inputs:
         return None
-    document = _whole_numbers(dict(registration.inputs))
+    document = dict(registration.inputs)
     document.pop("__meta", None)
     ordered = {"apiVersion": document.pop("apiVersion"), "kind": document.pop("kind")}
     ordered.update(document)
     return ordered
 
 
-def _whole_numbers(value: Any) -> Any:
-    """The engine's wire format carries every number as a double; Kubernetes integers are integers."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _whole_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole_numbers(v) for v in value]
-    return value
-
-
 def collect_files(registrations: list[Registration]) -> dict[str, str]:
     """``{relative path under files/: text}`` for every shipped artifact."""
     files: dict[str, str] = {}
+    embedded: dict[str, list[tuple[str, str]]] = {}  # shards of a pool share one cloud-init: parse it once
     for registration in registrations:
         cloud_init = custom_data_of(registration)
         if cloud_init is not None:
             base = registration.name
             files[f"{base}/cloud-init.yaml"] = cloud_init
-            document = yaml.safe_load(cloud_init) or {}
-            for entry in document.get("write_files") or []:
-                machine_path = posixpath.normpath("/" + entry["path"]).lstrip("/")
-                files[f"{base}/{machine_path}"] = _file_content(entry)
+            if cloud_init not in embedded:
+                document = yaml.load(cloud_init, Loader=_Loader) or {}
+                embedded[cloud_init] = [
+                    (posixpath.normpath("/" + entry["path"]).lstrip("/"), _file_content(entry))
+                    for entry in document.get("write_files") or []
+                ]
+            for machine_path, content in embedded[cloud_init]:
+                files[f"{base}/{machine_path}"] = content
         manifest = kubernetes_object(registration)
         if manifest is not None:
             metadata = manifest.get("metadata") or {}
@@ -93,14 +89,28 @@ def _file_content(entry: dict[str, Any]) -> str:
     return content
 
 
-def write_plan(out: Path, registrations: list[Registration], outputs: dict[str, Any], summary: str) -> None:
-    """Writes the plan into ``out`` (which must not exist yet; the caller swaps it in atomically)."""
+def plan_files(registrations: list[Registration], outputs: dict[str, Any], summary: str) -> dict[str, str]:
+    """Every file of the plan directory, by relative path."""
+    files = {
+        "resources.json": json.dumps([r.as_json() for r in registrations], indent=2, sort_keys=False) + "\n",
+        "outputs.json": json.dumps(outputs, indent=2, sort_keys=True) + "\n",
+        "summary.md": summary,
+    }
+    files.update({f"files/{relative}": text for relative, text in collect_files(registrations).items()})
+    return files
+
+
+def write_plan(out: Path, files: dict[str, str]) -> None:
+    """Writes the plan into ``out`` (which must not exist yet; the caller swaps it in atomically).
+    Identical files (a pool's shards share one cloud-init) are written once and hard-linked."""
     out.mkdir(parents=True)
-    (out / "resources.json").write_text(
-        json.dumps([r.as_json() for r in registrations], indent=2, sort_keys=False) + "\n")
-    (out / "outputs.json").write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n")
-    for relative, text in collect_files(registrations).items():
-        target = out / "files" / relative
+    written: dict[str, Path] = {}
+    for relative, text in files.items():
+        target = out / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    (out / "summary.md").write_text(summary)
+        first = written.get(text)
+        if first is None:
+            target.write_text(text)
+            written[text] = target
+        else:
+            os.link(first, target)

@@ -41,6 +41,8 @@ def plain(value: Any) -> Any:
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # the wire format carries every number as a double
     if value == _UNKNOWN:
         return "[unknown]"
     return value
@@ -122,8 +124,10 @@ _NAME_INPUTS = ("resourceName", "vmName", "vmScaleSetName", "virtualNetworkName"
 
 
 def _azure_name(typ: str, inputs: dict[str, Any], logical: str) -> str:
-    if typ.endswith(":ResourceGroup"):
-        return inputs.get("resourceGroupName", logical)
+    kind = typ.rsplit(":", 1)[-1]
+    own = f"{kind[0].lower()}{kind[1:]}Name"  # Subnet -> subnetName, before virtualNetworkName
+    if isinstance(inputs.get(own), str):
+        return inputs[own]
     for key in _NAME_INPUTS:
         if isinstance(inputs.get(key), str):
             return inputs[key]
@@ -131,6 +135,10 @@ def _azure_name(typ: str, inputs: dict[str, Any], logical: str) -> str:
 
 
 def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
+    identity = state.get("identity")
+    if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+        # Azure takes a list of identity IDs but answers with a map keyed by them.
+        return {"identity": {**identity, "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]}}}
     if typ.endswith(":UserAssignedIdentity"):
         digest = hashlib.sha256(state["name"].encode()).hexdigest()
         return {"principalId": f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 _PATTERNS = {
     "private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
@@ -38,9 +37,12 @@ def scan_text(path: str, text: str) -> list[Finding]:
     return findings
 
 
-def scan_directory(root: Path) -> list[Finding]:
-    findings = []
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            findings += scan_text(str(path.relative_to(root)), path.read_text(errors="replace"))
+def scan_files(files: dict[str, str]) -> list[Finding]:
+    """Scans ``{path: text}``; identical texts (a pool's shards) are scanned once."""
+    findings: list[Finding] = []
+    verdicts: dict[str, list[Finding]] = {}
+    for path, text in sorted(files.items()):
+        if text not in verdicts:
+            verdicts[text] = scan_text("", text)
+        findings += [Finding(path, f.kind, f.line) for f in verdicts[text]]
     return findings

@@ -33,13 +33,11 @@ def test_public_material_and_secret_names_pass(text):
     assert scan_text("f", text) == []
 
 
-def test_real_plans_are_clean(dev_plan, prod_plan, tmp_path):
-    from infra.plan.artifacts import collect_files
-    import json
+def test_real_plans_are_clean(dev_plan, prod_plan):
+    from infra.plan.artifacts import plan_files
+    from infra.plan.secret_scan import scan_files
 
     for run in (dev_plan, prod_plan):
-        texts = dict(collect_files(run.registrations))
-        texts["resources.json"] = json.dumps([r.as_json() for r in run.registrations])
-        texts["outputs.json"] = json.dumps(run.outputs)
-        findings = [f for path, text in texts.items() for f in scan_text(path, text)]
-        assert findings == []
+        files = plan_files(run.registrations, run.outputs, "")
+        assert any(path.endswith("cloud-init.yaml") for path in files)
+        assert scan_files(files) == []

@@ -14,7 +14,7 @@ import pytest
 from components import aliases
 from infra import cloudinit
 from infra.plan.__main__ import EXIT_CHANGED, EXIT_DANGER, EXIT_OK, exit_code
-from infra.plan.artifacts import write_plan
+from infra.plan.artifacts import plan_files, write_plan
 from infra.plan.diff import changed_paths, diff_plans, load_plan
 from infra.plan.diff_report import render_diff
 from infra.plan.replacements import covers, replacements
@@ -76,7 +76,7 @@ def _single_file(path: str, content: str) -> cloudinit.CloudConfig:
 
 def plan_dir(directory: Path, program) -> Path:
     run = run_declarations(program, stack="dev")
-    write_plan(directory, run.registrations, run.outputs, "summary\n")
+    write_plan(directory, plan_files(run.registrations, run.outputs, "summary\n"))
     return directory
 
 

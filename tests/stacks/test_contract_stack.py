@@ -7,7 +7,6 @@ import runpy
 import pytest
 
 from infra.contract import OUTPUT_NAME, parse_contract
-from infra.outputs import shard_names
 from infra.plan.mocks import SECRET
 from infra.plan.runner import run_declarations
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
@@ -31,13 +30,11 @@ def test_stack_exports_the_contract(stack_plan):
     assert contract.network.vnet_ids == stack_plan.outputs["vnetIds"]
 
 
-def test_main_exports_the_contract_from_its_own_resources(tmp_path):
-    """__main__.export_contract with the values the missing components will pass, standing in."""
+def test_main_exports_the_contract_from_its_own_resources():
+    """__main__.export_contract with the values the control plane and etcd will pass, standing in."""
     def program():
         main = runpy.run_path(str(PROJECT_DIR / "__main__.py"), run_name="__main__")
         main["export_contract"](
-            scale_set_ids={name: f"{SUB}/Microsoft.Compute/virtualMachineScaleSets/dev-{name}"
-                           for name in shard_names(main["spec"])},
             ca_certificate=CA, admin_kubeconfig="apiVersion: v1\nkind: Config\n",
             etcd_backup_storage_account_id=f"{SUB}/Microsoft.Storage/storageAccounts/devetcd",
             etcd_backup_container_url="https://devetcd.blob.core.windows.net/etcd-snapshots")
@@ -49,3 +46,6 @@ def test_main_exports_the_contract_from_its_own_resources(tmp_path):
     subnets = {r.inputs["subnetName"]: r.id for r in run.of_type("azure-native:network:Subnet")}
     assert contract.network.subnet_ids == subnets
     assert [s.subnet_id for s in contract.node_pools["cpu"].shards] == [subnets["cpu-s000"]]
+    scale_sets = {r.inputs["vmScaleSetName"]: r.id for r in run.of_type("azure-native:compute:VirtualMachineScaleSet")}
+    exported = {s.scale_set_id for pool in contract.node_pools.values() for s in pool.shards}
+    assert exported == set(scale_sets.values()) and len(exported) == len(scale_sets) == 2

@@ -12,10 +12,25 @@ from infra.plan.__main__ import main
 from infra.plan.stackfile import PROJECT_DIR
 
 
+@pytest.fixture(scope="session")
+def written_plans(tmp_path_factory):
+    """``{stack: (plan directory, printed summary)}``, each plan written once for the session."""
+    import contextlib
+    import io
+
+    plans = {}
+    for stack in ("dev", "prod"):
+        out = tmp_path_factory.mktemp("plans") / stack
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(["--stack", stack, "--out", str(out)]) == 0
+        plans[stack] = (out, printed.getvalue())
+    return plans
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_plan_writes_every_artifact(stack, tmp_path):
-    out = tmp_path / stack
-    assert main(["--stack", stack, "--out", str(out)]) == 0
+def test_plan_writes_every_artifact(stack, written_plans):
+    out, _ = written_plans[stack]
     resources = json.loads((out / "resources.json").read_text())
     assert resources, "no resources registered"
     first = resources[0]
@@ -27,9 +42,9 @@ def test_plan_writes_every_artifact(stack, tmp_path):
     assert "## Resources by type" in summary and "## IP budget" in summary
 
 
-def test_prod_summary_shows_7500_nodes(tmp_path, capsys):
-    assert main(["--stack", "prod", "--out", str(tmp_path / "p")]) == 0
-    printed = capsys.readouterr().out
+def test_prod_summary_shows_7500_nodes(written_plans):
+    out, printed = written_plans["prod"]
+    assert printed.startswith((out / "summary.md").read_text())
     assert "**Node capacity: 7,500 nodes**" in printed
     assert "| **peered group** |" in printed
 
@@ -91,14 +106,12 @@ def test_unknown_stack_is_a_clear_error(capsys):
 def test_a_plan_that_would_leak_a_secret_is_not_kept(tmp_path, capsys, monkeypatch):
     import infra.plan.__main__ as cli
 
-    real_write = cli.write_plan
+    real_files = cli.plan_files
 
-    def leaky(out, *args):
-        real_write(out, *args)
-        (out / "files").mkdir(exist_ok=True)
-        (out / "files" / "leak.pem").write_text("-----BEGIN PRIVATE KEY-----\nx\n")
+    def leaky(*args):
+        return {**real_files(*args), "files/leak.pem": "-----BEGIN PRIVATE KEY-----\nx\n"}
 
-    monkeypatch.setattr(cli, "write_plan", leaky)
+    monkeypatch.setattr(cli, "plan_files", leaky)
     out = tmp_path / "plan"
     assert main(["--stack", "dev", "--out", str(out)]) == 3
     assert "secret in plan output: private key in files/leak.pem:1" in capsys.readouterr().err

@@ -1,0 +1,116 @@
+"""The cluster's Azure Container Registry: a private pull-through cache of the public registries nodes need.
+
+Premium SKU (private endpoints need it), no public network access, no admin user, no
+anonymous pull; one artifact-cache rule per upstream registry (``<prefix>/*`` <=
+``<upstream>/*``, infra/images.py); a private endpoint in the system VNet's ``endpoints``
+subnet with the ``privatelink.azurecr.io`` zone linked to every cluster VNet; and the
+node identity allowed to pull (AcrPull). Nodes preload from it at boot (infra/node/images.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pulumi
+import pulumi_azure_native as azure
+
+from infra import naming
+
+# Built-in role "AcrPull" (learn.microsoft.com/azure/role-based-access-control/built-in-roles/containers#acrpull).
+ACR_PULL_ROLE = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+# Private Link DNS zone for Azure Container Registry (learn.microsoft.com/azure/private-link/private-endpoint-dns).
+ACR_PRIVATE_DNS_ZONE = "privatelink.azurecr.io"
+
+
+class ImageRegistry(pulumi.ComponentResource):
+    registry: azure.containerregistry.Registry
+    login_server: str
+
+    def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str], location: str,
+                 subscription_id: pulumi.Input[str], cache_rules: dict[str, str],
+                 endpoint_subnet_id: pulumi.Input[str], vnet_ids: dict[str, pulumi.Input[str]],
+                 pull_principal_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("supercluster:registry:ImageRegistry", name, None, opts)
+        registry_name = naming.container_registry(cluster_name)
+        # Known before deployment, so it can go into cloud-init as plain text (public Azure's suffix).
+        self.login_server = f"{registry_name}.azurecr.io"
+        self.registry = azure.containerregistry.Registry(
+            f"{name}-acr",
+            registry_name=registry_name,
+            resource_group_name=resource_group_name,
+            location=location,
+            sku=azure.containerregistry.SkuArgs(name="Premium"),
+            admin_user_enabled=False,
+            anonymous_pull_enabled=False,
+            public_network_access="Disabled",
+            network_rule_bypass_options="AzureServices",
+            # Separate per-region data endpoints, so the private endpoint serves layer downloads too.
+            data_endpoint_enabled=True,
+            # Nodes exchange tokens for the registry audience, never for ARM's.
+            policies=azure.containerregistry.PoliciesArgs(
+                azure_ad_authentication_as_arm_policy=azure.containerregistry.AzureADAuthenticationAsArmPolicyArgs(
+                    status="disabled")),
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
+        )
+        for prefix, upstream in sorted(cache_rules.items()):
+            azure.containerregistry.CacheRule(
+                f"{name}-cache-{prefix}",
+                cache_rule_name=prefix,
+                registry_name=self.registry.name,
+                resource_group_name=resource_group_name,
+                source_repository=f"{upstream}/*",
+                target_repository=f"{prefix}/*",
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        zone = azure.privatedns.PrivateZone(
+            f"{name}-dns",
+            private_zone_name=ACR_PRIVATE_DNS_ZONE,
+            resource_group_name=resource_group_name,
+            location="global",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for vnet_key, vnet_id in sorted(vnet_ids.items()):
+            azure.privatedns.VirtualNetworkLink(
+                f"{name}-dns-{vnet_key}",
+                virtual_network_link_name=f"{cluster_name}-{vnet_key}",
+                private_zone_name=zone.name,
+                resource_group_name=resource_group_name,
+                location="global",
+                registration_enabled=False,
+                virtual_network=azure.privatedns.SubResourceArgs(id=vnet_id),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        endpoint = azure.network.PrivateEndpoint(
+            f"{name}-endpoint",
+            private_endpoint_name=f"{registry_name}-pe",
+            resource_group_name=resource_group_name,
+            location=location,
+            subnet=azure.network.SubnetArgs(id=endpoint_subnet_id),
+            private_link_service_connections=[azure.network.PrivateLinkServiceConnectionArgs(
+                name="registry",
+                private_link_service_id=self.registry.id,
+                group_ids=["registry"],
+            )],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        azure.network.PrivateDnsZoneGroup(
+            f"{name}-endpoint-dns",
+            private_dns_zone_group_name="registry",
+            private_endpoint_name=endpoint.name,
+            resource_group_name=resource_group_name,
+            private_dns_zone_configs=[azure.network.PrivateDnsZoneConfigArgs(
+                name="registry", private_dns_zone_id=zone.id)],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        azure.authorization.RoleAssignment(
+            f"{name}-node-pull",
+            role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"supercluster/{cluster_name}/acr-pull/node")),
+            scope=self.registry.id,
+            principal_id=pull_principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=pulumi.Output.concat(
+                "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/",
+                ACR_PULL_ROLE),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"registryId": self.registry.id, "loginServer": self.login_server})

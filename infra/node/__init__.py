@@ -1,0 +1,89 @@
+"""A Kubernetes node's cloud-init, built from plain parameters: node pools and NAT hosts both use it.
+
+``node_cloud_config(NodeSpec(...))`` returns the ``CloudConfig`` of a machine that joins
+the cluster as a node: kernel settings, local SSDs for kubelet and containerd, pinned
+binaries, Azure CNI, preloaded images, GPU checks, kubelet (TLS bootstrap) and kube-proxy.
+Boot order (systemd, every boot):
+
+    local disk ─┐
+    install ────┼─> containerd ─> preload images ─┐
+    pod network ┘                                 ├─> kubelet ─> kube-proxy
+    Key Vault secrets (bootstrap token, CA) ──────┤
+    GPU check (GPU nodes) ────────────────────────┤
+    before_kubelet hooks (e.g. traffic accounting)┘
+
+Nothing here is secret: the bootstrap token and the cluster CA are fetched from Key Vault
+at boot (``infra.secrets``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from infra.cloudinit import CloudConfig
+from infra.config import Taint
+from infra.node import cni, containerd, gpu, images, install, kube_proxy, kubelet, local_disk, sysctls
+from infra.node.local_disk import LocalDisks
+from infra.secret_names import NODE_JOIN_FILES
+from infra.secrets import add_secret_fetching
+
+# Debian packages the boot scripts use that a marketplace Ubuntu image may lack.
+PACKAGES = ("ebtables", "mdadm", "nftables", "conntrack")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    kubernetes_version: str
+    apiserver_endpoint: str  # https://<apiserver load balancer>:6443
+    cluster_dns: str  # the cluster DNS service IP
+    cluster_cidr: str  # the address space every pod address lives in (network.addressSpace)
+    vault_name: str  # Key Vault holding the cluster CA and the bootstrap token
+    registry_login_server: str  # the cluster's registry, e.g. prodacr1a2b3c.azurecr.io
+    images: tuple[str, ...]  # preloaded and pinned; the first is containerd's sandbox (pause) image
+    local_disks: LocalDisks
+    vcpus: int
+    max_pods: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    gpus: int = 0
+    nvswitch: bool = False
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        return {**self.labels, **(gpu.labels(self.gpus) if self.gpus else {})}
+
+    @property
+    def node_taints(self) -> tuple[Taint, ...]:
+        return self.taints + ((gpu.UNHEALTHY_TAINT,) if self.gpus else ())
+
+
+def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudConfig], None]] = ()) -> CloudConfig:
+    """The node's cloud-init. ``before_kubelet``: callables that add their own boot steps, ordered
+    before kubelet; this is where the integrator passes traffic accounting (its mangle rules)."""
+    cloud = CloudConfig(packages=list(PACKAGES))
+    cloud.add(sysctls.SYSCTL_PATH, sysctls.render_sysctls(sysctls.node_sysctls(spec.vcpus)))
+    cloud.add(sysctls.MODULES_PATH, sysctls.render_modules())
+    # First boot only: cloud-init wrote the files after systemd had applied /etc; later boots apply them early.
+    cloud.runcmd += [["systemctl", "daemon-reload"], ["systemctl", "restart", "systemd-modules-load.service"],
+                     ["sysctl", "--system"]]
+    local_disk.add_local_disk(cloud, spec.local_disks)
+    install.add_install(cloud, spec.kubernetes_version)
+    cni.add_pod_network(cloud, spec.cluster_cidr)
+    cloud.add(containerd.CONFIG_PATH, containerd.render_config(spec.images[0], gpu=spec.gpus > 0))
+    cloud.add(f"/etc/systemd/system/{containerd.UNIT}", containerd.unit())
+    images.add_preload(cloud, spec.registry_login_server, spec.images)
+    if spec.gpus:
+        gpu.add_gpu_check(cloud, spec.gpus, spec.nvswitch)
+    add_secret_fetching(cloud, spec.vault_name, NODE_JOIN_FILES, before=[kubelet.UNIT])
+    kubelet.add_kubelet(cloud, server=spec.apiserver_endpoint, cluster_dns=spec.cluster_dns,
+                        max_pods=spec.max_pods, labels=spec.node_labels, taints=spec.node_taints,
+                        gpu=spec.gpus > 0)
+    kube_proxy.add_kube_proxy(cloud, server=spec.apiserver_endpoint, cluster_cidr=spec.cluster_cidr)
+    for add_step in before_kubelet:
+        add_step(cloud)
+    units = [local_disk.UNIT, install.UNIT, cni.UNIT, containerd.UNIT, images.UNIT]
+    units += [gpu.UNIT] if spec.gpus else []
+    cloud.runcmd.append(["systemctl", "enable", "--now", *units, kubelet.UNIT, kube_proxy.UNIT])
+    return cloud
+

@@ -1,0 +1,78 @@
+"""Pod networking on a node: Azure CNI hands the NIC's secondary IP configurations to pods.
+
+Every node NIC carries ``1 + podIpsPerNode`` IP configurations in its shard's subnet
+(components/node_pool.py). ``azure-vnet-ipam`` reads them from the Azure host agent and
+gives every non-primary one to a pod; the primary stays the node's (Azure CNI
+docs/legacy-ipam-path.md). Pods therefore hold real VNet addresses: no overlay, no
+routes. Two host rules complete it (docs/cni.md for clusters not built by AKS):
+- pod traffic to anything outside the cluster's address space is masqueraded to the
+  node's address, so it can leave through Azure's outbound path;
+- pods may not reach the instance metadata service, whose tokens are the node's
+  managed identity (the one that can read the bootstrap token in Key Vault).
+"""
+
+from __future__ import annotations
+
+import json
+
+from infra import systemd
+from infra.cloudinit import CloudConfig
+
+CONFLIST_PATH = "/etc/cni/net.d/10-azure.conflist"
+NFT_PATH = "/etc/supercluster/pod-network.nft"
+UNIT = "supercluster-pod-network.service"
+# NodeLocal DNSCache's conventional link-local address (kubernetes/website PR #18716); Azure's own
+# conflist routes it via the host so pods reach the node-local cache (cni/azure-linux.conflist).
+NODE_LOCAL_DNS_IP = "169.254.20.10"
+# Azure's instance metadata service (link-local, learn.microsoft.com instance-metadata-service).
+IMDS_IP = "169.254.169.254"
+TABLE = "supercluster"
+
+
+def conflist() -> dict:
+    return {
+        "cniVersion": "0.3.0",
+        "name": "azure",
+        "plugins": [
+            {"type": "azure-vnet", "mode": "bridge", "bridge": "azure0",
+             "ipsToRouteViaHost": [NODE_LOCAL_DNS_IP], "ipam": {"type": "azure-vnet-ipam"}},
+            {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
+        ],
+    }
+
+
+def render_conflist() -> str:
+    return json.dumps(conflist(), indent=2) + "\n"
+
+
+def render_rules(cluster_cidr: str) -> str:
+    """An nftables table of our own (kube-proxy keeps its own), replaced atomically on every load."""
+    return "\n".join([
+        "# Written by supercluster (infra/node/cni.py).",
+        f"table ip {TABLE}",
+        f"delete table ip {TABLE}",
+        f"table ip {TABLE} {{",
+        "  chain pod-egress {",
+        "    type nat hook postrouting priority srcnat; policy accept;",
+        "    fib daddr type local return",
+        f"    ip daddr {cluster_cidr} return",
+        "    masquerade",
+        "  }",
+        "  chain pod-metadata {",
+        "    type filter hook forward priority filter; policy accept;",
+        f"    ip daddr {IMDS_IP} drop",
+        "  }",
+        "}",
+    ]) + "\n"
+
+
+def add_pod_network(cloud: CloudConfig, cluster_cidr: str) -> None:
+    cloud.add(CONFLIST_PATH, render_conflist())
+    cloud.add(NFT_PATH, render_rules(cluster_cidr))
+    cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
+        "Pod egress masquerade and metadata-service block (nftables)",
+        ["/usr/sbin/nft", "-f", NFT_PATH],
+        after=["network-pre.target"],
+        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
+        unit_extra={"Before": "kubelet.service"},
+    ))

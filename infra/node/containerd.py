@@ -1,0 +1,68 @@
+"""containerd's config.toml and unit: parallel pulls, a long progress timeout, state on the local SSD.
+
+Written for the containerd installed on nodes (``versions.CONTAINERD_VERSION``, 1.7:
+config ``version = 2``, CRI plugin ``io.containerd.grpc.v1.cri``). The 2,500-node
+post's Docker settings map onto it as follows (kubernetes.md §2b):
+- Docker ``max-concurrent-downloads = 10`` -> ``max_concurrent_downloads = 10``;
+- kubelet ``--image-pull-progress-deadline=30m`` (removed with dockershim in 1.24) ->
+  ``image_pull_progress_timeout = "30m"`` (containerd's default is 5m);
+- Docker root on the instance SSD -> ``root`` on the local SSD (infra/node/local_disk.py).
+"""
+
+from __future__ import annotations
+
+from infra import systemd, toml
+from infra.node import install, local_disk
+
+CONFIG_PATH = "/etc/containerd/config.toml"
+UNIT = "containerd.service"
+SOCKET = "/run/containerd/containerd.sock"
+CRI = "io.containerd.grpc.v1.cri"
+MAX_CONCURRENT_DOWNLOADS = 10
+IMAGE_PULL_PROGRESS_TIMEOUT = "30m"
+# The NVIDIA container runtime wrapper from nvidia-container-toolkit (preinstalled on the HPC image):
+# the default runtime on GPU nodes so the device plugin and GPU pods see the GPUs.
+NVIDIA_RUNTIME = "/usr/bin/nvidia-container-runtime"
+
+
+def config(sandbox_image: str, gpu: bool) -> dict:
+    runc_options = {"BinaryName": install.RUNC_PATH, "SystemdCgroup": True}
+    runtimes = {"runc": {"runtime_type": "io.containerd.runc.v2", "options": runc_options}}
+    if gpu:
+        runtimes["nvidia"] = {"runtime_type": "io.containerd.runc.v2",
+                              "options": {"BinaryName": NVIDIA_RUNTIME, "SystemdCgroup": True}}
+    return {
+        "version": 2,
+        "root": local_disk.CONTAINERD_ROOT,
+        # Runtime state (sockets, task bundles) stays on tmpfs: it must not outlive a reboot.
+        "state": "/run/containerd",
+        "plugins": {CRI: {
+            # Preloaded and pinned before kubelet starts (infra/node/images.py): never pulled at pod start.
+            "sandbox_image": sandbox_image,
+            "max_concurrent_downloads": MAX_CONCURRENT_DOWNLOADS,
+            "image_pull_progress_timeout": IMAGE_PULL_PROGRESS_TIMEOUT,
+            "containerd": {
+                "snapshotter": "overlayfs",
+                "default_runtime_name": "nvidia" if gpu else "runc",
+                "runtimes": runtimes,
+            },
+            "cni": {"bin_dir": install.CNI_BIN, "conf_dir": "/etc/cni/net.d"},
+        }},
+    }
+
+
+def render_config(sandbox_image: str, gpu: bool) -> str:
+    return "# Written by supercluster (infra/node/containerd.py).\n" + toml.dumps(config(sandbox_image, gpu))
+
+
+def unit() -> str:
+    """containerd's upstream unit (containerd.service in the release), pointing at the pinned binary."""
+    return systemd.unit(
+        "containerd container runtime",
+        [f"{install.BIN}/containerd", "--config", CONFIG_PATH],
+        after=["network.target", local_disk.UNIT, install.UNIT],
+        requires=[local_disk.UNIT, install.UNIT],
+        service={"Type": "notify", "ExecStartPre": "-/sbin/modprobe overlay", "Delegate": "yes",
+                 "KillMode": "process", "Restart": "always", "RestartSec": "5", "LimitNPROC": "infinity",
+                 "LimitCORE": "infinity", "TasksMax": "infinity", "OOMScoreAdjust": "-999"},
+    )

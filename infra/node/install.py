@@ -1,0 +1,79 @@
+"""The binaries a node installs at boot, pinned and verified: containerd, runc, CNI plugins, kubelet, kube-proxy.
+
+The manifest (a pure function of the Kubernetes version and ``infra/versions.py``) lists
+each artifact's URL, its sha256 (pinned, or the ``.sha256`` file Kubernetes publishes
+beside its binaries, the check kubernetes.io documents for them) and the version the
+installed binary must report. ``scripts/install.py`` applies it on every boot.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from infra import systemd, versions
+from infra.cloudinit import CloudConfig
+
+UNIT = "supercluster-install.service"
+SCRIPT_PATH = "/usr/local/sbin/supercluster-install"
+MANIFEST_PATH = "/etc/supercluster/install.json"
+BIN = "/usr/local/bin"
+CNI_BIN = "/opt/cni/bin"
+RUNC_PATH = "/usr/local/sbin/runc"
+
+CONTAINERD_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
+CNI_PLUGINS = ("loopback", "portmap")
+AZURE_CNI_BINARIES = ("azure-vnet", "azure-vnet-ipam")
+
+
+def manifest(kubernetes_version: str) -> dict:
+    k8s = f"https://dl.k8s.io/v{kubernetes_version}/bin/linux/amd64"
+    containerd = versions.CONTAINERD_VERSION
+    azure_cni = versions.AZURE_CNI_VERSION
+    artifacts = [
+        {"name": "containerd",
+         "url": f"https://github.com/containerd/containerd/releases/download/v{containerd}/"
+                f"containerd-{containerd}-linux-amd64.tar.gz",
+         "sha256": versions.CONTAINERD_SHA256,
+         "files": {name: f"{BIN}/{name}" for name in CONTAINERD_BINARIES},
+         "version_command": [f"{BIN}/containerd", "--version"], "version_expect": f" v{containerd} "},
+        {"name": "runc",
+         "url": f"https://github.com/opencontainers/runc/releases/download/{versions.RUNC_VERSION}/runc.amd64",
+         "sha256": versions.RUNC_SHA256, "path": RUNC_PATH,
+         "version_command": [RUNC_PATH, "--version"],
+         "version_expect": f"runc version {versions.RUNC_VERSION.lstrip('v')}\n"},
+        {"name": "cni-plugins",
+         "url": f"https://github.com/containernetworking/plugins/releases/download/{versions.CNI_PLUGINS_VERSION}/"
+                f"cni-plugins-linux-amd64-{versions.CNI_PLUGINS_VERSION}.tgz",
+         "sha256": versions.CNI_PLUGINS_SHA256,
+         "files": {name: f"{CNI_BIN}/{name}" for name in CNI_PLUGINS},
+         "version_command": [f"{CNI_BIN}/portmap", "--version"],
+         "version_expect": f"plugin {versions.CNI_PLUGINS_VERSION}\n"},  # "CNI portmap plugin v1.6.2"
+        {"name": "azure-cni",
+         "url": f"https://github.com/Azure/azure-container-networking/releases/download/{azure_cni}/"
+                f"azure-vnet-cni-linux-amd64-{azure_cni}.tgz",
+         "files": {name: f"{CNI_BIN}/{name}" for name in AZURE_CNI_BINARIES},
+         "version_command": [f"{CNI_BIN}/azure-vnet", "-v"], "version_expect": f"Azure CNI Version {azure_cni}\n"},
+    ]
+    for binary in ("kubelet", "kube-proxy"):
+        artifacts.append({
+            "name": binary, "url": f"{k8s}/{binary}", "sha256_url": f"{k8s}/{binary}.sha256",
+            "path": f"{BIN}/{binary}",
+            "version_command": [f"{BIN}/{binary}", "--version"],
+            "version_expect": f"Kubernetes v{kubernetes_version}\n",
+        })
+    return {"artifacts": artifacts}
+
+
+def add_install(cloud: CloudConfig, kubernetes_version: str) -> None:
+    cloud.add(SCRIPT_PATH, resources.files("infra.node").joinpath("scripts/install.py").read_text(),
+              permissions="0755")
+    cloud.add(MANIFEST_PATH, json.dumps(manifest(kubernetes_version), indent=1) + "\n")
+    cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
+        "Install this node's pinned, checksum-verified binaries",
+        [SCRIPT_PATH, MANIFEST_PATH],
+        after=["network-online.target"],
+        wants=["network-online.target"],
+        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
+        unit_extra={"Before": "containerd.service kubelet.service kube-proxy.service"},
+    ))

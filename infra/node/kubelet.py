@@ -1,0 +1,126 @@
+"""kubelet: its KubeletConfiguration, the TLS-bootstrap kubeconfig, the providerID drop-in and the unit.
+
+A node joins by TLS bootstrapping: the bootstrap kubeconfig names the token *file*
+(``tokenFile``) that the Key Vault fetch writes at boot, so customData holds no secret.
+kubelet then requests its client certificate and rotates it (``rotateCertificates``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib import resources
+
+import yaml
+
+from infra import systemd
+from infra.cloudinit import CloudConfig
+from infra.config import Taint
+from infra.node import cni, containerd, images, install, local_disk
+from infra.node import gpu as gpu_check
+from infra.secret_names import CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN, NODE_JOIN_FILES
+from infra.secrets import FETCH_UNIT
+
+UNIT = "kubelet.service"
+CONFIG_PATH = "/etc/kubernetes/kubelet-config.yaml"
+DROP_IN_DIR = "/etc/kubernetes/kubelet.conf.d"
+PROVIDER_ID_PATH = f"{DROP_IN_DIR}/10-provider-id.conf"
+PROVIDER_ID_SCRIPT = "/usr/local/sbin/supercluster-provider-id"
+BOOTSTRAP_KUBECONFIG = "/etc/kubernetes/bootstrap-kubelet.conf"
+KUBECONFIG = "/var/lib/kubelet/kubeconfig"  # written by kubelet after bootstrapping
+CERT_DIR = "/var/lib/kubelet/pki"
+# kubelet's rotated client certificate and key, in one file it keeps current (kubelet --cert-dir docs).
+CLIENT_CERT = f"{CERT_DIR}/kubelet-client-current.pem"
+CA_PATH = next(f.path for f in NODE_JOIN_FILES if f.secret_name == CLUSTER_CA_CERT)
+TOKEN_PATH = next(f.path for f in NODE_JOIN_FILES if f.secret_name == NODE_BOOTSTRAP_TOKEN)
+# Equal to containerd's concurrent layer downloads (kubernetes.md §2a: bound parallelism, not unlimited).
+MAX_PARALLEL_IMAGE_PULLS = 10
+# Ubuntu runs systemd-resolved: the stub at 127.0.0.53 in /etc/resolv.conf is unreachable from a pod's
+# network namespace, so kubelet must hand pods the real upstream list (kubeadm does the same).
+RESOLV_CONF = "/run/systemd/resolve/resolv.conf"
+
+
+def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": CA_PATH},
+        },
+        "authorization": {"mode": "Webhook"},
+        "readOnlyPort": 0,
+        "rotateCertificates": True,
+        "protectKernelDefaults": True,  # the values kubelet expects are in infra/node/sysctls.py
+        "cgroupDriver": "systemd",  # matches containerd's SystemdCgroup = true
+        "containerRuntimeEndpoint": f"unix://{containerd.SOCKET}",
+        "clusterDNS": [cluster_dns],
+        "clusterDomain": "cluster.local",
+        "resolvConf": RESOLV_CONF,
+        # One pod per secondary IP configuration of the NIC: never more pods than pod addresses.
+        "maxPods": max_pods,
+        # The 2,500-node post: one 17 GB image pull must not block every other pull.
+        "serializeImagePulls": False,
+        "maxParallelImagePulls": MAX_PARALLEL_IMAGE_PULLS,
+        "registerWithTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints],
+    }
+
+
+def render_config(**kwargs) -> str:
+    return yaml.safe_dump(config(**kwargs), sort_keys=False)
+
+
+def kubeconfig(server: str, user: str, credentials: Mapping[str, str]) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "supercluster", "cluster": {"server": server, "certificate-authority": CA_PATH}}],
+        "users": [{"name": user, "user": dict(credentials)}],
+        "contexts": [{"name": user, "context": {"cluster": "supercluster", "user": user}}],
+        "current-context": user,
+    }
+
+
+def bootstrap_kubeconfig(server: str) -> dict:
+    """Authenticates with the bootstrap token read from the file Key Vault fills at boot."""
+    return kubeconfig(server, "kubelet-bootstrap", {"tokenFile": TOKEN_PATH})
+
+
+def node_kubeconfig(server: str) -> dict:
+    """The node's own identity (system:node:<name>), from the certificate kubelet keeps rotated."""
+    return kubeconfig(server, "node", {"client-certificate": CLIENT_CERT, "client-key": CLIENT_CERT})
+
+
+def unit(labels: Mapping[str, str], gpu: bool) -> str:
+    flags = {
+        "bootstrap-kubeconfig": BOOTSTRAP_KUBECONFIG,
+        "kubeconfig": KUBECONFIG,
+        "cert-dir": CERT_DIR,
+        "config": CONFIG_PATH,
+        "config-dir": DROP_IN_DIR,
+    }
+    if labels:  # node labels exist only as a flag (KubeletConfiguration has no field for them)
+        flags["node-labels"] = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+    # Hard requirements: without them the node must not register. The secrets and the preload are
+    # only ordered before kubelet: kubelet retries until the token file exists, and a failed preload
+    # leaves a node that can still pull through containerd.
+    requires = [containerd.UNIT, local_disk.UNIT, install.UNIT, cni.UNIT] + ([gpu_check.UNIT] if gpu else [])
+    wanted = [FETCH_UNIT, images.UNIT, "network-online.target"]
+    return systemd.unit(
+        "kubelet: the Kubernetes node agent",
+        [f"{install.BIN}/kubelet", *systemd.flags(flags)],
+        after=requires + wanted,
+        requires=requires,
+        wants=wanted,
+        service={"ExecStartPre": f"{PROVIDER_ID_SCRIPT} {PROVIDER_ID_PATH}", "Restart": "always",
+                 "RestartSec": "10"},
+    )
+
+
+def add_kubelet(cloud: CloudConfig, *, server: str, cluster_dns: str, max_pods: int,
+                labels: Mapping[str, str], taints: Sequence[Taint], gpu: bool) -> None:
+    cloud.add(CONFIG_PATH, render_config(cluster_dns=cluster_dns, max_pods=max_pods, taints=taints))
+    cloud.add(BOOTSTRAP_KUBECONFIG, yaml.safe_dump(bootstrap_kubeconfig(server), sort_keys=False))
+    cloud.add(PROVIDER_ID_SCRIPT, resources.files("infra.node").joinpath("scripts/provider-id.py").read_text(),
+              permissions="0755")
+    cloud.add(f"/etc/systemd/system/{UNIT}", unit(labels, gpu))

@@ -1,0 +1,142 @@
+"""A configured node pool turned into what its scale sets need: the node's spec, the VM model, the tags.
+
+Pure decisions only; components/node_pool.py maps them onto azure-native resources.
+One cloud-init per pool (every shard of a pool runs the same model), rendered once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from infra import versions
+from infra.config import ClusterConfig, NodePoolConfig
+from infra.errors import ConfigError
+from infra.node import NodeSpec, gpu
+from infra.node.local_disk import LocalDisks
+from infra.sizing import Shard, shards
+
+if TYPE_CHECKING:
+    from infra.cluster import ClusterSpec
+
+# OS disk of every node; only the OS lives there (kubelet and containerd state are on the local SSD).
+OS_DISK_GB = 128
+# Azure allows at most 50 tags on a resource
+# (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources, "Limitations").
+MAX_TAGS = 50
+# cluster-autoscaler's Azure auto-discovery and scale-from-zero tags (kubernetes/autoscaler
+# cluster-autoscaler/cloudprovider/azure: README "Auto-discovery setup", azure_template.go).
+AUTOSCALER_ENABLED_TAG = "cluster-autoscaler-enabled"
+AUTOSCALER_NAME_TAG = "cluster-autoscaler-name"
+LABEL_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_label_"
+TAINT_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_taint_"
+CLOUD_INIT_TAG = "supercluster.io_cloud-init"
+POOL_LABEL = "supercluster.io/pool"
+
+
+def node_spec(cluster: ClusterSpec, pool: NodePoolConfig, *, vault_name: str, registry_login_server: str) -> NodeSpec:
+    config, addresses = cluster.config, cluster.addresses
+    size = pool.size
+    return NodeSpec(
+        kubernetes_version=config.kubernetes_version,
+        apiserver_endpoint=f"https://{addresses.apiserver_lb_ip()}:6443",
+        cluster_dns=addresses.dns_service_ip,
+        cluster_cidr=str(config.network.address_space),
+        vault_name=vault_name,
+        registry_login_server=registry_login_server,
+        images=preload_images(config),
+        local_disks=LocalDisks.of(size),
+        vcpus=size.vcpus,
+        max_pods=pool.pod_ips_per_node,
+        labels=pool_labels(config, pool),
+        taints=pool.taints,
+        gpus=size.gpus,
+        # The 8-GPU ND sizes are NVSwitch systems, which need NVIDIA's fabric manager.
+        nvswitch=size.gpus >= 8,
+    )
+
+
+def preload_images(config: ClusterConfig) -> tuple[str, ...]:
+    """The pause image first (it is containerd's sandbox image), then ``images.preload``."""
+    return tuple(dict.fromkeys((versions.PAUSE_IMAGE, *config.images.preload)))
+
+
+def pool_labels(config: ClusterConfig, pool: NodePoolConfig) -> dict[str, str]:
+    """Config labels plus the ones every node of the pool carries (kubelet may set these itself)."""
+    labels = {
+        POOL_LABEL: pool.name,
+        "node.kubernetes.io/instance-type": pool.vm_size,
+        "topology.kubernetes.io/region": config.location,
+    }
+    if pool.infiniband:
+        labels["supercluster.io/infiniband"] = "true"
+    return {**labels, **pool.labels}
+
+
+def image(pool: NodePoolConfig) -> dict[str, str]:
+    """GPU pools boot the HPC image (driver, fabric manager, InfiniBand); CPU pools plain Ubuntu."""
+    return dict(versions.UBUNTU_HPC_IMAGE if pool.role == "gpu" else versions.UBUNTU_IMAGE)
+
+
+def ephemeral_os_disk(pool: NodePoolConfig) -> bool:
+    """An ephemeral OS disk on the temp disk, when the temp disk holds it and is not the node's
+    state disk (sizes with NVMe keep state there; on temp-disk-only sizes the state needs all of it)."""
+    size = pool.size
+    return size.nvme_disks > 0 and size.temp_disk_gib >= OS_DISK_GB
+
+
+@dataclass(frozen=True)
+class ScaleSetShape:
+    """The placement settings Azure's limits impose on one shard."""
+
+    single_placement_group: bool
+    platform_fault_domain_count: int | None
+
+    @classmethod
+    def of(cls, pool: NodePoolConfig) -> ScaleSetShape:
+        # InfiniBand needs a single placement group (at most 100 VMs) and one fault domain; everything
+        # else uses large scale sets (up to 1,000 VMs) with Azure's default spreading (infra/sizing.py).
+        if pool.infiniband:
+            return cls(single_placement_group=True, platform_fault_domain_count=1)
+        return cls(single_placement_group=False, platform_fault_domain_count=None)
+
+
+def encode_tag_key(key: str) -> str:
+    """cluster-autoscaler's encoding: '/' is not allowed in an Azure tag name, so '_' stands for it
+    and '~2' for a literal '_' (azure_template.go extractLabelsFromTags)."""
+    return key.replace("_", "~2").replace("/", "_")
+
+
+def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -> dict[str, str]:
+    """Auto-discovery (enabled, cluster name, min, max) and the node template for scaling from zero.
+    The GPU start-up taint is left out: the autoscaler treats it as a start-up taint, not a lasting one."""
+    tags = {
+        AUTOSCALER_ENABLED_TAG: "true",
+        AUTOSCALER_NAME_TAG: config.cluster_name,
+        "min": str(shard.min_nodes),
+        "max": str(shard.max_nodes),
+    }
+    labels = {**pool_labels(config, pool), **(gpu.labels(pool.size.gpus) if pool.size.gpus else {})}
+    for key, value in sorted(labels.items()):
+        tags[LABEL_TAG_PREFIX + encode_tag_key(key)] = value
+    for taint in pool.taints:
+        tags[TAINT_TAG_PREFIX + encode_tag_key(taint.key)] = f"{taint.value}:{taint.effect}"
+    return tags
+
+
+def scale_set_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard, cloud_init_fingerprint: str) -> dict[str, str]:
+    return {
+        **autoscaler_tags(config, pool, shard),
+        encode_tag_key(POOL_LABEL): pool.name,
+        CLOUD_INIT_TAG: cloud_init_fingerprint,  # a changed node model shows in the preview
+    }
+
+
+def check_pool_tags(config: ClusterConfig) -> None:
+    """Refuses, before anything is declared, a pool whose scale sets would carry more tags than Azure allows."""
+    for i, pool in enumerate(config.node_pools):
+        count = len(scale_set_tags(config, pool, shards(pool)[0], ""))
+        if count > MAX_TAGS:
+            raise ConfigError(f"nodePools[{i}].labels", dict(pool.labels),
+                              f"fewer labels and taints: each becomes a scale-set tag for the autoscaler and "
+                              f"the pool's scale sets would carry {count} tags, over Azure's {MAX_TAGS}")

@@ -1,0 +1,121 @@
+"""Node pools and the image registry as the real program declares them (prod and dev plans, under mocks)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from infra.plan.artifacts import custom_data_of
+from tests.conftest import plan_stack
+
+VMSS = "azure-native:compute:VirtualMachineScaleSet"
+
+
+def scale_sets(run, pool: str):
+    return [r for r in run.of_type(VMSS) if r.name.startswith(f"{run.stack}-pool-{pool}-s")]
+
+
+def test_prod_has_the_shards_azures_limits_imply(prod_plan):
+    h100 = scale_sets(prod_plan, "h100a") + scale_sets(prod_plan, "h100b")
+    assert len(h100) == 60  # 6,000 InfiniBand nodes at 100 per single-placement-group scale set
+    for vmss in h100:
+        assert vmss.inputs["singlePlacementGroup"] is True
+        assert vmss.inputs["platformFaultDomainCount"] == 1
+        assert vmss.inputs["overprovision"] is False
+    cpu = scale_sets(prod_plan, "cpu")
+    assert len(cpu) == 2  # 1,500 nodes at 1,000 per large scale set
+    assert all(v.inputs["singlePlacementGroup"] is False and v.inputs["overprovision"] is False for v in cpu)
+    assert [v.inputs["vmScaleSetName"] for v in cpu] == ["prod-cpu-s000", "prod-cpu-s001"]
+
+
+def test_every_nic_has_one_ip_per_pod_plus_its_own_in_the_shard_subnet(prod_plan):
+    pod_ips = {"h100a": 8, "h100b": 8, "cpu": 16}
+    for pool, count in pod_ips.items():
+        for vmss in scale_sets(prod_plan, pool):
+            nics = vmss.inputs["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"]
+            assert len(nics) == 1
+            ip_configs = nics[0]["ipConfigurations"]
+            assert len(ip_configs) == 1 + count
+            assert [c.get("primary", False) for c in ip_configs] == [True] + [False] * count
+            shard = vmss.name.rsplit("-", 1)[1]
+            subnet = prod_plan.named(f"prod-{pool}-{shard}", "azure-native:network:Subnet")
+            subnets = {r.urn for r in prod_plan.of_type("azure-native:network:Subnet")}
+            # The mock gives every subnet of a VNet the same ID, so check which subnet it depends on.
+            assert subnets.intersection(vmss.dependencies) == {subnet.urn}
+            assert {c["subnet"]["id"] for c in ip_configs} == {subnet.id}
+            assert not any("publicIPAddressConfiguration" in c for c in ip_configs)
+
+
+def test_every_scale_set_leaves_capacity_to_the_autoscaler(prod_plan):
+    for vmss in prod_plan.of_type(VMSS):
+        assert vmss.options["ignoreChanges"] == ["sku.capacity"]
+        assert vmss.options["protect"] is True
+        assert vmss.inputs["upgradePolicy"] == {"mode": "Manual"}
+        assert vmss.inputs["orchestrationMode"] == "Uniform"
+        tags = vmss.inputs["tags"]
+        assert vmss.inputs["sku"]["capacity"] == int(tags["min"])
+        assert tags["cluster-autoscaler-enabled"] == "true" and tags["cluster-autoscaler-name"] == "prod"
+    cpu = scale_sets(prod_plan, "cpu")
+    assert [(v.inputs["tags"]["min"], v.inputs["tags"]["max"]) for v in cpu] == [("50", "1000"), ("0", "500")]
+
+
+def test_vm_model(prod_plan):
+    gpu, cpu = scale_sets(prod_plan, "h100a")[0], scale_sets(prod_plan, "cpu")[0]
+    gpu_profile, cpu_profile = gpu.inputs["virtualMachineProfile"], cpu.inputs["virtualMachineProfile"]
+    assert gpu_profile["storageProfile"]["imageReference"]["offer"] == "ubuntu-hpc"
+    assert cpu_profile["storageProfile"]["imageReference"]["offer"] == "ubuntu-24_04-lts"
+    assert gpu_profile["storageProfile"]["osDisk"]["diffDiskSettings"] == {"option": "Local",
+                                                                          "placement": "ResourceDisk"}
+    assert "diffDiskSettings" not in cpu_profile["storageProfile"]["osDisk"]
+    assert gpu_profile["securityProfile"]["encryptionAtHost"] is True
+    assert gpu.inputs["identity"]["type"] == "UserAssigned"
+    assert gpu.inputs["identity"]["userAssignedIdentities"][0].endswith("/prod-id-node")
+    assert gpu_profile["osProfile"]["linuxConfiguration"]["disablePasswordAuthentication"] is True
+
+
+def test_one_cloud_init_per_pool_with_its_fingerprint_tagged(prod_plan):
+    for pool in ("h100a", "cpu"):
+        sets = scale_sets(prod_plan, pool)
+        assert len({custom_data_of(v) for v in sets}) == 1
+        assert len({v.inputs["tags"]["supercluster.io_cloud-init"] for v in sets}) == 1
+    assert custom_data_of(scale_sets(prod_plan, "h100a")[0]) != custom_data_of(scale_sets(prod_plan, "cpu")[0])
+    sizes = [len(v.inputs["virtualMachineProfile"]["osProfile"]["customData"]) for v in prod_plan.of_type(VMSS)]
+    assert max(sizes) <= 87_380  # Azure's customData limit, for the biggest pool
+
+
+def test_resources_grow_with_shards_never_with_nodes():
+    def counts(*overrides):
+        return Counter(r.type for r in plan_stack("dev", *overrides).registrations)
+
+    small, bigger = counts(), counts("nodePools[0].maxNodes=100", "nodePools[1].maxNodes=1000")
+    assert small == bigger  # still one scale set per pool
+    grown = counts("nodePools[0].maxNodes=101")  # one more InfiniBand shard
+    assert grown[VMSS] == small[VMSS] + 1
+    assert sum(grown.values()) == sum(small.values()) + 2  # its scale set and its subnet
+
+
+def test_growing_a_pool_appends_shards_and_keeps_the_existing_ones():
+    before = plan_stack("dev", "nodePools[0].maxNodes=100")
+    after = plan_stack("dev", "nodePools[0].maxNodes=250")
+    names = [v.name for v in scale_sets(before, "gpu")]
+    grown = [v.name for v in scale_sets(after, "gpu")]
+    assert grown[:len(names)] == names and len(grown) == 3
+    first_before, first_after = scale_sets(before, "gpu")[0], scale_sets(after, "gpu")[0]
+    assert first_before.inputs == first_after.inputs
+
+
+def test_registry_is_a_private_cache_nodes_may_pull_from(prod_plan):
+    registry = prod_plan.of_type("azure-native:containerregistry:Registry")[0]
+    assert registry.inputs["sku"] == {"name": "Premium"}
+    assert registry.inputs["publicNetworkAccess"] == "Disabled"
+    assert registry.inputs["anonymousPullEnabled"] is False and registry.inputs["adminUserEnabled"] is False
+    assert registry.options["protect"] is True
+    rules = prod_plan.of_type("azure-native:containerregistry:CacheRule")
+    assert [(r.inputs["sourceRepository"], r.inputs["targetRepository"]) for r in rules] == [
+        ("registry.k8s.io/*", "k8s/*")]
+    endpoint = prod_plan.named("prod-registry-endpoint")
+    assert endpoint.inputs["privateLinkServiceConnections"][0]["groupIds"] == ["registry"]
+    pull = prod_plan.named("prod-registry-node-pull")
+    assert pull.inputs["roleDefinitionId"].endswith("/7f951dda-4ed3-4680-a7ca-43fe172d538d")
+    assert prod_plan.outputs["registryLoginServer"] == f"{registry.inputs['registryName']}.azurecr.io"
+    cloud_init = custom_data_of(scale_sets(prod_plan, "cpu")[0])
+    assert f"{registry.inputs['registryName']}.azurecr.io/k8s/pause:3.10" in cloud_init
