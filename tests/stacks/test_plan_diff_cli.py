@@ -79,3 +79,20 @@ def test_renaming_the_cluster_flags_every_protected_resource_it_would_replace(de
     assert protected <= {c.urn for c in diff.dangers} | {c.previous_urn for c in diff.dangers}, \
         "every protected resource the rename touches is flagged"
     assert report.startswith("## Plan diff") and "> [!CAUTION]" in report
+
+
+def test_a_rendered_file_change_names_exactly_the_pool_and_its_files(dev_plan_dir, tmp_path, capsys):
+    """A config change that edits one line of a node's files (here the kubelet's node labels)."""
+    code = main(["--stack", "dev", "--out", str(tmp_path / "labelled"), "--diff", str(dev_plan_dir),
+                 "--config", 'nodePools[1].labels={"team": "vision"}'])
+    report = capsys.readouterr().out
+    assert code == EXIT_CHANGED
+    diff = diff_plans(load_plan(dev_plan_dir), load_plan(tmp_path / "labelled"))
+    assert [(c.action, c.type) for c in diff.resources] == [
+        ("update", "azure-native:compute:VirtualMachineScaleSet")]
+    [scale_set] = diff.resources
+    assert "cpu-s000" in scale_set.name
+    assert "virtualMachineProfile.osProfile.customData" in scale_set.changed
+    assert sorted(diff.files_changed) == [f"{scale_set.name}/cloud-init.yaml",
+                                          f"{scale_set.name}/etc/systemd/system/kubelet.service"]
+    assert "+  --node-labels=" in report and "team=vision" in report
