@@ -58,11 +58,16 @@ def _resources(changes: list[ResourceChange]) -> list[str]:
         if change.ignored:
             inputs += "<br>ignored (`ignoreChanges`, not applied by `pulumi up`): " + ", ".join(
                 f"`{p}`" for p in change.ignored)
-        if change.note:
-            inputs += f"<br>note: {change.note}"
         lines.append(f"| {SYMBOLS[change.action]} {change.action} | `{change.name}` | `{change.type}` | {inputs} |")
-    return lines + ["", "Offline diff: secret inputs show as `[secret]` in both plans, so a changed secret "
-                        "does not appear here.", ""]
+    lines.append("")
+    notes: dict[str, list[str]] = defaultdict(list)
+    for change in changes:
+        if change.note:
+            notes[change.note].append(change.name)
+    for note, names in notes.items():
+        lines += [f"Note ({len(names)} of the resources above): {note}.", ""]
+    return lines + ["Offline diff: secret inputs show as `[secret]` in both plans, so a changed secret "
+                    "does not appear here.", ""]
 
 
 def _files(diff: PlanDiff, budget: int) -> str:

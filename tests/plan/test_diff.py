@@ -118,7 +118,7 @@ def test_editing_a_sysctl_names_exactly_the_scale_sets_and_files(tmp_path):
     assert report.count("gc_thresh3 = 120000") == 2  # once for the sysctl files, once for the cloud-init.yaml
     assert f"#### changed: `files/dev-gpu-s000{SYSCTL}` and 1 more with the same change" in report
     assert f"- `files/dev-gpu-s001{SYSCTL}`" in report
-    assert "note: a scale set model change reaches new instances only" in report
+    assert "Note (2 of the resources above): a scale set model change reaches new instances only" in report
 
 
 def test_growing_a_pool_names_exactly_the_new_scale_set(tmp_path):
