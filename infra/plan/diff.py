@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.plan.replacements import Replacement, covers, in_place_note, replacements
+from infra.plan.replacements import Replacement, covers, in_place_note, is_azure_id_input, replacements
 
 # Resources whose replacement loses something even when nobody protected them: a new private
 # key invalidates every certificate it signed (the whole PKI below it is re-issued).
@@ -157,8 +157,7 @@ def _identity(resource: dict[str, Any]) -> tuple | None:
     """What names the real resource: its Azure id segments, or a Kubernetes object's name."""
     inputs = resource["inputs"]
     if resource["type"].startswith("azure-native:"):
-        parts = tuple(sorted((k, v) for k, v in inputs.items()
-                             if isinstance(v, str) and (k.endswith("Name") or k == "scope")))
+        parts = tuple(sorted((k, v) for k, v in inputs.items() if isinstance(v, str) and is_azure_id_input(k)))
         return (resource["type"], parts) if parts else None
     if resource["type"].startswith("kubernetes:"):
         metadata = inputs.get("metadata") or {}

@@ -84,6 +84,11 @@ class Replacement:
     reason: str
 
 
+def is_azure_id_input(key: str) -> bool:
+    """A top-level azure-native input that is a path segment of the resource's ARM id."""
+    return _AZURE_ID_INPUT.fullmatch(key) is not None
+
+
 def parse_path(path: str) -> list[str]:
     """``a.b[0]["x.y"]`` -> ``["a", "b", "0", "x.y"]`` (``[*]`` -> ``"*"``)."""
     tokens = []
@@ -121,7 +126,7 @@ def _reason(typ: str, path: str, replace_on_changes: list[str]) -> str | None:
     if typ.startswith("azure-native:"):
         if top == "location":
             return "Azure resources cannot move regions"
-        if _AZURE_ID_INPUT.fullmatch(top):
+        if is_azure_id_input(top):
             return "part of the Azure resource id: a new id is a new resource"
     if typ.startswith(("tls:", "random:")):
         return "every input of this bridged provider forces a new resource"

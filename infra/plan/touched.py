@@ -3,7 +3,7 @@
 Prints a JSON list of stack names for a workflow matrix. ``Pulumi.<stack>.yaml`` touches
 its own stack; the program (``__main__.py``, ``Pulumi.yaml``, ``requirements.txt``,
 ``infra/``, ``components/`` and anything unknown) touches every stack; tests, docs, CI
-and scripts touch none. Standard library only, so CI runs it before installing anything.
+scripts and benchmarks touch none. Standard library only, so CI runs it before installing anything.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 # Paths that cannot change what any stack declares or renders.
-NOT_THE_PROGRAM = re.compile(r"(tests|\.github|\.ci|scripts|docs)/.*|[^/]*\.md|\.gitignore|pytest\.ini|LICENSE")
+NOT_THE_PROGRAM = re.compile(r"(tests|\.github|\.ci|scripts|benchmarks|docs)/.*|[^/]*\.md|\.gitignore|pytest\.ini|LICENSE")
 STACK_FILE = re.compile(r"Pulumi\.([A-Za-z0-9_.-]+)\.yaml")
 
 
