@@ -6,6 +6,7 @@ import pulumi_azure_native as azure
 from components import aliases
 from components.addons import ClusterAddons
 from components.cluster_bootstrap import ClusterBootstrap
+from components.cluster_outputs import export_cluster_contract
 from components.control_plane import ControlPlane
 from components.etcd_backups import EtcdBackupStore
 from components.etcd_cluster import EtcdCluster
@@ -22,6 +23,7 @@ from infra import naming
 from infra.addons import AzureAccess
 from infra.images import cache_prefixes
 from infra.node.pool import preload_images
+from infra.etcd.backup import account_url
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
 
 aliases.register()
@@ -120,6 +122,13 @@ ClusterBootstrap(
     token_id=control_plane.bootstrap_token_id, token_secret=control_plane.bootstrap_token_secret,
 )
 
+export_cluster_contract(
+    spec, resource_group_name=group.name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
+    scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},
+    ca_certificate=control_plane.ca_cert_pem, admin_kubeconfig=control_plane.admin_kubeconfig,
+    etcd_backup_storage_account_id=etcd_backups.account.id,
+    etcd_backup_container_url=f"{account_url(config.cluster_name)}/{etcd_clusters[MAIN].spec.backup_container}",
+)
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("resourceGroupName", group.name)
 pulumi.export("vnetIds", network.vnet_ids)

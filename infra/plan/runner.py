@@ -8,6 +8,7 @@ engine and the providers are replaced by ``infra.plan.mocks``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import runpy
 from collections.abc import Callable
@@ -116,6 +117,12 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
         cause = _config_error_in(error)
         if cause is not None:
             raise cause from None
+        raise
+    except Exception:
+        # A failed program leaves futures whose errors nobody retrieved. Finalise them now: left
+        # to the garbage collector they log from inside whatever runs next, and under CPython 3.11
+        # that can fail an unrelated compile() ("AST constructor recursion depth mismatch").
+        gc.collect()
         raise
     finally:
         loop.close()

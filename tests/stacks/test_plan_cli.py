@@ -36,7 +36,7 @@ def test_plan_writes_every_artifact(stack, written_plans):
     first = resources[0]
     assert set(first) == {"urn", "id", "type", "name", "parent", "inputs", "options", "dependencies"}
     assert set(first["options"]) == {"protect", "ignoreChanges", "dependsOn", "deleteBeforeReplace",
-                                     "retainOnDelete", "replaceOnChanges"}
+                                     "retainOnDelete", "replaceOnChanges", "aliases"}
     assert json.loads((out / "outputs.json").read_text())["clusterName"] == stack
     summary = (out / "summary.md").read_text()
     assert "## Resources by type" in summary and "## IP budget" in summary

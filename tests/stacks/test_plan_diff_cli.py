@@ -1,0 +1,98 @@
+"""``python -m infra.plan --diff`` on the real stacks: exit codes and exactly the resources a change touches."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.plan.__main__ import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_DANGER, EXIT_OK, main
+from infra.plan.diff import diff_plans, load_plan
+
+
+@pytest.fixture(scope="module")
+def dev_plan_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plans") / "dev"
+    assert main(["--stack", "dev", "--out", str(out)]) == EXIT_OK
+    return out
+
+
+def test_an_unchanged_stack_exits_0(dev_plan_dir, tmp_path, capsys):
+    assert main(["--stack", "dev", "--out", str(tmp_path / "new"), "--diff", str(dev_plan_dir)]) == EXIT_OK
+    assert "No changes" in capsys.readouterr().out
+    assert "No changes" in (tmp_path / "new" / "diff.md").read_text()
+
+
+def test_diff_against_the_output_directory_itself(dev_plan_dir, tmp_path):
+    out = tmp_path / "dev"
+    assert main(["--stack", "dev", "--out", str(out)]) == EXIT_OK
+    assert main(["--stack", "dev", "--out", str(out), "--diff", str(out),
+                 "--config", "nodePools[0].maxNodes=150"]) == EXIT_CHANGED
+    assert main(["--stack", "dev", "--out", str(out), "--diff", str(out),
+                 "--config", "nodePools[0].maxNodes=150"]) == EXIT_OK
+
+
+def test_growing_a_pool_names_exactly_the_resources_it_touches(dev_plan_dir, tmp_path, capsys):
+    new_dir = tmp_path / "grown"
+    code = main(["--stack", "dev", "--out", str(new_dir), "--diff", str(dev_plan_dir),
+                 "--config", "nodePools[0].maxNodes=150"])
+    report = capsys.readouterr().out
+    assert code == EXIT_CHANGED
+    old, new = load_plan(dev_plan_dir), load_plan(new_dir)
+    diff = diff_plans(old, new)
+    # Ground truth: every URN whose declaration differs between the two plans, and nothing else.
+    touched = {urn for urn in old.resources.keys() | new.resources.keys()
+               if json.dumps(old.resources.get(urn)) != json.dumps(new.resources.get(urn))}
+    assert {change.urn for change in diff.resources} == touched
+    created = [change.name for change in diff.of("create")]
+    assert created and all("gpu-s001" in name for name in created), created  # only the new shard is new
+    assert not diff.of("replace") and not diff.of("delete") and not diff.dangers
+    for change in diff.resources:
+        assert f"`{change.name}`" in report
+    for path in list(diff.files_changed) + diff.files_added:
+        assert f"files/{path}" in report
+
+
+def test_a_directory_that_is_not_a_plan_is_a_clear_error(tmp_path, capsys):
+    assert main(["--stack", "dev", "--out", str(tmp_path / "new"), "--diff", str(tmp_path)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a plan directory (no resources.json)" in err
+    assert not (tmp_path / "new").exists()
+
+
+def test_bad_config_with_diff_still_exits_2(dev_plan_dir, tmp_path, capsys):
+    assert main(["--stack", "dev", "--out", str(tmp_path / "new"), "--diff", str(dev_plan_dir),
+                 "--config", "etcd.members=2"]) == EXIT_BAD_INPUT
+    assert "etcd.members = 2" in capsys.readouterr().err
+
+
+def test_renaming_the_cluster_flags_every_protected_resource_it_would_replace(dev_plan_dir, tmp_path, capsys):
+    code = main(["--stack", "dev", "--out", str(tmp_path / "renamed"), "--diff", str(dev_plan_dir),
+                 "--config", "clusterName=dev2"])
+    report = capsys.readouterr().out
+    assert code == EXIT_DANGER
+    diff = diff_plans(load_plan(dev_plan_dir), load_plan(tmp_path / "renamed"))
+    flagged = {change.type for change in diff.dangers}
+    assert {"azure-native:resources:ResourceGroup", "azure-native:network:VirtualNetwork",
+            "azure-native:keyvault:Vault"} <= flagged
+    protected = {r["urn"] for r in load_plan(dev_plan_dir).resources.values() if r["options"]["protect"]}
+    assert protected <= {c.urn for c in diff.dangers} | {c.previous_urn for c in diff.dangers}, \
+        "every protected resource the rename touches is flagged"
+    assert report.startswith("## Plan diff") and "> [!CAUTION]" in report
+
+
+def test_a_rendered_file_change_names_exactly_the_pool_and_its_files(dev_plan_dir, tmp_path, capsys):
+    """A config change that edits one line of a node's files (here the kubelet's node labels)."""
+    code = main(["--stack", "dev", "--out", str(tmp_path / "labelled"), "--diff", str(dev_plan_dir),
+                 "--config", 'nodePools[1].labels={"team": "vision"}'])
+    report = capsys.readouterr().out
+    assert code == EXIT_CHANGED
+    diff = diff_plans(load_plan(dev_plan_dir), load_plan(tmp_path / "labelled"))
+    assert [(c.action, c.type) for c in diff.resources] == [
+        ("update", "azure-native:compute:VirtualMachineScaleSet")]
+    [scale_set] = diff.resources
+    assert "cpu-s000" in scale_set.name
+    assert "virtualMachineProfile.osProfile.customData" in scale_set.changed
+    assert sorted(diff.files_changed) == [f"{scale_set.name}/cloud-init.yaml",
+                                          f"{scale_set.name}/etc/systemd/system/kubelet.service"]
+    assert "+  --node-labels=" in report and "team=vision" in report
