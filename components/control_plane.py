@@ -177,13 +177,14 @@ class ControlPlane(pulumi.ComponentResource):
     def _apiservers(self, machines: Sequence[machine.ApiserverMachine], subnet_id: pulumi.Input[str],
                     backend_pool_id: pulumi.Input[str], identity_id: pulumi.Input[str],
                     fetched: list[azure.keyvault.Secret]) -> None:
-        """The VMs, each followed by its readiness gate; VM ``i`` waits for gate ``i-1``."""
+        """The VMs, created in parallel, each with its readiness gate. A cloud-init change is not
+        applied by `pulumi up` (it would take every apiserver down at once); it is rolled one VM at a
+        time with `pulumi up --replace` (README, "Rollouts, one apiserver at a time")."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
         secrets_version = pulumi.Output.unsecret(pulumi.Output.all(
             *[secret.properties.secret_uri_with_version for secret in fetched]).apply(_digest))
         self.vms, self.ready = [], []
-        previous: azure.compute.VirtualMachineExtension | None = None
         for m in machines:
             vm = DedicatedVm(
                 f"{self._name}-vm-{m.index}",
@@ -193,10 +194,10 @@ class ControlPlane(pulumi.ComponentResource):
                     identity_id=identity_id, custom_data=m.custom_data, custom_data_fingerprint=m.fingerprint,
                     admin_ssh_public_key=config.admin_ssh_public_key, zone=m.zone, os_disk_gb=OS_DISK_GB,
                     backend_pool_ids=[backend_pool_id], tags={"supercluster.io/role": "apiserver"},
-                    replace_on_custom_data_change=True,
+                    ignore_custom_data_changes=True, replaceable=True,
                 ),
-                # The first boot must find its secrets; every VM waits for the previous one to serve.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*fetched, *([previous] if previous else [])]),
+                # The first boot must find its secrets (no VM waits for another VM).
+                opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),
             )
             gate = azure.compute.VirtualMachineExtension(
                 f"{self._name}-ready-{m.index}",
@@ -207,12 +208,11 @@ class ControlPlane(pulumi.ComponentResource):
                 auto_upgrade_minor_version=True,
                 settings={"commandToExecute": machine.readiness_command()},
                 force_update_tag=secrets_version,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[previous] if previous else None),
+                opts=pulumi.ResourceOptions(parent=self),
                 **CUSTOM_SCRIPT,
             )
             self.vms.append(vm)
             self.ready.append(gate)
-            previous = gate
 
 
 def _digest(values: list) -> str:

@@ -39,14 +39,10 @@ class VmArgs:
     # Stateful roles (etcd) keep running when their cloud-init changes; the change is rolled
     # out one member at a time by the runbook instead of by a replacement of every member.
     ignore_custom_data_changes: bool = False
-    # Stateless roles (apiservers) are replaced when their cloud-init changes, deleting the old VM
-    # first (its name and static IP are fixed); the NIC is detached, not deleted, and carries the IP
-    # and load-balancer membership over to the new VM. The caller serialises replacements.
-    replace_on_custom_data_change: bool = False
-
-    def __post_init__(self) -> None:
-        if self.ignore_custom_data_changes and self.replace_on_custom_data_change:
-            raise ValueError(f"{self.vm_name}: a cloud-init change cannot be both ignored and a replacement")
+    # Stateless roles (apiservers) are rolled by `pulumi up --replace`, one VM at a time (README runbook):
+    # the old VM is deleted first (its name and static IP are fixed) and its NIC is detached, not
+    # deleted, so the IP and load-balancer membership carry over to the new VM.
+    replaceable: bool = False
 
 
 class DedicatedVm(pulumi.ComponentResource):
@@ -105,7 +101,7 @@ class DedicatedVm(pulumi.ComponentResource):
             network_profile=azure.compute.NetworkProfileArgs(network_interfaces=[
                 azure.compute.NetworkInterfaceReferenceArgs(
                     id=self.nic.id, primary=True,
-                    delete_option="Detach" if args.replace_on_custom_data_change else "Delete"),
+                    delete_option="Detach" if args.replaceable else "Delete"),
             ]),
             os_profile=azure.compute.OSProfileArgs(
                 computer_name=args.vm_name,
@@ -124,8 +120,7 @@ class DedicatedVm(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 ignore_changes=["osProfile.customData"] if args.ignore_custom_data_changes else None,
-                replace_on_changes=["osProfile.customData"] if args.replace_on_custom_data_change else None,
-                delete_before_replace=args.replace_on_custom_data_change,
+                delete_before_replace=args.replaceable,
             ),
         )
         self.register_outputs({"privateIp": self.private_ip, "vmId": self.vm.id})

@@ -50,17 +50,19 @@ def test_internal_standard_load_balancer_probes_readyz(prod_plan):
         assert nic.inputs["ipConfigurations"][0]["loadBalancerBackendAddressPools"] == [{"id": pool_id}]
 
 
-def test_cloud_init_change_replaces_one_apiserver_at_a_time(prod_plan):
+def test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_replace(prod_plan):
     gates = [prod_plan.named(f"{CP}-ready-{i}") for i in range(5)]
+    gate_urns = {g.urn for g in gates}
     for i, vm in enumerate(_apiserver_vms(prod_plan)):
-        assert vm.options["replaceOnChanges"] == ["osProfile.customData"]
-        assert vm.options["deleteBeforeReplace"] is True  # fixed name and static IP
-        # The NIC (static IP, load-balancer membership) outlives the VM it is attached to.
+        # `pulumi up` never applies a cloud-init change to all five at once ...
+        assert vm.options["ignoreChanges"] == ["osProfile.customData"]
+        # ... `pulumi up --replace` rolls one: deleted first (fixed name and static IP) ...
+        assert vm.options["deleteBeforeReplace"] is True
+        # ... and the NIC (static IP, load-balancer membership) outlives the VM it is attached to.
         assert vm.inputs["networkProfile"]["networkInterfaces"][0]["deleteOption"] == "Detach"
         component = prod_plan.named(f"{CP}-vm-{i}", "supercluster:machines:DedicatedVm")
-        if i:
-            assert gates[i - 1].urn in component.options["dependsOn"]
-            assert gates[i - 1].urn in gates[i].options["dependsOn"]
+        assert not gate_urns & set(component.options["dependsOn"]), "no VM waits for another apiserver"
+        assert not gate_urns & set(gates[i].options["dependsOn"])
         # The gate belongs to this VM (a property dependency, so it is replaced with it).
         assert vm.urn in gates[i].property_dependencies["vmName"]
 

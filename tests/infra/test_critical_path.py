@@ -31,15 +31,12 @@ def test_longest_chain_is_weighted_by_create_time():
 
 
 def test_no_machine_waits_for_another_machine_in_prod(prod_plan):
-    """The one deliberate exception: apiservers come up (and are replaced) one after another, each
-    once the previous one answers /readyz (components/control_plane.py), so a bad change stops at one."""
-    apiservers = [f"prod-control-plane-vm-{i}-vm" for i in range(5)]
-    expected = {(apiservers[i], apiservers[j]) for i in range(5) for j in range(i)}
-    assert set(machines_waiting_for_machines(prod_plan.registrations)) == expected
+    machines = [r for r in prod_plan.registrations if r.type in (VM, VMSS)]
+    assert len(machines) > 60, "prod declares its VMs and scale sets"
+    assert machines_waiting_for_machines(prod_plan.registrations) == []
     path = critical_path(prod_plan.registrations)
     assert path.chain and path.seconds > 0
-    machines = [r.name for r in path.chain if r.type in (VM, VMSS)]
-    assert set(machines) <= set(apiservers), "only the apiserver rollout chain may line machines up"
+    assert sum(r.type in (VM, VMSS) for r in path.chain) <= 1, "at most one machine on the longest chain"
 
 
 def test_component_dependencies_hold_back_its_children():
