@@ -8,10 +8,11 @@ engine and the providers are replaced by ``infra.plan.mocks``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import runpy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,8 +112,9 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     try:
-        _sync_await(run_pulumi_func(declare))
-        outputs = _sync_await(_resolve_outputs())
+        with _cyclic_gc_paused():
+            _sync_await(run_pulumi_func(declare))
+            outputs = _sync_await(_resolve_outputs())
     except Exception as error:  # noqa: BLE001 - only re-raised, as the ConfigError it wraps if it wraps one
         cause = _config_error_in(error)
         if cause is not None:
@@ -130,6 +132,24 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
     # Monitor calls run on worker threads and may arrive in any order; declaration order does not.
     ordered = sorted(monitor.registrations, key=lambda r: declared.get((r.type, r.name), len(declared)))
     return ProgramRun(stack, config, ordered, outputs, monitor)
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the program registers resources.
+
+    A run allocates hundreds of thousands of long-lived objects (an Output, with its futures, per
+    property of every resource) on top of the SDK modules' own, and CPython's full collections
+    rescan all of them: a quarter of the CPU of a large plan, for almost no garbage (a 30,000-node
+    plan peaks 4 MB higher without them). Reference counting still frees everything else; the
+    cycles a run leaves are collected as usual once it returns."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _config_error_in(error: BaseException) -> ConfigError | None:
