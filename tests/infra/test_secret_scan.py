@@ -42,3 +42,45 @@ def test_real_plans_are_clean(dev_plan, prod_plan):
         files = plan_files(run.registrations, run.outputs, "")
         assert any(path.endswith("cloud-init.yaml") for path in files)
         assert scan_files(files) == []
+
+
+# The scan's patterns are written to open with a literal (fast); these are the plain forms they must agree with.
+_REFERENCE = {
+    "private key": r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
+    "bootstrap token": r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b",
+    "kubeconfig client key": r"client-key-data:\s*\S{16,}",
+    "kubeconfig token": r"(?m)^\s*token:\s*\S{8,}",
+    "storage account key": r"AccountKey=[A-Za-z0-9+/=]{20,}",
+    "SAS signature": r"[?&]sig=[A-Za-z0-9%+/=]{20,}",
+    "password": r"(?i)(?<![a-z])\"?password\"?\s*[:=]\s*\"?(?!\[secret\])[^\s\"]{6,}",
+}
+
+
+def _reference_scan(text: str) -> set[tuple[str, int]]:
+    import re
+
+    return {(kind, text.count("\n", 0, m.start()) + 1)
+            for kind, pattern in _REFERENCE.items() for m in re.finditer(pattern, text)}
+
+
+_PIECES = ["abcdef", ".0123456789abcdef", "ABCDEF", "x", " ", "\n", "  ", ":", "=", '"', "?", "&", "sig=",
+           "token:", "password", "PassWord", "Xpassword", "[secret]", "client-key-data: ", "AccountKey=",
+           "-----BEGIN ", "RSA ", "PRIVATE KEY-----", "0123456789abcdefghij", "%3D", "_", "-"]
+
+
+@pytest.mark.parametrize("text", [*LEAKS.values(), "a\n  token: 12345678\n", "xtoken: 12345678",
+                                  "abcdefg.0123456789abcdef", "abcdef.0123456789abcdefg", "Password=hunter22"])
+def test_fast_patterns_find_what_the_plain_ones_find(text):
+    assert {(f.kind, f.line) for f in scan_text("f", text)} == _reference_scan(text)
+
+
+def test_fast_patterns_agree_with_the_plain_ones_on_generated_text():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(_PIECES), max_size=30).map("".join))
+    def agree(text):
+        assert {(f.kind, f.line) for f in scan_text("f", text)} == _reference_scan(text)
+
+    agree()
