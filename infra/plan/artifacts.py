@@ -105,12 +105,20 @@ def write_plan(out: Path, files: dict[str, str]) -> None:
     Identical files (a pool's shards share one cloud-init) are written once and hard-linked."""
     out.mkdir(parents=True)
     written: dict[str, Path] = {}
+    made = {""}  # one mkdir per directory: a 30,000-node plan has 7,000 files in 2,500 directories
     for relative, text in files.items():
+        _make_directories(out, posixpath.dirname(relative), made)
         target = out / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
         first = written.get(text)
         if first is None:
             target.write_text(text)
             written[text] = target
         else:
             os.link(first, target)
+
+
+def _make_directories(out: Path, directory: str, made: set[str]) -> None:
+    if directory not in made:
+        _make_directories(out, posixpath.dirname(directory), made)
+        os.mkdir(out / directory)
+        made.add(directory)
