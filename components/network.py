@@ -1,11 +1,20 @@
 """The cluster's VNets and subnets exactly as ``infra.addressing`` planned them, with their NSGs,
 NAT gateways and the full mesh of peerings between them.
 
-Every subnet is its own resource so a preview shows subnet-level changes and growing a
-pool only adds subnets; node-pool shards share one NSG and each VNet one NAT gateway, so
-the resource count grows with shards and VNets, never with nodes. Subnets have no
-default outbound access: the NAT gateway is the only way out. VNets, peerings and the
-egress prefixes are protected: deleting one would cut off every machine behind it.
+Each VNet declares its subnets inline (its ``subnets`` list), so one VNet PUT creates or
+extends all of them. Azure runs one subnet operation per VNet at a time: separate Subnet
+resources, which Pulumi creates in parallel, fail with AnotherOperationInProgress
+(pulumi-azure-native#699, #1024) - and a pool VNet holds up to a hundred shard subnets.
+It also keeps the program to one resource per shard (its scale set): a Subnet resource
+cost as much CPU to plan as the scale set itself. These VNets are this stack's alone; the
+inline list is authoritative (a subnet missing from it is deleted), which is why the hub
+(``components/hub.py``), where a network team may add gateway subnets, keeps separate
+Subnet resources. A shard's subnet change shows in a preview as an update of its VNet's
+``subnets[i]``; growing a pool appends to the list. Node-pool shards share one NSG and
+each VNet one NAT gateway, so the resource count grows with VNets, never with nodes.
+Subnets have no default outbound access: the NAT gateway is the only way out. VNets,
+peerings and the egress prefixes are protected: deleting one would cut off every machine
+behind it.
 """
 
 from __future__ import annotations
@@ -77,29 +86,29 @@ class ClusterNetwork(pulumi.ComponentResource):
                 resource_group_name=resource_group_name,
                 location=location,
                 address_space=azure.network.AddressSpaceArgs(address_prefixes=[str(vnet_plan.address_space)]),
-                # Subnets are separate resources below; the VNet must not try to own them.
-                opts=pulumi.ResourceOptions(parent=self, protect=True, ignore_changes=["subnets"]),
+                subnets=[
+                    azure.network.SubnetArgs(
+                        name=subnet_plan.key,
+                        address_prefix=str(subnet_plan.cidr),
+                        network_security_group=azure.network.NetworkSecurityGroupArgs(
+                            id=nsg_ids[nsg_of_subnet[subnet_plan.key]]),
+                        nat_gateway=(azure.network.SubResourceArgs(id=egress_of_subnet[subnet_plan.key])
+                                     if subnet_plan.key in egress_of_subnet else None),
+                        default_outbound_access=False,
+                        # Let the NSG apply to the private endpoint's traffic too (off by default for endpoints).
+                        private_endpoint_network_policies="Enabled" if subnet_plan.key == ENDPOINTS_SUBNET else None,
+                    )
+                    for subnet_plan in vnet_plan.subnets
+                ],
+                opts=pulumi.ResourceOptions(parent=self, protect=True),
             )
             vnets[vnet_plan.key] = vnet
             self.vnet_ids[vnet_plan.key] = vnet.id
             self.vnet_names[vnet_plan.key] = vnet.name
             for subnet_plan in vnet_plan.subnets:
-                egress = egress_of_subnet.get(subnet_plan.key)
-                subnet = azure.network.Subnet(
-                    f"{name}-{subnet_plan.key}",
-                    subnet_name=subnet_plan.key,
-                    virtual_network_name=vnet.name,
-                    resource_group_name=resource_group_name,
-                    address_prefix=str(subnet_plan.cidr),
-                    network_security_group=azure.network.NetworkSecurityGroupArgs(
-                        id=nsg_ids[nsg_of_subnet[subnet_plan.key]]),
-                    nat_gateway=azure.network.SubResourceArgs(id=egress) if egress is not None else None,
-                    default_outbound_access=False,
-                    # Let the NSG apply to the private endpoint's traffic too (off by default for endpoints).
-                    private_endpoint_network_policies="Enabled" if subnet_plan.key == ENDPOINTS_SUBNET else None,
-                    opts=pulumi.ResourceOptions(parent=vnet),
-                )
-                self.subnet_ids[subnet_plan.key] = subnet.id
+                # Azure's id of a subnet: its VNet's id, /subnets/, its name. Taken from vnet.id, so whatever
+                # uses a subnet waits for the VNet that creates it.
+                self.subnet_ids[subnet_plan.key] = pulumi.Output.concat(vnet.id, "/subnets/", subnet_plan.key)
         # Full mesh: every pod reaches every pod directly, across VNets, with no gateway in between.
         for (a_key, a), (b_key, b) in itertools.permutations(vnets.items(), 2):
             azure.network.VirtualNetworkPeering(

@@ -39,3 +39,10 @@ def require_tool(binary: str) -> str:
             pytest.fail(f"{binary} is not installed; scripts/setup.sh should have installed it")
         pytest.skip(f"{binary} is not installed (run scripts/setup.sh)")
     return path
+
+
+def cluster_subnets(run) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """The subnets the cluster's VNets declare inline (the hub keeps separate Subnet resources):
+    ``{subnet name: (its VNet's registration, the subnet's inputs)}``."""
+    return {subnet["name"]: (vnet, subnet) for vnet in run.of_type("azure-native:network:VirtualNetwork")
+            for subnet in vnet.inputs.get("subnets", [])}

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 # ``[*]`` matches any list index.
 _OS_PROFILE = "Azure Compute REST API, OSProfile: \"cannot be updated after the VM is created\""
 _VMSS_PROFILE = "Azure Compute REST API, VirtualMachineScaleSetOSProfile: fixed at creation"
+_SUBNET_PREFIX = ("Azure refuses to change the prefix of a subnet that holds NICs: every machine in it "
+                  "would have to go first")
 CREATE_ONLY: dict[str, dict[str, str]] = {
     "azure-native:compute:VirtualMachine": {
         "osProfile.customData": _OS_PROFILE,
@@ -44,8 +46,14 @@ CREATE_ONLY: dict[str, dict[str, str]] = {
         "virtualMachineProfile.osProfile.adminUsername": _VMSS_PROFILE,
     },
     "azure-native:network:Subnet": {
-        "addressPrefix": "Azure refuses to change the prefix of a subnet that holds NICs: every machine in it "
-                         "would have to go first",
+        "addressPrefix": _SUBNET_PREFIX,
+    },
+    # The cluster's VNets declare their subnets inline (components/network.py): a subnet's name is its
+    # identity there, and its prefix as fixed as a Subnet resource's. Appending a subnet is an update.
+    "azure-native:network:VirtualNetwork": {
+        "subnets[*].addressPrefix": _SUBNET_PREFIX,
+        "subnets[*].name": "a subnet's name is part of its Azure id: a renamed subnet is a new one, the old one "
+                           "deleted",
     },
     "azure-native:network:LoadBalancer": {
         "sku": "a load balancer's SKU is fixed at creation (Azure: Basic to Standard needs a new LB)",

@@ -78,7 +78,9 @@ def test_members_have_static_addresses_in_their_own_subnet(prod_plan):
         nics = [next(r for r in prod_plan.of_type(NIC) if r.parent == vm.parent) for vm in vms]
         assert [nic.inputs["ipConfigurations"][0]["privateIPAddress"] for nic in nics] == [m.ip for m in spec.members]
         assert all(nic.inputs["ipConfigurations"][0]["privateIPAllocationMethod"] == "Static" for nic in nics)
-        assert all(f"azure-native:network:Subnet::prod-{role}" in " ".join(nic.dependencies) for nic in nics)
+        vnet = prod_plan.named("prod-system", "azure-native:network:VirtualNetwork")
+        assert all(nic.inputs["ipConfigurations"][0]["subnet"]["id"] == f"{vnet.id}/subnets/{role}" for nic in nics)
+        assert all(vnet.urn in nic.dependencies for nic in nics)
 
 
 def test_members_run_as_their_role_identity(prod_plan):

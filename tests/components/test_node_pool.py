@@ -6,6 +6,7 @@ from collections import Counter
 
 from infra.plan.artifacts import custom_data_of
 from tests.conftest import plan_stack
+from tests.helpers import cluster_subnets
 
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
 
@@ -37,11 +38,9 @@ def test_every_nic_has_one_ip_per_pod_plus_its_own_in_the_shard_subnet(prod_plan
             assert len(ip_configs) == 1 + count
             assert [c.get("primary", False) for c in ip_configs] == [True] + [False] * count
             shard = vmss.name.rsplit("-", 1)[1]
-            subnet = prod_plan.named(f"prod-{pool}-{shard}", "azure-native:network:Subnet")
-            subnets = {r.urn for r in prod_plan.of_type("azure-native:network:Subnet")}
-            # The mock gives every subnet of a VNet the same ID, so check which subnet it depends on.
-            assert subnets.intersection(vmss.dependencies) == {subnet.urn}
-            assert {c["subnet"]["id"] for c in ip_configs} == {subnet.id}
+            vnet, _ = cluster_subnets(prod_plan)[f"{pool}-{shard}"]
+            assert vnet.urn in vmss.dependencies, "the VNet that creates the shard's subnet"
+            assert {c["subnet"]["id"] for c in ip_configs} == {f"{vnet.id}/subnets/{pool}-{shard}"}
             assert not any("publicIPAddressConfiguration" in c for c in ip_configs)
 
 
@@ -90,7 +89,7 @@ def test_resources_grow_with_shards_never_with_nodes():
     assert small == bigger  # still one scale set per pool
     grown = counts("nodePools[0].maxNodes=101")  # one more InfiniBand shard
     assert grown[VMSS] == small[VMSS] + 1
-    assert sum(grown.values()) == sum(small.values()) + 2  # its scale set and its subnet
+    assert sum(grown.values()) == sum(small.values()) + 1  # its scale set (its subnet is inline in the VNet)
 
 
 def test_growing_a_pool_appends_shards_and_keeps_the_existing_ones():

@@ -227,6 +227,9 @@ def test_covers_matches_prefixes_and_wildcards():
     ("azure-native:network:Subnet", "subnetName", True),
     ("azure-native:network:VirtualNetwork", "location", True),
     ("azure-native:network:VirtualNetwork", "addressSpace.addressPrefixes[1]", False),
+    ("azure-native:network:VirtualNetwork", "subnets[3].addressPrefix", True),
+    ("azure-native:network:VirtualNetwork", "subnets[3].name", True),
+    ("azure-native:network:VirtualNetwork", "subnets[30]", False),  # a pool grew: one more shard subnet
     ("azure-native:compute:VirtualMachine", "hardwareProfile.vmSize", False),
     ("azure-native:compute:VirtualMachineScaleSet", "virtualMachineProfile.osProfile.customData", False),
     ("azure-native:compute:VirtualMachineScaleSet", "singlePlacementGroup", True),

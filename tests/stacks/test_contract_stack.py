@@ -6,6 +6,7 @@ import pytest
 
 from infra.contract import OUTPUT_NAME, parse_contract
 from infra.plan.mocks import SECRET
+from tests.helpers import cluster_subnets
 
 
 @pytest.fixture(params=["dev", "prod"])
@@ -26,8 +27,8 @@ def test_stack_exports_the_contract(stack_plan):
 def test_contract_ids_are_the_declared_resources(dev_plan):
     contract = parse_contract(dev_plan.outputs[OUTPUT_NAME], "dev plan", secret_placeholder=SECRET)
     assert contract.resource_group_name == "dev-rg"
-    subnets = {r.inputs["subnetName"]: r.id for r in dev_plan.of_type("azure-native:network:Subnet")
-               if "-hub" not in r.name}  # dev creates its hub; the hub's subnets are not the cluster's
+    # dev creates its hub too; the hub's subnets are not the cluster's.
+    subnets = {name: f"{vnet.id}/subnets/{name}" for name, (vnet, _) in cluster_subnets(dev_plan).items()}
     assert contract.network.subnet_ids == subnets
     assert [s.subnet_id for s in contract.node_pools["cpu"].shards] == [subnets["cpu-s000"]]
     backups = dev_plan.of_type("azure-native:storage:StorageAccount")
