@@ -102,11 +102,18 @@ def plan_files(registrations: list[Registration], outputs: dict[str, Any], summa
 
 def write_plan(out: Path, files: dict[str, str]) -> None:
     """Writes the plan into ``out`` (which must not exist yet; the caller swaps it in atomically).
-    Identical files (a pool's shards share one cloud-init) are written once and hard-linked."""
+
+    A resource whose files are exactly another's (the shards of a pool share one cloud-init) gets a
+    symlink to the first one's directory instead of its own tree: a 30,000-node plan would otherwise
+    make 3,500 directories, one mkdir costing up to a quarter of a millisecond on a busy disk. Other
+    identical files are written once and hard-linked."""
     out.mkdir(parents=True)
+    made = {""}  # one mkdir per directory
+    linked = _link_identical_trees(out, files, made)
     written: dict[str, Path] = {}
-    made = {""}  # one mkdir per directory: a 30,000-node plan has 7,000 files in 2,500 directories
     for relative, text in files.items():
+        if _tree_of(relative) in linked:
+            continue
         _make_directories(out, posixpath.dirname(relative), made)
         target = out / relative
         first = written.get(text)
@@ -115,6 +122,32 @@ def write_plan(out: Path, files: dict[str, str]) -> None:
             written[text] = target
         else:
             os.link(first, target)
+
+
+def _tree_of(relative: str) -> str | None:
+    """``files/<resource>`` for a file under a resource's directory, else None."""
+    parts = relative.split("/", 2)
+    return f"{parts[0]}/{parts[1]}" if len(parts) == 3 and parts[0] == "files" else None
+
+
+def _link_identical_trees(out: Path, files: dict[str, str], made: set[str]) -> set[str]:
+    """Symlinks every resource directory whose files repeat an earlier one's; returns those directories."""
+    trees: dict[str, list[tuple[str, str]]] = {}
+    for relative, text in files.items():
+        tree = _tree_of(relative)
+        if tree is not None:
+            trees.setdefault(tree, []).append((relative[len(tree):], text))
+    first: dict[tuple[tuple[str, str], ...], str] = {}
+    linked = set()
+    for tree, contents in trees.items():
+        key = tuple(sorted(contents))
+        if key in first:
+            _make_directories(out, "files", made)
+            os.symlink(posixpath.basename(first[key]), out / tree, target_is_directory=True)
+            linked.add(tree)
+        else:
+            first[key] = tree
+    return linked
 
 
 def _make_directories(out: Path, directory: str, made: set[str]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,9 +52,12 @@ def load_plan(directory: Path) -> Plan:
         raise PlanDirectoryError(f"{directory}: unreadable plan ({error})") from None
     files_dir = directory / "files"
     files = {}
-    if files_dir.is_dir():
-        for path in sorted(p for p in files_dir.rglob("*") if p.is_file()):
+    # followlinks: a shard's directory may be a symlink to its pool's first shard (artifacts.write_plan).
+    for folder, _, names in os.walk(files_dir, followlinks=True):
+        for name in names:
+            path = Path(folder, name)
             files[path.relative_to(files_dir).as_posix()] = path.read_text(errors="replace")
+    files = dict(sorted(files.items()))
     return Plan({r["urn"]: r for r in resources}, outputs, files)
 
 

@@ -4,12 +4,14 @@ changed what the program declares or renders, or leaked state from one run into 
 from __future__ import annotations
 
 import gc
+import os
 
 import pulumi
 import yaml
 
 from infra import cloudinit
-from infra.plan.artifacts import custom_data_of
+from infra.plan.artifacts import custom_data_of, plan_files, write_plan
+from infra.plan.diff import load_plan
 from infra.plan.runner import run_declarations
 
 
@@ -44,3 +46,26 @@ def test_a_failed_run_restores_gc_too():
     except Exception:  # noqa: BLE001 - the SDK wraps it; only the aftermath matters here
         pass
     assert gc.isenabled()
+
+
+def test_a_written_plan_reads_back_exactly_with_each_pools_shards_linked(prod_plan, tmp_path):
+    files = plan_files(prod_plan.registrations, prod_plan.outputs, "summary\n")
+    write_plan(tmp_path / "plan", files)
+    root = tmp_path / "plan" / "files"
+    assert not (root / "prod-pool-h100a-s000").is_symlink()
+    assert os.readlink(root / "prod-pool-h100a-s029") == "prod-pool-h100a-s000"
+    assert os.readlink(root / "prod-pool-cpu-s001") == "prod-pool-cpu-s000"
+    assert not (root / "prod-pool-h100b-s000").is_symlink(), "another pool's cloud-init differs"
+    assert not any((root / f"prod-etcd-{i}-vm").is_symlink() for i in range(5)), "each member's files differ"
+    assert load_plan(tmp_path / "plan").files == {
+        path.removeprefix("files/"): text for path, text in files.items() if path.startswith("files/")}
+
+
+def test_only_identical_trees_are_linked(tmp_path):
+    files = {"resources.json": "[]\n", "files/a/x": "1", "files/a/y/z": "2", "files/b/x": "1", "files/b/y/z": "2",
+             "files/c/x": "1", "files/c/y/z": "3", "files/d/x": "1"}
+    write_plan(tmp_path / "plan", files)
+    root = tmp_path / "plan" / "files"
+    assert [p.name for p in sorted(root.iterdir()) if p.is_symlink()] == ["b"]
+    assert (root / "c" / "y" / "z").read_text() == "3" and (root / "d" / "x").read_text() == "1"
+    assert (root / "b" / "y" / "z").read_text() == "2"
