@@ -43,8 +43,9 @@ network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=gro
                          hub_prefixes=hub.address_prefixes)
 HubPeerings(f"{config.cluster_name}-hub-peerings", hub=hub, cluster_name=config.cluster_name, plan=plan,
             vnet_ids=network.vnet_ids, vnet_names=network.vnet_names, resource_group_name=group.name)
-identities = RoleIdentities(f"{config.cluster_name}-id", resource_group_name=group.name,
-                            location=config.location)
+identities = RoleIdentities(f"{config.cluster_name}-id", cluster_name=config.cluster_name,
+                            resource_group_name=group.name, resource_group_id=group.id,
+                            subscription_id=client.subscription_id, location=config.location)
 secrets = SecretStore(
     f"{config.cluster_name}-secrets", cluster_name=config.cluster_name, resource_group_name=group.name,
     location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
@@ -67,29 +68,14 @@ node_boot_steps: list = []
 node_pools = {
     pool.name: NodePool(
         f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool, resource_group_name=group.name,
-        subnet_ids=network.subnet_ids, identity_id=identities.identities["node"].id, vault_name=secrets.vault_name,
+        subnet_ids=network.subnet_ids, vault_name=secrets.vault_name,
+        # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
+        identity_ids=[identities.identities["node"].id]
+        + ([identities.identities["autoscaler"].id] if pool.role == "cpu" else []),
         registry_login_server=registry.login_server, before_kubelet=node_boot_steps,
     )
     for pool in config.node_pools
 }
-
-
-def declare_addons(kubernetes_provider: pulumi.ProviderResource,
-                   autoscaler_identity_client_id: pulumi.Input[str],
-                   opts: pulumi.ResourceOptions | None = None) -> ClusterAddons:
-    """The cluster add-ons (DNS, autoscaler, balloons, GPU, traffic accounting, Prometheus).
-
-    For the integrator: call once the control plane exists, with
-    ``control_plane.kubernetes_provider`` and the client ID of the managed identity the
-    autoscaler signs in as (see README "Cluster add-ons").
-    """
-    return ClusterAddons(
-        f"{config.cluster_name}-addons", spec=spec, provider=kubernetes_provider,
-        azure=AzureAccess(subscription_id=client.subscription_id,
-                          resource_group=naming.resource_group(config.cluster_name),
-                          identity_client_id=autoscaler_identity_client_id),
-        opts=opts,
-    )
 
 
 etcd_pki = EtcdPki(
@@ -120,6 +106,12 @@ control_plane = ControlPlane(
 ClusterBootstrap(
     f"{config.cluster_name}-bootstrap", provider=control_plane.kubernetes_provider,
     token_id=control_plane.bootstrap_token_id, token_secret=control_plane.bootstrap_token_secret,
+)
+
+ClusterAddons(
+    f"{config.cluster_name}-addons", spec=spec, provider=control_plane.kubernetes_provider,
+    azure=AzureAccess(subscription_id=client.subscription_id, resource_group=naming.resource_group(config.cluster_name),
+                      identity_client_id=identities.identities["autoscaler"].client_id),
 )
 
 export_cluster_contract(

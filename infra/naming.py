@@ -33,6 +33,11 @@ def etcd_member(cluster_role: str, index: int) -> str:
     return f"{cluster_role}-{index}"
 
 
+def role_identity(cluster: str, role: str) -> str:
+    """The user-assigned managed identity of a machine role (etcd, apiserver, node, nat, autoscaler)."""
+    return f"{cluster}-id-{role}"
+
+
 def scale_set(cluster: str, shard_name: str) -> str:
     return f"{cluster}-{shard_name}"
 

@@ -20,6 +20,7 @@ The NAT-specific parts are functions that add to a ``CloudConfig``; the node boo
 
 from __future__ import annotations
 
+from infra import naming
 from infra.addressing import AddressPlan
 from infra.cloudinit import CloudConfig
 from infra.config import ClusterConfig, Taint
@@ -87,7 +88,8 @@ def nat_host_cloud_config(config: ClusterConfig, plan: AddressPlan, vault_name: 
     is added to this same ``CloudConfig``."""
     cloud = CloudConfig()
     add_nat_host(cloud, plan)
-    add_secret_fetching(cloud, vault_name, NODE_JOIN_FILES, before=["kubelet.service"])
+    add_secret_fetching(cloud, vault_name, NODE_JOIN_FILES, before=["kubelet.service"],
+                        identity_name=naming.role_identity(config.cluster_name, "nat"))
     if config.addons.traffic_accounting.enabled:
         add_traffic_accounting(cloud, plan)
     return cloud

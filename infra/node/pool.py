@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from infra import versions
+from infra import naming, versions
 from infra.config import ClusterConfig, NodePoolConfig
 from infra.errors import ConfigError
 from infra.node import NodeSpec, gpu
@@ -43,6 +43,7 @@ def node_spec(cluster: ClusterSpec, pool: NodePoolConfig, *, vault_name: str, re
         cluster_dns=addresses.dns_service_ip,
         cluster_cidr=str(config.network.address_space),
         vault_name=vault_name,
+        identity_name=naming.role_identity(config.cluster_name, "node"),
         registry_login_server=registry_login_server,
         images=preload_images(config),
         local_disks=LocalDisks.of(size),
