@@ -19,7 +19,7 @@ from components.network import ClusterNetwork
 from components.node_pool import NodePool
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
-from infra import naming
+from infra import naming, traffic_accounting
 from infra.addons import AzureAccess
 from infra.images import cache_prefixes
 from infra.node.pool import preload_images
@@ -60,11 +60,9 @@ registry = ImageRegistry(
     f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group.name,
     location=config.location, subscription_id=client.subscription_id,
     cache_rules=cache_prefixes(preload_images(config)), endpoint_subnet_id=network.subnet_ids["endpoints"],
-    vnet_ids=network.vnet_ids, pull_principal_id=identities.identities["node"].principal_id,
+    vnet_ids=network.vnet_ids,
+    pull_principal_ids={role: identities.identities[role].principal_id for role in ("node", "nat")},
 )
-# Boot steps every node runs before kubelet (each adds to the node's CloudConfig); traffic accounting's
-# mangle rules belong here: node_boot_steps = [lambda cloud: add_traffic_accounting(cloud, ...)].
-node_boot_steps: list = []
 node_pools = {
     pool.name: NodePool(
         f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool, resource_group_name=group.name,
@@ -72,7 +70,7 @@ node_pools = {
         # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
         identity_ids=[identities.identities["node"].id]
         + ([identities.identities["autoscaler"].id] if pool.role == "cpu" else []),
-        registry_login_server=registry.login_server, before_kubelet=node_boot_steps,
+        registry_login_server=registry.login_server, before_kubelet=traffic_accounting.boot_steps(config, plan),
     )
     for pool in config.node_pools
 }

@@ -29,11 +29,10 @@ class ImageRegistry(pulumi.ComponentResource):
     def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str], location: str,
                  subscription_id: pulumi.Input[str], cache_rules: dict[str, str],
                  endpoint_subnet_id: pulumi.Input[str], vnet_ids: dict[str, pulumi.Input[str]],
-                 pull_principal_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+                 pull_principal_ids: dict[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:registry:ImageRegistry", name, None, opts)
         registry_name = naming.container_registry(cluster_name)
-        # Known before deployment, so it can go into cloud-init as plain text (public Azure's suffix).
-        self.login_server = f"{registry_name}.azurecr.io"
+        self.login_server = naming.container_registry_login_server(cluster_name)
         self.registry = azure.containerregistry.Registry(
             f"{name}-acr",
             registry_name=registry_name,
@@ -102,15 +101,17 @@ class ImageRegistry(pulumi.ComponentResource):
                 name="registry", private_dns_zone_id=zone.id)],
             opts=pulumi.ResourceOptions(parent=self),
         )
-        azure.authorization.RoleAssignment(
-            f"{name}-node-pull",
-            role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"supercluster/{cluster_name}/acr-pull/node")),
-            scope=self.registry.id,
-            principal_id=pull_principal_id,
-            principal_type="ServicePrincipal",
-            role_definition_id=pulumi.Output.concat(
-                "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/",
-                ACR_PULL_ROLE),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        for role, principal_id in sorted(pull_principal_ids.items()):
+            azure.authorization.RoleAssignment(
+                f"{name}-{role}-pull",
+                role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL,
+                                                    f"supercluster/{cluster_name}/acr-pull/{role}")),
+                scope=self.registry.id,
+                principal_id=principal_id,
+                principal_type="ServicePrincipal",
+                role_definition_id=pulumi.Output.concat(
+                    "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/",
+                    ACR_PULL_ROLE),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.register_outputs({"registryId": self.registry.id, "loginServer": self.login_server})
