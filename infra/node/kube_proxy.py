@@ -4,7 +4,7 @@ nftables mode: verdict maps make service lookup O(1) where iptables mode walks O
 rules, and the official 5,000-node scale test runs it (KEP-3866; beta and on by
 default in 1.31, GA in 1.33; kubernetes.md §8d). kube-proxy authenticates with the
 node's own rotated kubelet certificate, so no extra credential ships to machines;
-RBAC for it is ``infra/node/rbac.py``.
+RBAC for it is in ``infra/control_plane/cluster_objects.py`` (``system:node-proxier``).
 """
 
 from __future__ import annotations
