@@ -7,6 +7,8 @@ kubelet then requests its client certificate and rotates it (``rotateCertificate
 
 from __future__ import annotations
 
+from infra.addressing import CLUSTER_DOMAIN
+
 from collections.abc import Mapping, Sequence
 from importlib import resources
 
@@ -55,7 +57,7 @@ def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict:
         "cgroupDriver": "systemd",  # matches containerd's SystemdCgroup = true
         "containerRuntimeEndpoint": f"unix://{containerd.SOCKET}",
         "clusterDNS": [cluster_dns],
-        "clusterDomain": "cluster.local",
+        "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": RESOLV_CONF,
         # One pod per secondary IP configuration of the NIC: never more pods than pod addresses.
         "maxPods": max_pods,
