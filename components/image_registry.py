@@ -14,6 +14,7 @@ import uuid
 import pulumi
 import pulumi_azure_native as azure
 
+from components.private_link import private_link
 from infra import naming
 
 # Built-in role "AcrPull" (learn.microsoft.com/azure/role-based-access-control/built-in-roles/containers#acrpull).
@@ -61,46 +62,10 @@ class ImageRegistry(pulumi.ComponentResource):
                 target_repository=f"{prefix}/*",
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        zone = azure.privatedns.PrivateZone(
-            f"{name}-dns",
-            private_zone_name=ACR_PRIVATE_DNS_ZONE,
-            resource_group_name=resource_group_name,
-            location="global",
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        for vnet_key, vnet_id in sorted(vnet_ids.items()):
-            azure.privatedns.VirtualNetworkLink(
-                f"{name}-dns-{vnet_key}",
-                virtual_network_link_name=f"{cluster_name}-{vnet_key}",
-                private_zone_name=zone.name,
-                resource_group_name=resource_group_name,
-                location="global",
-                registration_enabled=False,
-                virtual_network=azure.privatedns.SubResourceArgs(id=vnet_id),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        endpoint = azure.network.PrivateEndpoint(
-            f"{name}-endpoint",
-            private_endpoint_name=f"{registry_name}-pe",
-            resource_group_name=resource_group_name,
-            location=location,
-            subnet=azure.network.SubnetArgs(id=endpoint_subnet_id),
-            private_link_service_connections=[azure.network.PrivateLinkServiceConnectionArgs(
-                name="registry",
-                private_link_service_id=self.registry.id,
-                group_ids=["registry"],
-            )],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        azure.network.PrivateDnsZoneGroup(
-            f"{name}-endpoint-dns",
-            private_dns_zone_group_name="registry",
-            private_endpoint_name=endpoint.name,
-            resource_group_name=resource_group_name,
-            private_dns_zone_configs=[azure.network.PrivateDnsZoneConfigArgs(
-                name="registry", private_dns_zone_id=zone.id)],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        private_link(self, name, target_id=self.registry.id, group_id="registry", zone_name=ACR_PRIVATE_DNS_ZONE,
+                     endpoint_name=f"{registry_name}-pe", cluster_name=cluster_name,
+                     resource_group_name=resource_group_name, location=location, subnet_id=endpoint_subnet_id,
+                     vnet_ids=vnet_ids)
         for role, principal_id in sorted(pull_principal_ids.items()):
             azure.authorization.RoleAssignment(
                 f"{name}-{role}-pull",
