@@ -45,6 +45,17 @@ class VmArgs:
     replaceable: bool = False
 
 
+def linux_ssh_only(admin_ssh_public_key: str) -> azure.compute.LinuxConfigurationArgs:
+    """The break-glass admin user: SSH key only, never a password (VMs and scale sets alike)."""
+    return azure.compute.LinuxConfigurationArgs(
+        disable_password_authentication=True,
+        ssh=azure.compute.SshConfigurationArgs(public_keys=[azure.compute.SshPublicKeyArgs(
+            path=f"/home/{ADMIN_USERNAME}/.ssh/authorized_keys",
+            key_data=admin_ssh_public_key,
+        )]),
+    )
+
+
 class DedicatedVm(pulumi.ComponentResource):
     nic: azure.network.NetworkInterface
     vm: azure.compute.VirtualMachine
@@ -107,13 +118,7 @@ class DedicatedVm(pulumi.ComponentResource):
                 computer_name=args.vm_name,
                 admin_username=ADMIN_USERNAME,
                 custom_data=args.custom_data,
-                linux_configuration=azure.compute.LinuxConfigurationArgs(
-                    disable_password_authentication=True,
-                    ssh=azure.compute.SshConfigurationArgs(public_keys=[azure.compute.SshPublicKeyArgs(
-                        path=f"/home/{ADMIN_USERNAME}/.ssh/authorized_keys",
-                        key_data=args.admin_ssh_public_key,
-                    )]),
-                ),
+                linux_configuration=linux_ssh_only(args.admin_ssh_public_key),
             ),
             # Azure tag names cannot hold "/".
             tags={**args.tags, "supercluster.io_cloud-init": args.custom_data_fingerprint},

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import pulumi
 import pulumi_azure_native as azure
 
-from components.machines import ADMIN_USERNAME
+from components.machines import ADMIN_USERNAME, linux_ssh_only
 from infra import naming
 from infra.cloudinit import CloudConfig, custom_data, fingerprint, render
 from infra.cluster import ClusterSpec
@@ -96,13 +96,7 @@ class NodePool(pulumi.ComponentResource):
                     computer_name_prefix=shard.name,
                     admin_username=ADMIN_USERNAME,
                     custom_data=self.custom_data,
-                    linux_configuration=azure.compute.LinuxConfigurationArgs(
-                        disable_password_authentication=True,
-                        ssh=azure.compute.SshConfigurationArgs(public_keys=[azure.compute.SshPublicKeyArgs(
-                            path=f"/home/{ADMIN_USERNAME}/.ssh/authorized_keys",
-                            key_data=config.admin_ssh_public_key,
-                        )]),
-                    ),
+                    linux_configuration=linux_ssh_only(config.admin_ssh_public_key),
                 ),
                 storage_profile=azure.compute.VirtualMachineScaleSetStorageProfileArgs(
                     image_reference=azure.compute.ImageReferenceArgs(**image(pool)),
