@@ -32,8 +32,7 @@ class ImageRegistry(pulumi.ComponentResource):
                  pull_principal_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:registry:ImageRegistry", name, None, opts)
         registry_name = naming.container_registry(cluster_name)
-        # Known before deployment, so it can go into cloud-init as plain text (public Azure's suffix).
-        self.login_server = f"{registry_name}.azurecr.io"
+        self.login_server = naming.registry_login_server(cluster_name)
         self.registry = azure.containerregistry.Registry(
             f"{name}-acr",
             registry_name=registry_name,

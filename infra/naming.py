@@ -57,6 +57,11 @@ def container_registry(cluster: str) -> str:
     """Container registry names are global, 5-50 letters and digits."""
     base = "".join(ch for ch in cluster if ch.isalnum())[:20]
     return f"{base}acr{_global_suffix(cluster, 'acr')}"
+
+
+def registry_login_server(cluster: str) -> str:
+    """Known before deployment, so it can go into cloud-init as plain text (public Azure's suffix)."""
+    return f"{container_registry(cluster)}.azurecr.io"
 # --------------------------------------------------------------------------- network
 
 def network_security_group(cluster: str, group_key: str) -> str:
