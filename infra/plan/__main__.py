@@ -8,9 +8,10 @@ With ``--diff OLD_DIR`` it then compares the new plan with an earlier one (OLD_D
 the output directory itself: it is read first), prints the diff and writes it to
 ``<out>/diff.md``. OLD_DIR stands for the last deploy: its ``outputs.json`` is what the
 program reads as its own stack's previous outputs (a pool dropped without being retired
-there is refused, exit 2), unless ``--stack-outputs`` gives that stack's outputs. Exit 0: nothing changed; 1: something changed; 4: something changed
-that replaces, deletes or unprotects a protected or stateful resource; 2 when OLD_DIR is
-not a plan; 2 and 3 as above.
+there is refused, exit 2), unless ``--stack-outputs`` gives that stack's outputs.
+Exit 0: nothing changed; 1: something changed; 4: something changed that replaces,
+deletes or unprotects a protected or stateful resource; 2 when OLD_DIR is not a plan;
+2 and 3 as above.
 """
 
 from __future__ import annotations

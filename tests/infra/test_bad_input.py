@@ -122,8 +122,8 @@ def configs(draw):
             path = draw(st.sampled_from(sorted(TARGETED)))
             parent = raw
             for key in path[:-1]:
-                parent = parent.setdefault(key, {}) if isinstance(parent, dict) and isinstance(parent.get(key, {}), dict) \
-                    else {}
+                child = parent.setdefault(key, {})
+                parent = child if isinstance(child, dict) else {}  # an earlier change made it something else
             parent[path[-1]] = draw(TARGETED[path])
             continue
         path = draw(st.sampled_from(list(_paths(raw))))
@@ -167,7 +167,8 @@ def _overrides():
     """``--config KEY=VALUE`` the way a user would type them; the value is YAML, as ``pulumi config set``."""
     def override(path_and_value):
         path, value = path_and_value
-        return f"{path}={yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix('...').strip()}"
+        text = yaml.safe_dump(value, default_flow_style=True, width=10**6)
+        return f"{path}={text.strip().removesuffix('...').strip()}"
 
     paths = st.sampled_from(["etcd.members", "controlPlane.apiservers", "network.natHosts.count",
                              "nodePools[1].maxNodes", "nodePools[1].podIpsPerNode", "nodePools[0].name",
@@ -207,7 +208,8 @@ def test_a_key_with_a_newline_is_printed_escaped_on_one_line():
     raw["network"]["hub"]["odd\nkey"] = {}
     with pytest.raises(ConfigError) as caught:
         build_cluster_spec(raw, "eastus")
-    assert str(caught.value).startswith('invalid config supercluster:network.hub."odd\\nkey" = {}: expected a known key')
+    assert str(caught.value).startswith(
+        'invalid config supercluster:network.hub."odd\\nkey" = {}: expected a known key')
     raw = raw_stack("dev")
     raw[""] = None
     with pytest.raises(ConfigError, match=r'^invalid config supercluster:"" = None: expected a known key'):
@@ -245,4 +247,8 @@ def test_the_custom_data_headroom_covers_what_components_add(stack, dev_plan, pr
     for vm in run.of_type("azure-native:compute:VirtualMachine"):
         if "nat-hosts" in vm.name:
             assert len(vm.inputs["osProfile"]["customData"]) <= max(estimated.values()) + CUSTOM_DATA_HEADROOM
-    assert all(len(base64.b64encode(b"x" * 3)) == custom_data_size("x" * 3) for _ in [0])
+
+
+@pytest.mark.parametrize("text", ["", "a", "ab", "abc", "abcd", "é" * 7])
+def test_custom_data_size_is_the_base64_length_azure_counts(text):
+    assert custom_data_size(text) == len(base64.b64encode(text.encode()))

@@ -36,7 +36,8 @@ MUST_PROTECT = [
     ("azure-native:containerregistry:Registry", r"registry-acr", "the image cache every node boots from"),
     ("azure-native:compute:VirtualMachineScaleSet", r"pool-\w+-s\d{3}", "running jobs"),
     ("azure-native:compute:VirtualMachine", r"(events-)?etcd-\d+-vm", "an etcd member's data on local NVMe"),
-    ("azure-native:network:NetworkInterface", r"(events-)?etcd-\d+-nic", "an etcd member's address, in every peer's config"),
+    ("azure-native:network:NetworkInterface", r"(events-)?etcd-\d+-nic",
+     "an etcd member's address, in every peer's config"),
     ("azure-native:network:LoadBalancer", r"control-plane-lb", "the API endpoint every node and kubeconfig names"),
     ("tls:index/privateKey:PrivateKey", r"control-plane-pki-(cluster-ca|front-proxy-ca)-key",
      "a new CA key re-issues every certificate and strands every node"),
@@ -60,7 +61,8 @@ def stack_plan(request, dev_plan, prod_plan) -> ProgramRun:
     return {"dev": dev_plan, "prod": prod_plan}[request.param]
 
 
-@pytest.mark.parametrize("typ,pattern,why", MUST_PROTECT, ids=[f"{t.rsplit(':', 1)[-1]}:{p}" for t, p, _ in MUST_PROTECT])
+@pytest.mark.parametrize("typ,pattern,why", MUST_PROTECT,
+                         ids=[f"{t.rsplit(':', 1)[-1]}:{p}" for t, p, _ in MUST_PROTECT])
 def test_everything_whose_loss_loses_data_or_breaks_the_cluster_is_protected(stack_plan, typ, pattern, why):
     found = [r for r in stack_plan.of_type(typ) if re.fullmatch(pattern, _short_name(stack_plan, r.name))]
     assert found, f"no {typ} named {pattern} in {stack_plan.stack}: the table is stale"
@@ -129,35 +131,54 @@ SWEEP = {
 
 # Keys the sweep does not run, each with where its behaviour is pinned down.
 NOT_SWEPT = {
-    "azure-native:location": ("every Azure resource moves region, i.e. is replaced", "test_replacement_table"),
-    "clusterName": ("renames every resource", "test_renaming_the_cluster_flags_every_protected_resource_it_would_replace"),
-    "network.addressSpace": ("re-addresses every subnet (never change it; subnets are create-only)",
-                             "test_replacement_table"),
-    "network.hub.stack": ("another team's hub: only our peerings and route in it",
-                          "test_another_teams_hub_is_read_by_stack_reference_and_changed_only_through_its_subscription"),
-    "network.natHosts": ("stateless NAT host VMs behind their load balancer",
-                         "test_each_host_forwards_from_its_static_address_in_the_backend_pool"),
-    "network.maxPrivateIps": ("validation limits only; no resource reads them",
-                              "test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_raising_the_limit_passes"),
-    "etcd.vmSize": ("a resize is declared a replacement, which protection stops",
-                    "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
-    "etcd.quotaBackendBytes": ("the member's files only; the VM ignores customData",
-                               "test_a_cloud_init_change_neither_replaces_nor_rewrites_a_member"),
-    "eventsEtcd": ("the same component as etcd", "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
-    "controlPlane.vmSize": ("an in-place resize of the stateless apiserver VMs (roll them instead: README)",
-                            "test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_replace"),
-    "nodePools[].name": ("a new name is a new pool, and the old one is removed: refused unless retired",
-                         "test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line"),
-    "nodePools[].minNodes": ("the scale set's min tag; capacity is the autoscaler's",
-                             "test_autoscaler_owned_capacity_is_reported_as_ignored"),
-    "nodePools[].maxNodes": ("the max tag, and new shards appended", "test_growing_a_pool_names_exactly_the_resources_it_touches"),
-    "nodePools[].labels": ("the pool's scale sets' model and tags", "test_a_rendered_file_change_names_exactly_the_pool_and_its_files"),
-    "nodePools[].taints": ("as labels", "test_a_rendered_file_change_names_exactly_the_pool_and_its_files"),
-    "nodePools[].role": ("role and size are validated together; as vmSize", "test_gpu_pool_needs_a_gpu_size_and_cpu_pool_a_cpu_size"),
-    "nodePools[].infiniband": ("as vmSize; the placement shape is create-only", "test_replacement_table"),
-    "nodePools[].addressSlot": ("moves the pool's VNet (never change it; validation refuses a slot in use)",
-                                "test_duplicate_pool_names_and_slots_are_refused"),
-    "addons.": ("in-cluster objects only, none stateful", "test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan"),
+    "azure-native:location": (
+        "every Azure resource moves region, i.e. is replaced", "test_replacement_table"),
+    "clusterName": (
+        "renames every resource", "test_renaming_the_cluster_flags_every_protected_resource_it_would_replace"),
+    "network.addressSpace": (
+        "re-addresses every subnet (never change it; subnets are create-only)", "test_replacement_table"),
+    "network.hub.stack": (
+        "another team's hub: only our peerings and route in it",
+        "test_another_teams_hub_is_read_by_stack_reference_and_changed_only_through_its_subscription"),
+    "network.natHosts": (
+        "stateless NAT host VMs behind their load balancer",
+        "test_each_host_forwards_from_its_static_address_in_the_backend_pool"),
+    "network.maxPrivateIps": (
+        "validation limits only; no resource reads them",
+        "test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_raising_the_limit_passes"),
+    "etcd.vmSize": (
+        "a resize is declared a replacement, which protection stops",
+        "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
+    "etcd.quotaBackendBytes": (
+        "the member's files only; the VM ignores customData",
+        "test_a_cloud_init_change_neither_replaces_nor_rewrites_a_member"),
+    "eventsEtcd": (
+        "the same component as etcd", "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
+    "controlPlane.vmSize": (
+        "an in-place resize of the stateless apiserver VMs (roll them instead: README)",
+        "test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_replace"),
+    "nodePools[].name": (
+        "a new name is a new pool, and the old one is removed: refused unless retired",
+        "test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line"),
+    "nodePools[].minNodes": (
+        "the scale set's min tag; capacity is the autoscaler's",
+        "test_autoscaler_owned_capacity_is_reported_as_ignored"),
+    "nodePools[].maxNodes": (
+        "the max tag, and new shards appended", "test_growing_a_pool_names_exactly_the_resources_it_touches"),
+    "nodePools[].labels": (
+        "the pool's scale sets' model and tags", "test_a_rendered_file_change_names_exactly_the_pool_and_its_files"),
+    "nodePools[].taints": (
+        "as labels", "test_a_rendered_file_change_names_exactly_the_pool_and_its_files"),
+    "nodePools[].role": (
+        "role and size are validated together; as vmSize", "test_gpu_pool_needs_a_gpu_size_and_cpu_pool_a_cpu_size"),
+    "nodePools[].infiniband": (
+        "as vmSize; the placement shape is create-only", "test_replacement_table"),
+    "nodePools[].addressSlot": (
+        "moves the pool's VNet (never change it; validation refuses a slot in use)",
+        "test_duplicate_pool_names_and_slots_are_refused"),
+    "addons.": (
+        "in-cluster objects only, none stateful",
+        "test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan"),
 }
 
 IN_CLUSTER_OR_COMPONENT = ("kubernetes:", "pulumi:providers:kubernetes", "supercluster:")
@@ -177,7 +198,8 @@ def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, d
     assert touched, f"{key}: the change reached no resource"
     strays = [(c.action, c.name) for c in touched if not re.fullmatch(change.touches, c.name.removeprefix("dev-"))]
     assert not strays, f"{key} touches resources it has nothing to do with: {strays}"
-    dangers = [(c.name, c.danger) for c in diff.dangers if not re.fullmatch(change.dangers, c.name.removeprefix("dev-"))]
+    dangers = [(c.name, c.danger) for c in diff.dangers
+               if not re.fullmatch(change.dangers, c.name.removeprefix("dev-"))]
     assert not dangers, f"{key} replaces or deletes stateful resources: {dangers}"
     if change.dangers != Change.dangers:
         assert diff.dangers, f"{key}: the stateful change it must cause is no longer flagged"
