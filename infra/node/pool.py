@@ -155,6 +155,18 @@ def custom_data_size(text: str) -> int:
     return 4 * -(-len(text.encode()) // 3)
 
 
+# The size of each node spec's cloud-init, by the spec's repr: a plan validates the same config more than once,
+# and rendering is the expensive part.
+_NODE_CUSTOM_DATA_SIZES: dict[str, int] = {}
+
+
+def node_custom_data_size(spec: NodeSpec) -> int:
+    key = repr(spec)
+    if key not in _NODE_CUSTOM_DATA_SIZES:
+        _NODE_CUSTOM_DATA_SIZES[key] = custom_data_size(render(node_cloud_config(spec)))
+    return _NODE_CUSTOM_DATA_SIZES[key]
+
+
 def check_custom_data(cluster: ClusterSpec) -> None:
     """Refuses, before anything is declared, a pool whose nodes' cloud-init would not fit Azure's customData."""
     config = cluster.config
@@ -162,7 +174,7 @@ def check_custom_data(cluster: ClusterSpec) -> None:
     for i, pool in enumerate(config.node_pools):
         spec = node_spec(cluster, pool, vault_name=naming.key_vault(config.cluster_name),
                          registry_login_server=naming.registry_login_server(config.cluster_name))
-        size = custom_data_size(render(node_cloud_config(spec)))
+        size = node_custom_data_size(spec)
         if size > budget:
             # The preload list is the only part of a node's cloud-init that grows without a bound of its own
             # (labels and taints are bounded by the scale set's 50 tags).
