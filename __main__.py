@@ -17,6 +17,7 @@ from components.image_registry import ImageRegistry
 from components.nat_hosts import NatHosts
 from components.network import ClusterNetwork
 from components.node_pool import NodePool
+from components.previous_deploy import PreviousDeploy
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
 from infra import naming, traffic_accounting
@@ -31,9 +32,11 @@ spec = load_cluster_spec()
 config, plan = spec.config, spec.addresses
 client = azure.authorization.get_client_config_output()
 
+previous_deploy = PreviousDeploy(f"{config.cluster_name}-previous-deploy", config=config)
 group = azure.resources.ResourceGroup(
     config.cluster_name,
-    resource_group_name=naming.resource_group(config.cluster_name),
+    # Everything in the group waits for the checks against the last deploy (a pool dropped unretired).
+    resource_group_name=previous_deploy.gate(naming.resource_group(config.cluster_name)),
     location=config.location,
     opts=pulumi.ResourceOptions(protect=True),
 )

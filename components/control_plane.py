@@ -109,8 +109,9 @@ class ControlPlane(pulumi.ComponentResource):
         it. Returns the secrets the apiserver VMs fetch (the bootstrap token is for nodes only)."""
         role = {r: identities.identities[r].principal_id for r in ("apiserver", "node", "nat")}
         apiserver_only = {"apiserver": role["apiserver"]}
+        # Every Secret in etcd is encrypted with it: a new key would leave them unreadable. Protected.
         encryption_key = random.RandomBytes(f"{self._name}-encryption-key", length=32,
-                                            opts=pulumi.ResourceOptions(parent=self))
+                                            opts=pulumi.ResourceOptions(parent=self, protect=True))
         values = {
             pki.cert_secret(pki.CLUSTER_CA): (self.ca_cert_pem, role),
             pki.key_secret(pki.CLUSTER_CA): (issued.cas[pki.CLUSTER_CA].key_pem, apiserver_only),
@@ -170,7 +171,8 @@ class ControlPlane(pulumi.ComponentResource):
                 enable_tcp_reset=True,
                 load_distribution="Default",
             )],
-            opts=pulumi.ResourceOptions(parent=self),
+            # Every node, kubeconfig and consumer reaches the cluster through its frontend: protected.
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
         )
         return pool_id
 

@@ -62,6 +62,7 @@ class EtcdCluster(pulumi.ComponentResource):
                     zone=member.zone,
                     tags={"supercluster.io/role": cluster.role},
                     ignore_custom_data_changes=True,
+                    resize_replaces=True,
                 ),
                 # A member's disk is its state: never deleted or replaced by a `pulumi up`. (Its boot
                 # retries the Key Vault and Blob calls until its secrets and role assignments exist.)

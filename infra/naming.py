@@ -67,6 +67,8 @@ def container_registry(cluster: str) -> str:
 def container_registry_login_server(cluster: str) -> str:
     """Known before deployment, so it can go into cloud-init as plain text (public Azure's suffix)."""
     return f"{container_registry(cluster)}.azurecr.io"
+
+
 # --------------------------------------------------------------------------- network
 
 def network_security_group(cluster: str, group_key: str) -> str:

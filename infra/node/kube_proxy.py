@@ -51,5 +51,6 @@ def unit() -> str:
 
 def add_kube_proxy(cloud: CloudConfig, *, server: str, cluster_cidr: str) -> None:
     cloud.add(CONFIG_PATH, yaml.safe_dump(config(cluster_cidr), sort_keys=False))
-    cloud.add(KUBECONFIG, yaml.safe_dump(kubelet.node_kubeconfig(server), sort_keys=False))
+    cloud.add(KUBECONFIG, yaml.safe_dump(kubelet.node_kubeconfig(server), sort_keys=False),
+              permissions=kubelet.PRIVATE)  # CIS 4.1.3
     cloud.add(f"/etc/systemd/system/{UNIT}", unit())
