@@ -60,7 +60,7 @@ class EtcdCluster(pulumi.ComponentResource):
                     custom_data_fingerprint=cloudinit.fingerprint(text),
                     admin_ssh_public_key=admin_ssh_public_key,
                     zone=member.zone,
-                    tags={"supercluster.io/role": cluster.role},
+                    tags={"supercluster.io_role": cluster.role},
                     ignore_custom_data_changes=True,
                     resize_replaces=True,
                 ),

@@ -156,7 +156,7 @@ NOT_SWEPT = {
         "the same component as etcd", "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
     "controlPlane.vmSize": (
         "an in-place resize of the stateless apiserver VMs (roll them instead: README)",
-        "test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_replace"),
+        "test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_the_runbook"),
     "nodePools[].name": (
         "a new name is a new pool, and the old one is removed: refused unless retired",
         "test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line"),
