@@ -122,12 +122,8 @@ export_cluster_contract(
     etcd_backup_storage_account_id=etcd_backups.account.id,
     etcd_backup_container_url=f"{account_url(config.cluster_name)}/{etcd_clusters[MAIN].spec.backup_container}",
 )
-pulumi.export("clusterName", config.cluster_name)
-pulumi.export("resourceGroupName", group.name)
-pulumi.export("vnetIds", network.vnet_ids)
+# Operator conveniences, not part of the versioned contract above (README "Outputs contract").
 pulumi.export("registryLoginServer", registry.login_server)
-pulumi.export("nodeScaleSets", {name: {shard: vmss.name for shard, vmss in pool.scale_sets.items()}
-                                for name, pool in node_pools.items()})
 pulumi.export("network", {
     "addressSpace": str(config.network.address_space),
     "serviceCidr": str(config.network.service_cidr),
@@ -137,7 +133,3 @@ pulumi.export("network", {
 })
 pulumi.export("etcdClientUrls", etcd_clusters[MAIN].client_urls)
 pulumi.export("eventsEtcdClientUrls", etcd_clusters[EVENTS].client_urls)
-pulumi.export("etcdBackupAccount", etcd_backups.account_name)
-pulumi.export("apiserverEndpoint", control_plane.endpoint)
-pulumi.export("clusterCaCertificate", control_plane.ca_cert_pem)
-pulumi.export("kubeconfig", control_plane.admin_kubeconfig)

@@ -142,9 +142,10 @@ def test_nothing_secret_appears_in_the_plan(prod_plan):
 
 
 def test_kubeconfig_is_a_secret_output_and_feeds_the_provider(prod_plan):
-    assert prod_plan.outputs["kubeconfig"] == "[secret]"
-    assert prod_plan.outputs["apiserverEndpoint"] == f"https://{spec('prod').addresses.apiserver_lb_ip()}:6443"
-    assert "BEGIN CERTIFICATE" in prod_plan.outputs["clusterCaCertificate"]
+    contract = prod_plan.outputs["cluster"]
+    assert contract["adminKubeconfig"] == "[secret]"
+    assert contract["apiserver"]["endpoint"] == f"https://{spec('prod').addresses.apiserver_lb_ip()}:6443"
+    assert "BEGIN CERTIFICATE" in contract["apiserver"]["caCertificate"]
     provider = prod_plan.named(f"{CP}-k8s", "pulumi:providers:kubernetes")
     assert provider.inputs["kubeconfig"] == "[secret]"
     assert provider.inputs["clusterIdentifier"] == "prod"
