@@ -17,9 +17,10 @@ from components.image_registry import ImageRegistry
 from components.nat_hosts import NatHosts
 from components.network import ClusterNetwork
 from components.node_pool import NodePool
+from components.previous_deploy import PreviousDeploy
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
-from infra import naming
+from infra import naming, traffic_accounting
 from infra.addons import AzureAccess
 from infra.images import cache_prefixes
 from infra.node.pool import preload_images
@@ -31,9 +32,11 @@ spec = load_cluster_spec()
 config, plan = spec.config, spec.addresses
 client = azure.authorization.get_client_config_output()
 
+previous_deploy = PreviousDeploy(f"{config.cluster_name}-previous-deploy", config=config)
 group = azure.resources.ResourceGroup(
     config.cluster_name,
-    resource_group_name=naming.resource_group(config.cluster_name),
+    # Everything in the group waits for the checks against the last deploy (a pool dropped unretired).
+    resource_group_name=previous_deploy.gate(naming.resource_group(config.cluster_name)),
     location=config.location,
     opts=pulumi.ResourceOptions(protect=True),
 )
@@ -43,8 +46,9 @@ network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=gro
                          hub_prefixes=hub.address_prefixes)
 HubPeerings(f"{config.cluster_name}-hub-peerings", hub=hub, cluster_name=config.cluster_name, plan=plan,
             vnet_ids=network.vnet_ids, vnet_names=network.vnet_names, resource_group_name=group.name)
-identities = RoleIdentities(f"{config.cluster_name}-id", resource_group_name=group.name,
-                            location=config.location)
+identities = RoleIdentities(f"{config.cluster_name}-id", cluster_name=config.cluster_name,
+                            resource_group_name=group.name, resource_group_id=group.id,
+                            subscription_id=client.subscription_id, location=config.location)
 secrets = SecretStore(
     f"{config.cluster_name}-secrets", cluster_name=config.cluster_name, resource_group_name=group.name,
     location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
@@ -59,37 +63,20 @@ registry = ImageRegistry(
     f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group.name,
     location=config.location, subscription_id=client.subscription_id,
     cache_rules=cache_prefixes(preload_images(config)), endpoint_subnet_id=network.subnet_ids["endpoints"],
-    vnet_ids=network.vnet_ids, pull_principal_id=identities.identities["node"].principal_id,
+    vnet_ids=network.vnet_ids,
+    pull_principal_ids={role: identities.identities[role].principal_id for role in ("node", "nat")},
 )
-# Boot steps every node runs before kubelet (each adds to the node's CloudConfig); traffic accounting's
-# mangle rules belong here: node_boot_steps = [lambda cloud: add_traffic_accounting(cloud, ...)].
-node_boot_steps: list = []
 node_pools = {
     pool.name: NodePool(
         f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool, resource_group_name=group.name,
-        subnet_ids=network.subnet_ids, identity_id=identities.identities["node"].id, vault_name=secrets.vault_name,
-        registry_login_server=registry.login_server, before_kubelet=node_boot_steps,
+        subnet_ids=network.subnet_ids, vault_name=secrets.vault_name,
+        # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
+        identity_ids=[identities.identities["node"].id]
+        + ([identities.identities["autoscaler"].id] if pool.role == "cpu" else []),
+        registry_login_server=registry.login_server, before_kubelet=traffic_accounting.boot_steps(config, plan),
     )
     for pool in config.node_pools
 }
-
-
-def declare_addons(kubernetes_provider: pulumi.ProviderResource,
-                   autoscaler_identity_client_id: pulumi.Input[str],
-                   opts: pulumi.ResourceOptions | None = None) -> ClusterAddons:
-    """The cluster add-ons (DNS, autoscaler, balloons, GPU, traffic accounting, Prometheus).
-
-    For the integrator: call once the control plane exists, with
-    ``control_plane.kubernetes_provider`` and the client ID of the managed identity the
-    autoscaler signs in as (see README "Cluster add-ons").
-    """
-    return ClusterAddons(
-        f"{config.cluster_name}-addons", spec=spec, provider=kubernetes_provider,
-        azure=AzureAccess(subscription_id=client.subscription_id,
-                          resource_group=naming.resource_group(config.cluster_name),
-                          identity_client_id=autoscaler_identity_client_id),
-        opts=opts,
-    )
 
 
 etcd_pki = EtcdPki(
@@ -122,6 +109,12 @@ ClusterBootstrap(
     token_id=control_plane.bootstrap_token_id, token_secret=control_plane.bootstrap_token_secret,
 )
 
+ClusterAddons(
+    f"{config.cluster_name}-addons", spec=spec, provider=control_plane.kubernetes_provider,
+    azure=AzureAccess(subscription_id=client.subscription_id, resource_group=naming.resource_group(config.cluster_name),
+                      identity_client_id=identities.identities["autoscaler"].client_id),
+)
+
 export_cluster_contract(
     spec, resource_group_name=group.name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
     scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},
@@ -129,12 +122,8 @@ export_cluster_contract(
     etcd_backup_storage_account_id=etcd_backups.account.id,
     etcd_backup_container_url=f"{account_url(config.cluster_name)}/{etcd_clusters[MAIN].spec.backup_container}",
 )
-pulumi.export("clusterName", config.cluster_name)
-pulumi.export("resourceGroupName", group.name)
-pulumi.export("vnetIds", network.vnet_ids)
+# Operator conveniences, not part of the versioned contract above (README "Outputs contract").
 pulumi.export("registryLoginServer", registry.login_server)
-pulumi.export("nodeScaleSets", {name: {shard: vmss.name for shard, vmss in pool.scale_sets.items()}
-                                for name, pool in node_pools.items()})
 pulumi.export("network", {
     "addressSpace": str(config.network.address_space),
     "serviceCidr": str(config.network.service_cidr),
@@ -144,7 +133,3 @@ pulumi.export("network", {
 })
 pulumi.export("etcdClientUrls", etcd_clusters[MAIN].client_urls)
 pulumi.export("eventsEtcdClientUrls", etcd_clusters[EVENTS].client_urls)
-pulumi.export("etcdBackupAccount", etcd_backups.account_name)
-pulumi.export("apiserverEndpoint", control_plane.endpoint)
-pulumi.export("clusterCaCertificate", control_plane.ca_cert_pem)
-pulumi.export("kubeconfig", control_plane.admin_kubeconfig)

@@ -1,7 +1,9 @@
 """The cluster's CAs and certificates, issued by pulumi-tls from the specs in ``infra.control_plane.pki``.
 
 Private keys live only in Pulumi state (encrypted by the stack's secrets provider) and in Key
-Vault; every output that contains one is a Pulumi secret.
+Vault; every output that contains one is a Pulumi secret. The CAs and the service-account key are
+protected: replacing one would invalidate every certificate it signed (every node's, every
+kubeconfig's) or every service-account token at once. Leaf certificates are not: they renew.
 """
 
 from __future__ import annotations
@@ -36,18 +38,18 @@ class ClusterPki(pulumi.ComponentResource):
         self.cas = {key: self._ca(key, common_name) for key, common_name in pki.CA_COMMON_NAMES.items()}
         self.certs = {spec.key: self._leaf(spec) for spec in specs}
         # Signs and verifies service-account tokens (--service-account-signing-key-file / -key-file).
-        self.service_account_key = self._key("service-account")
+        self.service_account_key = self._key("service-account", protect=True)
         self.register_outputs({
             "caCertPem": self.cas[pki.CLUSTER_CA].cert_pem,
             "frontProxyCaCertPem": self.cas[pki.FRONT_PROXY_CA].cert_pem,
         })
 
-    def _key(self, key: str) -> tls.PrivateKey:
+    def _key(self, key: str, protect: bool = False) -> tls.PrivateKey:
         return tls.PrivateKey(f"{self._name}-{key}-key", algorithm=pki.KEY_ALGORITHM, ecdsa_curve=pki.KEY_CURVE,
-                              opts=pulumi.ResourceOptions(parent=self))
+                              opts=pulumi.ResourceOptions(parent=self, protect=protect))
 
     def _ca(self, key: str, common_name: str) -> Issued:
-        private_key = self._key(key)
+        private_key = self._key(key, protect=True)
         cert = tls.SelfSignedCert(
             f"{self._name}-{key}-cert",
             private_key_pem=private_key.private_key_pem,
@@ -55,7 +57,7 @@ class ClusterPki(pulumi.ComponentResource):
             subject=tls.SelfSignedCertSubjectArgs(common_name=common_name),
             validity_period_hours=pki.CA_VALIDITY_HOURS,
             allowed_uses=list(pki.CA_USAGES),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
         )
         return Issued(private_key, cert.cert_pem)
 

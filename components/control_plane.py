@@ -109,8 +109,9 @@ class ControlPlane(pulumi.ComponentResource):
         it. Returns the secrets the apiserver VMs fetch (the bootstrap token is for nodes only)."""
         role = {r: identities.identities[r].principal_id for r in ("apiserver", "node", "nat")}
         apiserver_only = {"apiserver": role["apiserver"]}
+        # Every Secret in etcd is encrypted with it: a new key would leave them unreadable. Protected.
         encryption_key = random.RandomBytes(f"{self._name}-encryption-key", length=32,
-                                            opts=pulumi.ResourceOptions(parent=self))
+                                            opts=pulumi.ResourceOptions(parent=self, protect=True))
         values = {
             pki.cert_secret(pki.CLUSTER_CA): (self.ca_cert_pem, role),
             pki.key_secret(pki.CLUSTER_CA): (issued.cas[pki.CLUSTER_CA].key_pem, apiserver_only),
@@ -170,7 +171,8 @@ class ControlPlane(pulumi.ComponentResource):
                 enable_tcp_reset=True,
                 load_distribution="Default",
             )],
-            opts=pulumi.ResourceOptions(parent=self),
+            # Every node, kubeconfig and consumer reaches the cluster through its frontend: protected.
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
         )
         return pool_id
 
@@ -179,7 +181,7 @@ class ControlPlane(pulumi.ComponentResource):
                     fetched: list[azure.keyvault.Secret]) -> None:
         """The VMs, created in parallel, each with its readiness gate. A cloud-init change is not
         applied by `pulumi up` (it would take every apiserver down at once); it is rolled one VM at a
-        time with `pulumi up --replace` (README, "Rollouts, one apiserver at a time")."""
+        time by destroying and re-creating it (README, "Rollouts, one apiserver at a time")."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
         secrets_version = pulumi.Output.unsecret(pulumi.Output.all(
@@ -193,7 +195,7 @@ class ControlPlane(pulumi.ComponentResource):
                     vm_size=config.control_plane.vm_size, subnet_id=subnet_id, private_ip=m.ip,
                     identity_id=identity_id, custom_data=m.custom_data, custom_data_fingerprint=m.fingerprint,
                     admin_ssh_public_key=config.admin_ssh_public_key, zone=m.zone, os_disk_gb=OS_DISK_GB,
-                    backend_pool_ids=[backend_pool_id], tags={"supercluster.io/role": "apiserver"},
+                    backend_pool_ids=[backend_pool_id], tags={"supercluster.io_role": "apiserver"},
                     ignore_custom_data_changes=True, replaceable=True,
                 ),
                 # The first boot must find its secrets (no VM waits for another VM).

@@ -15,6 +15,7 @@ import uuid
 import pulumi
 import pulumi_azure_native as azure
 
+from components.private_link import private_link
 from infra.etcd import backup
 
 # Built-in role "Storage Blob Data Contributor": read, write and delete blobs
@@ -90,41 +91,11 @@ class EtcdBackupStore(pulumi.ComponentResource):
             )]),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        zone = azure.privatedns.PrivateZone(
-            f"{name}-dns",
-            private_zone_name=BLOB_PRIVATE_DNS_ZONE,
-            resource_group_name=resource_group_name,
-            location="global",
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        azure.privatedns.VirtualNetworkLink(
-            f"{name}-dns-system",
-            virtual_network_link_name=f"{cluster_name}-system-blob",
-            private_zone_name=zone.name,
-            resource_group_name=resource_group_name,
-            location="global",
-            registration_enabled=False,
-            virtual_network=azure.privatedns.SubResourceArgs(id=vnet_id),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        endpoint = azure.network.PrivateEndpoint(
-            f"{name}-endpoint",
-            private_endpoint_name=f"{self.account_name}-blob-pe",
-            resource_group_name=resource_group_name,
-            location=location,
-            subnet=azure.network.SubnetArgs(id=endpoint_subnet_id),
-            private_link_service_connections=[azure.network.PrivateLinkServiceConnectionArgs(
-                name="blob", private_link_service_id=self.account.id, group_ids=["blob"])],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        azure.network.PrivateDnsZoneGroup(
-            f"{name}-endpoint-dns",
-            private_dns_zone_group_name="blob",
-            private_endpoint_name=endpoint.name,
-            resource_group_name=resource_group_name,
-            private_dns_zone_configs=[azure.network.PrivateDnsZoneConfigArgs(name="blob", private_dns_zone_id=zone.id)],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        # Only etcd members (system VNet) use Blob storage privately; the zone is this resource group's.
+        private_link(self, name, target_id=self.account.id, group_id="blob", zone_name=BLOB_PRIVATE_DNS_ZONE,
+                     endpoint_name=f"{self.account_name}-blob-pe", cluster_name=cluster_name,
+                     resource_group_name=resource_group_name, location=location, subnet_id=endpoint_subnet_id,
+                     vnet_ids={"system": vnet_id})
         self.register_outputs({"accountName": self.account_name, "accountId": self.account.id})
 
     def add_container(self, owner: pulumi.Resource, logical_name: str, container_name: str, writer_role: str,

@@ -60,8 +60,9 @@ class EtcdCluster(pulumi.ComponentResource):
                     custom_data_fingerprint=cloudinit.fingerprint(text),
                     admin_ssh_public_key=admin_ssh_public_key,
                     zone=member.zone,
-                    tags={"supercluster.io/role": cluster.role},
+                    tags={"supercluster.io_role": cluster.role},
                     ignore_custom_data_changes=True,
+                    resize_replaces=True,
                 ),
                 # A member's disk is its state: never deleted or replaced by a `pulumi up`. (Its boot
                 # retries the Key Vault and Blob calls until its secrets and role assignments exist.)

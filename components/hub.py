@@ -14,6 +14,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_azure_native as azure
 
+from components.stack_config import ConfigRunError
 from infra import naming
 from infra.addressing import HUB_SUBNETS, HUB_VNET, AddressPlan
 from infra.config import NetworkConfig
@@ -21,13 +22,8 @@ from infra.errors import ConfigError
 from infra.hub import HubOutputs, parse_hub_outputs
 
 
-class HubContractError(pulumi.RunError):
-    """A hub stack whose outputs break the contract. A RunError, so Pulumi prints the one line and no
-    traceback, and never a ValueError, so Pulumi does not wrap it once per dependent resource."""
-
-    def __init__(self, error: ConfigError) -> None:
-        super().__init__(str(error))
-        self.config_error = error
+class HubContractError(ConfigRunError):
+    """A hub stack whose outputs break the contract."""
 
 
 def _checked(outputs: dict, network: NetworkConfig) -> HubOutputs:

@@ -14,6 +14,7 @@ import uuid
 import pulumi
 import pulumi_azure_native as azure
 
+from components.private_link import private_link
 from infra import naming
 
 # Built-in role "AcrPull" (learn.microsoft.com/azure/role-based-access-control/built-in-roles/containers#acrpull).
@@ -29,11 +30,10 @@ class ImageRegistry(pulumi.ComponentResource):
     def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str], location: str,
                  subscription_id: pulumi.Input[str], cache_rules: dict[str, str],
                  endpoint_subnet_id: pulumi.Input[str], vnet_ids: dict[str, pulumi.Input[str]],
-                 pull_principal_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+                 pull_principal_ids: dict[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:registry:ImageRegistry", name, None, opts)
         registry_name = naming.container_registry(cluster_name)
-        # Known before deployment, so it can go into cloud-init as plain text (public Azure's suffix).
-        self.login_server = f"{registry_name}.azurecr.io"
+        self.login_server = naming.container_registry_login_server(cluster_name)
         self.registry = azure.containerregistry.Registry(
             f"{name}-acr",
             registry_name=registry_name,
@@ -62,55 +62,21 @@ class ImageRegistry(pulumi.ComponentResource):
                 target_repository=f"{prefix}/*",
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        zone = azure.privatedns.PrivateZone(
-            f"{name}-dns",
-            private_zone_name=ACR_PRIVATE_DNS_ZONE,
-            resource_group_name=resource_group_name,
-            location="global",
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        for vnet_key, vnet_id in sorted(vnet_ids.items()):
-            azure.privatedns.VirtualNetworkLink(
-                f"{name}-dns-{vnet_key}",
-                virtual_network_link_name=f"{cluster_name}-{vnet_key}",
-                private_zone_name=zone.name,
-                resource_group_name=resource_group_name,
-                location="global",
-                registration_enabled=False,
-                virtual_network=azure.privatedns.SubResourceArgs(id=vnet_id),
+        private_link(self, name, target_id=self.registry.id, group_id="registry", zone_name=ACR_PRIVATE_DNS_ZONE,
+                     endpoint_name=f"{registry_name}-pe", cluster_name=cluster_name,
+                     resource_group_name=resource_group_name, location=location, subnet_id=endpoint_subnet_id,
+                     vnet_ids=vnet_ids)
+        for role, principal_id in sorted(pull_principal_ids.items()):
+            azure.authorization.RoleAssignment(
+                f"{name}-{role}-pull",
+                role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL,
+                                                    f"supercluster/{cluster_name}/acr-pull/{role}")),
+                scope=self.registry.id,
+                principal_id=principal_id,
+                principal_type="ServicePrincipal",
+                role_definition_id=pulumi.Output.concat(
+                    "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/",
+                    ACR_PULL_ROLE),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        endpoint = azure.network.PrivateEndpoint(
-            f"{name}-endpoint",
-            private_endpoint_name=f"{registry_name}-pe",
-            resource_group_name=resource_group_name,
-            location=location,
-            subnet=azure.network.SubnetArgs(id=endpoint_subnet_id),
-            private_link_service_connections=[azure.network.PrivateLinkServiceConnectionArgs(
-                name="registry",
-                private_link_service_id=self.registry.id,
-                group_ids=["registry"],
-            )],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        azure.network.PrivateDnsZoneGroup(
-            f"{name}-endpoint-dns",
-            private_dns_zone_group_name="registry",
-            private_endpoint_name=endpoint.name,
-            resource_group_name=resource_group_name,
-            private_dns_zone_configs=[azure.network.PrivateDnsZoneConfigArgs(
-                name="registry", private_dns_zone_id=zone.id)],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        azure.authorization.RoleAssignment(
-            f"{name}-node-pull",
-            role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"supercluster/{cluster_name}/acr-pull/node")),
-            scope=self.registry.id,
-            principal_id=pull_principal_id,
-            principal_type="ServicePrincipal",
-            role_definition_id=pulumi.Output.concat(
-                "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/",
-                ACR_PULL_ROLE),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
         self.register_outputs({"registryId": self.registry.id, "loginServer": self.login_server})

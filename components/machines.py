@@ -16,6 +16,7 @@ from infra.versions import UBUNTU_IMAGE
 from infra.vm_sizes import VM_SIZES
 
 ADMIN_USERNAME = "azureuser"
+SSH_KEYS_PATH = "osProfile.linuxConfiguration.ssh.publicKeys"
 
 
 @dataclass
@@ -43,6 +44,21 @@ class VmArgs:
     # the old VM is deleted first (its name and static IP are fixed) and its NIC is detached, not
     # deleted, so the IP and load-balancer membership carry over to the new VM.
     replaceable: bool = False
+    # A resize restarts the VM, on a host whose local NVMe is blank, and `pulumi up` would resize every member
+    # of a role at once. For etcd that loses quorum, so a size change is declared a replacement: protection
+    # stops it, the plan diff flags it, and the runbook resizes one member at a time.
+    resize_replaces: bool = False
+
+
+def linux_ssh_only(admin_ssh_public_key: str) -> azure.compute.LinuxConfigurationArgs:
+    """The break-glass admin user: SSH key only, never a password (VMs and scale sets alike)."""
+    return azure.compute.LinuxConfigurationArgs(
+        disable_password_authentication=True,
+        ssh=azure.compute.SshConfigurationArgs(public_keys=[azure.compute.SshPublicKeyArgs(
+            path=f"/home/{ADMIN_USERNAME}/.ssh/authorized_keys",
+            key_data=admin_ssh_public_key,
+        )]),
+    )
 
 
 class DedicatedVm(pulumi.ComponentResource):
@@ -107,19 +123,16 @@ class DedicatedVm(pulumi.ComponentResource):
                 computer_name=args.vm_name,
                 admin_username=ADMIN_USERNAME,
                 custom_data=args.custom_data,
-                linux_configuration=azure.compute.LinuxConfigurationArgs(
-                    disable_password_authentication=True,
-                    ssh=azure.compute.SshConfigurationArgs(public_keys=[azure.compute.SshPublicKeyArgs(
-                        path=f"/home/{ADMIN_USERNAME}/.ssh/authorized_keys",
-                        key_data=args.admin_ssh_public_key,
-                    )]),
-                ),
+                linux_configuration=linux_ssh_only(args.admin_ssh_public_key),
             ),
             # Azure tag names cannot hold "/".
             tags={**args.tags, "supercluster.io_cloud-init": args.custom_data_fingerprint},
             opts=pulumi.ResourceOptions(
                 parent=self,
-                ignore_changes=["osProfile.customData"] if args.ignore_custom_data_changes else None,
+                # Azure refuses to change a VM's SSH keys (PropertyChangeNotAllowed): a new adminSshPublicKey
+                # reaches VMs created afterwards; existing ones get it with `az vm user update` (README runbook).
+                ignore_changes=(["osProfile.customData"] if args.ignore_custom_data_changes else []) + [SSH_KEYS_PATH],
+                replace_on_changes=["hardwareProfile.vmSize"] if args.resize_replaces else None,
                 delete_before_replace=args.replaceable,
             ),
         )

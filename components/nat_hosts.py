@@ -101,7 +101,7 @@ class NatHosts(pulumi.ComponentResource):
                     admin_ssh_public_key=config.admin_ssh_public_key,
                     enable_ip_forwarding=True,
                     backend_pool_ids=[pool_id],
-                    tags={"supercluster-role": "nat-host"},  # Azure tag names may not hold "/"
+                    tags={"supercluster.io_role": "nat-host"},
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import pulumi
 import pulumi_azure_native as azure
 
-from components.machines import ADMIN_USERNAME
+from components.machines import ADMIN_USERNAME, linux_ssh_only
 from infra import naming
 from infra.cloudinit import CloudConfig, custom_data, fingerprint, render
 from infra.cluster import ClusterSpec
@@ -36,7 +36,7 @@ class NodePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, cluster: ClusterSpec, pool: NodePoolConfig,
                  resource_group_name: pulumi.Input[str], subnet_ids: dict[str, pulumi.Input[str]],
-                 identity_id: pulumi.Input[str], vault_name: str, registry_login_server: str,
+                 identity_ids: Sequence[pulumi.Input[str]], vault_name: str, registry_login_server: str,
                  before_kubelet: Sequence[Callable[[CloudConfig], None]] = (),
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nodes:NodePool", name, None, opts)
@@ -47,7 +47,7 @@ class NodePool(pulumi.ComponentResource):
         self.scale_sets = {}
         for shard in shards(pool):
             self.scale_sets[shard.name] = self._scale_set(
-                name, cluster, pool, shard, resource_group_name, subnet_ids[shard.name], identity_id)
+                name, cluster, pool, shard, resource_group_name, subnet_ids[shard.name], identity_ids)
         self.register_outputs({
             "scaleSetIds": {key: vmss.id for key, vmss in self.scale_sets.items()},
             "cloudInitFingerprint": self.fingerprint,
@@ -55,7 +55,7 @@ class NodePool(pulumi.ComponentResource):
 
     def _scale_set(self, name: str, cluster: ClusterSpec, pool: NodePoolConfig, shard: Shard,
                    resource_group_name: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                   identity_id: pulumi.Input[str]) -> azure.compute.VirtualMachineScaleSet:
+                   identity_ids: Sequence[pulumi.Input[str]]) -> azure.compute.VirtualMachineScaleSet:
         config = cluster.config
         shape = ScaleSetShape.of(pool)
         subnet = azure.compute.ApiEntityReferenceArgs(id=subnet_id)
@@ -90,19 +90,13 @@ class NodePool(pulumi.ComponentResource):
             overprovision=False,
             upgrade_policy=azure.compute.UpgradePolicyArgs(mode="Manual"),
             identity=azure.compute.VirtualMachineScaleSetIdentityArgs(
-                type="UserAssigned", user_assigned_identities=[identity_id]),
+                type="UserAssigned", user_assigned_identities=list(identity_ids)),
             virtual_machine_profile=azure.compute.VirtualMachineScaleSetVMProfileArgs(
                 os_profile=azure.compute.VirtualMachineScaleSetOSProfileArgs(
                     computer_name_prefix=shard.name,
                     admin_username=ADMIN_USERNAME,
                     custom_data=self.custom_data,
-                    linux_configuration=azure.compute.LinuxConfigurationArgs(
-                        disable_password_authentication=True,
-                        ssh=azure.compute.SshConfigurationArgs(public_keys=[azure.compute.SshPublicKeyArgs(
-                            path=f"/home/{ADMIN_USERNAME}/.ssh/authorized_keys",
-                            key_data=config.admin_ssh_public_key,
-                        )]),
-                    ),
+                    linux_configuration=linux_ssh_only(config.admin_ssh_public_key),
                 ),
                 storage_profile=azure.compute.VirtualMachineScaleSetStorageProfileArgs(
                     image_reference=azure.compute.ImageReferenceArgs(**image(pool)),

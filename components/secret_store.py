@@ -13,6 +13,7 @@ import uuid
 import pulumi
 import pulumi_azure_native as azure
 
+from components.private_link import private_link
 from infra import naming
 
 # Built-in role "Key Vault Secrets User": read secret contents
@@ -54,46 +55,10 @@ class SecretStore(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, protect=True),
         )
-        zone = azure.privatedns.PrivateZone(
-            f"{name}-dns",
-            private_zone_name=KEY_VAULT_PRIVATE_DNS_ZONE,
-            resource_group_name=resource_group_name,
-            location="global",
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        for vnet_key, vnet_id in sorted(vnet_ids.items()):
-            azure.privatedns.VirtualNetworkLink(
-                f"{name}-dns-{vnet_key}",
-                virtual_network_link_name=f"{cluster_name}-{vnet_key}",
-                private_zone_name=zone.name,
-                resource_group_name=resource_group_name,
-                location="global",
-                registration_enabled=False,
-                virtual_network=azure.privatedns.SubResourceArgs(id=vnet_id),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        endpoint = azure.network.PrivateEndpoint(
-            f"{name}-endpoint",
-            private_endpoint_name=f"{self.vault_name}-pe",
-            resource_group_name=resource_group_name,
-            location=location,
-            subnet=azure.network.SubnetArgs(id=endpoint_subnet_id),
-            private_link_service_connections=[azure.network.PrivateLinkServiceConnectionArgs(
-                name="vault",
-                private_link_service_id=self.vault.id,
-                group_ids=["vault"],
-            )],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        azure.network.PrivateDnsZoneGroup(
-            f"{name}-endpoint-dns",
-            private_dns_zone_group_name="vault",
-            private_endpoint_name=endpoint.name,
-            resource_group_name=resource_group_name,
-            private_dns_zone_configs=[azure.network.PrivateDnsZoneConfigArgs(
-                name="vault", private_dns_zone_id=zone.id)],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        private_link(self, name, target_id=self.vault.id, group_id="vault", zone_name=KEY_VAULT_PRIVATE_DNS_ZONE,
+                     endpoint_name=f"{self.vault_name}-pe", cluster_name=cluster_name,
+                     resource_group_name=resource_group_name, location=location, subnet_id=endpoint_subnet_id,
+                     vnet_ids=vnet_ids)
         self.register_outputs({"vaultName": self.vault_name, "vaultId": self.vault.id})
 
     def add_secret(self, owner: pulumi.Resource, logical_name: str, secret_name: str,

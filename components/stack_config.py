@@ -35,6 +35,16 @@ def _decode(value: Any) -> Any:
         return value
 
 
+class ConfigRunError(pulumi.RunError):
+    """A config mistake found inside an apply, once another stack's outputs are known (a hub's contract, the
+    last deploy's pools). A RunError, so Pulumi prints the one line and no traceback, and never a ValueError,
+    so Pulumi does not wrap it once per dependent resource; ``config_error`` is what the offline plan prints."""
+
+    def __init__(self, error: ConfigError) -> None:
+        super().__init__(str(error))
+        self.config_error = error
+
+
 def load_cluster_spec() -> ClusterSpec:
     """The validated config and plan, or a ``pulumi.RunError`` (printed without a traceback) naming the key."""
     raw, location = raw_stack_config()

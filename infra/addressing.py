@@ -30,6 +30,9 @@ from infra.config import ADDRESS_BLOCKS, ClusterConfig, NodePoolConfig
 from infra.errors import ConfigError
 from infra.sizing import shards
 
+# The cluster's DNS domain: Kubernetes' conventional default, which kubelet, CoreDNS and the
+# apiserver's certificate SANs must all agree on.
+CLUSTER_DOMAIN = "cluster.local"
 # Azure reserves 5 addresses in every subnet: network, gateway, 2 for Azure DNS, broadcast
 # (learn.microsoft.com/azure/virtual-network/virtual-networks-faq, "reserved IP addresses").
 AZURE_RESERVED_PER_SUBNET = 5

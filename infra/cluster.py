@@ -14,7 +14,7 @@ from typing import Any
 from infra.addons import AddonSettings, parse_addon_settings
 from infra.addressing import AddressPlan, plan_addresses
 from infra.config import ClusterConfig, parse_config
-from infra.node.pool import check_pool_tags
+from infra.node.pool import check_custom_data, check_pool_tags
 
 
 @dataclass(frozen=True)
@@ -27,4 +27,6 @@ class ClusterSpec:
 def build_cluster_spec(raw: Mapping[str, Any], location: Any) -> ClusterSpec:
     config = parse_config(raw, location)
     check_pool_tags(config)
-    return ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config))
+    spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config))
+    check_custom_data(spec)
+    return spec

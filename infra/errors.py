@@ -23,9 +23,15 @@ class ConfigError(ValueError):
 
     @property
     def message(self) -> str:
-        qualified = self.key if ":" in self.key else f"{NAMESPACE}:{self.key}"
+        key = _printable(self.key)
+        qualified = key if ":" in key else f"{NAMESPACE}:{key}"
         shown = _short(self.value)
         return f"invalid config {qualified} = {shown}: expected {self.accepted}"
+
+
+def _printable(text: str) -> str:
+    """A key as typed, with control characters (a newline in a YAML key) escaped: the message stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def _short(value: Any, limit: int = 120) -> str:

@@ -33,6 +33,11 @@ def etcd_member(cluster_role: str, index: int) -> str:
     return f"{cluster_role}-{index}"
 
 
+def role_identity(cluster: str, role: str) -> str:
+    """The user-assigned managed identity of a machine role (etcd, apiserver, node, nat, autoscaler)."""
+    return f"{cluster}-id-{role}"
+
+
 def scale_set(cluster: str, shard_name: str) -> str:
     return f"{cluster}-{shard_name}"
 
@@ -57,6 +62,13 @@ def container_registry(cluster: str) -> str:
     """Container registry names are global, 5-50 letters and digits."""
     base = "".join(ch for ch in cluster if ch.isalnum())[:20]
     return f"{base}acr{_global_suffix(cluster, 'acr')}"
+
+
+def container_registry_login_server(cluster: str) -> str:
+    """Known before deployment, so it can go into cloud-init as plain text (public Azure's suffix)."""
+    return f"{container_registry(cluster)}.azurecr.io"
+
+
 # --------------------------------------------------------------------------- network
 
 def network_security_group(cluster: str, group_key: str) -> str:

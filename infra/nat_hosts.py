@@ -13,20 +13,23 @@ the service IP to a pod, exactly as on any node. What makes it a NAT host:
   undoes both translations) instead of going straight to a researcher's address;
 - it forwards nothing else from outside the cluster, so it is never an open router.
 
-The NAT-specific parts are functions that add to a ``CloudConfig``; the node bootstrap
-(kubelet, containerd, kube-proxy) is added to the same ``CloudConfig`` by
-``nat_host_cloud_config``'s caller.
+``nat_host_cloud_config`` is the node bootstrap (``infra.node``: kubelet registered with
+the NAT taint and label, containerd, kube-proxy, the join secrets, traffic accounting)
+plus the NAT parts, which run before kubelet and kube-proxy.
 """
 
 from __future__ import annotations
 
+from infra import naming
 from infra.addressing import AddressPlan
 from infra.cloudinit import CloudConfig
 from infra.config import ClusterConfig, Taint
 from infra.iptables import Chain, Rule, Ruleset, add_ruleset
-from infra.secret_names import NODE_JOIN_FILES
-from infra.secrets import add_secret_fetching
-from infra.traffic_accounting import add_traffic_accounting
+from infra.node import NodeSpec, node_cloud_config
+from infra.node.local_disk import LocalDisks
+from infra.node.pool import preload_images
+from infra.traffic_accounting import boot_steps
+from infra.vm_sizes import VM_SIZES
 
 # Registered by the NAT hosts' kubelets: no workload is scheduled there, kube-proxy still runs.
 NAT_HOST_TAINTS = (Taint("supercluster.io/nat-host", "true", "NoSchedule"),)
@@ -81,13 +84,28 @@ def add_nat_host(cloud: CloudConfig, plan: AddressPlan) -> None:
     add_ruleset(cloud, nat_ruleset(plan), before=BEFORE)
 
 
+# The NIC has one IP configuration (no pod IPs): only host-network DaemonSet pods that tolerate
+# the NAT taint run here (kube-proxy is a systemd unit); kubelet counts them against maxPods.
+NAT_HOST_MAX_PODS = 16
+
+
 def nat_host_cloud_config(config: ClusterConfig, plan: AddressPlan, vault_name: str) -> CloudConfig:
-    """Everything a NAT host receives from the network side: NAT, the node join secrets, traffic accounting.
-    The node bootstrap (kubelet with ``NAT_HOST_TAINTS``/``NAT_HOST_LABELS``, containerd, kube-proxy)
-    is added to this same ``CloudConfig``."""
-    cloud = CloudConfig()
-    add_nat_host(cloud, plan)
-    add_secret_fetching(cloud, vault_name, NODE_JOIN_FILES, before=["kubelet.service"])
-    if config.addons.traffic_accounting.enabled:
-        add_traffic_accounting(cloud, plan)
-    return cloud
+    """A NAT host's whole cloud-init: a tainted node that forwards and masquerades the service range."""
+    size = VM_SIZES[config.network.nat_hosts.vm_size]
+    spec = NodeSpec(
+        kubernetes_version=config.kubernetes_version,
+        apiserver_endpoint=f"https://{plan.apiserver_lb_ip()}:6443",
+        cluster_dns=plan.dns_service_ip,
+        cluster_cidr=str(config.network.address_space),
+        vault_name=vault_name,
+        identity_name=naming.role_identity(config.cluster_name, "nat"),
+        registry_login_server=naming.container_registry_login_server(config.cluster_name),
+        images=preload_images(config)[:1],  # the pause image only: nothing else runs here
+        local_disks=LocalDisks.of(size),
+        vcpus=size.vcpus,
+        max_pods=NAT_HOST_MAX_PODS,
+        labels=NAT_HOST_LABELS,
+        taints=NAT_HOST_TAINTS,
+    )
+    return node_cloud_config(spec, before_kubelet=[lambda cloud: add_nat_host(cloud, plan),
+                                                   *boot_steps(config, plan)])

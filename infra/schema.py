@@ -8,6 +8,7 @@ from, rejects keys nobody asked for, and turns every type or range mistake into 
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -116,8 +117,15 @@ class Section:
         unknown = sorted(set(self.raw) - self._seen, key=str)
         if unknown:
             known = ", ".join(sorted(self._seen)) or "no keys"
-            raise ConfigError(self.key(str(unknown[0])), self.raw[unknown[0]],
+            raise ConfigError(self.key(_key_name(unknown[0])), self.raw[unknown[0]],
                               f"a known key (unknown key; this object accepts: {known})")
+
+
+def _key_name(name: Any) -> str:
+    """An unknown key as it goes into a path: quoted when it is empty or holds spaces, dots or brackets,
+    so the message still shows where it is."""
+    text = str(name)
+    return text if re.fullmatch(r"[^\s.\[\]\"]+", text) else json.dumps(text)
 
 
 def parse_cidr(key: str, value: Any) -> ipaddress.IPv4Network:

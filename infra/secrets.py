@@ -3,7 +3,8 @@
 Each VM role has its own user-assigned managed identity, allowed to read only its
 own Key Vault secrets. At every boot, before any Kubernetes or etcd service, the
 ``supercluster-secrets`` unit asks the instance metadata service for a Key Vault
-token (the VM's only identity is used) and writes each secret to its path.
+token as the role identity (``supercluster-imds-token``, which names the identity
+explicitly, since a VM may carry more than one) and writes each secret to its path.
 customData therefore names secrets but never carries one.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from infra import systemd
 from infra.cloudinit import CloudConfig
@@ -20,10 +22,9 @@ FETCH_SCRIPT_PATH = "/usr/local/sbin/supercluster-fetch-secrets"
 FETCH_UNIT = "supercluster-secrets.service"
 # Key Vault data-plane API version (learn.microsoft.com/rest/api/keyvault, "Get Secret").
 KEY_VAULT_API_VERSION = "7.4"
-# IMDS managed-identity token endpoint (learn.microsoft.com/entra/identity/managed-identities-azure-resources/
-# how-to-use-vm-token); 169.254.169.254 is Azure's link-local metadata address.
-IMDS_TOKEN_URL = ("http://169.254.169.254/metadata/identity/oauth2/token"
-                  "?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net")
+IMDS_TOKEN_SCRIPT = "/usr/local/sbin/supercluster-imds-token"
+IDENTITY_FILE = "/etc/supercluster/identity"
+_IMDS_TOKEN_SOURCE = Path(__file__).with_name("scripts") / "imds-token.py"
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,6 @@ def fetch_script(vault_name: str, secrets: Sequence[SecretFile]) -> str:
         "# Written by supercluster: fetches this machine's secrets from Key Vault with its managed identity.",
         "set -euo pipefail",
         f"vault=https://{vault_name}.vault.azure.net",
-        "token() {",
-        f"  curl -sf --retry 30 --retry-delay 2 --retry-all-errors -H Metadata:true '{IMDS_TOKEN_URL}' \\",
-        "    | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])'",
-        "}",
         "fetch() {  # fetch NAME PATH MODE",
         "  local tmp",
         '  tmp=$(mktemp "$2.XXXXXX")',
@@ -58,7 +55,7 @@ def fetch_script(vault_name: str, secrets: Sequence[SecretFile]) -> str:
         '  chmod "$3" "$tmp"',
         '  mv "$tmp" "$2"',
         "}",
-        "TOKEN=$(token)",
+        f"TOKEN=$({IMDS_TOKEN_SCRIPT} https://vault.azure.net)",
     ]
     for secret in sorted(secrets, key=lambda s: s.path):
         directory = secret.path.rsplit("/", 1)[0]
@@ -67,9 +64,16 @@ def fetch_script(vault_name: str, secrets: Sequence[SecretFile]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def add_identity(cloud: CloudConfig, identity_name: str) -> None:
+    """Names the machine's role identity and installs the token helper every boot script uses."""
+    cloud.add(IDENTITY_FILE, identity_name + "\n")
+    cloud.add(IMDS_TOKEN_SCRIPT, _IMDS_TOKEN_SOURCE.read_text(), permissions="0755")
+
+
 def add_secret_fetching(cloud: CloudConfig, vault_name: str, secrets: Sequence[SecretFile],
-                        before: Sequence[str]) -> None:
-    """Adds the fetch script and the boot unit that runs it ahead of ``before``."""
+                        before: Sequence[str], identity_name: str) -> None:
+    """Adds the role identity, the fetch script and the boot unit that runs it ahead of ``before``."""
+    add_identity(cloud, identity_name)
     cloud.add(FETCH_SCRIPT_PATH, fetch_script(vault_name, secrets), permissions="0700")
     cloud.add(
         f"/etc/systemd/system/{FETCH_UNIT}",

@@ -22,8 +22,11 @@ pod traffic passes. Loopback is not counted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from infra.addressing import AddressPlan
 from infra.cloudinit import CloudConfig
+from infra.config import ClusterConfig
 from infra.iptables import Chain, Rule, Ruleset, add_ruleset
 
 COMMENT_PREFIX = "iptables-exporter supercluster"
@@ -61,6 +64,14 @@ def accounting_ruleset(plan: AddressPlan) -> Ruleset:
         chain("SUPERCLUSTER-ACCT-FWD-IN", "FORWARD", "in"),
         chain("SUPERCLUSTER-ACCT-FWD-OUT", "FORWARD", "out"),
     ))
+
+
+def boot_steps(config: ClusterConfig, plan: AddressPlan) -> list[Callable[[CloudConfig], None]]:
+    """What every node (NAT hosts included) adds before kubelet: the accounting rules, unless the
+    ``trafficAccounting`` add-on is off (then nothing would export the counters)."""
+    if not config.addons.traffic_accounting.enabled:
+        return []
+    return [lambda cloud: add_traffic_accounting(cloud, plan)]
 
 
 def add_traffic_accounting(cloud: CloudConfig, plan: AddressPlan) -> None:

@@ -6,13 +6,23 @@ import gc
 
 import pytest
 
+from infra.plan.artifacts import collect_files
+from infra.plan.diff import Plan
 from infra.plan.runner import ProgramRun, run_program
 from infra.plan.stackfile import load_stack_config
+
+# dev with its cpu pool retired (no new nodes, no warm nodes): the first of the two deploys that remove it.
+RETIRE_CPU = ("nodePools[1].retired=true", "addons.balloons.headroomNodes.cpu=0")
 
 
 def plan_stack(stack: str, *overrides: str) -> ProgramRun:
     """Runs the real program for a stack file, with ``pulumi config set --path``-style overrides."""
     return run_program(stack, load_stack_config(stack, list(overrides)))
+
+
+def as_plan(run: ProgramRun) -> Plan:
+    """What ``python -m infra.plan`` would write for this run, as ``infra.plan.diff`` reads it (no disk)."""
+    return Plan({r.urn: r.as_json() for r in run.registrations}, run.outputs, collect_files(run.registrations))
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +33,11 @@ def dev_plan() -> ProgramRun:
 @pytest.fixture(scope="session")
 def prod_plan() -> ProgramRun:
     return plan_stack("prod")
+
+
+@pytest.fixture(scope="session")
+def retired_cpu_plan() -> ProgramRun:
+    return plan_stack("dev", *RETIRE_CPU)
 
 
 def pytest_collection_finish(session) -> None:

@@ -7,6 +7,8 @@ template tags); changing one here without the other breaks scheduling.
 
 from __future__ import annotations
 
+from infra.addressing import CLUSTER_DOMAIN  # noqa: F401 - re-exported for this package
+
 # Node labels every node carries (set by the node pools at registration).
 ROLE_LABEL = "supercluster.io/role"  # "gpu" or "cpu"
 POOL_LABEL = "supercluster.io/pool"  # the node pool's name
@@ -36,7 +38,6 @@ BALLOON_PRIORITY = "supercluster-balloons"
 NVIDIA_RUNTIME_CLASS = "nvidia"
 
 SYSTEM_NAMESPACE = "kube-system"
-CLUSTER_DOMAIN = "cluster.local"
 
 # Annotation cluster-autoscaler honours before it drains a node (cluster-autoscaler FAQ,
 # "What types of pods can prevent CA from removing a node?").

@@ -58,6 +58,8 @@ def node_join_rbac() -> list[dict]:
                  "system:certificates.k8s.io:certificatesigningrequests:nodeclient", "Group", BOOTSTRAP_GROUP),
         _binding("supercluster:node-autoapprove-certificate-rotation",
                  "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "Group", "system:nodes"),
+        # kube-proxy runs on every node with the node's own certificate (infra/node/kube_proxy.py).
+        _binding("supercluster:node-proxier", "system:node-proxier", "Group", "system:nodes"),
         # kubectl logs/exec/port-forward: the apiserver's client identity towards kubelets.
         _binding("supercluster:apiserver-kubelet-client", "system:kubelet-api-admin", "User",
                  pki.KUBELET_CLIENT_USER),

@@ -109,7 +109,8 @@ def apiserver_cloud_config(spec: ClusterSpec, ip: str, etcd: Mapping[str, str],
 
     cloud.runcmd.append(["systemctl", "daemon-reload"])
     add_secret_fetching(cloud, naming.key_vault(config.cluster_name), pki.apiserver_secret_files(specs),
-                        before=[paths.INSTALL_UNIT, *paths.COMPONENT_UNITS])
+                        before=[paths.INSTALL_UNIT, *paths.COMPONENT_UNITS],
+                        identity_name=naming.role_identity(config.cluster_name, "apiserver"))
     cloud.runcmd.append(["systemctl", "enable", "--now", paths.INSTALL_UNIT, *paths.COMPONENT_UNITS])
     return cloud
 

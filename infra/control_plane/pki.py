@@ -12,6 +12,8 @@ identity reads them, except the cluster CA certificate, which nodes and NAT host
 
 from __future__ import annotations
 
+from infra.addressing import CLUSTER_DOMAIN
+
 from dataclasses import dataclass
 
 from infra import secret_names
@@ -19,7 +21,6 @@ from infra.addressing import AddressPlan
 from infra.control_plane import paths
 from infra.secrets import SecretFile
 
-CLUSTER_DOMAIN = "cluster.local"
 KEY_ALGORITHM = "ECDSA"
 KEY_CURVE = "P256"
 # kubeadm's defaults (kubernetes.io "Certificate Management with kubeadm"): CAs for 10 years,

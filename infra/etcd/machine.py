@@ -16,7 +16,7 @@ import json
 import shlex
 from pathlib import Path
 
-from infra import systemd
+from infra import naming, systemd
 from infra.cloudinit import CloudConfig, render
 from infra.etcd import backup
 from infra.etcd.config_file import BACKUP_DIR, CONFIG_PATH, MOUNT_POINT, etcd_config, render_config
@@ -173,7 +173,8 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
     cloud.add(f"/etc/systemd/system/{ETCD_UNIT}", etcd_unit(cluster))
     cloud.add(f"/etc/systemd/system/{BACKUP_UNIT}", backup_unit())
     cloud.add(f"/etc/systemd/system/{BACKUP_TIMER}", backup_timer())
-    add_secret_fetching(cloud, vault_name, member_secret_files(member), before=[ETCD_UNIT])
+    add_secret_fetching(cloud, vault_name, member_secret_files(member), before=[ETCD_UNIT],
+                        identity_name=naming.role_identity(cluster.cluster_name, cluster.role))
     cloud.runcmd += [
         [INSTALL_PATH],
         ["systemctl", "daemon-reload"],

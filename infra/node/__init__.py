@@ -39,6 +39,7 @@ class NodeSpec:
     cluster_dns: str  # the cluster DNS service IP
     cluster_cidr: str  # the address space every pod address lives in (network.addressSpace)
     vault_name: str  # Key Vault holding the cluster CA and the bootstrap token
+    identity_name: str  # the role identity that reads them (infra.naming.role_identity)
     registry_login_server: str  # the cluster's registry, e.g. prodacr1a2b3c.azurecr.io
     images: tuple[str, ...]  # preloaded and pinned; the first is containerd's sandbox (pause) image
     local_disks: LocalDisks
@@ -75,7 +76,8 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     images.add_preload(cloud, spec.registry_login_server, spec.images)
     if spec.gpus:
         gpu.add_gpu_check(cloud, spec.gpus, spec.nvswitch)
-    add_secret_fetching(cloud, spec.vault_name, NODE_JOIN_FILES, before=[kubelet.UNIT])
+    add_secret_fetching(cloud, spec.vault_name, NODE_JOIN_FILES, before=[kubelet.UNIT],
+                        identity_name=spec.identity_name)
     kubelet.add_kubelet(cloud, server=spec.apiserver_endpoint, cluster_dns=spec.cluster_dns,
                         max_pods=spec.max_pods, labels=spec.node_labels, taints=spec.node_taints,
                         gpu=spec.gpus > 0)

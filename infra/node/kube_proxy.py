@@ -4,7 +4,7 @@ nftables mode: verdict maps make service lookup O(1) where iptables mode walks O
 rules, and the official 5,000-node scale test runs it (KEP-3866; beta and on by
 default in 1.31, GA in 1.33; kubernetes.md §8d). kube-proxy authenticates with the
 node's own rotated kubelet certificate, so no extra credential ships to machines;
-RBAC for it is ``infra/node/rbac.py``.
+RBAC for it is in ``infra/control_plane/cluster_objects.py`` (``system:node-proxier``).
 """
 
 from __future__ import annotations
@@ -51,5 +51,6 @@ def unit() -> str:
 
 def add_kube_proxy(cloud: CloudConfig, *, server: str, cluster_cidr: str) -> None:
     cloud.add(CONFIG_PATH, yaml.safe_dump(config(cluster_cidr), sort_keys=False))
-    cloud.add(KUBECONFIG, yaml.safe_dump(kubelet.node_kubeconfig(server), sort_keys=False))
+    cloud.add(KUBECONFIG, yaml.safe_dump(kubelet.node_kubeconfig(server), sort_keys=False),
+              permissions=kubelet.PRIVATE)  # CIS 4.1.3
     cloud.add(f"/etc/systemd/system/{UNIT}", unit())

@@ -7,6 +7,8 @@ kubelet then requests its client certificate and rotates it (``rotateCertificate
 
 from __future__ import annotations
 
+from infra.addressing import CLUSTER_DOMAIN
+
 from collections.abc import Mapping, Sequence
 from importlib import resources
 
@@ -37,6 +39,15 @@ MAX_PARALLEL_IMAGE_PULLS = 10
 # Ubuntu runs systemd-resolved: the stub at 127.0.0.53 in /etc/resolv.conf is unreachable from a pod's
 # network namespace, so kubelet must hand pods the real upstream list (kubeadm does the same).
 RESOLV_CONF = "/run/systemd/resolve/resolv.conf"
+# CIS Kubernetes Benchmark 4.2.12: the kubelet's serving TLS only with these (TLS 1.3 suites are not configurable
+# and always strong).
+TLS_CIPHER_SUITES = (
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+)
+# CIS 4.1.1, 4.1.5, 4.1.9: the kubelet's unit, kubeconfigs and config file readable by root only.
+PRIVATE = "0600"
 
 
 def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict:
@@ -50,12 +61,13 @@ def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict:
         },
         "authorization": {"mode": "Webhook"},
         "readOnlyPort": 0,
+        "tlsCipherSuites": list(TLS_CIPHER_SUITES),
         "rotateCertificates": True,
         "protectKernelDefaults": True,  # the values kubelet expects are in infra/node/sysctls.py
         "cgroupDriver": "systemd",  # matches containerd's SystemdCgroup = true
         "containerRuntimeEndpoint": f"unix://{containerd.SOCKET}",
         "clusterDNS": [cluster_dns],
-        "clusterDomain": "cluster.local",
+        "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": RESOLV_CONF,
         # One pod per secondary IP configuration of the NIC: never more pods than pod addresses.
         "maxPods": max_pods,
@@ -119,8 +131,10 @@ def unit(labels: Mapping[str, str], gpu: bool) -> str:
 
 def add_kubelet(cloud: CloudConfig, *, server: str, cluster_dns: str, max_pods: int,
                 labels: Mapping[str, str], taints: Sequence[Taint], gpu: bool) -> None:
-    cloud.add(CONFIG_PATH, render_config(cluster_dns=cluster_dns, max_pods=max_pods, taints=taints))
-    cloud.add(BOOTSTRAP_KUBECONFIG, yaml.safe_dump(bootstrap_kubeconfig(server), sort_keys=False))
+    cloud.add(CONFIG_PATH, render_config(cluster_dns=cluster_dns, max_pods=max_pods, taints=taints),
+              permissions=PRIVATE)
+    cloud.add(BOOTSTRAP_KUBECONFIG, yaml.safe_dump(bootstrap_kubeconfig(server), sort_keys=False),
+              permissions=PRIVATE)
     cloud.add(PROVIDER_ID_SCRIPT, resources.files("infra.node").joinpath("scripts/provider-id.py").read_text(),
               permissions="0755")
-    cloud.add(f"/etc/systemd/system/{UNIT}", unit(labels, gpu))
+    cloud.add(f"/etc/systemd/system/{UNIT}", unit(labels, gpu), permissions=PRIVATE)

@@ -6,9 +6,12 @@ writes what it declares and renders. Exit 0 on success, 2 with one line on bad c
 
 With ``--diff OLD_DIR`` it then compares the new plan with an earlier one (OLD_DIR may be
 the output directory itself: it is read first), prints the diff and writes it to
-``<out>/diff.md``. Exit 0: nothing changed; 1: something changed; 4: something changed
-that replaces, deletes or unprotects a protected or stateful resource; 2 when OLD_DIR is
-not a plan; 2 and 3 as above.
+``<out>/diff.md``. OLD_DIR stands for the last deploy: its ``outputs.json`` is what the
+program reads as its own stack's previous outputs (a pool dropped without being retired
+there is refused, exit 2), unless ``--stack-outputs`` gives that stack's outputs.
+Exit 0: nothing changed; 1: something changed; 4: something changed that replaces,
+deletes or unprotects a protected or stateful resource; 2 when OLD_DIR is not a plan;
+2 and 3 as above.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from infra.errors import NAMESPACE, ConfigError
 from infra.plan.artifacts import plan_files, write_plan
 from infra.plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
 from infra.plan.diff_report import render_diff
-from infra.plan.runner import run_program
+from infra.plan.runner import own_stack_name, run_program
 from infra.plan.secret_scan import scan_files
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs
 from infra.plan.summary import render_summary
@@ -56,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         old = load_plan(args.diff) if args.diff is not None else None
         config = load_stack_config(args.stack, args.config)
         stack_outputs = load_stack_outputs(args.stack_outputs)
+        if old is not None:
+            # The earlier plan stands for the last deploy: its outputs answer the program's reference to itself.
+            stack_outputs.setdefault(own_stack_name(args.stack), old.outputs)
         run = run_program(args.stack, config, stack_outputs)
     except (ConfigError, PlanDirectoryError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -63,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = build_cluster_spec(_namespace_values(config), config.get(LOCATION_KEY))
     summary = render_summary(args.stack, spec, run.registrations, example_stacks=run.example_stacks)
     files = plan_files(run.registrations, run.outputs, summary)
-    leaks = scan_files(files)
+    leaks = scan_files(files, run.secret_values)
     if leaks:
         for leak in leaks:
             print(f"error: secret in plan output: {leak.kind} in {leak.path}:{leak.line}", file=sys.stderr)

@@ -76,6 +76,9 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def __init__(self, stack_outputs: dict[str, dict[str, Any]] | None = None) -> None:
         self.stack_outputs = stack_outputs or {}
+        # Every value handed out that the real provider marks secret (private keys, passwords, random
+        # bytes): the plan's secret scan looks for each of them, verbatim, in every file it writes.
+        self.secret_values: set[str] = set()
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
         state = dict(args.inputs)
@@ -85,13 +88,18 @@ class PlanMocks(pulumi.runtime.Mocks):
             return stack_name, {"name": stack_name, "outputs": self.stack_outputs.get(stack_name, {}),
                                 "secretOutputNames": []}
         if typ.startswith("tls:"):
-            state.update(_tls_outputs(typ, name))
+            outputs = _tls_outputs(typ, name)
+            state.update(outputs)
+            self.secret_values.update(v for k, v in outputs.items() if k.startswith("privateKey"))
         elif typ.startswith("random:"):
             length = int(args.inputs.get("length", 32))
             state["result"] = hashlib.sha256(name.encode()).hexdigest()[:length]
+            if typ.endswith(":RandomPassword"):
+                self.secret_values.add(state["result"])
             if typ.endswith(":RandomBytes"):
                 raw = hashlib.sha256(name.encode()).digest()[:length]
                 state.update(base64=base64.b64encode(raw).decode(), hex=raw.hex())
+                self.secret_values.update((state["base64"], state["hex"]))
         elif typ.startswith("azure-native:"):
             state.setdefault("name", _azure_name(typ, args.inputs, name))
             state.update(_azure_outputs(typ, state))
@@ -119,10 +127,11 @@ def _tls_outputs(typ: str, name: str) -> dict[str, str]:
 
 
 # Azure-native resources take their physical name from one input (resourceGroupName for a group,
-# vmName for a VM, ...). The mock reports it as `name`, like the provider does.
+# vmName for a VM, ...). The mock reports it as `name`, like the provider does; a child's own name
+# (a blob container's) comes before its parent's (the storage account's).
 _NAME_INPUTS = ("resourceName", "vmName", "vmScaleSetName", "virtualNetworkName", "subnetName",
                 "networkSecurityGroupName", "networkInterfaceName", "loadBalancerName", "routeTableName",
-                "natGatewayName", "publicIpAddressName", "accountName", "containerName", "vaultName",
+                "natGatewayName", "publicIpAddressName", "containerName", "accountName", "vaultName",
                 "secretName", "privateEndpointName", "privateZoneName", "virtualNetworkPeeringName",
                 "virtualNetworkLinkName", "roleAssignmentName", "registryName", "managementPolicyName",
                 "blobServicesName", "publicIpPrefixName", "diskName")

@@ -32,6 +32,9 @@ CREATE_ONLY: dict[str, dict[str, str]] = {
         "osProfile.customData": _OS_PROFILE,
         "osProfile.computerName": _OS_PROFILE,
         "osProfile.adminUsername": _OS_PROFILE,
+        "osProfile.linuxConfiguration": (
+            "Azure refuses it on an existing VM: \"Changing property 'linuxConfiguration.ssh.publicKeys' is not "
+            "allowed\" (PropertyChangeNotAllowed, Azure/aks-engine#585; the same for disablePasswordAuthentication)"),
         "zones": "a VM cannot move between availability zones (Azure: re-create it in the new zone)",
         "storageProfile.osDisk.name": "the OS disk is created with the VM; a new name is a new disk",
         "storageProfile.imageReference": "a VM's image is fixed at creation (changing it means re-creating the VM)",

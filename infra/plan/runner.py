@@ -39,6 +39,11 @@ class ProgramRun:
     monitor: RecordingMonitor
     example_stacks: tuple[str, ...] = ()  # StackReferences answered with example outputs, not real ones
 
+    @property
+    def secret_values(self) -> set[str]:
+        """The values the mocks handed out that the real providers mark secret (keys, passwords, random bytes)."""
+        return self.monitor.mocks.secret_values
+
     def of_type(self, typ: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == typ]
 
@@ -48,6 +53,11 @@ class ProgramRun:
         if len(found) != 1:
             raise KeyError(f"{len(found)} resources named {name!r}" + (f" of type {typ}" if typ else ""))
         return found[0]
+
+
+def own_stack_name(stack: str) -> str:
+    """The fully qualified name the program's StackReference to itself asks for (components/previous_deploy.py)."""
+    return f"{ORGANIZATION}/{PROJECT}/{stack}"
 
 
 def encode_config(values: dict[str, Any]) -> dict[str, str]:
@@ -116,15 +126,10 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
             _sync_await(run_pulumi_func(declare))
             outputs = _sync_await(_resolve_outputs())
     except Exception as error:  # noqa: BLE001 - only re-raised, as the ConfigError it wraps if it wraps one
+        _finish_pending(loop)
         cause = _config_error_in(error)
         if cause is not None:
             raise cause from None
-        raise
-    except Exception:
-        # A failed program leaves futures whose errors nobody retrieved. Finalise them now: left
-        # to the garbage collector they log from inside whatever runs next, and under CPython 3.11
-        # that can fail an unrelated compile() ("AST constructor recursion depth mismatch").
-        gc.collect()
         raise
     finally:
         loop.close()
@@ -150,6 +155,19 @@ def _cyclic_gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _finish_pending(loop: asyncio.AbstractEventLoop) -> None:
+    """A failed program leaves registrations waiting on the one that failed, and futures whose errors nobody
+    retrieved. Cancel and finalise them now: left to the garbage collector they log ("Task was destroyed but
+    it is pending!") from inside whatever runs next, and under CPython 3.11 that can fail an unrelated
+    compile() ("AST constructor recursion depth mismatch")."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    gc.collect()
 
 
 def _config_error_in(error: BaseException) -> ConfigError | None:

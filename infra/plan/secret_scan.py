@@ -2,13 +2,15 @@
 
 What counts as a secret in supercluster: private keys (any PEM private key block),
 Kubernetes bootstrap tokens (``[a-z0-9]{6}.[a-z0-9]{16}``), kubeconfig credentials
-(``client-key-data``, ``token:``), storage keys and SAS signatures, and anything the
-mocks handed out as a secret value. Public certificates and secret *names* are fine.
+(``client-key-data``, ``token:``), storage keys and SAS signatures, and, verbatim, every
+value the mocks handed out that the real provider marks secret (``ProgramRun.secret_values``).
+Public certificates and secret *names* are fine.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # Each pattern opens with a literal, so the regex engine jumps from one occurrence of it to the next
@@ -50,12 +52,24 @@ def scan_text(path: str, text: str) -> list[Finding]:
     return findings
 
 
-def scan_files(files: dict[str, str]) -> list[Finding]:
-    """Scans ``{path: text}``; identical texts (a pool's shards) are scanned once."""
+def scan_values(text: str, secret_values: Iterable[str]) -> list[Finding]:
+    """Where any of ``secret_values`` (what the mocks handed out as secrets) appears verbatim."""
+    findings = []
+    for value in secret_values:
+        start = text.find(value)
+        if value and start >= 0:
+            findings.append(Finding("", "secret value handed out by a provider", text.count("\n", 0, start) + 1))
+    return findings
+
+
+def scan_files(files: dict[str, str], secret_values: Iterable[str] = ()) -> list[Finding]:
+    """Scans ``{path: text}`` for the patterns and for ``secret_values``; identical texts (a pool's shards)
+    are scanned once."""
+    values = sorted(set(secret_values))
     findings: list[Finding] = []
     verdicts: dict[str, list[Finding]] = {}
     for path, text in sorted(files.items()):
         if text not in verdicts:
-            verdicts[text] = scan_text("", text)
+            verdicts[text] = scan_text("", text) + scan_values(text, values)
         findings += [Finding(path, f.kind, f.line) for f in verdicts[text]]
     return findings

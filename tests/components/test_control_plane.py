@@ -50,13 +50,13 @@ def test_internal_standard_load_balancer_probes_readyz(prod_plan):
         assert nic.inputs["ipConfigurations"][0]["loadBalancerBackendAddressPools"] == [{"id": pool_id}]
 
 
-def test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_replace(prod_plan):
+def test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_the_runbook(prod_plan):
     gates = [prod_plan.named(f"{CP}-ready-{i}") for i in range(5)]
     gate_urns = {g.urn for g in gates}
     for i, vm in enumerate(_apiserver_vms(prod_plan)):
         # `pulumi up` never applies a cloud-init change to all five at once ...
-        assert vm.options["ignoreChanges"] == ["osProfile.customData"]
-        # ... `pulumi up --replace` rolls one: deleted first (fixed name and static IP) ...
+        assert "osProfile.customData" in vm.options["ignoreChanges"]
+        # ... the runbook rolls one (destroy, then up): a replacement deletes first (fixed name and IP) ...
         assert vm.options["deleteBeforeReplace"] is True
         # ... and the NIC (static IP, load-balancer membership) outlives the VM it is attached to.
         assert vm.inputs["networkProfile"]["networkInterfaces"][0]["deleteOption"] == "Detach"
@@ -142,9 +142,10 @@ def test_nothing_secret_appears_in_the_plan(prod_plan):
 
 
 def test_kubeconfig_is_a_secret_output_and_feeds_the_provider(prod_plan):
-    assert prod_plan.outputs["kubeconfig"] == "[secret]"
-    assert prod_plan.outputs["apiserverEndpoint"] == f"https://{spec('prod').addresses.apiserver_lb_ip()}:6443"
-    assert "BEGIN CERTIFICATE" in prod_plan.outputs["clusterCaCertificate"]
+    contract = prod_plan.outputs["cluster"]
+    assert contract["adminKubeconfig"] == "[secret]"
+    assert contract["apiserver"]["endpoint"] == f"https://{spec('prod').addresses.apiserver_lb_ip()}:6443"
+    assert "BEGIN CERTIFICATE" in contract["apiserver"]["caCertificate"]
     provider = prod_plan.named(f"{CP}-k8s", "pulumi:providers:kubernetes")
     assert provider.inputs["kubeconfig"] == "[secret]"
     assert provider.inputs["clusterIdentifier"] == "prod"

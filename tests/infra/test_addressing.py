@@ -111,7 +111,8 @@ def test_any_pool_mix_plans_without_overlaps_or_fails_for_a_stated_reason(raw):
     assert_well_formed(plan, raw)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Many generated mixes do not fit before or after growing and are skipped (assume): that is expected here.
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(pool_mixes(), st.data())
 def test_growing_or_adding_a_pool_never_moves_an_existing_subnet(raw, data):
     try:

@@ -60,6 +60,7 @@ def test_node_join_rbac_lets_only_our_token_group_bootstrap():
     assert bindings["system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"][0]["name"] == \
         "system:nodes"
     assert bindings["system:kubelet-api-admin"][0]["name"] == pki.KUBELET_CLIENT_USER
+    assert bindings["system:node-proxier"][0]["name"] == "system:nodes"  # kube-proxy uses the node's cert
     assert cluster_objects.BOOTSTRAP_GROUP.startswith("system:bootstrappers:")
     assert cluster_objects.bootstrap_token_data("abc123", "s")["auth-extra-groups"] == cluster_objects.BOOTSTRAP_GROUP
 

@@ -19,7 +19,8 @@ from infra.secret_names import NODE_JOIN_FILES
 def spec(**changes) -> NodeSpec:
     values = dict(
         kubernetes_version="1.33.4", apiserver_endpoint="https://10.0.0.68:6443", cluster_dns="172.20.0.10",
-        cluster_cidr="10.0.0.0/8", vault_name="prod-kv-123456", registry_login_server="prodacr123456.azurecr.io",
+        cluster_cidr="10.0.0.0/8", vault_name="prod-kv-123456", identity_name="prod-id-node",
+        registry_login_server="prodacr123456.azurecr.io",
         images=("registry.k8s.io/pause:3.10", "nvcr.io/nvidia/pytorch:24.05-py3"),
         local_disks=LocalDisks(nvme_disks=8), vcpus=96, max_pods=8,
         labels={"supercluster.io/team": "research"},

@@ -12,7 +12,6 @@ from infra.images import cache_prefixes, parse_image
 from infra.node import install
 from infra.node.pool import (MAX_TAGS, ScaleSetShape, autoscaler_tags, encode_tag_key, ephemeral_os_disk, image,
                              node_spec, scale_set_tags)
-from infra.node.rbac import node_join_bindings
 from infra.sizing import shards
 from tests.helpers import parsed, raw_stack
 
@@ -122,7 +121,3 @@ def test_install_manifest_pins_every_binary():
     assert all(a.get("sha256") or a.get("sha256_url") for name, a in artifacts.items() if name != "azure-cni")
 
 
-def test_node_join_rbac():
-    bindings = {b["metadata"]["name"]: (b["roleRef"]["name"], b["subjects"][0]["name"]) for b in node_join_bindings()}
-    assert bindings["supercluster-node-proxier"] == ("system:node-proxier", "system:nodes")
-    assert ("system:node-bootstrapper", "system:bootstrappers") in bindings.values()

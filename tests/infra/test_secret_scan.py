@@ -34,14 +34,33 @@ def test_public_material_and_secret_names_pass(text):
     assert scan_text("f", text) == []
 
 
-def test_real_plans_are_clean(dev_plan, prod_plan):
-    from infra.plan.artifacts import plan_files
+def test_a_value_handed_out_as_a_secret_is_found_verbatim_wherever_it_is():
     from infra.plan.secret_scan import scan_files
 
-    for run in (dev_plan, prod_plan):
-        files = plan_files(run.registrations, run.outputs, "")
-        assert any(path.endswith("cloud-init.yaml") for path in files)
-        assert scan_files(files) == []
+    files = {"a.yaml": "x: 1\nkey: 3q2+7w==\n", "b.yaml": "nothing here\n"}
+    assert [(f.path, f.kind, f.line) for f in scan_files(files, {"3q2+7w=="})] == [
+        ("a.yaml", "secret value handed out by a provider", 2)]
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_real_plans_hold_no_secret_pattern_and_none_of_the_secret_values(stack, dev_plan, prod_plan):
+    """Every file of the plan (resources.json, outputs.json, every rendered file), and in particular every
+    machine's customData, is free of secrets: the patterns, and each private key, password and random key
+    the mocks actually handed out."""
+    from infra.plan.artifacts import custom_data_of, plan_files
+    from infra.plan.secret_scan import scan_files
+
+    run = {"dev": dev_plan, "prod": prod_plan}[stack]
+    kinds = {r.type for r in run.registrations}
+    assert {"tls:index/privateKey:PrivateKey", "random:index/randomPassword:RandomPassword",
+            "random:index/randomBytes:RandomBytes"} <= kinds
+    assert len(run.secret_values) >= 3  # every key, the bootstrap token's secret, the encryption key
+    files = plan_files(run.registrations, run.outputs, "")
+    assert {"resources.json", "outputs.json"} <= set(files) and any(p.endswith("cloud-init.yaml") for p in files)
+    assert scan_files(files, run.secret_values) == []
+    custom_data = {r.name: custom_data_of(r) for r in run.registrations if custom_data_of(r) is not None}
+    assert len(custom_data) >= 5  # etcd, events etcd, apiserver, NAT host, every scale set
+    assert scan_files(custom_data, run.secret_values) == []
 
 
 # The scan's patterns are written to open with a literal (fast); these are the plain forms they must agree with.

@@ -42,3 +42,11 @@ def test_plans_are_deterministic(dev_plan):
     assert json.dumps([r.as_json() for r in again.registrations]) == \
         json.dumps([r.as_json() for r in dev_plan.registrations])
     assert again.outputs == dev_plan.outputs
+
+
+def test_tag_names_are_ones_azure_accepts(stack_plan):
+    """Azure refuses tag names holding < > % & \\ ? / (learn.microsoft.com, "Use tags to organize your
+    Azure resources", limitations); a Kubernetes-style key must be written with "_" instead of "/"."""
+    bad = {(r.name, key) for r in stack_plan.registrations for key in (r.inputs.get("tags") or {})
+           if any(ch in key for ch in '<>%&\\?/') or len(key) > 512}
+    assert bad == set()

@@ -16,7 +16,8 @@ import time
 import urllib.parse
 import urllib.request
 
-IMDS = os.environ.get("IMDS_ENDPOINT", "http://169.254.169.254")
+# Asks the metadata service for a token as the node's role identity (CPU nodes carry two identities).
+IMDS_TOKEN = os.environ.get("IMDS_TOKEN", "/usr/local/sbin/supercluster-imds-token")
 CTR = os.environ.get("CTR", "/usr/local/bin/ctr")
 # ACR's AAD-to-registry token exchange accepts tokens for this audience (ACR "authenticate with
 # Microsoft Entra" docs); the username that goes with a refresh token is the all-zero GUID.
@@ -43,10 +44,7 @@ def ctr(*args):
 
 
 def refresh_token(registry):
-    query = urllib.parse.urlencode({"api-version": "2018-02-01", "resource": ACR_AUDIENCE})
-    request = urllib.request.Request(f"{IMDS}/metadata/identity/oauth2/token?{query}", headers={"Metadata": "true"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        aad_token = json.load(response)["access_token"]
+    aad_token = subprocess.run([IMDS_TOKEN, ACR_AUDIENCE], check=True, capture_output=True, text=True).stdout.strip()
     form = urllib.parse.urlencode({"grant_type": "access_token", "service": registry,
                                    "access_token": aad_token}).encode()
     with urllib.request.urlopen(f"https://{registry}/oauth2/exchange", data=form, timeout=30) as response:

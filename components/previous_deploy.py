@@ -1,0 +1,57 @@
+"""What the last ``pulumi up`` of this stack exported, and the checks that need it.
+
+A ``StackReference`` to the stack itself reads the outputs of its last deploy: the program's
+new outputs are written only when it finishes, so during a run the reference still sees the
+previous ones (none on the first deploy). Today one check uses them: a node pool may leave the
+config only if the last deploy had retired it (``infra/pool_retirement.py``).
+
+A refused change must change nothing. Pulumi deletes what the program no longer declares only
+after the program has finished without error (pulumi/pulumi
+``pkg/resource/deploy/deployment_executor.go``: a source error bails out before
+``performDeletes``), so a failed check never deletes. ``gate`` also holds back creates and
+updates: ``__main__.py`` passes the resource group's name through it, and every resource in
+the group waits for the group.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import pulumi
+
+from components.stack_config import ConfigRunError
+from infra.config import ClusterConfig
+from infra.contract import OUTPUT_NAME
+from infra.errors import ConfigError
+from infra.pool_retirement import check_pool_removals
+
+T = TypeVar("T")
+
+
+def own_stack_name() -> str:
+    """This stack, fully qualified (a DIY backend's organization is ``organization``)."""
+    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+
+
+def _checked(cluster_output: Any, config: ClusterConfig) -> bool:
+    try:
+        check_pool_removals(cluster_output, config)
+    except ConfigError as error:
+        raise ConfigRunError(error) from None
+    return True
+
+
+class PreviousDeploy(pulumi.ComponentResource):
+    checked: pulumi.Output[bool]  # resolves once the checks pass; fails the program with one line otherwise
+
+    def __init__(self, name: str, *, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("supercluster:previous_deploy:PreviousDeploy", name, None, opts)
+        reference = pulumi.StackReference(f"{name}-stack", stack_name=own_stack_name(),
+                                          opts=pulumi.ResourceOptions(parent=self))
+        self.checked = reference.get_output(OUTPUT_NAME).apply(lambda output: _checked(output, config))
+        self.register_outputs({})
+
+    def gate(self, value: T) -> pulumi.Output[T]:
+        """``value``, available only after the checks passed. Not secret: the ``cluster`` output it waits
+        for is secret (it holds the kubeconfig), but nothing of it reaches ``value``."""
+        return pulumi.Output.unsecret(self.checked.apply(lambda _: value))

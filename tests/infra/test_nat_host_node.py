@@ -1,0 +1,37 @@
+"""A NAT host is a tainted cluster node: the node bootstrap plus the NAT parts, ordered before kubelet."""
+
+from __future__ import annotations
+
+import yaml
+
+from infra.addressing import plan_addresses
+from infra.cloudinit import render
+from infra.nat_hosts import NAT_HOST_MAX_PODS, NAT_HOST_TAINTS, nat_host_cloud_config
+from infra.node import kubelet
+from infra.traffic_accounting import boot_steps
+from tests.helpers import parsed
+
+
+def _files(config) -> dict[str, str]:
+    document = yaml.safe_load(render(nat_host_cloud_config(config, plan_addresses(config), "dev-kv")))
+    return {entry["path"]: entry["content"] for entry in document["write_files"]}
+
+
+def test_nat_host_joins_tainted_with_kube_proxy_and_its_own_identity():
+    files = _files(parsed("dev"))
+    kubelet_config = yaml.safe_load(files[kubelet.CONFIG_PATH])
+    assert kubelet_config["registerWithTaints"] == [
+        {"key": t.key, "value": t.value, "effect": t.effect} for t in NAT_HOST_TAINTS]
+    assert kubelet_config["maxPods"] == NAT_HOST_MAX_PODS
+    assert "/etc/systemd/system/kube-proxy.service" in files
+    assert files["/etc/supercluster/identity"].strip() == "dev-id-nat"
+    assert any("SUPERCLUSTER-NAT-MASQ" in text for text in files.values())
+
+
+def test_nat_host_accounting_follows_the_addon_toggle():
+    on = _files(parsed("dev"))
+    off = _files(parsed("dev", addons={"trafficAccounting": {"enabled": False}}))
+    unit = "/etc/systemd/system/supercluster-traffic-accounting.service"
+    assert unit in on and unit not in off
+    assert boot_steps(parsed("dev", addons={"trafficAccounting": {"enabled": False}}),
+                      plan_addresses(parsed("dev"))) == []

@@ -1,0 +1,224 @@
+"""Nothing stateful is lost by a `pulumi up`: what is protected, and what each config key changes.
+
+The sweep changes one config key at a time on dev (every component, ~1 s per run), diffs the
+plan against dev's with ``infra.plan.diff`` (which decides replacements offline and flags
+stateful ones), and asserts exactly which resources the change may touch and that it replaces
+or deletes nothing stateful, except where the key itself is about that resource (then the diff
+flags it and protection stops `pulumi up`; README "Reliability and security" says what to do).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from infra.plan.diff import diff_plans
+from infra.plan.runner import ProgramRun
+from infra.plan.stackfile import PROJECT_DIR
+from tests.conftest import RETIRE_CPU, as_plan, plan_stack
+
+# --------------------------------------------------------------------------- what must be protected
+
+# (type, name after "<cluster>-", why losing it loses data or breaks the cluster). Each row must match
+# at least one resource of each stack, so renaming a resource cannot quietly empty a row.
+MUST_PROTECT = [
+    ("azure-native:resources:ResourceGroup", r".+", "holds everything; deleting it deletes the cluster"),
+    ("azure-native:network:VirtualNetwork", r".+", "every machine's network; the cluster's subnets are inline in "
+     "it (they hold NICs: re-created means every machine in them goes first)"),
+    ("azure-native:network:VirtualNetworkPeering", r".+", "pods reach pods across pool VNets through them"),
+    ("azure-native:network:PublicIPPrefix", r".+-egress", "egress addresses other parties allow-list"),
+    ("azure-native:keyvault:Vault", r".+", "every key and token the machines fetch at boot"),
+    ("azure-native:storage:StorageAccount", r".+", "etcd snapshots"),
+    ("azure-native:storage:BlobContainer", r"(events-)?etcd-backup-container", "etcd snapshots"),
+    ("azure-native:containerregistry:Registry", r"registry-acr", "the image cache every node boots from"),
+    ("azure-native:compute:VirtualMachineScaleSet", r"pool-\w+-s\d{3}", "running jobs"),
+    ("azure-native:compute:VirtualMachine", r"(events-)?etcd-\d+-vm", "an etcd member's data on local NVMe"),
+    ("azure-native:network:NetworkInterface", r"(events-)?etcd-\d+-nic",
+     "an etcd member's address, in every peer's config"),
+    ("azure-native:network:LoadBalancer", r"control-plane-lb", "the API endpoint every node and kubeconfig names"),
+    ("tls:index/privateKey:PrivateKey", r"control-plane-pki-(cluster-ca|front-proxy-ca)-key",
+     "a new CA key re-issues every certificate and strands every node"),
+    ("tls:index/selfSignedCert:SelfSignedCert", r"control-plane-pki-(cluster-ca|front-proxy-ca)-cert",
+     "every node and kubeconfig trusts it"),
+    ("tls:index/privateKey:PrivateKey", r"control-plane-pki-service-account-key",
+     "a new key invalidates every service-account token"),
+    ("tls:index/privateKey:PrivateKey", r"etcd-pki-ca-key", "every etcd member and client certificate"),
+    ("tls:index/selfSignedCert:SelfSignedCert", r"etcd-pki-ca-cert", "every etcd member trusts it"),
+    ("random:index/randomBytes:RandomBytes", r"control-plane-encryption-key",
+     "every Secret in etcd is encrypted with it: a new key makes them unreadable"),
+]
+
+
+def _short_name(run: ProgramRun, name: str) -> str:
+    return name.removeprefix(f"{run.stack}-")  # both stacks name their cluster after the stack
+
+
+@pytest.fixture(params=["dev", "prod"])
+def stack_plan(request, dev_plan, prod_plan) -> ProgramRun:
+    return {"dev": dev_plan, "prod": prod_plan}[request.param]
+
+
+@pytest.mark.parametrize("typ,pattern,why", MUST_PROTECT,
+                         ids=[f"{t.rsplit(':', 1)[-1]}:{p}" for t, p, _ in MUST_PROTECT])
+def test_everything_whose_loss_loses_data_or_breaks_the_cluster_is_protected(stack_plan, typ, pattern, why):
+    found = [r for r in stack_plan.of_type(typ) if re.fullmatch(pattern, _short_name(stack_plan, r.name))]
+    assert found, f"no {typ} named {pattern} in {stack_plan.stack}: the table is stale"
+    unprotected = [r.name for r in found if not r.options["protect"]]
+    assert not unprotected, f"{unprotected} must be protected: {why}"
+
+
+def test_backups_are_retained_even_when_deleted_on_purpose(stack_plan):
+    containers = stack_plan.of_type("azure-native:storage:BlobContainer")
+    assert containers and all(c.options["retainOnDelete"] for c in containers)
+
+
+def test_what_others_own_is_ignored(stack_plan):
+    """The autoscaler owns capacity; stateful and rolled machines never take a cloud-init change from `pulumi up`;
+    Azure refuses new SSH keys on an existing VM."""
+    for vmss in stack_plan.of_type("azure-native:compute:VirtualMachineScaleSet"):
+        assert "sku.capacity" in vmss.options["ignoreChanges"], vmss.name
+    for vm in stack_plan.of_type("azure-native:compute:VirtualMachine"):
+        assert "osProfile.linuxConfiguration.ssh.publicKeys" in vm.options["ignoreChanges"], vm.name
+        if re.fullmatch(r"(events-)?etcd-\d+-vm|control-plane-vm-\d+-vm", _short_name(stack_plan, vm.name)):
+            assert "osProfile.customData" in vm.options["ignoreChanges"], vm.name
+
+
+# --------------------------------------------------------------------------- the config-key sweep
+
+NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRotatedBreakGlassKeyForTheSweepOnly00000000 platform@supercluster"
+NEW_POOL = ("nodePools[2]={name: cpu2, role: cpu, vmSize: Standard_D16ds_v5, minNodes: 0, maxNodes: 3, "
+            "podIpsPerNode: 16, addressSlot: 3}")
+NODES = r"pool-\w+-s\d{3}"
+VMS = r"(control-plane-vm|etcd|events-etcd|nat-hosts)-\d+-vm"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One key's representative change and what it may touch (names after ``dev-``, regexes that must match whole)."""
+
+    overrides: tuple[str, ...]
+    touches: str  # every Azure, tls or random resource it creates, updates, replaces or deletes
+    dangers: str = r"(?!)"  # the stateful resources it replaces or deletes (flagged; protection stops `pulumi up`)
+    only_creates: bool = False
+
+
+SWEEP = {
+    # Rendered into every machine: node models update in place (Manual upgrade policy), the control plane and
+    # etcd ignore customData (their tags show it), NAT hosts are stateless and re-created.
+    "kubernetesVersion": Change(("kubernetesVersion=1.33.5",), rf"{NODES}|{VMS}"),
+    # Azure refuses new keys on an existing VM: every VM ignores them, scale sets take them in their model.
+    "adminSshPublicKey": Change((f"adminSshPublicKey={NEW_KEY}",), rf"{NODES}|{VMS}"),
+    # New members join; the existing one only shows a new cloud-init fingerprint.
+    "etcd.members": Change(("etcd.members=3",), r"etcd-\d+(-.+)?|control-plane-vm-0-vm"),
+    "controlPlane.apiservers": Change(("controlPlane.apiservers=3",), r"control-plane-.+"),
+    "network.serviceCidr": Change(("network.serviceCidr=172.21.0.0/20",),
+                                  rf"{NODES}|{VMS}|nat-nsg|hub-peerings-services|control-plane-pki-apiserver-csr"),
+    # The hub's own subnet moves with it (flagged); the NSG rules that name the hub follow.
+    "network.hub.addressSpace": Change(("network.hub.addressSpace=10.251.0.0/22",),
+                                       r"hub-vnet|hub-researchers|[\w-]+-nsg", dangers=r"hub-researchers"),
+    "nodePools[].vmSize": Change(("nodePools[1].vmSize=Standard_D32ds_v5",), r"pool-cpu-s\d{3}"),
+    # Subnets are sized for a full shard of pod IPs: more pod IPs per node cannot fit the live subnet (its
+    # prefix, inline in the pool's VNet, is flagged).
+    "nodePools[].podIpsPerNode": Change(("nodePools[1].podIpsPerNode=32",), r"pool-cpu-s\d{3}|cpu",
+                                        dangers=r"cpu"),
+    "nodePools[].retired": Change(RETIRE_CPU, r"pool-cpu-s\d{3}"),
+    "nodePools (a new pool)": Change((NEW_POOL,), r".*cpu2.*", only_creates=True),
+    "images.preload": Change(("images.preload=[docker.io/library/busybox:1.36]",),
+                             rf"{NODES}|nat-hosts-\d+-vm|registry-cache-\w+"),
+}
+
+# Keys the sweep does not run, each with where its behaviour is pinned down.
+NOT_SWEPT = {
+    "azure-native:location": (
+        "every Azure resource moves region, i.e. is replaced", "test_replacement_table"),
+    "clusterName": (
+        "renames every resource", "test_renaming_the_cluster_flags_every_protected_resource_it_would_replace"),
+    "network.addressSpace": (
+        "re-addresses every subnet (never change it; subnets are create-only)", "test_replacement_table"),
+    "network.hub.stack": (
+        "another team's hub: only our peerings and route in it",
+        "test_another_teams_hub_is_read_by_stack_reference_and_changed_only_through_its_subscription"),
+    "network.natHosts": (
+        "stateless NAT host VMs behind their load balancer",
+        "test_each_host_forwards_from_its_static_address_in_the_backend_pool"),
+    "network.maxPrivateIps": (
+        "validation limits only; no resource reads them",
+        "test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_raising_the_limit_passes"),
+    "etcd.vmSize": (
+        "a resize is declared a replacement, which protection stops",
+        "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
+    "etcd.quotaBackendBytes": (
+        "the member's files only; the VM ignores customData",
+        "test_a_cloud_init_change_neither_replaces_nor_rewrites_a_member"),
+    "eventsEtcd": (
+        "the same component as etcd", "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
+    "controlPlane.vmSize": (
+        "an in-place resize of the stateless apiserver VMs (roll them instead: README)",
+        "test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_the_runbook"),
+    "nodePools[].name": (
+        "a new name is a new pool, and the old one is removed: refused unless retired",
+        "test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line"),
+    "nodePools[].minNodes": (
+        "the scale set's min tag; capacity is the autoscaler's",
+        "test_autoscaler_owned_capacity_is_reported_as_ignored"),
+    "nodePools[].maxNodes": (
+        "the max tag, and new shards appended", "test_growing_a_pool_names_exactly_the_resources_it_touches"),
+    "nodePools[].labels": (
+        "the pool's scale sets' model and tags", "test_a_rendered_file_change_names_exactly_the_pool_and_its_files"),
+    "nodePools[].taints": (
+        "as labels", "test_a_rendered_file_change_names_exactly_the_pool_and_its_files"),
+    "nodePools[].role": (
+        "role and size are validated together; as vmSize", "test_gpu_pool_needs_a_gpu_size_and_cpu_pool_a_cpu_size"),
+    "nodePools[].infiniband": (
+        "as vmSize; the placement shape is create-only", "test_replacement_table"),
+    "nodePools[].addressSlot": (
+        "moves the pool's VNet (never change it; validation refuses a slot in use)",
+        "test_duplicate_pool_names_and_slots_are_refused"),
+    "addons.": (
+        "in-cluster objects only, none stateful",
+        "test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan"),
+}
+
+IN_CLUSTER_OR_COMPONENT = ("kubernetes:", "pulumi:providers:kubernetes", "supercluster:")
+
+
+@pytest.fixture(scope="module")
+def dev_before(dev_plan):
+    return as_plan(dev_plan)
+
+
+@pytest.mark.parametrize("key", list(SWEEP))
+def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, dev_before, retired_cpu_plan):
+    change = SWEEP[key]
+    after = retired_cpu_plan if change.overrides == RETIRE_CPU else plan_stack("dev", *change.overrides)
+    diff = diff_plans(dev_before, as_plan(after))
+    touched = [c for c in diff.resources if not c.type.startswith(IN_CLUSTER_OR_COMPONENT)]
+    assert touched, f"{key}: the change reached no resource"
+    strays = [(c.action, c.name) for c in touched if not re.fullmatch(change.touches, c.name.removeprefix("dev-"))]
+    assert not strays, f"{key} touches resources it has nothing to do with: {strays}"
+    dangers = [(c.name, c.danger) for c in diff.dangers
+               if not re.fullmatch(change.dangers, c.name.removeprefix("dev-"))]
+    assert not dangers, f"{key} replaces or deletes stateful resources: {dangers}"
+    if change.dangers != Change.dangers:
+        assert diff.dangers, f"{key}: the stateful change it must cause is no longer flagged"
+    if change.only_creates:  # in Azure; in the cluster, e.g. the autoscaler's --max-nodes-total grows with a pool
+        assert {c.action for c in touched} == {"create"}, [(c.action, c.name) for c in touched]
+
+
+def _readme_config_keys() -> list[str]:
+    section = (PROJECT_DIR / "README.md").read_text().split("## Config reference", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)`", section, flags=re.MULTILINE)
+
+
+def test_every_config_key_is_swept_or_pinned_down_elsewhere():
+    covered = list(SWEEP) + list(NOT_SWEPT)
+    for key in _readme_config_keys():
+        key = key.removesuffix(".*")
+        assert any(key == c or key.startswith(c) or c.startswith(key) for c in covered), \
+            f"{key}: neither swept nor listed in NOT_SWEPT"
+    tests = "\n".join(path.read_text() for path in Path(__file__).parents[1].rglob("test_*.py"))
+    for key, (_, test) in NOT_SWEPT.items():
+        assert f"def {test}(" in tests, f"{key}: no test named {test}"
