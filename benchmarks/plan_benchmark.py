@@ -45,14 +45,14 @@ run = run_declarations(declare, stack="floor")
 assert len(run.registrations) == count
 gc.freeze()
 """
-# The modules a dev plan loads, printed one per line: what IMPORTS_PROGRAM then imports alone.
+# The modules a dev plan loads, one per line in the order it loaded them: what IMPORTS_PROGRAM imports alone.
 MODULES_PROGRAM = """
 import sys
 from infra.plan.runner import run_program
 from infra.plan.stackfile import load_stack_config
 run_program("dev", load_stack_config("dev", []))
-print("\\n".join(sorted(m for m in sys.modules if m.split(".")[0] in ("pulumi", "pulumi_azure_native",
-      "pulumi_kubernetes", "pulumi_tls", "pulumi_random", "components", "infra"))))
+print(" ".join(m for m in sys.modules if m.split(".")[0] in ("pulumi", "pulumi_azure_native", "pulumi_kubernetes",
+                                                             "pulumi_tls", "pulumi_random", "components", "infra")))
 """
 IMPORTS_PROGRAM = """
 import gc, importlib, sys
@@ -144,7 +144,8 @@ def main() -> None:
             base = base or (wall, cpu)
             print(f"| {total:,} nodes | {count} | {wall:.2f} ({cpu:.2f}) | {wall / base[0]:.2f}x ({cpu / base[1]:.2f}x) |")
     if not args.skip_tests:
-        wall, cpu, _, _ = timed([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        # As scripts/test.sh runs it (without its setup step): one worker per core.
+        wall, cpu, _, _ = timed([PYTHON, "-m", "pytest", "-n", "auto"])
         print(f"\nTest suite: {wall:.1f} s wall ({cpu:.1f} s cpu)")
 
 

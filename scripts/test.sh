@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest "$@"
+# One worker per core (pytest-xdist): the suite is CPU-bound, each test planning the stack under mocks.
+exec .venv/bin/python -m pytest -n auto "$@"
