@@ -69,3 +69,33 @@ def test_only_identical_trees_are_linked(tmp_path):
     assert [p.name for p in sorted(root.iterdir()) if p.is_symlink()] == ["b"]
     assert (root / "c" / "y" / "z").read_text() == "3" and (root / "d" / "x").read_text() == "1"
     assert (root / "b" / "y" / "z").read_text() == "2"
+
+
+def test_a_run_walks_no_caller_frames_and_hands_back_its_errors_unchanged():
+    import traceback
+
+    depths = []
+
+    def deep(levels: int):
+        return run_declarations(lambda: depths.append(len(traceback.extract_stack()))) if levels == 0 \
+            else deep(levels - 1)
+
+    deep(0)
+    deep(100)
+    assert depths[0] == depths[1] < 30, "the SDK captures this stack for every resource"
+
+    class Boom(Exception):
+        pass
+
+    def fail():
+        raise Boom("from the program")
+
+    try:
+        run_declarations(fail)
+    except Exception as error:  # noqa: BLE001 - the SDK wraps it; the cause must be the program's exception
+        chain = [error]
+        while chain[-1].__cause__ or chain[-1].__context__:
+            chain.append(chain[-1].__cause__ or chain[-1].__context__)
+        assert any(isinstance(e, Boom) for e in chain)
+    else:
+        raise AssertionError("the program's error was swallowed")
