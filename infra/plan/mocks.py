@@ -39,7 +39,7 @@ def plain(value: Any) -> Any:
             return value.get("urn")
         if signature == _OUTPUT_SIG:
             return SECRET if value.get("secret") else plain(value.get("value"))
-        return {k: plain(v) for k, v in value.items()}
+        return {k: plain(value[k]) for k in sorted(value)}  # protobuf map order varies between runs
     if isinstance(value, list):
         return [plain(v) for v in value]
     if isinstance(value, float) and value.is_integer():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -118,3 +119,26 @@ def test_a_plan_that_would_leak_a_secret_is_not_kept(tmp_path, capsys, monkeypat
     assert main(["--stack", "dev", "--out", str(out)]) == 3
     assert "secret in plan output: private key in files/leak.pem:1" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_another_process_writes_the_same_plan_byte_for_byte(written_plans, tmp_path):
+    """Reviewers diff plan directories as text: key order must not depend on the process."""
+    import filecmp
+
+    out, _ = written_plans["dev"]
+    again = tmp_path / "again"
+    result = subprocess.run([sys.executable, "-m", "infra.plan", "--stack", "dev", "--out", str(again)],
+                            cwd=PROJECT_DIR, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "7"})
+    assert result.returncode == 0, result.stderr
+    mismatches = []
+
+    def compare(a, b):
+        comparison = filecmp.dircmp(a, b)
+        mismatches.extend(comparison.left_only + comparison.right_only)
+        _, differ, errors = filecmp.cmpfiles(a, b, comparison.common_files, shallow=False)
+        mismatches.extend(differ + errors)
+        for sub in comparison.common_dirs:
+            compare(a / sub, b / sub)
+
+    compare(out, again)
+    assert mismatches == []
