@@ -10,11 +10,10 @@ program, writable by that cluster's identity only.
 
 from __future__ import annotations
 
-import uuid
-
 import pulumi
 import pulumi_azure_native as azure
 
+from components.grants import grant
 from components.private_link import private_link
 from infra.etcd import backup
 
@@ -110,16 +109,8 @@ class EtcdBackupStore(pulumi.ComponentResource):
             public_access="None",
             opts=pulumi.ResourceOptions(parent=owner, protect=True, retain_on_delete=True),
         )
-        azure.authorization.RoleAssignment(
-            f"{logical_name}-{writer_role}-writer",
-            role_assignment_name=str(uuid.uuid5(
-                uuid.NAMESPACE_URL, f"supercluster/{self._cluster_name}/etcd-backups/{container_name}/{writer_role}")),
-            scope=container.id,
-            principal_id=writer_principal_id,
-            principal_type="ServicePrincipal",
-            role_definition_id=pulumi.Output.concat(
-                "/subscriptions/", self._subscription_id,
-                "/providers/Microsoft.Authorization/roleDefinitions/", STORAGE_BLOB_DATA_CONTRIBUTOR_ROLE),
-            opts=pulumi.ResourceOptions(parent=owner),
-        )
+        grant(owner, f"{logical_name}-{writer_role}-writer",
+              key=f"{self._cluster_name}/etcd-backups/{container_name}/{writer_role}", scope=container.id,
+              principal_id=writer_principal_id, role=STORAGE_BLOB_DATA_CONTRIBUTOR_ROLE,
+              subscription_id=self._subscription_id)
         return container

@@ -7,11 +7,10 @@ cannot read a node's bootstrap token and a node cannot read an etcd key.
 
 from __future__ import annotations
 
-import uuid
-
 import pulumi
 import pulumi_azure_native as azure
 
+from components.grants import grant
 from infra import naming
 
 # "autoscaler" is the cluster autoscaler's (it runs on CPU nodes, whose scale sets carry it beside
@@ -41,15 +40,7 @@ class RoleIdentities(pulumi.ComponentResource):
             for role in ROLES
         }
         autoscaler = self.identities["autoscaler"]
-        azure.authorization.RoleAssignment(
-            f"{name}-autoscaler-vm-contributor",
-            role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"supercluster/{cluster_name}/autoscaler")),
-            scope=resource_group_id,
-            principal_id=autoscaler.principal_id,
-            principal_type="ServicePrincipal",
-            role_definition_id=pulumi.Output.concat(
-                "/subscriptions/", subscription_id,
-                "/providers/Microsoft.Authorization/roleDefinitions/", VIRTUAL_MACHINE_CONTRIBUTOR_ROLE),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        grant(self, f"{name}-autoscaler-vm-contributor", key=f"{cluster_name}/autoscaler", scope=resource_group_id,
+              principal_id=autoscaler.principal_id, role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
+              subscription_id=subscription_id)
         self.register_outputs({role: identity.id for role, identity in self.identities.items()})

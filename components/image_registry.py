@@ -9,11 +9,10 @@ node identity allowed to pull (AcrPull). Nodes preload from it at boot (infra/no
 
 from __future__ import annotations
 
-import uuid
-
 import pulumi
 import pulumi_azure_native as azure
 
+from components.grants import grant
 from components.private_link import private_link
 from infra import naming
 
@@ -67,16 +66,6 @@ class ImageRegistry(pulumi.ComponentResource):
                      resource_group_name=resource_group_name, location=location, subnet_id=endpoint_subnet_id,
                      vnet_ids=vnet_ids)
         for role, principal_id in sorted(pull_principal_ids.items()):
-            azure.authorization.RoleAssignment(
-                f"{name}-{role}-pull",
-                role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL,
-                                                    f"supercluster/{cluster_name}/acr-pull/{role}")),
-                scope=self.registry.id,
-                principal_id=principal_id,
-                principal_type="ServicePrincipal",
-                role_definition_id=pulumi.Output.concat(
-                    "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/",
-                    ACR_PULL_ROLE),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+            grant(self, f"{name}-{role}-pull", key=f"{cluster_name}/acr-pull/{role}", scope=self.registry.id,
+                  principal_id=principal_id, role=ACR_PULL_ROLE, subscription_id=subscription_id)
         self.register_outputs({"registryId": self.registry.id, "loginServer": self.login_server})

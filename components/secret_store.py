@@ -8,11 +8,10 @@ lets exactly one role identity read exactly that secret.
 
 from __future__ import annotations
 
-import uuid
-
 import pulumi
 import pulumi_azure_native as azure
 
+from components.grants import grant
 from components.private_link import private_link
 from infra import naming
 
@@ -74,16 +73,7 @@ class SecretStore(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=owner),
         )
         for role, principal_id in sorted(readers.items()):
-            azure.authorization.RoleAssignment(
-                f"{logical_name}-{role}-reader",
-                role_assignment_name=str(uuid.uuid5(
-                    uuid.NAMESPACE_URL, f"supercluster/{self._cluster_name}/{secret_name}/{role}")),
-                scope=secret.id,
-                principal_id=principal_id,
-                principal_type="ServicePrincipal",
-                role_definition_id=pulumi.Output.concat(
-                    "/subscriptions/", self._subscription_id,
-                    "/providers/Microsoft.Authorization/roleDefinitions/", KEY_VAULT_SECRETS_USER_ROLE),
-                opts=pulumi.ResourceOptions(parent=owner),
-            )
+            grant(owner, f"{logical_name}-{role}-reader", key=f"{self._cluster_name}/{secret_name}/{role}",
+                  scope=secret.id, principal_id=principal_id, role=KEY_VAULT_SECRETS_USER_ROLE,
+                  subscription_id=self._subscription_id)
         return secret

@@ -1,0 +1,27 @@
+"""One Azure RBAC grant: a built-in role for one identity on one scope.
+
+Role assignment names must be GUIDs; deriving them from a stable key (``uuid5``) keeps
+a re-plan from replacing a grant that exists.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pulumi
+import pulumi_azure_native as azure
+
+
+def grant(owner: pulumi.Resource, logical_name: str, *, key: str, scope: pulumi.Input[str],
+          principal_id: pulumi.Input[str], role: str, subscription_id: pulumi.Input[str]) -> azure.authorization.RoleAssignment:
+    """``role`` is a built-in role definition GUID; ``key`` names the grant uniquely within the tenant."""
+    return azure.authorization.RoleAssignment(
+        logical_name,
+        role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"supercluster/{key}")),
+        scope=scope,
+        principal_id=principal_id,
+        principal_type="ServicePrincipal",
+        role_definition_id=pulumi.Output.concat(
+            "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/", role),
+        opts=pulumi.ResourceOptions(parent=owner),
+    )
