@@ -168,10 +168,6 @@ def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
         return {"ipPrefix": f"203.0.113.{offset}/{int(state.get('prefixLength', 28))}"}
     if typ.endswith(":StorageAccount"):
         return {"primaryEndpoints": {"blob": f"https://{state['name']}.blob.core.windows.net/"}}
-    identity = state.get("identity")
-    if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
-        # The request lists identity IDs; the provider answers with a map keyed by those IDs.
-        return {"identity": {**identity, "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]}}}
     return {}
 
 
