@@ -25,9 +25,8 @@ from infra.addressing import AddressPlan
 from infra.cloudinit import CloudConfig
 from infra.config import ClusterConfig, Taint
 from infra.iptables import Chain, Rule, Ruleset, add_ruleset
-from infra.node import NodeSpec, node_cloud_config
-from infra.node.local_disk import LocalDisks
-from infra.node.pool import preload_images
+from infra.node import node_cloud_config
+from infra.node.pool import joining_node, preload_images
 from infra.traffic_accounting import boot_steps
 from infra.vm_sizes import VM_SIZES
 
@@ -91,21 +90,10 @@ NAT_HOST_MAX_PODS = 16
 
 def nat_host_cloud_config(config: ClusterConfig, plan: AddressPlan, vault_name: str) -> CloudConfig:
     """A NAT host's whole cloud-init: a tainted node that forwards and masquerades the service range."""
-    size = VM_SIZES[config.network.nat_hosts.vm_size]
-    spec = NodeSpec(
-        kubernetes_version=config.kubernetes_version,
-        apiserver_endpoint=f"https://{plan.apiserver_lb_ip()}:6443",
-        cluster_dns=plan.dns_service_ip,
-        cluster_cidr=str(config.network.address_space),
-        vault_name=vault_name,
-        identity_name=naming.role_identity(config.cluster_name, "nat"),
+    spec = joining_node(
+        config, plan, VM_SIZES[config.network.nat_hosts.vm_size], role="nat", vault_name=vault_name,
         registry_login_server=naming.container_registry_login_server(config.cluster_name),
         images=preload_images(config)[:1],  # the pause image only: nothing else runs here
-        local_disks=LocalDisks.of(size),
-        vcpus=size.vcpus,
-        max_pods=NAT_HOST_MAX_PODS,
-        labels=NAT_HOST_LABELS,
-        taints=NAT_HOST_TAINTS,
-    )
+        max_pods=NAT_HOST_MAX_PODS, labels=NAT_HOST_LABELS, taints=NAT_HOST_TAINTS)
     return node_cloud_config(spec, before_kubelet=[lambda cloud: add_nat_host(cloud, plan),
                                                    *boot_steps(config, plan)])

@@ -6,16 +6,19 @@ One cloud-init per pool (every shard of a pool runs the same model), rendered on
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from infra import naming, versions
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, render
-from infra.config import ClusterConfig, NodePoolConfig
+from infra.addressing import AddressPlan
+from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
 from infra.node import NodeSpec, gpu, node_cloud_config
 from infra.node.local_disk import LocalDisks
 from infra.sizing import Shard, shards
+from infra.vm_sizes import VmSize
 
 if TYPE_CHECKING:
     from infra.cluster import ClusterSpec
@@ -36,22 +39,31 @@ POOL_LABEL = "supercluster.io/pool"
 
 
 def node_spec(cluster: ClusterSpec, pool: NodePoolConfig, *, vault_name: str, registry_login_server: str) -> NodeSpec:
-    config, addresses = cluster.config, cluster.addresses
-    size = pool.size
+    config = cluster.config
+    return joining_node(config, cluster.addresses, pool.size, role="node", vault_name=vault_name,
+                        registry_login_server=registry_login_server, images=preload_images(config),
+                        max_pods=pool.pod_ips_per_node, labels=pool_labels(config, pool), taints=pool.taints)
+
+
+def joining_node(config: ClusterConfig, addresses: AddressPlan, size: VmSize, *, role: str, vault_name: str,
+                 registry_login_server: str, images: tuple[str, ...], max_pods: int,
+                 labels: Mapping[str, str], taints: tuple[Taint, ...]) -> NodeSpec:
+    """A machine that joins the cluster as a node: a pool's scale-set instance or a NAT host (``role``
+    names the identity its boot scripts sign in as)."""
     return NodeSpec(
         kubernetes_version=config.kubernetes_version,
         apiserver_endpoint=f"https://{addresses.apiserver_lb_ip()}:6443",
         cluster_dns=addresses.dns_service_ip,
         cluster_cidr=str(config.network.address_space),
         vault_name=vault_name,
-        identity_name=naming.role_identity(config.cluster_name, "node"),
+        identity_name=naming.role_identity(config.cluster_name, role),
         registry_login_server=registry_login_server,
-        images=preload_images(config),
+        images=images,
         local_disks=LocalDisks.of(size),
         vcpus=size.vcpus,
-        max_pods=pool.pod_ips_per_node,
-        labels=pool_labels(config, pool),
-        taints=pool.taints,
+        max_pods=max_pods,
+        labels=labels,
+        taints=taints,
         gpus=size.gpus,
         # The 8-GPU ND sizes are NVSwitch systems, which need NVIDIA's fabric manager.
         nvswitch=size.gpus >= 8,

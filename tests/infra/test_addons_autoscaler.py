@@ -33,7 +33,7 @@ def test_unready_guards_stop_the_autoscaler_before_half_the_cluster():
 
 def test_scale_down_is_bounded_and_paced():
     flags = _flags()
-    assert 1 <= int(flags["max-scale-down-parallelism"]) <= 10
+    assert int(flags["max-scale-down-parallelism"]) in range(1, 11)
     assert flags["max-drain-parallelism"] == "1"
     for flag in ("scale-down-unneeded-time", "scale-down-delay-after-add", "scale-down-delay-after-delete",
                  "scale-down-delay-after-failure", "max-node-provision-time"):
