@@ -22,16 +22,17 @@ from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
 from infra import naming, traffic_accounting
 from infra.addons import AzureAccess
-from infra.images import cache_prefixes
-from infra.node.pool import preload_images
 from infra.etcd.backup import account_url
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
+from infra.images import cache_prefixes
+from infra.node.pool import preload_images
 
 aliases.register()
 spec = load_cluster_spec()
 config, plan = spec.config, spec.addresses
 client = azure.authorization.get_client_config_output()
 
+# Network and shared services.
 previous_deploy = PreviousDeploy(f"{config.cluster_name}-previous-deploy", config=config)
 group = azure.resources.ResourceGroup(
     config.cluster_name,
@@ -54,6 +55,7 @@ secrets = SecretStore(
     location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
     endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
 )
+# Machines: NAT hosts, node pools, etcd, control plane; none waits for another.
 nat_hosts = NatHosts(
     f"{config.cluster_name}-nat-hosts", config=config, plan=plan, resource_group_name=group.name,
     location=config.location, subscription_id=client.subscription_id, subnet_id=network.subnet_ids["nat"],
@@ -77,7 +79,6 @@ node_pools = {
     )
     for pool in config.node_pools
 }
-
 
 etcd_pki = EtcdPki(
     f"{config.cluster_name}-etcd-pki", cluster_name=config.cluster_name, secrets=secrets,
@@ -104,17 +105,18 @@ control_plane = ControlPlane(
     identities=identities, secrets=secrets,
     etcd_flags=apiserver_etcd_flags(etcd_clusters[MAIN].spec, etcd_clusters[EVENTS].spec),
 )
+# In the cluster, through the control plane's kubernetes provider.
 ClusterBootstrap(
     f"{config.cluster_name}-bootstrap", provider=control_plane.kubernetes_provider,
     token_id=control_plane.bootstrap_token_id, token_secret=control_plane.bootstrap_token_secret,
 )
-
 ClusterAddons(
     f"{config.cluster_name}-addons", spec=spec, provider=control_plane.kubernetes_provider,
     azure=AzureAccess(subscription_id=client.subscription_id, resource_group=naming.resource_group(config.cluster_name),
                       identity_client_id=identities.identities["autoscaler"].client_id),
 )
 
+# Outputs: the versioned contract other teams read (README "Outputs contract").
 export_cluster_contract(
     spec, resource_group_name=group.name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
     scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},
@@ -122,7 +124,7 @@ export_cluster_contract(
     etcd_backup_storage_account_id=etcd_backups.account.id,
     etcd_backup_container_url=f"{account_url(config.cluster_name)}/{etcd_clusters[MAIN].spec.backup_container}",
 )
-# Operator conveniences, not part of the versioned contract above (README "Outputs contract").
+# Operator conveniences, not part of the contract.
 pulumi.export("registryLoginServer", registry.login_server)
 pulumi.export("network", {
     "addressSpace": str(config.network.address_space),
