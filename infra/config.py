@@ -163,10 +163,6 @@ class ClusterConfig:
 
 # --------------------------------------------------------------------------- parsing
 
-TOP_LEVEL_KEYS = (
-    "clusterName", "kubernetesVersion", "adminSshPublicKey", "network", "etcd", "eventsEtcd",
-    "controlPlane", "nodePools", "addons", "images",
-)
 LOCATION_KEY = "azure-native:location"
 
 

@@ -23,7 +23,7 @@ from infra.config import ClusterConfig
 
 SNAT_PORTS_PER_IP = 64_512
 MAX_NAT_GATEWAY_IPS = 16
-NODE_VNET_PREFIX_LENGTH = 28  # 16 IPs
+NODE_VNET_PREFIX_LENGTH = 32 - (MAX_NAT_GATEWAY_IPS.bit_length() - 1)  # a /28: all a NAT gateway takes
 SYSTEM_VNET_PREFIX_LENGTH = 31  # 2 IPs
 # Subnets with no VM in them (the Key Vault private endpoint) need no way out.
 NO_EGRESS_SUBNETS = (ENDPOINTS_SUBNET,)

@@ -49,7 +49,7 @@ def fetch_script(vault_name: str, secrets: Sequence[SecretFile]) -> str:
         "fetch() {  # fetch NAME PATH MODE",
         "  local tmp",
         '  tmp=$(mktemp -p "$(dirname "$2")")',
-        f'  curl -sf --retry 30 --retry-delay 2 --retry-all-errors -H "Authorization: Bearer $TOKEN" \\',
+        '  curl -sf --retry 30 --retry-delay 2 --retry-all-errors -H "Authorization: Bearer $TOKEN" \\',
         f'    "$vault/secrets/$1?api-version={KEY_VAULT_API_VERSION}" \\',
         "    | python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)[\"value\"])' > \"$tmp\"",
         '  chmod "$3" "$tmp"',

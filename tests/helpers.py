@@ -46,3 +46,18 @@ def cluster_subnets(run) -> dict[str, tuple[Any, dict[str, Any]]]:
     ``{subnet name: (its VNet's registration, the subnet's inputs)}``."""
     return {subnet["name"]: (vnet, subnet) for vnet in run.of_type("azure-native:network:VirtualNetwork")
             for subnet in vnet.inputs.get("subnets", [])}
+
+
+def readme_table_rows(heading: str, row_prefix: str) -> dict[str, list[str]]:
+    """``{check id: [`code` spans of its third column]}`` of the README table under ``heading``."""
+    import re
+
+    table = (PROJECT_DIR / "README.md").read_text().split(heading, 1)[1]
+    rows: dict[str, list[str]] = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith(f"| {row_prefix}"):
+            rows[cells[0]] = re.findall(r"`([^`]+)`", cells[2])
+        elif rows and not line.startswith("|"):
+            break
+    return rows

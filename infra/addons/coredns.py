@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from infra.addons import images, k8s
 from infra.addons.corefile import ServerBlock, d, render
-from infra.addons.labels import CLUSTER_CRITICAL, CLUSTER_DOMAIN, ROLE_LABEL, SYSTEM_NAMESPACE
+from infra.addons.labels import CLUSTER_CRITICAL, ROLE_LABEL, SYSTEM_NAMESPACE
+from infra.addressing import CLUSTER_DOMAIN
 from infra.addons.settings import section
 from infra.config import ClusterConfig
 from infra.errors import ConfigError

@@ -7,8 +7,6 @@ template tags); changing one here without the other breaks scheduling.
 
 from __future__ import annotations
 
-from infra.addressing import CLUSTER_DOMAIN  # noqa: F401 - re-exported for this package
-
 # Node labels every node carries (set by the node pools at registration).
 ROLE_LABEL = "supercluster.io/role"  # "gpu" or "cpu"
 POOL_LABEL = "supercluster.io/pool"  # the node pool's name

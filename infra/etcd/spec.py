@@ -32,7 +32,6 @@ METRICS_PORT = 2381
 MAIN = "etcd"
 EVENTS = "events-etcd"
 ROLES = (MAIN, EVENTS)
-CONFIG_KEYS = {MAIN: "etcd", EVENTS: "eventsEtcd"}
 
 # Availability zones the members are spread over (round-robin by member index).
 ZONES = ("1", "2", "3")

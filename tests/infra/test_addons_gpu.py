@@ -5,8 +5,6 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 
-import pytest
-
 from infra.addons import gpu_health_check
 from infra.addons.labels import GPU_STARTUP_TAINT_KEY
 from infra.addons.k8s import pod_templates

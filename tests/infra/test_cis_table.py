@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import yaml
 
 from infra.control_plane import paths
-from infra.plan.stackfile import PROJECT_DIR
+from tests.helpers import readme_table_rows
 from tests.infra.control_plane_files import component_flags, files, machines
 
 # CIS Kubernetes Benchmark v1.12, sections 1.2-1.4 (kube-bench cfg/cis-1.12/master.yaml).
@@ -16,20 +14,7 @@ CHECKS = [f"1.2.{n}" for n in range(1, 31)] + [f"1.3.{n}" for n in range(1, 8)] 
 UNITS = {"1.2": paths.APISERVER_UNIT, "1.3": paths.CONTROLLER_MANAGER_UNIT, "1.4": paths.SCHEDULER_UNIT}
 
 
-def _rows() -> dict[str, list[str]]:
-    readme = (PROJECT_DIR / "README.md").read_text()
-    table = readme.split("### CIS Kubernetes Benchmark (control plane)", 1)[1]
-    rows = {}
-    for line in table.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if line.startswith("| 1."):
-            rows[cells[0]] = re.findall(r"`([^`]+)`", cells[2])
-        elif rows and not line.startswith("|"):
-            break
-    return rows
-
-
-ROWS = _rows()
+ROWS = readme_table_rows("### CIS Kubernetes Benchmark (control plane)", "1.")
 
 
 def test_table_covers_every_control_plane_check():

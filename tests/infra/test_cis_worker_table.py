@@ -19,8 +19,8 @@ from infra import naming
 from infra.cloudinit import render
 from infra.node import kubelet, node_cloud_config
 from infra.node.pool import node_spec
-from infra.plan.stackfile import PROJECT_DIR
 from infra.secrets import FETCH_SCRIPT_PATH
+from tests.helpers import readme_table_rows
 from tests.infra.control_plane_files import spec, unit_flags
 
 # CIS Kubernetes Benchmark v1.12, sections 4.1 and 4.2 (kube-bench cfg/cis-1.12/node.yaml).
@@ -32,20 +32,7 @@ KUBELET_KERNEL_EXPECTATIONS = {"vm.overcommit_memory": "1", "vm.panic_on_oom": "
                                "kernel.keys.root_maxbytes": "25000000"}
 
 
-def _rows() -> dict[str, list[str]]:
-    readme = (PROJECT_DIR / "README.md").read_text()
-    table = readme.split("### CIS Kubernetes Benchmark (worker nodes)", 1)[1]
-    rows = {}
-    for line in table.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if line.startswith("| 4."):
-            rows[cells[0]] = re.findall(r"`([^`]+)`", cells[2])
-        elif rows and not line.startswith("|"):
-            break
-    return rows
-
-
-ROWS = _rows()
+ROWS = readme_table_rows("### CIS Kubernetes Benchmark (worker nodes)", "4.")
 
 
 @functools.cache

@@ -124,7 +124,7 @@ def test_editing_a_sysctl_names_exactly_the_scale_sets_and_files(tmp_path):
 def test_growing_a_pool_names_exactly_the_new_scale_set(tmp_path):
     diff = compare(tmp_path, cluster(pool_shards=2), cluster(pool_shards=3))
     assert [(c.action, c.name) for c in diff.resources] == [("create", "dev-gpu-s002")]
-    assert diff.files_added == ["dev-gpu-s002/cloud-init.yaml", f"dev-gpu-s002/etc/hostname-role",
+    assert diff.files_added == ["dev-gpu-s002/cloud-init.yaml", "dev-gpu-s002/etc/hostname-role",
                                 f"dev-gpu-s002{SYSCTL}"]
     assert not diff.files_changed and not diff.files_removed
     report = render_diff("dev", "old", diff)
