@@ -20,7 +20,7 @@ from components.node_pool import NodePool
 from components.previous_deploy import PreviousDeploy
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
-from infra import naming, traffic_accounting
+from infra import naming
 from infra.addons import AzureAccess
 from infra.etcd.backup import account_url
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
@@ -59,7 +59,7 @@ secrets = SecretStore(
 nat_hosts = NatHosts(
     f"{config.cluster_name}-nat-hosts", config=config, plan=plan, resource_group_name=group.name,
     location=config.location, subscription_id=client.subscription_id, subnet_id=network.subnet_ids["nat"],
-    identity_id=identities.identities["nat"].id, vault_name=secrets.vault_name,
+    identity_id=identities.identities["nat"].id, cloud_init=spec.nat_host_cloud_init,
 )
 registry = ImageRegistry(
     f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group.name,
@@ -71,11 +71,10 @@ registry = ImageRegistry(
 node_pools = {
     pool.name: NodePool(
         f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool, resource_group_name=group.name,
-        subnet_ids=network.subnet_ids, vault_name=secrets.vault_name,
+        subnet_ids=network.subnet_ids,
         # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
         identity_ids=[identities.identities["node"].id]
         + ([identities.identities["autoscaler"].id] if pool.role == "cpu" else []),
-        registry_login_server=registry.login_server, before_kubelet=traffic_accounting.boot_steps(config, plan),
     )
     for pool in config.node_pools
 }

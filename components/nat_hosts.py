@@ -16,9 +16,9 @@ import pulumi_azure_native as azure
 from components.machines import DedicatedVm, VmArgs
 from infra import naming
 from infra.addressing import AddressPlan
-from infra.cloudinit import custom_data, fingerprint, render
+from infra.cloudinit import custom_data, fingerprint
 from infra.config import ClusterConfig
-from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PATH, KUBE_PROXY_HEALTHZ_PORT, nat_host_cloud_config
+from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PATH, KUBE_PROXY_HEALTHZ_PORT
 
 FRONTEND = "services"
 BACKEND_POOL = "nat-hosts"
@@ -34,7 +34,7 @@ class NatHosts(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, config: ClusterConfig, plan: AddressPlan, resource_group_name: pulumi.Input[str],
                  location: str, subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                 identity_id: pulumi.Input[str], vault_name: str,
+                 identity_id: pulumi.Input[str], cloud_init: str,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nat:NatHosts", name, None, opts)
         cluster = config.cluster_name
@@ -82,9 +82,8 @@ class NatHosts(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         pool_id = lb.id.apply(lambda i: f"{i}/backendAddressPools/{BACKEND_POOL}")
-        # One cloud-init for every host (rendered once): nothing in it is host-specific.
-        text = render(nat_host_cloud_config(config, plan, vault_name))
-        encoded, digest = custom_data(text, f"{name} cloud-init"), fingerprint(text)
+        # One cloud-init for every host (rendered once, by infra.cluster): nothing in it is host-specific.
+        encoded, digest = custom_data(cloud_init, f"{name} cloud-init"), fingerprint(cloud_init)
         self.hosts = [
             DedicatedVm(
                 f"{name}-{index}",

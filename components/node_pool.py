@@ -16,18 +16,17 @@ Resources grow with shards, never with nodes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_azure_native as azure
 
 from components.machines import ADMIN_USERNAME, linux_ssh_only
 from infra import naming
-from infra.cloudinit import CloudConfig, custom_data, fingerprint, render
+from infra.cloudinit import custom_data, fingerprint
 from infra.cluster import ClusterSpec
 from infra.config import NodePoolConfig
-from infra.node import node_cloud_config
-from infra.node.pool import OS_DISK_GB, ScaleSetShape, ephemeral_os_disk, image, node_spec, scale_set_tags
+from infra.node.pool import OS_DISK_GB, ScaleSetShape, ephemeral_os_disk, image, scale_set_tags
 from infra.sizing import Shard, shards
 
 
@@ -36,12 +35,9 @@ class NodePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, cluster: ClusterSpec, pool: NodePoolConfig,
                  resource_group_name: pulumi.Input[str], subnet_ids: dict[str, pulumi.Input[str]],
-                 identity_ids: Sequence[pulumi.Input[str]], vault_name: str, registry_login_server: str,
-                 before_kubelet: Sequence[Callable[[CloudConfig], None]] = (),
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 identity_ids: Sequence[pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nodes:NodePool", name, None, opts)
-        spec = node_spec(cluster, pool, vault_name=vault_name, registry_login_server=registry_login_server)
-        cloud_init = render(node_cloud_config(spec, before_kubelet))
+        cloud_init = cluster.node_cloud_inits[pool.name]  # rendered and size-checked by infra.cluster
         self.custom_data = custom_data(cloud_init, f"node pool {pool.name}")
         self.fingerprint = fingerprint(cloud_init)
         self.scale_sets = {}

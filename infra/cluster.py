@@ -1,20 +1,27 @@
 """Everything the program decides before it declares a single resource.
 
-``build_cluster_spec`` is the whole validation pass: the config contract, then the
-address plan against Azure's limits. Any ``ConfigError`` stops the program here,
-so nothing is ever half-declared.
+``build_cluster_spec`` is the whole validation pass: the config contract, the address
+plan against Azure's limits, the add-ons' settings, and the cloud-init of every node pool
+and of the NAT hosts, rendered here once, so the size Azure would refuse is checked on
+the exact text the machines receive. Any ``ConfigError`` stops the program here, so
+nothing is ever half-declared.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from infra import naming, traffic_accounting
 from infra.addons import AddonSettings, parse_addon_settings
 from infra.addressing import AddressPlan, plan_addresses
+from infra.cloudinit import render
 from infra.config import ClusterConfig, parse_config
-from infra.node.pool import check_custom_data, check_pool_tags
+from infra.nat_hosts import nat_host_cloud_config
+from infra.node import node_cloud_config
+from infra.node.pool import check_custom_data, check_pool_tags, node_spec
 
 
 @dataclass(frozen=True)
@@ -22,11 +29,26 @@ class ClusterSpec:
     config: ClusterConfig
     addresses: AddressPlan
     addons: AddonSettings  # every add-on's validated settings (infra/addons)
+    node_cloud_inits: Mapping[str, str] = field(default_factory=dict)  # pool name -> its nodes' cloud-init
+    nat_host_cloud_init: str = ""
 
 
 def build_cluster_spec(raw: Mapping[str, Any], location: Any) -> ClusterSpec:
     config = parse_config(raw, location)
     check_pool_tags(config)
     spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config))
-    check_custom_data(spec)
-    return spec
+    return _with_machine_cloud_inits(spec)
+
+
+def _with_machine_cloud_inits(spec: ClusterSpec) -> ClusterSpec:
+    config, addresses = spec.config, spec.addresses
+    vault_name = naming.key_vault(config.cluster_name)
+    registry = naming.container_registry_login_server(config.cluster_name)
+    boot_steps = traffic_accounting.boot_steps(config, addresses)
+    nodes = {}
+    for index, pool in enumerate(config.node_pools):
+        node = node_spec(spec, pool, vault_name=vault_name, registry_login_server=registry)
+        nodes[pool.name] = render(node_cloud_config(node, boot_steps))
+        check_custom_data(config, index, nodes[pool.name])
+    return dataclasses.replace(spec, node_cloud_inits=nodes,
+                               nat_host_cloud_init=render(nat_host_cloud_config(config, addresses, vault_name)))

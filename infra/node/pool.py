@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from infra import naming, versions
-from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, render
+from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
-from infra.node import NodeSpec, gpu, node_cloud_config
+from infra.node import NodeSpec, gpu
 from infra.node.local_disk import LocalDisks
 from infra.sizing import Shard, shards
 from infra.vm_sizes import VmSize
@@ -156,44 +156,20 @@ def check_pool_tags(config: ClusterConfig) -> None:
                               f"the pool's scale sets would carry {count} tags, over Azure's {MAX_TAGS}")
 
 
-# Room kept in each node pool's customData for what components add to the cloud-init after validation:
-# the before_kubelet boot steps (traffic accounting's rules: ~8,500 base64 characters in prod) and a NAT
-# host's own files on top of a node's (~6,000). tests/stacks/test_least_privilege.py checks the real plans
-# stay within it.
-CUSTOM_DATA_HEADROOM = 16_384
-
-
 def custom_data_size(text: str) -> int:
     """Base64 characters Azure counts for this cloud-init (4 for every 3 bytes, padded)."""
     return 4 * -(-len(text.encode()) // 3)
 
 
-# The size of each node spec's cloud-init, by the spec's repr: a plan validates the same config more than once,
-# and rendering is the expensive part.
-_NODE_CUSTOM_DATA_SIZES: dict[str, int] = {}
-
-
-def node_custom_data_size(spec: NodeSpec) -> int:
-    key = repr(spec)
-    if key not in _NODE_CUSTOM_DATA_SIZES:
-        _NODE_CUSTOM_DATA_SIZES[key] = custom_data_size(render(node_cloud_config(spec)))
-    return _NODE_CUSTOM_DATA_SIZES[key]
-
-
-def check_custom_data(cluster: ClusterSpec) -> None:
+def check_custom_data(config: ClusterConfig, index: int, cloud_init: str) -> None:
     """Refuses, before anything is declared, a pool whose nodes' cloud-init would not fit Azure's customData."""
-    config = cluster.config
-    budget = MAX_CUSTOM_DATA_BASE64_CHARS - CUSTOM_DATA_HEADROOM
-    for i, pool in enumerate(config.node_pools):
-        spec = node_spec(cluster, pool, vault_name=naming.key_vault(config.cluster_name),
-                         registry_login_server=naming.container_registry_login_server(config.cluster_name))
-        size = node_custom_data_size(spec)
-        if size > budget:
-            # The preload list is the only part of a node's cloud-init that grows without a bound of its own
-            # (labels and taints are bounded by the scale set's 50 tags).
-            key, value = (("images.preload", list(config.images.preload)) if config.images.preload
-                          else (f"nodePools[{i}].labels", dict(pool.labels)))
-            raise ConfigError(key, value,
-                              f"fewer or shorter entries: the {pool.name} nodes' cloud-init would be {size:,} base64 "
-                              f"characters, over the {budget:,} available (Azure's customData limit of "
-                              f"{MAX_CUSTOM_DATA_BASE64_CHARS:,}, less {CUSTOM_DATA_HEADROOM:,} kept for boot steps)")
+    pool = config.node_pools[index]
+    size = custom_data_size(cloud_init)
+    if size > MAX_CUSTOM_DATA_BASE64_CHARS:
+        # The preload list is the only part of a node's cloud-init that grows without a bound of its own
+        # (labels and taints are bounded by the scale set's 50 tags).
+        key, value = (("images.preload", list(config.images.preload)) if config.images.preload
+                      else (f"nodePools[{index}].labels", dict(pool.labels)))
+        raise ConfigError(key, value,
+                          f"fewer or shorter entries: the {pool.name} nodes' cloud-init would be {size:,} base64 "
+                          f"characters, over Azure's customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS:,}")

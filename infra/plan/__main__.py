@@ -23,8 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.cluster import build_cluster_spec
-from infra.config import LOCATION_KEY
+from infra.addressing import plan_addresses
+from infra.config import LOCATION_KEY, parse_config
 from infra.errors import NAMESPACE, ConfigError
 from infra.plan.artifacts import plan_files, write_plan
 from infra.plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
@@ -66,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, PlanDirectoryError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    spec = build_cluster_spec(_namespace_values(config), config.get(LOCATION_KEY))
-    summary = render_summary(args.stack, spec, run.registrations, example_stacks=run.example_stacks)
+    # The program validated this config already; the summary needs only its parsed form and address plan.
+    parsed = parse_config(_namespace_values(config), config.get(LOCATION_KEY))
+    summary = render_summary(args.stack, parsed, plan_addresses(parsed), run.registrations,
+                             example_stacks=run.example_stacks)
     files = plan_files(run.registrations, run.outputs, summary)
     leaks = scan_files(files, run.secret_values)
     if leaks:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from infra.cluster import ClusterSpec
+from infra.addressing import AddressPlan
+from infra.config import ClusterConfig
 from infra.plan.critical_path import critical_path, machines_waiting_for_machines
 from infra.egress import machines_in_vnet, nat_gateways
 from infra.plan.mocks import Registration
 from infra.sizing import shards
 
 
-def render_summary(stack: str, spec: ClusterSpec, registrations: list[Registration],
+def render_summary(stack: str, config: ClusterConfig, addresses: AddressPlan, registrations: list[Registration],
                    example_stacks: tuple[str, ...] = ()) -> str:
-    config, addresses = spec.config, spec.addresses
     lines = [f"# supercluster plan: stack `{stack}`", ""]
     custom = [r for r in registrations if r.custom]
     lines += [f"{len(custom)} resources ({len(registrations) - len(custom)} components).", ""]

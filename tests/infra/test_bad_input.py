@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.cluster import ClusterSpec, build_cluster_spec
 from infra.errors import ConfigError
-from infra.node.pool import CUSTOM_DATA_HEADROOM, custom_data_size
+from infra.node.pool import custom_data_size
 from infra.plan.__main__ import EXIT_BAD_INPUT, EXIT_OK, main
 from tests.helpers import raw_stack
 
@@ -222,31 +222,23 @@ def test_a_preload_list_over_azures_custom_data_limit_stops_validation_naming_it
     with pytest.raises(ConfigError) as caught:
         build_cluster_spec(raw, "eastus")
     assert caught.value.key == "images.preload"
-    assert f"over the {MAX_CUSTOM_DATA_BASE64_CHARS - CUSTOM_DATA_HEADROOM:,} available" in str(caught.value)
+    assert f"over Azure's customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS:,}" in str(caught.value)
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_the_custom_data_headroom_covers_what_components_add(stack, dev_plan, prod_plan):
-    """Validation renders each pool's node cloud-init; the scale sets' real customData (with the boot steps
-    components add) and the NAT hosts' must stay within it plus CUSTOM_DATA_HEADROOM."""
-    from infra import naming
-    from infra.cloudinit import render
-    from infra.node import node_cloud_config
-    from infra.node.pool import node_spec
-
+def test_validation_checks_the_exact_cloud_init_the_machines_receive(stack, dev_plan, prod_plan):
+    """``build_cluster_spec`` renders each pool's and the NAT hosts' cloud-init once; the components send
+    exactly that text, so the size validation checked is the size Azure sees."""
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
     cluster = build_cluster_spec(raw_stack(stack), "eastus")
     name = cluster.config.cluster_name
-    estimated = {pool.name: custom_data_size(render(node_cloud_config(node_spec(
-        cluster, pool, vault_name=naming.key_vault(name), registry_login_server=naming.container_registry_login_server(name)))))
-        for pool in cluster.config.node_pools}
     for vmss in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
         pool = vmss.name.removeprefix(f"{name}-pool-").rsplit("-s", 1)[0]
-        actual = len(vmss.inputs["virtualMachineProfile"]["osProfile"]["customData"])
-        assert estimated[pool] <= actual <= estimated[pool] + CUSTOM_DATA_HEADROOM, vmss.name
-    for vm in run.of_type("azure-native:compute:VirtualMachine"):
-        if "nat-hosts" in vm.name:
-            assert len(vm.inputs["osProfile"]["customData"]) <= max(estimated.values()) + CUSTOM_DATA_HEADROOM
+        sent = base64.b64decode(vmss.inputs["virtualMachineProfile"]["osProfile"]["customData"]).decode()
+        assert sent == cluster.node_cloud_inits[pool], vmss.name
+    nat = [vm for vm in run.of_type("azure-native:compute:VirtualMachine") if "nat-hosts" in vm.name]
+    assert nat and all(base64.b64decode(vm.inputs["osProfile"]["customData"]).decode() == cluster.nat_host_cloud_init
+                       for vm in nat)
 
 
 @pytest.mark.parametrize("text", ["", "a", "ab", "abc", "abcd", "é" * 7])
