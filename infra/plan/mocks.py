@@ -215,6 +215,9 @@ class RecordingMonitor(mocks.MockMonitor):
             "replaceOnChanges": list(request.replaceOnChanges),
             # URNs this resource was known by: a rename or re-parent that keeps the resource.
             "aliases": self._alias_urns(request),
+            # The provider plugin the engine loads for it, and the outputs it stores encrypted.
+            "version": request.version,
+            "additionalSecretOutputs": sorted(request.additionalSecretOutputs),
         }
         registration = Registration(
             urn=response.urn, id=response.id, type=request.type, name=request.name,

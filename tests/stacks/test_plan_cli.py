@@ -37,7 +37,8 @@ def test_plan_writes_every_artifact(stack, written_plans):
     first = resources[0]
     assert set(first) == {"urn", "id", "type", "name", "parent", "inputs", "options", "dependencies"}
     assert set(first["options"]) == {"protect", "ignoreChanges", "dependsOn", "deleteBeforeReplace",
-                                     "retainOnDelete", "replaceOnChanges", "aliases"}
+                                     "retainOnDelete", "replaceOnChanges", "aliases", "version",
+                                     "additionalSecretOutputs"}
     assert json.loads((out / "outputs.json").read_text())["cluster"]["clusterName"] == stack
     summary = (out / "summary.md").read_text()
     assert "## Resources by type" in summary and "## IP budget" in summary
