@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from infra import yaml_text
+
 # Azure rejects customData longer than 87,380 base64 characters ("must be in Base64 encoding
 # and with a maximum length of 87380 characters", kubernetes-sigs/cloud-provider-azure#581).
 MAX_CUSTOM_DATA_BASE64_CHARS = 87_380
@@ -46,26 +48,6 @@ class CloudConfig:
         self.files.append(File(path, content, permissions))
 
 
-def literal_block_dumper(base: type[yaml.SafeDumper]) -> type[yaml.SafeDumper]:
-    """A dumper that writes multi-line strings as literal blocks, so the file reads like the original."""
-
-    class Dumper(base):  # type: ignore[valid-type, misc]
-        pass
-
-    def present_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-        style = "|" if "\n" in data else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-    Dumper.add_representer(str, present_str)
-    return Dumper
-
-
-# libyaml's emitter when PyYAML has it (every PyPI wheel does): it writes the same bytes as the
-# pure-Python one (tests/stacks/test_performance.py checks every machine of dev and prod) at a
-# tenth of the cost; emitting cloud-init was a third of the program's own time in a plan.
-_Dumper = literal_block_dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper))
-
-
 def render(config: CloudConfig) -> str:
     document: dict = {}
     if config.apt_sources:
@@ -87,8 +69,8 @@ def render(config: CloudConfig) -> str:
     return dump(document)
 
 
-def dump(document: dict, dumper: type[yaml.SafeDumper] = _Dumper) -> str:
-    """A #cloud-config document as text."""
+def dump(document: dict, dumper: type[yaml.SafeDumper] = yaml_text.LiteralBlockDumper) -> str:
+    """A #cloud-config document as text, multi-line strings as literal blocks (reads like the files)."""
     body = yaml.dump(document, Dumper=dumper, sort_keys=False, width=4096, default_flow_style=False)
     return "#cloud-config\n" + body
 

@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from infra import yaml_text
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns
 from infra.addons.labels import ROLE_LABEL, SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.settings import duration, section
@@ -150,7 +149,7 @@ def _window_seconds(window: str) -> int:
 
 
 def _dump(document: Any) -> str:
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=120)
+    return yaml_text.dump(document, sort_keys=False, default_flow_style=False, width=120)
 
 
 # ----------------------------------------------------------------------------- scrape config

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import yaml
-
+from infra import yaml_text
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
 from infra.control_plane import paths, pki
@@ -131,7 +130,7 @@ def authentication_config() -> str:
         "kind": "AuthenticationConfiguration",
         "anonymous": {"enabled": True, "conditions": [{"path": path} for path in HEALTH_PATHS]},
     }
-    return yaml.safe_dump(document, sort_keys=False)
+    return yaml_text.dump(document, sort_keys=False)
 
 
 def encryption_config(secretbox_key_base64: str) -> str:
@@ -149,7 +148,7 @@ def encryption_config(secretbox_key_base64: str) -> str:
             ],
         }],
     }
-    return yaml.safe_dump(document, sort_keys=False)
+    return yaml_text.dump(document, sort_keys=False)
 
 
 def audit_policy() -> str:
@@ -185,4 +184,4 @@ def audit_policy() -> str:
     ]
     document = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
                 "rules": rules}
-    return yaml.safe_dump(document, sort_keys=False)
+    return yaml_text.dump(document, sort_keys=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 
-import yaml
+from infra import yaml_text
 
 LOCAL_APISERVER = "https://127.0.0.1:6443"
 CLUSTER_NAME = "supercluster"
@@ -31,7 +31,7 @@ def _document(server: str, user: str, cluster: dict, credentials: dict) -> dict:
 
 def file_kubeconfig(user: str, ca_file: str, cert_file: str, key_file: str,
                     server: str = LOCAL_APISERVER) -> str:
-    return yaml.safe_dump(_document(
+    return yaml_text.dump(_document(
         server, user, {"certificate-authority": ca_file},
         {"client-certificate": cert_file, "client-key": key_file}), sort_keys=False)
 
@@ -42,6 +42,6 @@ def embedded_kubeconfig(server: str, user: str, ca_pem: str, cert_pem: str, key_
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
 
-    return yaml.safe_dump(_document(
+    return yaml_text.dump(_document(
         server, user, {"certificate-authority-data": b64(ca_pem)},
         {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}), sort_keys=False)

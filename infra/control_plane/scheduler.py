@@ -19,8 +19,7 @@ profiles.
 
 from __future__ import annotations
 
-import yaml
-
+from infra import yaml_text
 from infra.control_plane import paths
 from infra.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR, SCHEDULER_PLUGINS_IMAGE
 
@@ -92,7 +91,7 @@ def scheduler_config() -> dict:
 
 
 def render_scheduler_config() -> str:
-    return yaml.safe_dump(scheduler_config(), sort_keys=False)
+    return yaml_text.dump(scheduler_config(), sort_keys=False)
 
 
 def scheduler_flags() -> dict[str, str]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import yaml
-
+from infra import yaml_text
 from infra.etcd.pki import (
     CA_FILE,
     PEER_CERT_FILE,
@@ -103,4 +102,4 @@ def etcd_config(cluster: EtcdClusterSpec, member: EtcdMember) -> dict:
 
 
 def render_config(config: dict) -> str:
-    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False, width=4096)
+    return yaml_text.dump(config, sort_keys=False, default_flow_style=False, width=4096)

@@ -9,9 +9,8 @@ RBAC for it is in ``infra/control_plane/cluster_objects.py`` (``system:node-prox
 
 from __future__ import annotations
 
-import yaml
-
 from infra import systemd
+from infra import yaml_text
 from infra.cloudinit import CloudConfig
 from infra.node import install, kubelet
 
@@ -50,7 +49,7 @@ def unit() -> str:
 
 
 def add_kube_proxy(cloud: CloudConfig, *, server: str, cluster_cidr: str) -> None:
-    cloud.add(CONFIG_PATH, yaml.safe_dump(config(cluster_cidr), sort_keys=False))
-    cloud.add(KUBECONFIG, yaml.safe_dump(kubelet.node_kubeconfig(server), sort_keys=False),
+    cloud.add(CONFIG_PATH, yaml_text.dump(config(cluster_cidr), sort_keys=False))
+    cloud.add(KUBECONFIG, yaml_text.dump(kubelet.node_kubeconfig(server), sort_keys=False),
               permissions=kubelet.PRIVATE)  # CIS 4.1.3
     cloud.add(f"/etc/systemd/system/{UNIT}", unit())

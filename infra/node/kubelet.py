@@ -7,14 +7,12 @@ kubelet then requests its client certificate and rotates it (``rotateCertificate
 
 from __future__ import annotations
 
-from infra.addressing import CLUSTER_DOMAIN
-
 from collections.abc import Mapping, Sequence
 from importlib import resources
 
-import yaml
-
 from infra import systemd
+from infra import yaml_text
+from infra.addressing import CLUSTER_DOMAIN
 from infra.cloudinit import CloudConfig
 from infra.config import Taint
 from infra.node import cni, containerd, images, install, local_disk
@@ -79,7 +77,7 @@ def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict:
 
 
 def render_config(**kwargs) -> str:
-    return yaml.safe_dump(config(**kwargs), sort_keys=False)
+    return yaml_text.dump(config(**kwargs), sort_keys=False)
 
 
 def kubeconfig(server: str, user: str, credentials: Mapping[str, str]) -> dict:
@@ -133,7 +131,7 @@ def add_kubelet(cloud: CloudConfig, *, server: str, cluster_dns: str, max_pods: 
                 labels: Mapping[str, str], taints: Sequence[Taint], gpu: bool) -> None:
     cloud.add(CONFIG_PATH, render_config(cluster_dns=cluster_dns, max_pods=max_pods, taints=taints),
               permissions=PRIVATE)
-    cloud.add(BOOTSTRAP_KUBECONFIG, yaml.safe_dump(bootstrap_kubeconfig(server), sort_keys=False),
+    cloud.add(BOOTSTRAP_KUBECONFIG, yaml_text.dump(bootstrap_kubeconfig(server), sort_keys=False),
               permissions=PRIVATE)
     cloud.add(PROVIDER_ID_SCRIPT, resources.files("infra.node").joinpath("scripts/provider-id.py").read_text(),
               permissions="0755")

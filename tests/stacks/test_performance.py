@@ -9,14 +9,14 @@ import os
 import pulumi
 import yaml
 
-from infra import cloudinit
+from infra import cloudinit, yaml_text
 from infra.plan.artifacts import custom_data_of, plan_files, write_plan
 from infra.plan.diff import load_plan
 from infra.plan.runner import run_declarations
 
 
 def test_libyaml_writes_every_cloud_init_byte_for_byte_as_the_python_emitter(dev_plan, prod_plan):
-    pure_python = cloudinit.literal_block_dumper(yaml.SafeDumper)
+    pure_python = yaml_text.literal_block_dumper(yaml.SafeDumper)
     texts = {custom_data_of(r) for run in (dev_plan, prod_plan) for r in run.registrations} - {None}
     assert len(texts) > 10, "every VM and pool of dev and prod"
     for text in texts:
