@@ -1,9 +1,8 @@
 """supercluster: load config, build the cluster, export outputs. Nothing else lives here."""
 
 import pulumi
-import pulumi_azure_native as azure
 
-from components import aliases
+from components import declare
 from components.addons import ClusterAddons
 from components.cluster_bootstrap import ClusterBootstrap
 from components.cluster_outputs import export_cluster_contract
@@ -27,80 +26,79 @@ from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spe
 from infra.images import cache_prefixes
 from infra.node.pool import preload_images
 
-aliases.register()
 spec = load_cluster_spec()
 config, plan = spec.config, spec.addresses
-client = azure.authorization.get_client_config_output()
+client = declare.azure_client_config()
+subscription_id = client.apply(lambda c: c["subscriptionId"])
 
 # Network and shared services.
 previous_deploy = PreviousDeploy(f"{config.cluster_name}-previous-deploy", config=config)
-group = azure.resources.ResourceGroup(
-    config.cluster_name,
+group = declare.azure("resources:ResourceGroup", config.cluster_name, {
     # Everything in the group waits for the checks against the last deploy (a pool dropped unretired).
-    resource_group_name=previous_deploy.gate(naming.resource_group(config.cluster_name)),
-    location=config.location,
-    opts=pulumi.ResourceOptions(protect=True),
-)
+    "resourceGroupName": previous_deploy.gate(naming.resource_group(config.cluster_name)),
+    "location": config.location,
+}, pulumi.ResourceOptions(protect=True))
+group_name = group.output("name")
 hub = Hub(f"{config.cluster_name}-hub", cluster_name=config.cluster_name, network=config.network, plan=plan,
-          resource_group_name=group.name, location=config.location)
-network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=group.name, location=config.location,
+          resource_group_name=group_name, location=config.location)
+network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=group_name, location=config.location,
                          hub_prefixes=hub.address_prefixes)
 HubPeerings(f"{config.cluster_name}-hub-peerings", hub=hub, cluster_name=config.cluster_name, plan=plan,
-            vnet_ids=network.vnet_ids, vnet_names=network.vnet_names, resource_group_name=group.name)
+            vnet_ids=network.vnet_ids, vnet_names=network.vnet_names, resource_group_name=group_name)
 identities = RoleIdentities(f"{config.cluster_name}-id", cluster_name=config.cluster_name,
-                            resource_group_name=group.name, resource_group_id=group.id,
-                            subscription_id=client.subscription_id, location=config.location)
+                            resource_group_name=group_name, resource_group_id=group.id,
+                            subscription_id=subscription_id, location=config.location)
 secrets = SecretStore(
-    f"{config.cluster_name}-secrets", cluster_name=config.cluster_name, resource_group_name=group.name,
-    location=config.location, tenant_id=client.tenant_id, subscription_id=client.subscription_id,
+    f"{config.cluster_name}-secrets", cluster_name=config.cluster_name, resource_group_name=group_name,
+    location=config.location, tenant_id=client.apply(lambda c: c["tenantId"]), subscription_id=subscription_id,
     endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
 )
 # Machines: NAT hosts, node pools, etcd, control plane; none waits for another.
 nat_hosts = NatHosts(
-    f"{config.cluster_name}-nat-hosts", config=config, plan=plan, resource_group_name=group.name,
-    location=config.location, subscription_id=client.subscription_id, subnet_id=network.subnet_ids["nat"],
-    identity_id=identities.identities["nat"].id, cloud_init=spec.nat_host_cloud_init,
+    f"{config.cluster_name}-nat-hosts", config=config, plan=plan, resource_group_name=group_name,
+    location=config.location, subscription_id=subscription_id, subnet_id=network.subnet_ids["nat"],
+    identity_id=identities.ids["nat"], cloud_init=spec.nat_host_cloud_init,
 )
 registry = ImageRegistry(
-    f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group.name,
-    location=config.location, subscription_id=client.subscription_id,
+    f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group_name,
+    location=config.location, subscription_id=subscription_id,
     cache_rules=cache_prefixes(preload_images(config)), endpoint_subnet_id=network.subnet_ids["endpoints"],
     vnet_ids=network.vnet_ids,
-    pull_principal_ids={role: identities.identities[role].principal_id for role in ("node", "nat")},
+    pull_principal_ids={role: identities.principal_ids[role] for role in ("node", "nat")},
 )
 node_pools = {
     pool.name: NodePool(
-        f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool, resource_group_name=group.name,
+        f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool, resource_group_name=group_name,
         subnet_ids=network.subnet_ids,
         # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
-        identity_ids=[identities.identities["node"].id]
-        + ([identities.identities["autoscaler"].id] if pool.role == "cpu" else []),
+        identity_ids=[identities.ids["node"]] + ([identities.ids["autoscaler"]] if pool.role == "cpu" else []),
     )
     for pool in config.node_pools
 }
 
 etcd_pki = EtcdPki(
     f"{config.cluster_name}-etcd-pki", cluster_name=config.cluster_name, secrets=secrets,
-    ca_readers={role: identities.identities[role].principal_id for role in (MAIN, EVENTS, "apiserver")},
-    apiserver_principal_id=identities.identities["apiserver"].principal_id,
+    ca_readers={role: identities.principal_ids[role] for role in (MAIN, EVENTS, "apiserver")},
+    apiserver_principal_id=identities.principal_ids["apiserver"],
 )
 etcd_backups = EtcdBackupStore(
-    f"{config.cluster_name}-etcd-backup-store", cluster_name=config.cluster_name, resource_group_name=group.name,
-    location=config.location, subscription_id=client.subscription_id,
+    f"{config.cluster_name}-etcd-backup-store", cluster_name=config.cluster_name, resource_group_name=group_name,
+    location=config.location, subscription_id=subscription_id,
     endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_id=network.vnet_ids["system"],
 )
 etcd_clusters = {
     role: EtcdCluster(
-        f"{config.cluster_name}-{role}", cluster=etcd_cluster_spec(spec, role), resource_group_name=group.name,
-        location=config.location, subnet_id=network.subnet_ids[role], identity=identities.identities[role],
+        f"{config.cluster_name}-{role}", cluster=etcd_cluster_spec(spec, role), resource_group_name=group_name,
+        location=config.location, subnet_id=network.subnet_ids[role], identity_id=identities.ids[role],
+        principal_id=identities.principal_ids[role],
         etcd_pki=etcd_pki, secrets=secrets, backups=etcd_backups, admin_ssh_public_key=config.admin_ssh_public_key,
     )
     for role in (MAIN, EVENTS)
 }
 
 control_plane = ControlPlane(
-    f"{config.cluster_name}-control-plane", spec=spec, resource_group_name=group.name,
-    subscription_id=client.subscription_id, subnet_id=network.subnet_ids["apiserver"],
+    f"{config.cluster_name}-control-plane", spec=spec, resource_group_name=group_name,
+    subscription_id=subscription_id, subnet_id=network.subnet_ids["apiserver"],
     identities=identities, secrets=secrets,
     etcd_flags=apiserver_etcd_flags(etcd_clusters[MAIN].spec, etcd_clusters[EVENTS].spec),
 )
@@ -111,13 +109,13 @@ ClusterBootstrap(
 )
 ClusterAddons(
     f"{config.cluster_name}-addons", spec=spec, provider=control_plane.kubernetes_provider,
-    azure=AzureAccess(subscription_id=client.subscription_id, resource_group=naming.resource_group(config.cluster_name),
-                      identity_client_id=identities.identities["autoscaler"].client_id),
+    azure=AzureAccess(subscription_id=subscription_id, resource_group=naming.resource_group(config.cluster_name),
+                      identity_client_id=identities.client_ids["autoscaler"]),
 )
 
 # Outputs: the versioned contract other teams read (README "Outputs contract").
 export_cluster_contract(
-    spec, resource_group_name=group.name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
+    spec, resource_group_name=group_name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
     scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},
     ca_certificate=control_plane.ca_cert_pem, admin_kubeconfig=control_plane.admin_kubeconfig,
     etcd_backup_storage_account_id=etcd_backups.account.id,

@@ -9,13 +9,9 @@ that add-on's resources.
 
 from __future__ import annotations
 
-import importlib
-import re
-from typing import Any
-
 import pulumi
-import pulumi_kubernetes as k8s
 
+from components import declare
 from infra.addons import AzureAccess, build_addon_objects
 from infra.addons.k8s import Obj, object_key
 from infra.cluster import ClusterSpec
@@ -24,9 +20,10 @@ FOUNDATION_KINDS = ("Namespace", "PriorityClass", "RuntimeClass")
 
 
 class ClusterAddons(pulumi.ComponentResource):
-    resources: dict[tuple[str, str, str], pulumi.CustomResource]
+    resources: dict[tuple[str, str, str], declare.Declared]
 
-    def __init__(self, name: str, *, spec: ClusterSpec, provider: k8s.Provider, azure: AzureAccess | None = None,
+    def __init__(self, name: str, *, spec: ClusterSpec, provider: pulumi.ProviderResource,
+                 azure: AzureAccess | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:addons:ClusterAddons", name, None, opts)
         groups = build_addon_objects(spec, azure)
@@ -35,7 +32,7 @@ class ClusterAddons(pulumi.ComponentResource):
         self.resources = {}
         for obj in ordered:
             needs = [self.resources[key] for key in _foundation_needed(obj) if key in self.resources]
-            self.resources[object_key(obj)] = _declare(
+            self.resources[object_key(obj)] = declare.kubernetes(
                 f"{name}-{_logical_suffix(obj)}", obj,
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=needs or None))
         self.register_outputs({"addons": sorted(groups), "objects": len(self.resources)})
@@ -59,15 +56,3 @@ def _logical_suffix(obj: Obj) -> str:
     parts = [kind.lower(), *([namespace] if namespace else []), object_name]
     return "-".join(parts).replace(":", "-")
 
-
-def _declare(resource_name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """The typed pulumi-kubernetes resource for ``obj`` (``apps/v1`` Deployment -> k8s.apps.v1.Deployment)."""
-    group, _, version = obj["apiVersion"].rpartition("/")
-    module = importlib.import_module(f"pulumi_kubernetes.{group.split('.')[0] or 'core'}.{version}")
-    resource_class = getattr(module, obj["kind"])
-    fields: dict[str, Any] = {_snake(key): value for key, value in obj.items()}
-    return resource_class(resource_name, opts=opts, **fields)
-
-
-def _snake(key: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()

@@ -11,25 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_tls as tls
 
+from components import declare
 from infra.control_plane import pki
 
 
 @dataclass(frozen=True)
 class Issued:
-    private_key: tls.PrivateKey
+    key_pem: pulumi.Output[str]  # a Pulumi secret
     cert_pem: pulumi.Output[str]
-
-    @property
-    def key_pem(self) -> pulumi.Output[str]:
-        return pulumi.Output.secret(self.private_key.private_key_pem)
 
 
 class ClusterPki(pulumi.ComponentResource):
     cas: dict[str, Issued]
     certs: dict[str, Issued]
-    service_account_key: tls.PrivateKey
+    service_account_key: declare.Declared  # privateKeyPem (secret), publicKeyPem
 
     def __init__(self, name: str, *, specs: tuple[pki.CertificateSpec, ...],
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -44,43 +40,37 @@ class ClusterPki(pulumi.ComponentResource):
             "frontProxyCaCertPem": self.cas[pki.FRONT_PROXY_CA].cert_pem,
         })
 
-    def _key(self, key: str, protect: bool = False) -> tls.PrivateKey:
-        return tls.PrivateKey(f"{self._name}-{key}-key", algorithm=pki.KEY_ALGORITHM, ecdsa_curve=pki.KEY_CURVE,
-                              opts=pulumi.ResourceOptions(parent=self, protect=protect))
+    def _key(self, key: str, protect: bool = False) -> declare.Declared:
+        return declare.tls("PrivateKey", f"{self._name}-{key}-key",
+                           {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
+                           pulumi.ResourceOptions(parent=self, protect=protect), outputs=["privateKeyPem", "publicKeyPem"])
 
     def _ca(self, key: str, common_name: str) -> Issued:
         private_key = self._key(key, protect=True)
-        cert = tls.SelfSignedCert(
-            f"{self._name}-{key}-cert",
-            private_key_pem=private_key.private_key_pem,
-            is_ca_certificate=True,
-            subject=tls.SelfSignedCertSubjectArgs(common_name=common_name),
-            validity_period_hours=pki.CA_VALIDITY_HOURS,
-            allowed_uses=list(pki.CA_USAGES),
-            opts=pulumi.ResourceOptions(parent=self, protect=True),
-        )
-        return Issued(private_key, cert.cert_pem)
+        cert = declare.tls("SelfSignedCert", f"{self._name}-{key}-cert", {
+            "privateKeyPem": private_key.output("privateKeyPem"),
+            "isCaCertificate": True,
+            "subject": {"commonName": common_name},
+            "validityPeriodHours": pki.CA_VALIDITY_HOURS,
+            "allowedUses": list(pki.CA_USAGES),
+        }, pulumi.ResourceOptions(parent=self, protect=True), outputs=["certPem"])
+        return Issued(pulumi.Output.secret(private_key.output("privateKeyPem")), cert.output("certPem"))
 
     def _leaf(self, spec: pki.CertificateSpec) -> Issued:
         private_key = self._key(spec.key)
-        request = tls.CertRequest(
-            f"{self._name}-{spec.key}-csr",
-            private_key_pem=private_key.private_key_pem,
-            subject=tls.CertRequestSubjectArgs(common_name=spec.common_name,
-                                               organization=spec.organization),
-            dns_names=list(spec.dns_names) or None,
-            ip_addresses=list(spec.ip_addresses) or None,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        request = declare.tls("CertRequest", f"{self._name}-{spec.key}-csr", {
+            "privateKeyPem": private_key.output("privateKeyPem"),
+            "subject": {"commonName": spec.common_name, "organization": spec.organization},
+            "dnsNames": list(spec.dns_names) or None,
+            "ipAddresses": list(spec.ip_addresses) or None,
+        }, pulumi.ResourceOptions(parent=self), outputs=["certRequestPem"])
         ca = self.cas[spec.signer]
-        cert = tls.LocallySignedCert(
-            f"{self._name}-{spec.key}-cert",
-            cert_request_pem=request.cert_request_pem,
-            ca_private_key_pem=ca.private_key.private_key_pem,
-            ca_cert_pem=ca.cert_pem,
-            validity_period_hours=pki.LEAF_VALIDITY_HOURS,
-            early_renewal_hours=pki.LEAF_EARLY_RENEWAL_HOURS,
-            allowed_uses=list(spec.usages),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        return Issued(private_key, cert.cert_pem)
+        cert = declare.tls("LocallySignedCert", f"{self._name}-{spec.key}-cert", {
+            "certRequestPem": request.output("certRequestPem"),
+            "caPrivateKeyPem": ca.key_pem,
+            "caCertPem": ca.cert_pem,
+            "validityPeriodHours": pki.LEAF_VALIDITY_HOURS,
+            "earlyRenewalHours": pki.LEAF_EARLY_RENEWAL_HOURS,
+            "allowedUses": list(spec.usages),
+        }, pulumi.ResourceOptions(parent=self), outputs=["certPem"])
+        return Issued(pulumi.Output.secret(private_key.output("privateKeyPem")), cert.output("certPem"))

@@ -18,10 +18,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 
 import pulumi
-import pulumi_azure_native as azure
-import pulumi_kubernetes as kubernetes
-import pulumi_random as random
 
+from components import declare
 from components.cluster_pki import ClusterPki
 from components.identities import RoleIdentities
 from components.machines import DedicatedVm, VmArgs
@@ -38,19 +36,19 @@ PROBE_THRESHOLD = 2  # consecutive results before a backend changes state
 IDLE_TIMEOUT_MINUTES = 30
 OS_DISK_GB = 128  # audit logs (up to 4 GB) and binaries
 # CustomScript extension for Linux (learn.microsoft.com/azure/virtual-machines/extensions/custom-script-linux).
-CUSTOM_SCRIPT = {"publisher": "Microsoft.Azure.Extensions", "type": "CustomScript", "type_handler_version": "2.1"}
+CUSTOM_SCRIPT = {"publisher": "Microsoft.Azure.Extensions", "type": "CustomScript", "typeHandlerVersion": "2.1"}
 
 
 class ControlPlane(pulumi.ComponentResource):
     endpoint: str
     ca_cert_pem: pulumi.Output[str]
     admin_kubeconfig: pulumi.Output[str]
-    kubernetes_provider: kubernetes.Provider
+    kubernetes_provider: pulumi.ProviderResource
     bootstrap_token_id: pulumi.Output[str]
     bootstrap_token_secret: pulumi.Output[str]
-    load_balancer: azure.network.LoadBalancer
+    load_balancer: declare.Declared
     vms: list[DedicatedVm]
-    ready: list[azure.compute.VirtualMachineExtension]
+    ready: list[declare.Declared]  # each apiserver's readiness gate (a CustomScript extension)
 
     def __init__(self, name: str, *, spec: ClusterSpec, resource_group_name: pulumi.Input[str],
                  subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
@@ -75,17 +73,15 @@ class ControlPlane(pulumi.ComponentResource):
         self._bootstrap_token()
         fetched = self._store_secrets(issued, certificate_specs, identities, secrets)
         backend_pool_id = self._load_balancer(addresses.apiserver_lb_ip(), subnet_id, subscription_id)
-        self._apiservers(machines, subnet_id, backend_pool_id, identities.identities["apiserver"].id, fetched)
+        self._apiservers(machines, subnet_id, backend_pool_id, identities.ids["apiserver"], fetched)
 
         # Replaced only if the cluster itself changes; a renewed admin certificate is an update. In-cluster
         # objects go through the load balancer, so one ready apiserver is enough to apply them: nodes can
         # join while the others are still coming up.
-        self.kubernetes_provider = kubernetes.Provider(
-            f"{name}-k8s",
-            kubeconfig=self.admin_kubeconfig,
-            cluster_identifier=self._config.cluster_name,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ready[0]]),
-        )
+        self.kubernetes_provider = declare.provider("kubernetes", f"{name}-k8s", {
+            "kubeconfig": self.admin_kubeconfig,
+            "clusterIdentifier": self._config.cluster_name,
+        }, pulumi.ResourceOptions(parent=self, depends_on=[self.ready[0]]))
         self.register_outputs({
             "endpoint": self.endpoint,
             "caCertPem": self.ca_cert_pem,
@@ -97,28 +93,29 @@ class ControlPlane(pulumi.ComponentResource):
         """``<id>.<secret>``, both ``[a-z0-9]``; the secret half is a Pulumi secret from the start."""
         charset = {"upper": False, "lower": True, "numeric": True, "special": False}
         child = pulumi.ResourceOptions(parent=self)
-        self.bootstrap_token_id = random.RandomString(
-            f"{self._name}-bootstrap-token-id", length=cluster_objects.TOKEN_ID_LENGTH, **charset, opts=child).result
-        self.bootstrap_token_secret = pulumi.Output.secret(random.RandomPassword(
-            f"{self._name}-bootstrap-token-secret", length=cluster_objects.TOKEN_SECRET_LENGTH, **charset,
-            opts=child).result)
+        self.bootstrap_token_id = declare.random(
+            "RandomString", f"{self._name}-bootstrap-token-id",
+            {"length": cluster_objects.TOKEN_ID_LENGTH, **charset}, child, outputs=["result"]).output("result")
+        self.bootstrap_token_secret = pulumi.Output.secret(declare.random(
+            "RandomPassword", f"{self._name}-bootstrap-token-secret",
+            {"length": cluster_objects.TOKEN_SECRET_LENGTH, **charset}, child, outputs=["result"]).output("result"))
 
     def _store_secrets(self, issued: ClusterPki, certificate_specs: tuple[pki.CertificateSpec, ...],
-                       identities: RoleIdentities, secrets: SecretStore) -> list[azure.keyvault.Secret]:
+                       identities: RoleIdentities, secrets: SecretStore) -> list[declare.Declared]:
         """Every key, certificate and token into Key Vault, each readable by exactly the roles that need
         it. Returns the secrets the apiserver VMs fetch (the bootstrap token is for nodes only)."""
-        role = {r: identities.identities[r].principal_id for r in ("apiserver", "node", "nat")}
+        role = {r: identities.principal_ids[r] for r in ("apiserver", "node", "nat")}
         apiserver_only = {"apiserver": role["apiserver"]}
         # Every Secret in etcd is encrypted with it: a new key would leave them unreadable. Protected.
-        encryption_key = random.RandomBytes(f"{self._name}-encryption-key", length=32,
-                                            opts=pulumi.ResourceOptions(parent=self, protect=True))
+        encryption_key = declare.random("RandomBytes", f"{self._name}-encryption-key", {"length": 32},
+                                        pulumi.ResourceOptions(parent=self, protect=True), outputs=["base64"])
         values = {
             pki.cert_secret(pki.CLUSTER_CA): (self.ca_cert_pem, role),
             pki.key_secret(pki.CLUSTER_CA): (issued.cas[pki.CLUSTER_CA].key_pem, apiserver_only),
             pki.cert_secret(pki.FRONT_PROXY_CA): (issued.cas[pki.FRONT_PROXY_CA].cert_pem, apiserver_only),
-            pki.SERVICE_ACCOUNT_KEY_SECRET: (issued.service_account_key.private_key_pem, apiserver_only),
-            pki.SERVICE_ACCOUNT_PUB_SECRET: (issued.service_account_key.public_key_pem, apiserver_only),
-            pki.ENCRYPTION_CONFIG_SECRET: (encryption_key.base64.apply(apiserver.encryption_config),
+            pki.SERVICE_ACCOUNT_KEY_SECRET: (issued.service_account_key.output("privateKeyPem"), apiserver_only),
+            pki.SERVICE_ACCOUNT_PUB_SECRET: (issued.service_account_key.output("publicKeyPem"), apiserver_only),
+            pki.ENCRYPTION_CONFIG_SECRET: (encryption_key.output("base64").apply(apiserver.encryption_config),
                                            apiserver_only),
         }
         for spec in certificate_specs:
@@ -142,50 +139,49 @@ class ControlPlane(pulumi.ComponentResource):
                                      self._resource_group_name, "/providers/Microsoft.Network/loadBalancers/",
                                      lb_name)
         pool_id = pulumi.Output.concat(lb_id, "/backendAddressPools/apiservers")
-        self.load_balancer = azure.network.LoadBalancer(
-            f"{self._name}-lb",
-            load_balancer_name=lb_name,
-            resource_group_name=self._resource_group_name,
-            location=self._config.location,
-            sku=azure.network.LoadBalancerSkuArgs(name="Standard", tier="Regional"),
-            frontend_ip_configurations=[azure.network.FrontendIPConfigurationArgs(
-                name="apiserver",
-                private_ip_address=frontend_ip,
-                private_ip_allocation_method="Static",
-                subnet=azure.network.SubnetArgs(id=subnet_id),
-                zones=list(machine.ZONES),  # zone-redundant frontend
-            )],
-            backend_address_pools=[azure.network.BackendAddressPoolArgs(name="apiservers")],
-            probes=[azure.network.ProbeArgs(
-                name="readyz", protocol="Https", port=apiserver.SECURE_PORT, request_path="/readyz",
-                interval_in_seconds=PROBE_INTERVAL_SECONDS, probe_threshold=PROBE_THRESHOLD,
-            )],
-            load_balancing_rules=[azure.network.LoadBalancingRuleArgs(
-                name="apiserver", protocol="Tcp",
-                frontend_port=apiserver.SECURE_PORT, backend_port=apiserver.SECURE_PORT,
-                frontend_ip_configuration=azure.network.SubResourceArgs(
-                    id=pulumi.Output.concat(lb_id, "/frontendIPConfigurations/apiserver")),
-                backend_address_pool=azure.network.SubResourceArgs(id=pool_id),
-                probe=azure.network.SubResourceArgs(id=pulumi.Output.concat(lb_id, "/probes/readyz")),
-                idle_timeout_in_minutes=IDLE_TIMEOUT_MINUTES,
-                enable_tcp_reset=True,
-                load_distribution="Default",
-            )],
+        self.load_balancer = declare.azure("network:LoadBalancer", f"{self._name}-lb", {
+            "loadBalancerName": lb_name,
+            "resourceGroupName": self._resource_group_name,
+            "location": self._config.location,
+            "sku": {"name": "Standard", "tier": "Regional"},
+            "frontendIPConfigurations": [{
+                "name": "apiserver",
+                "privateIPAddress": frontend_ip,
+                "privateIPAllocationMethod": "Static",
+                "subnet": {"id": subnet_id},
+                "zones": list(machine.ZONES),  # zone-redundant frontend
+            }],
+            "backendAddressPools": [{"name": "apiservers"}],
+            "probes": [{
+                "name": "readyz", "protocol": "Https", "port": apiserver.SECURE_PORT, "requestPath": "/readyz",
+                "intervalInSeconds": PROBE_INTERVAL_SECONDS, "probeThreshold": PROBE_THRESHOLD,
+            }],
+            "loadBalancingRules": [{
+                "name": "apiserver", "protocol": "Tcp",
+                "frontendPort": apiserver.SECURE_PORT, "backendPort": apiserver.SECURE_PORT,
+                "frontendIPConfiguration": {"id": pulumi.Output.concat(lb_id, "/frontendIPConfigurations/apiserver")},
+                "backendAddressPool": {"id": pool_id},
+                "probe": {"id": pulumi.Output.concat(lb_id, "/probes/readyz")},
+                "idleTimeoutInMinutes": IDLE_TIMEOUT_MINUTES,
+                "enableTcpReset": True,
+                "loadDistribution": "Default",
+            }],
+        },
             # Every node, kubeconfig and consumer reaches the cluster through its frontend: protected.
-            opts=pulumi.ResourceOptions(parent=self, protect=True),
-        )
+            pulumi.ResourceOptions(parent=self, protect=True))
         return pool_id
 
     def _apiservers(self, machines: Sequence[machine.ApiserverMachine], subnet_id: pulumi.Input[str],
                     backend_pool_id: pulumi.Input[str], identity_id: pulumi.Input[str],
-                    fetched: list[azure.keyvault.Secret]) -> None:
+                    fetched: list[declare.Declared]) -> None:
         """The VMs, created in parallel, each with its readiness gate. A cloud-init change is not
         applied by `pulumi up` (it would take every apiserver down at once); it is rolled one VM at a
         time by destroying and re-creating it (README, "Rollouts, one apiserver at a time")."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
         secrets_version = pulumi.Output.unsecret(pulumi.Output.all(
-            *[secret.properties.secret_uri_with_version for secret in fetched]).apply(_digest))
+            *[secret.output("properties").apply(lambda p: p["secretUriWithVersion"]) for secret in fetched]
+        ).apply(_digest))
         self.vms, self.ready = [], []
         for m in machines:
             vm = DedicatedVm(
@@ -201,18 +197,16 @@ class ControlPlane(pulumi.ComponentResource):
                 # The first boot must find its secrets (no VM waits for another VM).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),
             )
-            gate = azure.compute.VirtualMachineExtension(
-                f"{self._name}-ready-{m.index}",
-                vm_extension_name="apiserver-ready",
-                vm_name=vm.vm.name,  # a property dependency: the gate is replaced with its VM
-                resource_group_name=self._resource_group_name,
-                location=config.location,
-                auto_upgrade_minor_version=True,
-                settings={"commandToExecute": machine.readiness_command()},
-                force_update_tag=secrets_version,
-                opts=pulumi.ResourceOptions(parent=self),
+            gate = declare.azure("compute:VirtualMachineExtension", f"{self._name}-ready-{m.index}", {
+                "vmExtensionName": "apiserver-ready",
+                "vmName": vm.vm.output("name"),  # a property dependency: the gate is replaced with its VM
+                "resourceGroupName": self._resource_group_name,
+                "location": config.location,
+                "autoUpgradeMinorVersion": True,
+                "settings": {"commandToExecute": machine.readiness_command()},
+                "forceUpdateTag": secrets_version,
                 **CUSTOM_SCRIPT,
-            )
+            }, pulumi.ResourceOptions(parent=self))
             self.vms.append(vm)
             self.ready.append(gate)
 

@@ -10,7 +10,6 @@ member at a time by the README runbook, never by replacing every member at once.
 from __future__ import annotations
 
 import pulumi
-import pulumi_azure_native as azure
 
 from components.etcd_backups import EtcdBackupStore
 from components.etcd_pki import EtcdPki
@@ -27,16 +26,16 @@ class EtcdCluster(pulumi.ComponentResource):
     members: list[DedicatedVm]
 
     def __init__(self, name: str, *, cluster: EtcdClusterSpec, resource_group_name: pulumi.Input[str],
-                 location: str, subnet_id: pulumi.Input[str],
-                 identity: azure.managedidentity.UserAssignedIdentity, etcd_pki: EtcdPki, secrets: SecretStore,
+                 location: str, subnet_id: pulumi.Input[str], identity_id: pulumi.Input[str],
+                 principal_id: pulumi.Input[str], etcd_pki: EtcdPki, secrets: SecretStore,
                  backups: EtcdBackupStore, admin_ssh_public_key: str,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:etcd:EtcdCluster", name, None, opts)
         self.spec = cluster
         self.client_urls = cluster.client_urls
-        readers = {cluster.role: identity.principal_id}
+        readers = {cluster.role: principal_id}
         backups.add_container(self, f"{name}-backup-container", cluster.backup_container, cluster.role,
-                              identity.principal_id)
+                              principal_id)
         self.members = []
         for member in cluster.members:
             member_name = f"{name}-{member.index}"
@@ -55,7 +54,7 @@ class EtcdCluster(pulumi.ComponentResource):
                     vm_size=cluster.config.vm_size,
                     subnet_id=subnet_id,
                     private_ip=member.ip,
-                    identity_id=identity.id,
+                    identity_id=identity_id,
                     custom_data=cloudinit.custom_data(text, member.name),
                     custom_data_fingerprint=cloudinit.fingerprint(text),
                     admin_ssh_public_key=admin_ssh_public_key,

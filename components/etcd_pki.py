@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_tls as tls
 
+from components import declare
 from components.secret_store import SecretStore
 from infra.etcd import pki
 from infra.secret_names import APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY, ETCD_CA_CERT
@@ -33,21 +33,19 @@ class EtcdPki(pulumi.ComponentResource):
         super().__init__("supercluster:etcd:EtcdPki", name, None, opts)
         profile = pki.ca_profile(cluster_name)
         # Replacing the CA would invalidate every etcd certificate at once: protected.
-        ca_key = tls.PrivateKey(f"{name}-ca-key", algorithm=pki.KEY_ALGORITHM, ecdsa_curve=pki.KEY_CURVE,
-                                opts=pulumi.ResourceOptions(parent=self, protect=True))
-        ca_cert = tls.SelfSignedCert(
-            f"{name}-ca-cert",
-            private_key_pem=ca_key.private_key_pem,
-            is_ca_certificate=True,
-            subject=tls.SelfSignedCertSubjectArgs(common_name=profile.common_name,
-                                                  organization=profile.organization),
-            allowed_uses=list(profile.allowed_uses),
-            validity_period_hours=profile.validity_hours,
-            early_renewal_hours=profile.early_renewal_hours,
-            opts=pulumi.ResourceOptions(parent=self, protect=True),
-        )
-        self._ca_key_pem = ca_key.private_key_pem
-        self.ca_cert_pem = ca_cert.cert_pem
+        ca_key = declare.tls("PrivateKey", f"{name}-ca-key",
+                             {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
+                             pulumi.ResourceOptions(parent=self, protect=True), outputs=["privateKeyPem"])
+        ca_cert = declare.tls("SelfSignedCert", f"{name}-ca-cert", {
+            "privateKeyPem": ca_key.output("privateKeyPem"),
+            "isCaCertificate": True,
+            "subject": {"commonName": profile.common_name, "organization": profile.organization},
+            "allowedUses": list(profile.allowed_uses),
+            "validityPeriodHours": profile.validity_hours,
+            "earlyRenewalHours": profile.early_renewal_hours,
+        }, pulumi.ResourceOptions(parent=self, protect=True), outputs=["certPem"])
+        self._ca_key_pem = ca_key.output("privateKeyPem")
+        self.ca_cert_pem = ca_cert.output("certPem")
         secrets.add_secret(self, f"{name}-ca-cert-secret", ETCD_CA_CERT, self.ca_cert_pem, readers=ca_readers)
         client = self.issue(self, f"{name}-apiserver-client", pki.apiserver_client_profile())
         apiserver = {"apiserver": apiserver_principal_id}
@@ -60,24 +58,21 @@ class EtcdPki(pulumi.ComponentResource):
     def issue(self, owner: pulumi.Resource, logical_name: str, profile: pki.CertProfile) -> IssuedCert:
         """A fresh key and a certificate signed by the etcd CA; every resource is a child of ``owner``."""
         child = pulumi.ResourceOptions(parent=owner)
-        key = tls.PrivateKey(f"{logical_name}-key", algorithm=pki.KEY_ALGORITHM, ecdsa_curve=pki.KEY_CURVE,
-                             opts=child)
-        request = tls.CertRequest(
-            f"{logical_name}-csr",
-            private_key_pem=key.private_key_pem,
-            subject=tls.CertRequestSubjectArgs(common_name=profile.common_name, organization=profile.organization),
-            ip_addresses=list(profile.ip_addresses) or None,
-            dns_names=list(profile.dns_names) or None,
-            opts=child,
-        )
-        cert = tls.LocallySignedCert(
-            f"{logical_name}-cert",
-            cert_request_pem=request.cert_request_pem,
-            ca_private_key_pem=self._ca_key_pem,
-            ca_cert_pem=self.ca_cert_pem,
-            allowed_uses=list(profile.allowed_uses),
-            validity_period_hours=profile.validity_hours,
-            early_renewal_hours=profile.early_renewal_hours,
-            opts=child,
-        )
-        return IssuedCert(cert_pem=cert.cert_pem, private_key_pem=key.private_key_pem)
+        key = declare.tls("PrivateKey", f"{logical_name}-key",
+                          {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE}, child,
+                          outputs=["privateKeyPem"])
+        request = declare.tls("CertRequest", f"{logical_name}-csr", {
+            "privateKeyPem": key.output("privateKeyPem"),
+            "subject": {"commonName": profile.common_name, "organization": profile.organization},
+            "ipAddresses": list(profile.ip_addresses) or None,
+            "dnsNames": list(profile.dns_names) or None,
+        }, child, outputs=["certRequestPem"])
+        cert = declare.tls("LocallySignedCert", f"{logical_name}-cert", {
+            "certRequestPem": request.output("certRequestPem"),
+            "caPrivateKeyPem": self._ca_key_pem,
+            "caCertPem": self.ca_cert_pem,
+            "allowedUses": list(profile.allowed_uses),
+            "validityPeriodHours": profile.validity_hours,
+            "earlyRenewalHours": profile.early_renewal_hours,
+        }, child, outputs=["certPem"])
+        return IssuedCert(cert_pem=cert.output("certPem"), private_key_pem=key.output("privateKeyPem"))

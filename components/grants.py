@@ -9,19 +9,17 @@ from __future__ import annotations
 import uuid
 
 import pulumi
-import pulumi_azure_native as azure
 
+from components import declare
 
 def grant(owner: pulumi.Resource, logical_name: str, *, key: str, scope: pulumi.Input[str],
-          principal_id: pulumi.Input[str], role: str, subscription_id: pulumi.Input[str]) -> azure.authorization.RoleAssignment:
+          principal_id: pulumi.Input[str], role: str, subscription_id: pulumi.Input[str]) -> declare.Declared:
     """``role`` is a built-in role definition GUID; ``key`` names the grant uniquely within the tenant."""
-    return azure.authorization.RoleAssignment(
-        logical_name,
-        role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"supercluster/{key}")),
-        scope=scope,
-        principal_id=principal_id,
-        principal_type="ServicePrincipal",
-        role_definition_id=pulumi.Output.concat(
+    return declare.azure("authorization:RoleAssignment", logical_name, {
+        "roleAssignmentName": str(uuid.uuid5(uuid.NAMESPACE_URL, f"supercluster/{key}")),
+        "scope": scope,
+        "principalId": principal_id,
+        "principalType": "ServicePrincipal",
+        "roleDefinitionId": pulumi.Output.concat(
             "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/", role),
-        opts=pulumi.ResourceOptions(parent=owner),
-    )
+    }, pulumi.ResourceOptions(parent=owner))

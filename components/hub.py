@@ -12,8 +12,8 @@ and our side refuses traffic the hub forwards from elsewhere, so no cluster reac
 from __future__ import annotations
 
 import pulumi
-import pulumi_azure_native as azure
 
+from components import declare
 from components.stack_config import ConfigRunError
 from infra import naming
 from infra.addressing import HUB_SUBNETS, HUB_VNET, AddressPlan
@@ -76,44 +76,47 @@ class Hub(pulumi.ComponentResource):
         # The hub may live in another subscription (a landing zone's connectivity subscription).
         # This provider authenticates like the default one, from the environment (az login,
         # ARM_* variables, OIDC), and needs Network Contributor on the hub's resource group.
-        self.provider = azure.Provider(f"{name}-provider", subscription_id=hub.apply(lambda h: h.subscription_id),
-                                       opts=pulumi.ResourceOptions(parent=self))
+        self.provider = declare.provider("azure-native", f"{name}-provider",
+                                         {"subscriptionId": hub.apply(lambda h: h.subscription_id),
+                                          "environment": "public"},
+                                         pulumi.ResourceOptions(parent=self))
 
     def _create(self, name: str, cluster_name: str, plan: AddressPlan, resource_group_name: pulumi.Input[str],
                 location: str) -> None:
         hub_plan = plan.hub
         assert hub_plan is not None, "network.hub.addressSpace is set, so the plan has a hub"
-        vnet = azure.network.VirtualNetwork(
-            f"{name}-vnet",
-            virtual_network_name=naming.vnet(cluster_name, HUB_VNET),
-            resource_group_name=resource_group_name,
-            location=location,
-            address_space=azure.network.AddressSpaceArgs(address_prefixes=[str(hub_plan.address_space)]),
-            opts=pulumi.ResourceOptions(parent=self, protect=True, ignore_changes=["subnets"]),
-        )
-        routes = azure.network.RouteTable(
-            f"{name}-routes",
-            route_table_name=naming.route_table(cluster_name, HUB_VNET),
-            resource_group_name=resource_group_name,
-            location=location,
+        vnet = declare.azure("network:VirtualNetwork", f"{name}-vnet", {
+            "virtualNetworkName": naming.vnet(cluster_name, HUB_VNET),
+            "resourceGroupName": resource_group_name,
+            "location": location,
+            "addressSpace": {"addressPrefixes": [str(hub_plan.address_space)]},
+            # No DDoS plan (nothing in the hub is public); Azure's defaults, stated.
+            "enableDdosProtection": False,
+            "enableVmProtection": False,
+        }, pulumi.ResourceOptions(parent=self, protect=True, ignore_changes=["subnets"]))
+        routes = declare.azure("network:RouteTable", f"{name}-routes", {
+            "routeTableName": naming.route_table(cluster_name, HUB_VNET),
+            "resourceGroupName": resource_group_name,
+            "location": location,
+        },
             # Routes are separate resources (HubPeerings adds each cluster's service route).
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["routes"]),
-        )
+            pulumi.ResourceOptions(parent=self, ignore_changes=["routes"]))
         researchers = plan.subnet(HUB_SUBNETS[0])
-        azure.network.Subnet(
-            f"{name}-{researchers.key}",
-            subnet_name=researchers.key,
-            virtual_network_name=vnet.name,
-            resource_group_name=resource_group_name,
-            address_prefix=str(researchers.cidr),
-            route_table=azure.network.RouteTableArgs(id=routes.id),
-            opts=pulumi.ResourceOptions(parent=vnet),
-        )
+        declare.azure("network:Subnet", f"{name}-{researchers.key}", {
+            "subnetName": researchers.key,
+            "virtualNetworkName": vnet.output("name"),
+            "resourceGroupName": resource_group_name,
+            "addressPrefix": str(researchers.cidr),
+            "routeTable": {"id": routes.id},
+            # Azure's defaults, stated.
+            "privateEndpointNetworkPolicies": "Disabled",
+            "privateLinkServiceNetworkPolicies": "Enabled",
+        }, pulumi.ResourceOptions(parent=vnet))
         self.vnet_id = vnet.id
-        self.vnet_name = vnet.name
+        self.vnet_name = vnet.output("name")
         self.resource_group_name = pulumi.Output.from_input(resource_group_name)
         self.address_prefixes = pulumi.Output.from_input([str(hub_plan.address_space)])
-        self.route_table_name = routes.name
+        self.route_table_name = routes.output("name")
         self.gateway_transit = pulumi.Output.from_input(False)
         self.provider = None
 
@@ -127,40 +130,35 @@ class HubPeerings(pulumi.ComponentResource):
         super().__init__("supercluster:hub:HubPeerings", name, None, opts)
         in_hub = pulumi.ResourceOptions(parent=self, provider=hub.provider)
         for key in vnet_ids:
-            hub_side = azure.network.VirtualNetworkPeering(
-                f"{name}-hub-to-{key}",
-                virtual_network_peering_name=naming.hub_peering(cluster_name, key),
-                virtual_network_name=hub.vnet_name,
-                resource_group_name=hub.resource_group_name,
-                remote_virtual_network=azure.network.SubResourceArgs(id=vnet_ids[key]),
-                allow_virtual_network_access=True,
+            hub_side = declare.azure("network:VirtualNetworkPeering", f"{name}-hub-to-{key}", {
+                "virtualNetworkPeeringName": naming.hub_peering(cluster_name, key),
+                "virtualNetworkName": hub.vnet_name,
+                "resourceGroupName": hub.resource_group_name,
+                "remoteVirtualNetwork": {"id": vnet_ids[key]},
+                "allowVirtualNetworkAccess": True,
                 # Replies from the NAT hosts carry a service IP as source, which is not in our VNets.
-                allow_forwarded_traffic=True,
-                allow_gateway_transit=hub.gateway_transit,
-                opts=pulumi.ResourceOptions.merge(in_hub, pulumi.ResourceOptions(protect=True)),
-            )
-            azure.network.VirtualNetworkPeering(
-                f"{name}-{key}-to-hub",
-                virtual_network_peering_name="to-hub",
-                virtual_network_name=vnet_names[key],
-                resource_group_name=resource_group_name,
-                remote_virtual_network=azure.network.SubResourceArgs(id=hub.vnet_id),
-                allow_virtual_network_access=True,
+                "allowForwardedTraffic": True,
+                "allowGatewayTransit": hub.gateway_transit,
+            }, pulumi.ResourceOptions.merge(in_hub, pulumi.ResourceOptions(protect=True)))
+            declare.azure("network:VirtualNetworkPeering", f"{name}-{key}-to-hub", {
+                "virtualNetworkPeeringName": "to-hub",
+                "virtualNetworkName": vnet_names[key],
+                "resourceGroupName": resource_group_name,
+                "remoteVirtualNetwork": {"id": hub.vnet_id},
+                "allowVirtualNetworkAccess": True,
                 # Only traffic that starts in the hub (or comes through its gateway) gets in; nothing
                 # the hub forwards from another spoke does.
-                allow_forwarded_traffic=False,
-                use_remote_gateways=hub.gateway_transit,
+                "allowForwardedTraffic": False,
+                "useRemoteGateways": hub.gateway_transit,
+            },
                 # Azure accepts useRemoteGateways only once the hub side allows gateway transit.
-                opts=pulumi.ResourceOptions(parent=self, protect=True, depends_on=[hub_side]),
-            )
-        azure.network.Route(
-            f"{name}-services",
-            route_name=naming.service_route(cluster_name),
-            route_table_name=hub.route_table_name,
-            resource_group_name=hub.resource_group_name,
-            address_prefix=str(plan.service_cidr),
-            next_hop_type="VirtualAppliance",
-            next_hop_ip_address=plan.nat_lb_ip(),
-            opts=in_hub,
-        )
+                pulumi.ResourceOptions(parent=self, protect=True, depends_on=[hub_side]))
+        declare.azure("network:Route", f"{name}-services", {
+            "routeName": naming.service_route(cluster_name),
+            "routeTableName": hub.route_table_name,
+            "resourceGroupName": hub.resource_group_name,
+            "addressPrefix": str(plan.service_cidr),
+            "nextHopType": "VirtualAppliance",
+            "nextHopIpAddress": plan.nat_lb_ip(),
+        }, in_hub)
         self.register_outputs({})

@@ -8,8 +8,8 @@ cannot read a node's bootstrap token and a node cannot read an etcd key.
 from __future__ import annotations
 
 import pulumi
-import pulumi_azure_native as azure
 
+from components import declare
 from components.grants import grant
 from infra import naming
 
@@ -23,24 +23,29 @@ ROLES = ("etcd", "events-etcd", "apiserver", "node", "nat", "autoscaler")
 
 
 class RoleIdentities(pulumi.ComponentResource):
-    identities: dict[str, azure.managedidentity.UserAssignedIdentity]
+    """Per role: ``ids`` (what a VM or scale set carries), ``principal_ids`` (what grants name) and
+    ``client_ids`` (what a workload signs in with)."""
+
+    ids: dict[str, pulumi.Output[str]]
+    principal_ids: dict[str, pulumi.Output[str]]
+    client_ids: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str],
                  resource_group_id: pulumi.Input[str], subscription_id: pulumi.Input[str], location: str,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:identity:RoleIdentities", name, None, opts)
-        self.identities = {
-            role: azure.managedidentity.UserAssignedIdentity(
-                f"{name}-{role}",
-                resource_name_=naming.role_identity(cluster_name, role),
-                resource_group_name=resource_group_name,
-                location=location,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+        identities = {
+            role: declare.azure("managedidentity:UserAssignedIdentity", f"{name}-{role}", {
+                "resourceName": naming.role_identity(cluster_name, role),
+                "resourceGroupName": resource_group_name,
+                "location": location,
+            }, pulumi.ResourceOptions(parent=self), outputs=["principalId", "clientId"])
             for role in ROLES
         }
-        autoscaler = self.identities["autoscaler"]
+        self.ids = {role: identity.id for role, identity in identities.items()}
+        self.principal_ids = {role: identity.output("principalId") for role, identity in identities.items()}
+        self.client_ids = {role: identity.output("clientId") for role, identity in identities.items()}
         grant(self, f"{name}-autoscaler-vm-contributor", key=f"{cluster_name}/autoscaler", scope=resource_group_id,
-              principal_id=autoscaler.principal_id, role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
+              principal_id=self.principal_ids["autoscaler"], role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
               subscription_id=subscription_id)
-        self.register_outputs({role: identity.id for role, identity in self.identities.items()})
+        self.register_outputs(self.ids)

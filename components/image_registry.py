@@ -10,8 +10,8 @@ node identity allowed to pull (AcrPull). Nodes preload from it at boot (infra/no
 from __future__ import annotations
 
 import pulumi
-import pulumi_azure_native as azure
 
+from components import declare
 from components.grants import grant
 from components.private_link import private_link
 from infra import naming
@@ -23,7 +23,7 @@ ACR_PRIVATE_DNS_ZONE = "privatelink.azurecr.io"
 
 
 class ImageRegistry(pulumi.ComponentResource):
-    registry: azure.containerregistry.Registry
+    registry: declare.Declared
     login_server: str
 
     def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str], location: str,
@@ -33,34 +33,30 @@ class ImageRegistry(pulumi.ComponentResource):
         super().__init__("supercluster:registry:ImageRegistry", name, None, opts)
         registry_name = naming.container_registry(cluster_name)
         self.login_server = naming.container_registry_login_server(cluster_name)
-        self.registry = azure.containerregistry.Registry(
-            f"{name}-acr",
-            registry_name=registry_name,
-            resource_group_name=resource_group_name,
-            location=location,
-            sku=azure.containerregistry.SkuArgs(name="Premium"),
-            admin_user_enabled=False,
-            anonymous_pull_enabled=False,
-            public_network_access="Disabled",
-            network_rule_bypass_options="AzureServices",
+        self.registry = declare.azure("containerregistry:Registry", f"{name}-acr", {
+            "registryName": registry_name,
+            "resourceGroupName": resource_group_name,
+            "location": location,
+            "sku": {"name": "Premium"},
+            "adminUserEnabled": False,
+            "anonymousPullEnabled": False,
+            "publicNetworkAccess": "Disabled",
+            "networkRuleBypassOptions": "AzureServices",
             # Separate per-region data endpoints, so the private endpoint serves layer downloads too.
-            data_endpoint_enabled=True,
+            "dataEndpointEnabled": True,
+            # Nodes preload their images from it at boot: it must outlive a zone (Premium, no extra cost).
+            "zoneRedundancy": "Enabled",
             # Nodes exchange tokens for the registry audience, never for ARM's.
-            policies=azure.containerregistry.PoliciesArgs(
-                azure_ad_authentication_as_arm_policy=azure.containerregistry.AzureADAuthenticationAsArmPolicyArgs(
-                    status="disabled")),
-            opts=pulumi.ResourceOptions(parent=self, protect=True),
-        )
+            "policies": {"azureADAuthenticationAsArmPolicy": {"status": "disabled"}},
+        }, pulumi.ResourceOptions(parent=self, protect=True))
         for prefix, upstream in sorted(cache_rules.items()):
-            azure.containerregistry.CacheRule(
-                f"{name}-cache-{prefix}",
-                cache_rule_name=prefix,
-                registry_name=self.registry.name,
-                resource_group_name=resource_group_name,
-                source_repository=f"{upstream}/*",
-                target_repository=f"{prefix}/*",
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+            declare.azure("containerregistry:CacheRule", f"{name}-cache-{prefix}", {
+                "cacheRuleName": prefix,
+                "registryName": self.registry.output("name"),
+                "resourceGroupName": resource_group_name,
+                "sourceRepository": f"{upstream}/*",
+                "targetRepository": f"{prefix}/*",
+            }, pulumi.ResourceOptions(parent=self))
         private_link(self, name, target_id=self.registry.id, group_id="registry", zone_name=ACR_PRIVATE_DNS_ZONE,
                      endpoint_name=f"{registry_name}-pe", cluster_name=cluster_name,
                      resource_group_name=resource_group_name, location=location, subnet_id=endpoint_subnet_id,

@@ -11,8 +11,8 @@ host whose service rules are stale gets no new flows.
 from __future__ import annotations
 
 import pulumi
-import pulumi_azure_native as azure
 
+from components import declare
 from components.machines import DedicatedVm, VmArgs
 from infra import naming
 from infra.addressing import AddressPlan
@@ -44,43 +44,39 @@ class NatHosts(pulumi.ComponentResource):
         # The rule names the LB's own frontend, pool and probe by id, before the LB exists.
         lb_id = pulumi.Output.concat("/subscriptions/", subscription_id, "/resourceGroups/", resource_group_name,
                                      "/providers/Microsoft.Network/loadBalancers/", lb_name)
-        lb = azure.network.LoadBalancer(
-            f"{name}-lb",
-            load_balancer_name=lb_name,
-            resource_group_name=resource_group_name,
-            location=location,
-            sku=azure.network.LoadBalancerSkuArgs(name="Standard", tier="Regional"),
-            frontend_ip_configurations=[azure.network.FrontendIPConfigurationArgs(
-                name=FRONTEND,
-                private_ip_address=self.load_balancer_ip,
-                private_ip_allocation_method="Static",
-                subnet=azure.network.SubnetArgs(id=subnet_id),
-            )],
-            backend_address_pools=[azure.network.BackendAddressPoolArgs(name=BACKEND_POOL)],
-            probes=[azure.network.ProbeArgs(
-                name=PROBE,
-                protocol="Http",
-                port=KUBE_PROXY_HEALTHZ_PORT,
-                request_path=KUBE_PROXY_HEALTHZ_PATH,
-                interval_in_seconds=PROBE_INTERVAL_SECONDS,
-                probe_threshold=PROBE_THRESHOLD,
-            )],
-            load_balancing_rules=[azure.network.LoadBalancingRuleArgs(
-                name="ha-ports",
-                protocol="All",
-                frontend_port=0,
-                backend_port=0,
-                frontend_ip_configuration=azure.network.SubResourceArgs(
-                    id=pulumi.Output.concat(lb_id, f"/frontendIPConfigurations/{FRONTEND}")),
-                backend_address_pool=azure.network.SubResourceArgs(
-                    id=pulumi.Output.concat(lb_id, f"/backendAddressPools/{BACKEND_POOL}")),
-                probe=azure.network.SubResourceArgs(id=pulumi.Output.concat(lb_id, f"/probes/{PROBE}")),
+        lb = declare.azure("network:LoadBalancer", f"{name}-lb", {
+            "loadBalancerName": lb_name,
+            "resourceGroupName": resource_group_name,
+            "location": location,
+            "sku": {"name": "Standard", "tier": "Regional"},
+            "frontendIPConfigurations": [{
+                "name": FRONTEND,
+                "privateIPAddress": self.load_balancer_ip,
+                "privateIPAllocationMethod": "Static",
+                "subnet": {"id": subnet_id},
+            }],
+            "backendAddressPools": [{"name": BACKEND_POOL}],
+            "probes": [{
+                "name": PROBE,
+                "protocol": "Http",
+                "port": KUBE_PROXY_HEALTHZ_PORT,
+                "requestPath": KUBE_PROXY_HEALTHZ_PATH,
+                "intervalInSeconds": PROBE_INTERVAL_SECONDS,
+                "probeThreshold": PROBE_THRESHOLD,
+            }],
+            "loadBalancingRules": [{
+                "name": "ha-ports",
+                "protocol": "All",
+                "frontendPort": 0,
+                "backendPort": 0,
+                "frontendIPConfiguration": {"id": pulumi.Output.concat(lb_id, f"/frontendIPConfigurations/{FRONTEND}")},
+                "backendAddressPool": {"id": pulumi.Output.concat(lb_id, f"/backendAddressPools/{BACKEND_POOL}")},
+                "probe": {"id": pulumi.Output.concat(lb_id, f"/probes/{PROBE}")},
                 # The hosts see the original destination (a service IP) either way; no loopback alias needed.
-                enable_floating_ip=False,
-                load_distribution="Default",  # 5-tuple: a flow stays on one host, whose conntrack owns it
-            )],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+                "enableFloatingIP": False,
+                "loadDistribution": "Default",  # 5-tuple: a flow stays on one host, whose conntrack owns it
+            }],
+        }, pulumi.ResourceOptions(parent=self))
         pool_id = lb.id.apply(lambda i: f"{i}/backendAddressPools/{BACKEND_POOL}")
         # One cloud-init for every host (rendered once, by infra.cluster): nothing in it is host-specific.
         encoded, digest = custom_data(cloud_init, f"{name} cloud-init"), fingerprint(cloud_init)

@@ -23,8 +23,8 @@ import itertools
 from collections.abc import Sequence
 
 import pulumi
-import pulumi_azure_native as azure
 
+from components import declare
 from infra import naming
 from infra.addressing import ENDPOINTS_SUBNET, AddressPlan
 from infra.egress import nat_gateways
@@ -42,113 +42,108 @@ class ClusterNetwork(pulumi.ComponentResource):
         super().__init__("supercluster:network:ClusterNetwork", name, None, opts)
         self.vnet_ids, self.vnet_names, self.subnet_ids, self.egress_prefixes = {}, {}, {}, {}
         nsg_ids = {
-            group.key: azure.network.NetworkSecurityGroup(
-                f"{name}-{group.key}-nsg",
-                network_security_group_name=naming.network_security_group(name, group.key),
-                resource_group_name=resource_group_name,
-                location=location,
-                security_rules=[_security_rule(rule, hub_prefixes) for rule in group.rules],
-                opts=pulumi.ResourceOptions(parent=self),
-            ).id
+            group.key: declare.azure("network:NetworkSecurityGroup", f"{name}-{group.key}-nsg", {
+                "networkSecurityGroupName": naming.network_security_group(name, group.key),
+                "resourceGroupName": resource_group_name,
+                "location": location,
+                "securityRules": [_security_rule(rule, hub_prefixes) for rule in group.rules],
+            }, pulumi.ResourceOptions(parent=self)).id
             for group in security_groups(plan)
         }
         nsg_of_subnet = subnet_security_groups(plan)
         egress_of_subnet: dict[str, pulumi.Output[str]] = {}
         for gateway in nat_gateways(plan):
-            prefix = azure.network.PublicIPPrefix(
-                f"{name}-{gateway.vnet}-egress",
-                public_ip_prefix_name=naming.egress_prefix(name, gateway.vnet),
-                resource_group_name=resource_group_name,
-                location=location,
-                prefix_length=gateway.prefix_length,
-                public_ip_address_version="IPv4",
-                sku=azure.network.PublicIPPrefixSkuArgs(name="Standard", tier="Regional"),
+            prefix = declare.azure("network:PublicIPPrefix", f"{name}-{gateway.vnet}-egress", {
+                "publicIpPrefixName": naming.egress_prefix(name, gateway.vnet),
+                "resourceGroupName": resource_group_name,
+                "location": location,
+                "prefixLength": gateway.prefix_length,
+                "publicIPAddressVersion": "IPv4",
+                "sku": {"name": "Standard", "tier": "Regional"},
+            },
                 # Egress addresses are what others allowlist; a lost prefix cannot be had back.
-                opts=pulumi.ResourceOptions(parent=self, protect=True),
-            )
-            nat = azure.network.NatGateway(
-                f"{name}-{gateway.vnet}-natgw",
-                nat_gateway_name=naming.nat_gateway(name, gateway.vnet),
-                resource_group_name=resource_group_name,
-                location=location,
-                sku=azure.network.NatGatewaySkuArgs(name="Standard"),
-                public_ip_prefixes=[azure.network.SubResourceArgs(id=prefix.id)],
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            self.egress_prefixes[gateway.vnet] = prefix.ip_prefix
+                pulumi.ResourceOptions(parent=self, protect=True), outputs=["ipPrefix"])
+            nat = declare.azure("network:NatGateway", f"{name}-{gateway.vnet}-natgw", {
+                "natGatewayName": naming.nat_gateway(name, gateway.vnet),
+                "resourceGroupName": resource_group_name,
+                "location": location,
+                "sku": {"name": "Standard"},
+                "publicIpPrefixes": [{"id": prefix.id}],
+            }, pulumi.ResourceOptions(parent=self))
+            self.egress_prefixes[gateway.vnet] = prefix.output("ipPrefix")
             egress_of_subnet.update({subnet: nat.id for subnet in gateway.subnets})
 
-        vnets: dict[str, azure.network.VirtualNetwork] = {}
+        vnets: dict[str, declare.Declared] = {}
         for vnet_plan in plan.vnets:
-            vnet = azure.network.VirtualNetwork(
-                f"{name}-{vnet_plan.key}",
-                virtual_network_name=naming.vnet(name, vnet_plan.key),
-                resource_group_name=resource_group_name,
-                location=location,
-                address_space=azure.network.AddressSpaceArgs(address_prefixes=[str(vnet_plan.address_space)]),
-                subnets=[
-                    azure.network.SubnetArgs(
-                        name=subnet_plan.key,
-                        address_prefix=str(subnet_plan.cidr),
-                        network_security_group=azure.network.NetworkSecurityGroupArgs(
-                            id=nsg_ids[nsg_of_subnet[subnet_plan.key]]),
-                        nat_gateway=(azure.network.SubResourceArgs(id=egress_of_subnet[subnet_plan.key])
-                                     if subnet_plan.key in egress_of_subnet else None),
-                        default_outbound_access=False,
+            vnet = declare.azure("network:VirtualNetwork", f"{name}-{vnet_plan.key}", {
+                "virtualNetworkName": naming.vnet(name, vnet_plan.key),
+                "resourceGroupName": resource_group_name,
+                "location": location,
+                "addressSpace": {"addressPrefixes": [str(vnet_plan.address_space)]},
+                # No DDoS plan (nothing in these VNets is public); Azure's defaults, stated.
+                "enableDdosProtection": False,
+                "enableVmProtection": False,
+                "subnets": [
+                    {
+                        "name": subnet_plan.key,
+                        "addressPrefix": str(subnet_plan.cidr),
+                        "networkSecurityGroup": {"id": nsg_ids[nsg_of_subnet[subnet_plan.key]]},
+                        "natGateway": ({"id": egress_of_subnet[subnet_plan.key]}
+                                       if subnet_plan.key in egress_of_subnet else None),
+                        "defaultOutboundAccess": False,
                         # Let the NSG apply to the private endpoint's traffic too (off by default for endpoints).
-                        private_endpoint_network_policies="Enabled" if subnet_plan.key == ENDPOINTS_SUBNET else None,
-                    )
+                        "privateEndpointNetworkPolicies": "Enabled" if subnet_plan.key == ENDPOINTS_SUBNET
+                        else "Disabled",
+                        "privateLinkServiceNetworkPolicies": "Enabled",  # Azure's default, stated
+                    }
                     for subnet_plan in vnet_plan.subnets
                 ],
-                opts=pulumi.ResourceOptions(parent=self, protect=True),
-            )
+            }, pulumi.ResourceOptions(parent=self, protect=True))
             vnets[vnet_plan.key] = vnet
             self.vnet_ids[vnet_plan.key] = vnet.id
-            self.vnet_names[vnet_plan.key] = vnet.name
+            self.vnet_names[vnet_plan.key] = vnet.output("name")
             for subnet_plan in vnet_plan.subnets:
                 # Azure's id of a subnet: its VNet's id, /subnets/, its name. Taken from vnet.id, so whatever
                 # uses a subnet waits for the VNet that creates it.
                 self.subnet_ids[subnet_plan.key] = pulumi.Output.concat(vnet.id, "/subnets/", subnet_plan.key)
         # Full mesh: every pod reaches every pod directly, across VNets, with no gateway in between.
         for (a_key, a), (b_key, b) in itertools.permutations(vnets.items(), 2):
-            azure.network.VirtualNetworkPeering(
-                f"{name}-peer-{a_key}-to-{b_key}",
-                virtual_network_peering_name=f"to-{b_key}",
-                virtual_network_name=a.name,
-                resource_group_name=resource_group_name,
-                remote_virtual_network=azure.network.SubResourceArgs(id=b.id),
-                allow_virtual_network_access=True,
-                allow_forwarded_traffic=True,
-                opts=pulumi.ResourceOptions(parent=a, protect=True),
-            )
+            declare.azure("network:VirtualNetworkPeering", f"{name}-peer-{a_key}-to-{b_key}", {
+                "virtualNetworkPeeringName": f"to-{b_key}",
+                "virtualNetworkName": a.output("name"),
+                "resourceGroupName": resource_group_name,
+                "remoteVirtualNetwork": {"id": b.id},
+                "allowVirtualNetworkAccess": True,
+                "allowForwardedTraffic": True,
+            }, pulumi.ResourceOptions(parent=a, protect=True))
         self.register_outputs({"vnetIds": self.vnet_ids, "subnetIds": self.subnet_ids,
                                "egressPrefixes": self.egress_prefixes})
 
 
-def _security_rule(rule: SecurityRule, hub_prefixes: pulumi.Input[Sequence[str]]) -> azure.network.SecurityRuleArgs:
+def _security_rule(rule: SecurityRule, hub_prefixes: pulumi.Input[Sequence[str]]) -> dict:
     """One NSG rule; a single source or port goes in the singular field (service tags only fit there)."""
     sources: dict = {}
     if HUB in rule.sources:
         others = [s for s in rule.sources if s != HUB]
-        sources["source_address_prefixes"] = pulumi.Output.from_input(hub_prefixes).apply(
+        sources["sourceAddressPrefixes"] = pulumi.Output.from_input(hub_prefixes).apply(
             lambda hub: [*hub, *others])
     elif len(rule.sources) == 1:
-        sources["source_address_prefix"] = rule.sources[0]
+        sources["sourceAddressPrefix"] = rule.sources[0]
     else:
-        sources["source_address_prefixes"] = list(rule.sources)
-    destinations = ({"destination_address_prefix": rule.destinations[0]} if len(rule.destinations) == 1
-                    else {"destination_address_prefixes": list(rule.destinations)})
-    ports = ({"destination_port_range": rule.ports[0]} if len(rule.ports) == 1
-             else {"destination_port_ranges": list(rule.ports)})
-    return azure.network.SecurityRuleArgs(
-        name=rule.name,
-        priority=rule.priority,
-        direction=rule.direction,
-        access=rule.access,
-        protocol=rule.protocol,
-        description=rule.description,
-        source_port_range="*",
+        sources["sourceAddressPrefixes"] = list(rule.sources)
+    destinations = ({"destinationAddressPrefix": rule.destinations[0]} if len(rule.destinations) == 1
+                    else {"destinationAddressPrefixes": list(rule.destinations)})
+    ports = ({"destinationPortRange": rule.ports[0]} if len(rule.ports) == 1
+             else {"destinationPortRanges": list(rule.ports)})
+    return {
+        "name": rule.name,
+        "priority": rule.priority,
+        "direction": rule.direction,
+        "access": rule.access,
+        "protocol": rule.protocol,
+        "description": rule.description,
+        "sourcePortRange": "*",
         **sources,
         **destinations,
         **ports,
-    )
+    }

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pulumi
-import pulumi_azure_native as azure
 
+from components import declare
 from components.machines import ADMIN_USERNAME, linux_ssh_only
 from infra import naming
 from infra.cloudinit import custom_data, fingerprint
@@ -31,7 +31,7 @@ from infra.sizing import Shard, shards
 
 
 class NodePool(pulumi.ComponentResource):
-    scale_sets: dict[str, azure.compute.VirtualMachineScaleSet]
+    scale_sets: dict[str, declare.Declared]
 
     def __init__(self, name: str, *, cluster: ClusterSpec, pool: NodePoolConfig,
                  resource_group_name: pulumi.Input[str], subnet_ids: dict[str, pulumi.Input[str]],
@@ -51,70 +51,58 @@ class NodePool(pulumi.ComponentResource):
 
     def _scale_set(self, name: str, cluster: ClusterSpec, pool: NodePoolConfig, shard: Shard,
                    resource_group_name: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                   identity_ids: Sequence[pulumi.Input[str]]) -> azure.compute.VirtualMachineScaleSet:
+                   identity_ids: Sequence[pulumi.Input[str]]) -> declare.Declared:
         config = cluster.config
         shape = ScaleSetShape.of(pool)
-        subnet = azure.compute.ApiEntityReferenceArgs(id=subnet_id)
-        # The primary IP is the node's; every other one is a pod's (Azure CNI azure-vnet-ipam).
-        ip_configurations = [azure.compute.VirtualMachineScaleSetIPConfigurationArgs(
-            name="node", primary=True, subnet=subnet, private_ip_address_version="IPv4")]
-        ip_configurations += [
-            azure.compute.VirtualMachineScaleSetIPConfigurationArgs(
-                name=f"pod{i:03d}", primary=False, subnet=subnet, private_ip_address_version="IPv4")
-            for i in range(1, pool.pod_ips_per_node + 1)
-        ]
+        # The primary IP is the node's; every other one is a pod's (Azure CNI azure-vnet-ipam). Built once
+        # the subnet id is known: one Output per scale set, not one per IP configuration.
+        ip_configurations = pulumi.Output.from_input(subnet_id).apply(
+            lambda subnet: _ip_configurations(subnet, pool.pod_ips_per_node))
         if ephemeral_os_disk(pool):
-            os_disk = azure.compute.VirtualMachineScaleSetOSDiskArgs(
-                create_option="FromImage", caching="ReadOnly", disk_size_gb=OS_DISK_GB,
-                diff_disk_settings=azure.compute.DiffDiskSettingsArgs(option="Local", placement="ResourceDisk"))
+            os_disk = {"createOption": "FromImage", "caching": "ReadOnly", "diskSizeGB": OS_DISK_GB,
+                       "diffDiskSettings": {"option": "Local", "placement": "ResourceDisk"}}
         else:
-            os_disk = azure.compute.VirtualMachineScaleSetOSDiskArgs(
-                create_option="FromImage", caching="ReadWrite", disk_size_gb=OS_DISK_GB,
-                managed_disk=azure.compute.VirtualMachineScaleSetManagedDiskParametersArgs(
-                    storage_account_type="Premium_LRS"))
-        return azure.compute.VirtualMachineScaleSet(
-            f"{name}-s{shard.index:03d}",
-            vm_scale_set_name=naming.scale_set(config.cluster_name, shard.name),
-            resource_group_name=resource_group_name,
-            location=config.location,
+            os_disk = {"createOption": "FromImage", "caching": "ReadWrite", "diskSizeGB": OS_DISK_GB,
+                       "managedDisk": {"storageAccountType": "Premium_LRS"}}
+        return declare.azure("compute:VirtualMachineScaleSet", f"{name}-s{shard.index:03d}", {
+            "vmScaleSetName": naming.scale_set(config.cluster_name, shard.name),
+            "resourceGroupName": resource_group_name,
+            "location": config.location,
             # Set once, at creation; from then on the cluster-autoscaler owns it (see ignore_changes).
-            sku=azure.compute.SkuArgs(name=pool.vm_size, tier="Standard", capacity=shard.min_nodes),
-            orchestration_mode="Uniform",
-            single_placement_group=shape.single_placement_group,
-            platform_fault_domain_count=shape.platform_fault_domain_count,
+            "sku": {"name": pool.vm_size, "tier": "Standard", "capacity": shard.min_nodes},
+            "orchestrationMode": "Uniform",
+            "singlePlacementGroup": shape.single_placement_group,
+            "platformFaultDomainCount": shape.platform_fault_domain_count,
             # Overprovisioned extra VMs would boot, join the cluster and vanish again.
-            overprovision=False,
-            upgrade_policy=azure.compute.UpgradePolicyArgs(mode="Manual"),
-            identity=azure.compute.VirtualMachineScaleSetIdentityArgs(
-                type="UserAssigned", user_assigned_identities=list(identity_ids)),
-            virtual_machine_profile=azure.compute.VirtualMachineScaleSetVMProfileArgs(
-                os_profile=azure.compute.VirtualMachineScaleSetOSProfileArgs(
-                    computer_name_prefix=shard.name,
-                    admin_username=ADMIN_USERNAME,
-                    custom_data=self.custom_data,
-                    linux_configuration=linux_ssh_only(config.admin_ssh_public_key),
-                ),
-                storage_profile=azure.compute.VirtualMachineScaleSetStorageProfileArgs(
-                    image_reference=azure.compute.ImageReferenceArgs(**image(pool)),
-                    os_disk=os_disk,
-                ),
-                network_profile=azure.compute.VirtualMachineScaleSetNetworkProfileArgs(
-                    network_interface_configurations=[azure.compute.VirtualMachineScaleSetNetworkConfigurationArgs(
-                        name="nic", primary=True, enable_accelerated_networking=True,
-                        ip_configurations=ip_configurations,
-                    )],
-                ),
-                security_profile=azure.compute.SecurityProfileArgs(
-                    encryption_at_host=pool.size.encryption_at_host),
-                diagnostics_profile=azure.compute.DiagnosticsProfileArgs(
-                    boot_diagnostics=azure.compute.BootDiagnosticsArgs(enabled=True)),
-            ),
-            tags=scale_set_tags(config, pool, shard, self.fingerprint),
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                # A scale set holds running jobs: deleting or replacing one needs a deliberate unprotect
-                # (README "Removing a pool").
-                protect=True,
-                ignore_changes=["sku.capacity"],
-            ),
-        )
+            "overprovision": False,
+            "upgradePolicy": {"mode": "Manual"},
+            "identity": {"type": "UserAssigned", "userAssignedIdentities": list(identity_ids)},
+            "virtualMachineProfile": {
+                "osProfile": {
+                    "computerNamePrefix": shard.name,
+                    "adminUsername": ADMIN_USERNAME,
+                    "customData": self.custom_data,
+                    "linuxConfiguration": linux_ssh_only(config.admin_ssh_public_key),
+                },
+                "storageProfile": {"imageReference": image(pool), "osDisk": os_disk},
+                "networkProfile": {"networkInterfaceConfigurations": [{
+                    "name": "nic", "primary": True, "enableAcceleratedNetworking": True,
+                    "ipConfigurations": ip_configurations,
+                }]},
+                "securityProfile": {"encryptionAtHost": pool.size.encryption_at_host},
+                "diagnosticsProfile": {"bootDiagnostics": {"enabled": True}},
+            },
+            "tags": scale_set_tags(config, pool, shard, self.fingerprint),
+        }, pulumi.ResourceOptions(
+            parent=self,
+            # A scale set holds running jobs: deleting or replacing one needs a deliberate unprotect
+            # (README "Removing a pool").
+            protect=True,
+            ignore_changes=["sku.capacity"],
+        ))
+
+
+def _ip_configurations(subnet_id: str, pod_ips: int) -> list[dict]:
+    names = ["node", *(f"pod{i:03d}" for i in range(1, pod_ips + 1))]
+    return [{"name": name, "primary": name == "node", "subnet": {"id": subnet_id}, "privateIPAddressVersion": "IPv4"}
+            for name in names]

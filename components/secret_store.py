@@ -9,8 +9,8 @@ lets exactly one role identity read exactly that secret.
 from __future__ import annotations
 
 import pulumi
-import pulumi_azure_native as azure
 
+from components import declare
 from components.grants import grant
 from components.private_link import private_link
 from infra import naming
@@ -25,7 +25,7 @@ SOFT_DELETE_RETENTION_DAYS = 90
 
 
 class SecretStore(pulumi.ComponentResource):
-    vault: azure.keyvault.Vault
+    vault: declare.Declared
     vault_name: str
 
     def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str],
@@ -37,23 +37,25 @@ class SecretStore(pulumi.ComponentResource):
         self._resource_group_name = resource_group_name
         self._subscription_id = subscription_id
         self.vault_name = naming.key_vault(cluster_name)
-        self.vault = azure.keyvault.Vault(
-            f"{name}-vault",
-            vault_name=self.vault_name,
-            resource_group_name=resource_group_name,
-            location=location,
-            properties=azure.keyvault.VaultPropertiesArgs(
-                tenant_id=tenant_id,
-                sku=azure.keyvault.SkuArgs(family="A", name="standard"),
-                enable_rbac_authorization=True,
-                enable_soft_delete=True,
-                soft_delete_retention_in_days=SOFT_DELETE_RETENTION_DAYS,
-                enable_purge_protection=True,
-                public_network_access="Disabled",
-                network_acls=azure.keyvault.NetworkRuleSetArgs(default_action="Deny", bypass="AzureServices"),
-            ),
-            opts=pulumi.ResourceOptions(parent=self, protect=True),
-        )
+        self.vault = declare.azure("keyvault:Vault", f"{name}-vault", {
+            "vaultName": self.vault_name,
+            "resourceGroupName": resource_group_name,
+            "location": location,
+            "properties": {
+                "tenantId": tenant_id,
+                "sku": {"family": "A", "name": "standard"},
+                "enableRbacAuthorization": True,
+                "enableSoftDelete": True,
+                "softDeleteRetentionInDays": SOFT_DELETE_RETENTION_DAYS,
+                "enablePurgeProtection": True,
+                "publicNetworkAccess": "Disabled",
+                "networkAcls": {"defaultAction": "Deny", "bypass": "AzureServices"},
+                # Machines read secrets with their own identity (RBAC), never through ARM or disk encryption.
+                "enabledForDeployment": False,
+                "enabledForDiskEncryption": False,
+                "enabledForTemplateDeployment": False,
+            },
+        }, pulumi.ResourceOptions(parent=self, protect=True))
         private_link(self, name, target_id=self.vault.id, group_id="vault", zone_name=KEY_VAULT_PRIVATE_DNS_ZONE,
                      endpoint_name=f"{self.vault_name}-pe", cluster_name=cluster_name,
                      resource_group_name=resource_group_name, location=location, subnet_id=endpoint_subnet_id,
@@ -61,17 +63,15 @@ class SecretStore(pulumi.ComponentResource):
         self.register_outputs({"vaultName": self.vault_name, "vaultId": self.vault.id})
 
     def add_secret(self, owner: pulumi.Resource, logical_name: str, secret_name: str,
-                   value: pulumi.Input[str], readers: dict[str, pulumi.Input[str]]) -> azure.keyvault.Secret:
+                   value: pulumi.Input[str], readers: dict[str, pulumi.Input[str]]) -> declare.Declared:
         """Stores ``value`` (always as a Pulumi secret) and lets exactly the ``readers`` (role name ->
         identity principal id) read it; every resource is a child of ``owner``."""
-        secret = azure.keyvault.Secret(
-            logical_name,
-            secret_name=secret_name,
-            vault_name=self.vault.name,
-            resource_group_name=self._resource_group_name,
-            properties=azure.keyvault.SecretPropertiesArgs(value=pulumi.Output.secret(value)),
-            opts=pulumi.ResourceOptions(parent=owner),
-        )
+        secret = declare.azure("keyvault:Secret", logical_name, {
+            "secretName": secret_name,
+            "vaultName": self.vault.output("name"),
+            "resourceGroupName": self._resource_group_name,
+            "properties": {"value": pulumi.Output.secret(value)},
+        }, pulumi.ResourceOptions(parent=owner), outputs=["properties"])
         for role, principal_id in sorted(readers.items()):
             grant(owner, f"{logical_name}-{role}-reader", key=f"{self._cluster_name}/{secret_name}/{role}",
                   scope=secret.id, principal_id=principal_id, role=KEY_VAULT_SECRETS_USER_ROLE,

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 from pulumi.runtime import mocks
+from pulumi.runtime.proto import resource_pb2
 
 SECRET = "[secret]"
 # Wire-format signatures of the Pulumi property protocol (sdk/python/lib/pulumi/runtime/rpc.py).
@@ -81,7 +83,10 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.secret_values: set[str] = set()
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
-        state = dict(args.inputs)
+        """The resource's id and what the provider computes. Inputs are not echoed back: the SDK keeps
+        every input the engine returns no value for (``rpc.resolve_outputs``, outside previews), so
+        each output still resolves to its input, without the whole state crossing the wire twice."""
+        state: dict[str, Any] = {}
         typ, name = args.typ, args.name
         if typ == "pulumi:pulumi:StackReference":
             stack_name = args.inputs.get("name") or name
@@ -101,9 +106,10 @@ class PlanMocks(pulumi.runtime.Mocks):
                 state.update(base64=base64.b64encode(raw).decode(), hex=raw.hex())
                 self.secret_values.update((state["base64"], state["hex"]))
         elif typ.startswith("azure-native:"):
-            state.setdefault("name", _azure_name(typ, args.inputs, name))
-            state.update(_azure_outputs(typ, state))
-        resource_id = _azure_id(typ, state, name) if typ.startswith("azure-native:") else f"{name}-id"
+            state["name"] = args.inputs.get("name") or _azure_name(typ, args.inputs, name)
+            state.update(_azure_outputs(typ, {**args.inputs, **state}))
+        resource_id = (_azure_id(typ, {**args.inputs, **state}, name) if typ.startswith("azure-native:")
+                       else f"{name}-id")
         return resource_id, state
 
     def call(self, args: mocks.MockCallArgs) -> dict:
@@ -166,6 +172,12 @@ def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
         # Addresses from TEST-NET-3 (RFC 5737), which no real prefix ever has.
         offset = int(hashlib.sha256(state["name"].encode()).hexdigest(), 16) % 16 * 16
         return {"ipPrefix": f"203.0.113.{offset}/{int(state.get('prefixLength', 28))}"}
+    if typ == "azure-native:keyvault:Secret":
+        # What the apiservers' readiness gates track: a new value is a new version.
+        properties = state.get("properties", {})  # its value arrives marked secret, and stays so
+        uri = f"https://{state['vaultName']}.vault.azure.net/secrets/{state['name']}"
+        version = hashlib.sha256(json.dumps(properties, sort_keys=True).encode()).hexdigest()[:32]
+        return {"properties": {**properties, "secretUri": uri, "secretUriWithVersion": f"{uri}/{version}"}}
     if typ.endswith(":StorageAccount"):
         return {"primaryEndpoints": {"blob": f"https://{state['name']}.blob.core.windows.net/"}}
     return {}
@@ -199,10 +211,22 @@ class RecordingMonitor(mocks.MockMonitor):
         self.by_urn: dict[str, Registration] = {}
 
     def RegisterResource(self, request):  # noqa: N802 - gRPC method name
-        response = super().RegisterResource(request)
+        """``MockMonitor.RegisterResource``, minus two round trips: the request is decoded once (its wire
+        form, secrets still marked where they are, is what the mocks read and the plan records), and
+        the answer is encoded straight into a Struct (mock state is plain JSON) instead of through an
+        event loop per call, whose select() hands the GIL away on every registration."""
         if request.type == "pulumi:pulumi:Stack":
-            return response
-        inputs = plain(json_format.MessageToDict(request.object))
+            return super().RegisterResource(request)
+        wire = json_format.MessageToDict(request.object)
+        resource_id, state = self.mocks.new_resource(mocks.MockResourceArgs(
+            typ=request.type, name=request.name, inputs=wire, provider=request.provider,
+            resource_id=request.importId, custom=request.custom or False))
+        urn = self.make_urn(request.parent, request.type, request.name)
+        self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, resource_id, state)
+        answer = struct_pb2.Struct()
+        answer.update(state)
+        response = resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=answer)
+        inputs = plain(wire)
         property_dependencies = {k: list(v.urns) for k, v in request.propertyDependencies.items()}
         from_inputs = {urn for urns in property_dependencies.values() for urn in urns}
         options = {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import kubernetes_validate
 import pulumi
-import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
+from components import declare
 from components.addons import ClusterAddons
 from infra.addons import build_addon_objects
 from infra.addons.k8s import object_key
@@ -27,13 +27,13 @@ def _run(addons=None, stack="dev"):
             providers[args.name] = args.opts.provider
         return None
 
-    def declare():
+    def program():
         pulumi.runtime.register_stack_transformation(spy)
-        provider = k8s.Provider("k8s", kubeconfig="<fake>")
+        provider = declare.provider("kubernetes", "k8s", {"kubeconfig": "<fake>"})
         providers["__expected__"] = provider
         ClusterAddons(f"{stack}-addons", spec=spec, provider=provider, azure=AZURE)
 
-    return spec, run_declarations(declare), providers
+    return spec, run_declarations(program), providers
 
 
 @pytest.fixture(scope="module")

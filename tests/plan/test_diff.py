@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pulumi
-import pulumi_azure_native as azure
 import pytest
 
-from components import aliases
+from components import declare
 from infra import cloudinit
 from infra.plan.__main__ import EXIT_CHANGED, EXIT_DANGER, EXIT_OK, exit_code
 from infra.plan.artifacts import plan_files, write_plan
@@ -35,35 +34,32 @@ def cluster(*, node_gc_thresh3=100_000, etcd_text="etcd v1\n", etcd_zone="1", et
     """A small cluster in the shape of the real one: a protected VNet, an etcd VM, a pool of scale sets."""
 
     def program():
-        aliases.register()
-        vnet = azure.network.VirtualNetwork(
-            vnet_name, virtual_network_name="dev-system-vnet", resource_group_name="dev-rg",
-            opts=pulumi.ResourceOptions(protect=vnet_protected, aliases=[pulumi.Alias(name=a) for a in vnet_aliases]))
-        subnet = azure.network.Subnet("dev-etcd", subnet_name="etcd", virtual_network_name=vnet.name,
-                                      resource_group_name="dev-rg", address_prefix="10.64.0.0/27")
+        vnet = declare.azure("network:VirtualNetwork", vnet_name, {
+            "virtualNetworkName": "dev-system-vnet", "resourceGroupName": "dev-rg"},
+            pulumi.ResourceOptions(protect=vnet_protected, aliases=[pulumi.Alias(name=a) for a in vnet_aliases]))
+        subnet = declare.azure("network:Subnet", "dev-etcd", {
+            "subnetName": "etcd", "virtualNetworkName": vnet.output("name"), "resourceGroupName": "dev-rg",
+            "addressPrefix": "10.64.0.0/27"})
         etcd_cloud_init = cloudinit.render(_single_file("/etc/etcd/etcd.yaml", etcd_text))
         # The shape components/machines.DedicatedVm gives an etcd member.
-        azure.compute.VirtualMachine(
-            "dev-etcd-0-vm", vm_name="dev-etcd-0", resource_group_name="dev-rg", location="eastus",
-            zones=[etcd_zone], hardware_profile=azure.compute.HardwareProfileArgs(vm_size="Standard_L8s_v3"),
-            network_profile=azure.compute.NetworkProfileArgs(network_interfaces=[
-                azure.compute.NetworkInterfaceReferenceArgs(id=subnet.id)]),
-            os_profile=azure.compute.OSProfileArgs(
-                computer_name="dev-etcd-0", admin_username="azureuser",
-                custom_data=cloudinit.custom_data(etcd_cloud_init, "etcd")),
-            tags={"supercluster.io/cloud-init": cloudinit.fingerprint(etcd_cloud_init)},
-            opts=pulumi.ResourceOptions(
-                protect=True, ignore_changes=["osProfile.customData"] if etcd_ignores_custom_data else None))
+        declare.azure("compute:VirtualMachine", "dev-etcd-0-vm", {
+            "vmName": "dev-etcd-0", "resourceGroupName": "dev-rg", "location": "eastus", "zones": [etcd_zone],
+            "hardwareProfile": {"vmSize": "Standard_L8s_v3"},
+            "networkProfile": {"networkInterfaces": [{"id": subnet.id}]},
+            "osProfile": {"computerName": "dev-etcd-0", "adminUsername": "azureuser",
+                          "customData": cloudinit.custom_data(etcd_cloud_init, "etcd")},
+            "tags": {"supercluster.io/cloud-init": cloudinit.fingerprint(etcd_cloud_init)},
+        }, pulumi.ResourceOptions(
+            protect=True, ignore_changes=["osProfile.customData"] if etcd_ignores_custom_data else None))
         node_cloud_init = machine_cloud_init(node_gc_thresh3)
         for i in range(pool_shards):
-            azure.compute.VirtualMachineScaleSet(
-                f"dev-gpu-s{i:03d}", vm_scale_set_name=f"dev-gpu-s{i:03d}", resource_group_name="dev-rg",
-                sku=azure.compute.SkuArgs(name="Standard_ND96isr_H100_v5", capacity=0),
-                virtual_machine_profile=azure.compute.VirtualMachineScaleSetVMProfileArgs(
-                    os_profile=azure.compute.VirtualMachineScaleSetOSProfileArgs(
-                        computer_name_prefix=f"gpu{i:03d}",
-                        custom_data=cloudinit.custom_data(node_cloud_init, "gpu"))),
-                opts=pulumi.ResourceOptions(ignore_changes=["sku.capacity"]))
+            declare.azure("compute:VirtualMachineScaleSet", f"dev-gpu-s{i:03d}", {
+                "vmScaleSetName": f"dev-gpu-s{i:03d}", "resourceGroupName": "dev-rg",
+                "sku": {"name": "Standard_ND96isr_H100_v5", "capacity": 0},
+                "virtualMachineProfile": {"osProfile": {
+                    "computerNamePrefix": f"gpu{i:03d}",
+                    "customData": cloudinit.custom_data(node_cloud_init, "gpu")}},
+            }, pulumi.ResourceOptions(ignore_changes=["sku.capacity"]))
 
     return program
 

@@ -1,0 +1,118 @@
+"""Provider resources declared by type token, with the provider's own (camelCase) property names.
+
+Why not the typed SDK classes (``pulumi_azure_native.network.VirtualNetwork(...)``)? They cost
+more than the whole rest of a plan: importing the modules a cluster needs takes 1.2 s (azure-native's
+network module alone defines thousands of input classes), and registering through them walks type
+metadata for every property of every resource. Every `pulumi preview` on a pull request, every `up`
+and every test pays it; measured in README "Performance". What a typed class sends the engine is
+no more than what this module sends: the type token, the inputs under the provider's property names,
+the provider version to load, and which properties to keep secret. So the program states exactly
+that, in the names Azure's and Kubernetes' own API references use.
+
+What the typed classes checked at construction is checked by tests/components/test_declare.py
+against the installed SDKs, for every resource the dev and prod plans register: the type token
+exists, every input property (nested ones too) is one the type accepts, and the version and the
+secret properties are what the typed class would send. Typed classes also add aliases for older API
+versions of a type; this program has only ever used the current tokens, so there are none to carry
+(an object moved to another API version must declare its alias itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib.metadata import version
+from typing import Any
+
+import pulumi
+
+# The provider plugin each package's resources are served by: the version of its SDK package in
+# requirements.txt, as the typed classes send it (`_utilities.get_version()`).
+PROVIDER_VERSIONS = {
+    "azure-native": version("pulumi-azure-native"),
+    "kubernetes": version("pulumi-kubernetes"),
+    "tls": version("pulumi-tls"),
+    "random": version("pulumi-random"),
+}
+
+# Properties the typed classes keep secret, as inputs (wrapped in Output.secret) and as outputs
+# (additional_secret_outputs). tests/components/test_declare.py compares this with the installed SDKs.
+SECRET_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "tls:index/privateKey:PrivateKey": ("privateKeyOpenssh", "privateKeyPem", "privateKeyPemPkcs8"),
+    "tls:index/certRequest:CertRequest": ("privateKeyPem", "privateKeyPemWo"),
+    "tls:index/selfSignedCert:SelfSignedCert": ("privateKeyPem", "privateKeyPemWo"),
+    "tls:index/locallySignedCert:LocallySignedCert": ("caPrivateKeyPem", "caPrivateKeyPemWo"),
+    "random:index/randomPassword:RandomPassword": ("bcryptHash", "result"),
+    "random:index/randomBytes:RandomBytes": ("base64", "hex"),
+    "kubernetes:core/v1:Secret": ("data", "stringData"),
+}
+
+
+class Declared(pulumi.CustomResource):
+    """A resource registered by type token. ``outputs`` names the provider-computed properties the
+    program reads (``output("principalId")``); ``id`` and ``urn`` are always there."""
+
+    def __init__(self, token: str, name: str, props: Mapping[str, Any],
+                 opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> None:
+        secret = SECRET_PROPERTIES.get(token, ())
+        inputs = {key: pulumi.Output.secret(value) if key in secret else value
+                  for key, value in _without_none(props).items()}
+        super().__init__(token, name, {**{key: None for key in outputs}, **inputs},
+                         opts=pulumi.ResourceOptions.merge(_defaults(token, secret), opts))
+
+    def output(self, key: str) -> pulumi.Output[Any]:
+        value = self.__dict__.get(key)
+        if not isinstance(value, pulumi.Output):
+            raise AttributeError(f"{self._name}: {key!r} is neither an input nor a declared output")
+        return value
+
+
+def azure(kind: str, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None, *,
+          outputs: Sequence[str] = ()) -> Declared:
+    """An azure-native resource; ``kind`` as in its type token, ``network:VirtualNetwork``. Its Azure
+    ``name`` is always readable (``output("name")``), as a typed class's ``.name`` is."""
+    return Declared(f"azure-native:{kind}", name, props, opts, outputs=("name", *outputs))
+
+
+def kubernetes(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None) -> Declared:
+    """A Kubernetes object, exactly as its manifest (``apiVersion``, ``kind``, ``metadata``, ...)."""
+    group_version = manifest["apiVersion"]
+    token_group = group_version if "/" in group_version else f"core/{group_version}"
+    return Declared(f"kubernetes:{token_group}:{manifest['kind']}", name, manifest, opts)
+
+
+def tls(kind: str, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None, *,
+        outputs: Sequence[str] = ()) -> Declared:
+    return Declared(f"tls:index/{kind[0].lower()}{kind[1:]}:{kind}", name, props, opts, outputs=outputs)
+
+
+def random(kind: str, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None, *,
+           outputs: Sequence[str] = ()) -> Declared:
+    return Declared(f"random:index/{kind[0].lower()}{kind[1:]}:{kind}", name, props, opts, outputs=outputs)
+
+
+def provider(package: str, name: str, props: Mapping[str, Any],
+             opts: pulumi.ResourceOptions | None = None) -> pulumi.ProviderResource:
+    """An explicit provider (another subscription, the cluster's own kubeconfig)."""
+    return pulumi.ProviderResource(package, name, _without_none(props),
+                                   opts=pulumi.ResourceOptions.merge(_defaults(package), opts))
+
+
+def azure_client_config() -> pulumi.Output[dict[str, str]]:
+    """Who `pulumi up` runs as: ``subscriptionId``, ``tenantId``, ``clientId``, ``objectId``."""
+    return pulumi.runtime.invoke_output("azure-native:authorization:getClientConfig", {},
+                                        opts=pulumi.InvokeOutputOptions(version=PROVIDER_VERSIONS["azure-native"]))
+
+
+def _defaults(token: str, secret: Sequence[str] = ()) -> pulumi.ResourceOptions:
+    package = token.split(":", 1)[0]
+    return pulumi.ResourceOptions(version=PROVIDER_VERSIONS[package],
+                                  additional_secret_outputs=list(secret) or None)
+
+
+def _without_none(value: Any) -> Any:
+    """Absent, not null: a None anywhere in the properties means "not set" (typed input classes drop them too)."""
+    if isinstance(value, Mapping):
+        return {key: _without_none(item) for key, item in value.items() if item is not None}
+    if isinstance(value, (list, tuple)):
+        return [_without_none(item) for item in value if item is not None]
+    return value

@@ -1,0 +1,175 @@
+"""What the typed SDK classes would have checked, checked against them: every resource the dev and prod
+plans register through ``components.declare`` has a real type token, only property names (nested ones
+too) that type accepts, the provider version its SDK package sends, and the secret properties its
+typed class marks (components/declare.py says why the program does not use those classes)."""
+
+from __future__ import annotations
+
+import collections.abc
+import importlib
+import inspect
+import re
+import typing
+from typing import Any
+
+import pytest
+from pulumi import _types
+
+from components import declare
+from infra.plan.mocks import Registration
+from infra.plan.runner import run_declarations
+
+PACKAGES = {"azure-native": "pulumi_azure_native", "kubernetes": "pulumi_kubernetes", "tls": "pulumi_tls",
+            "random": "pulumi_random"}
+
+
+def typed_class(token: str) -> tuple[type, type]:
+    """The typed resource class and its Args class for a type token."""
+    if token.startswith("pulumi:providers:"):
+        module = importlib.import_module(PACKAGES[token.split(":")[2]])
+        return module.Provider, module.ProviderArgs
+    package, module_path, kind = token.split(":")
+    if package == "kubernetes":  # kubernetes:apps/v1:Deployment, kubernetes:rbac.authorization.k8s.io/v1:Role
+        group, version = module_path.split("/")
+        module_name = f"{PACKAGES[package]}.{group.split('.')[0]}.{version}"
+    elif module_path.startswith("index"):  # tls:index/privateKey:PrivateKey
+        module_name = PACKAGES[package]
+    else:  # azure-native:network:VirtualNetwork
+        module_name = f"{PACKAGES[package]}.{module_path}"
+    resource_class = getattr(importlib.import_module(module_name), kind)
+    # The resource's own Args class, from its defining module (``RouteInitArgs`` where the package has a
+    # nested type ``RouteArgs`` too).
+    module = importlib.import_module(resource_class.__module__)
+    args_name = next(name for name in module.__all__ if name in (f"{kind}Args", f"{kind}InitArgs"))
+    return resource_class, getattr(module, args_name)
+
+
+# pulumi-kubernetes names the CRD schema extensions with underscores; manifests, the API server and the
+# provider (which passes objects through as given, as it does for YAML) use the API's hyphens.
+_SDK_NAMES = {f"x-kubernetes-{name}": f"x_kubernetes_{name.replace('-', '_')}" for name in (
+    "embedded-resource", "int-or-string", "list-map-keys", "list-type", "map-type", "preserve-unknown-fields",
+    "validations")}
+
+
+def unknown_properties(value: Any, typ: Any, path: str) -> list[str]:
+    """Paths in ``value`` that the SDK input type ``typ`` has no property for."""
+    if typ is None:
+        return []
+    typ = _types.unwrap_type(typ)
+    if typing.get_origin(typ) is typing.Union:  # Args class or its TypedDict twin: check against the class
+        typ = next((member for member in typing.get_args(typ) if _types.is_input_type(member)), typ)
+    if _types.is_input_type(typ) and isinstance(value, dict):
+        names = set(_types.input_type_py_to_pulumi_names(typ).values())  # the provider's property names
+        types = _types.input_type_types(typ)  # by those names, where the SDK can resolve the annotation
+        found = []
+        for key, item in value.items():
+            name = _SDK_NAMES.get(key, key)
+            found += [f"{path}.{key}"] if name not in names else unknown_properties(item, types.get(name), f"{path}.{key}")
+        return found
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if origin in (list, collections.abc.Sequence) and isinstance(value, list) and args:
+        return [bad for i, item in enumerate(value) for bad in unknown_properties(item, args[0], f"{path}[{i}]")]
+    if origin in (dict, collections.abc.Mapping) and isinstance(value, dict) and len(args) == 2:
+        return [bad for key, item in value.items() for bad in unknown_properties(item, args[1], f"{path}.{key}")]
+    return []
+
+
+def typed_secret_properties(token: str) -> set[str]:
+    """What the typed class keeps secret: its additional_secret_outputs and the inputs it wraps in
+    Output.secret, read from its generated ``_internal_init``."""
+    resource_class, args_class = typed_class(token)
+    source = inspect.getsource(resource_class._internal_init)
+    outputs = re.search(r"additional_secret_outputs=\[([^\]]*)\]", source)
+    secret = set(re.findall(r'"([^"]+)"', outputs.group(1))) if outputs else set()
+    py_to_pulumi = _types.input_type_py_to_pulumi_names(args_class)
+    for py_name in re.findall(r'__props__\.__dict__\["(\w+)"\] = None if \w+ is None else pulumi\.Output\.secret',
+                              source):
+        secret.add(py_to_pulumi.get(py_name, py_name))
+    return secret
+
+
+def declared(*runs) -> list[Registration]:
+    return [r for run in runs for r in run.registrations if r.custom and not r.type.startswith(
+        ("pulumi:pulumi:", "supercluster:"))]
+
+
+@pytest.fixture(scope="module")
+def resources(dev_plan, prod_plan) -> list[Registration]:
+    found = declared(dev_plan, prod_plan)
+    assert {r.type.split(":")[0] for r in found} >= {"azure-native", "kubernetes", "tls", "random", "pulumi"}
+    return found
+
+
+def test_every_property_the_program_sends_is_one_the_type_accepts(resources):
+    problems = []
+    for registration in resources:
+        _, args_class = typed_class(registration.type)
+        problems += [f"{registration.type} {registration.name}: {path}"
+                     for path in unknown_properties(registration.inputs, args_class, "")]
+    assert not problems, "properties the provider does not know:\n" + "\n".join(sorted(set(problems))[:20])
+
+
+def test_the_check_catches_a_misspelt_and_a_misplaced_property():
+    _, args_class = typed_class("azure-native:compute:VirtualMachineScaleSet")
+    sent = {"vmScaleSetName": "x", "upgradePolicy": {"mode": "Manual", "automaticOSUpgrade": True},
+            "virtualMachineProfile": {"osProfile": {"customdata": "x"}}}
+    assert unknown_properties(sent, args_class, "") == [".upgradePolicy.automaticOSUpgrade",
+                                                        ".virtualMachineProfile.osProfile.customdata"]
+
+
+def test_each_resource_names_the_provider_version_its_sdk_package_would(resources):
+    for registration in resources:
+        package = registration.type.split(":")[2] if registration.type.startswith("pulumi:providers:") \
+            else registration.type.split(":")[0]
+        utilities = importlib.import_module(f"{PACKAGES[package]}._utilities")
+        assert registration.options["version"] == utilities.get_version(), registration.name
+
+
+def test_secret_properties_match_what_the_typed_classes_mark(resources):
+    for token in sorted({r.type for r in resources if not r.type.startswith("pulumi:providers:")}):
+        assert set(declare.SECRET_PROPERTIES.get(token, ())) == typed_secret_properties(token), token
+    for registration in resources:
+        assert set(registration.options["additionalSecretOutputs"]) == set(
+            declare.SECRET_PROPERTIES.get(registration.type, ())), registration.name
+
+
+def test_secret_table_has_no_entry_the_program_does_not_use(resources):
+    assert set(declare.SECRET_PROPERTIES) <= {r.type for r in resources}
+
+
+def test_kubernetes_tokens_follow_the_manifest_api_version():
+    def token_of(api_version: str, kind: str) -> str:
+        run = run_declarations(lambda: declare.kubernetes(
+            "x", {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}))
+        return run.named("x").type
+
+    assert token_of("v1", "ConfigMap") == "kubernetes:core/v1:ConfigMap"
+    assert token_of("rbac.authorization.k8s.io/v1", "Role") == "kubernetes:rbac.authorization.k8s.io/v1:Role"
+
+
+def test_absent_means_absent_and_undeclared_outputs_are_refused():
+    def program():
+        resource = declare.azure("network:RouteTable", "routes", {
+            "routeTableName": "r", "resourceGroupName": "g", "tags": None,
+            "routes": [{"name": "a", "nextHopIpAddress": None}, None]})
+        resource.output("name")
+        with pytest.raises(AttributeError, match="'etag' is neither an input nor a declared output"):
+            resource.output("etag")
+
+    run = run_declarations(program)
+    assert run.named("routes").inputs == {"routeTableName": "r", "resourceGroupName": "g",
+                                          "routes": [{"name": "a"}]}
+
+
+def test_the_program_imports_no_typed_sdk_module():
+    """Importing them is the cost components/declare.py avoids; one stray import brings it back."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from infra.plan.runner import run_program; from infra.plan.stackfile import load_stack_config; "
+            "run_program('dev', load_stack_config('dev', [])); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('pulumi_azure_native', 'pulumi_kubernetes', 'pulumi_tls', 'pulumi_random')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]", loaded
+
