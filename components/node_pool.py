@@ -103,6 +103,7 @@ class NodePool(pulumi.ComponentResource):
 
 
 def _ip_configurations(subnet_id: str, pod_ips: int) -> list[dict]:
-    names = ["node", *(f"pod{i:03d}" for i in range(1, pod_ips + 1))]
-    return [{"name": name, "primary": name == "node", "subnet": {"id": subnet_id}, "privateIPAddressVersion": "IPv4"}
-            for name in names]
+    """IPv4 (Azure's default privateIPAddressVersion), all in the shard's subnet; only the node's is primary."""
+    subnet = {"id": subnet_id}
+    return [{"name": "node", "primary": True, "subnet": subnet},
+            *({"name": f"pod{i:03d}", "subnet": subnet} for i in range(1, pod_ips + 1))]

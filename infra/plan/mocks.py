@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 from pulumi.runtime import mocks
 from pulumi.runtime.proto import resource_pb2
 
@@ -49,6 +49,27 @@ def plain(value: Any) -> Any:
     if value == _UNKNOWN:
         return "[unknown]"
     return value
+
+
+def struct_value(struct: struct_pb2.Struct) -> dict[str, Any]:
+    """A protobuf Struct as Python, in its wire form (secrets still marked where they are): what
+    ``json_format.MessageToDict`` gives, from the maps' own C iteration instead of its generic walk."""
+    return {key: _value(value) for key, value in struct.fields.items()}
+
+
+def _value(value: struct_pb2.Value) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "struct_value":
+        return {key: _value(item) for key, item in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_value(item) for item in value.list_value.values]
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "number_value":
+        return value.number_value
+    return None
 
 
 @dataclass
@@ -217,7 +238,7 @@ class RecordingMonitor(mocks.MockMonitor):
         event loop per call, whose select() hands the GIL away on every registration."""
         if request.type == "pulumi:pulumi:Stack":
             return super().RegisterResource(request)
-        wire = json_format.MessageToDict(request.object)
+        wire = struct_value(request.object)
         resource_id, state = self.mocks.new_resource(mocks.MockResourceArgs(
             typ=request.type, name=request.name, inputs=wire, provider=request.provider,
             resource_id=request.importId, custom=request.custom or False))

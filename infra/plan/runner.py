@@ -24,7 +24,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from infra.errors import NAMESPACE, ConfigError
 from infra.hub import example_hub_outputs
-from infra.plan.mocks import PlanMocks, RecordingMonitor, Registration, plain
+from infra.plan.mocks import PlanMocks, RecordingMonitor, Registration, plain, struct_value
 from infra.plan.stackfile import PROJECT_DIR
 
 PROJECT = "supercluster"
@@ -229,7 +229,4 @@ async def _resolve_outputs() -> dict[str, Any]:
 
     root = settings.get_root_resource()
     exported = getattr(root, "outputs", {}) or {}
-    serialized = await rpc.serialize_properties(exported, {})
-    from google.protobuf import json_format
-
-    return plain(json_format.MessageToDict(serialized))
+    return plain(struct_value(await rpc.serialize_properties(exported, {})))
