@@ -5,13 +5,14 @@
 Prints, from one run on one machine:
 - plan wall time and peak memory for dev and prod (whole process: python -m infra.plan, files written);
 - the floor: the same number of resources registered as bare custom resources under the same
-  mocks (whole process), and the ratio plan / floor; next to it, what merely importing the SDK
-  modules the plan loads costs (a share of the plan no program change can remove);
+  mocks (whole process), and the ratio plan / floor;
 - scale: prod with its pools resized to 2,500, 7,500 and 30,000 nodes: resources registered,
   wall time, and the ratio to the 2,500-node run;
 - the test suite's wall time.
-Every process is run ``--repeat`` times (default 3) and the fastest kept: on a shared machine the
-slowest runs measure the neighbours. CPU seconds (user + system) are shown beside wall seconds.
+Processes that are compared run in rounds, one of each per round, ``--repeat`` rounds (default 7).
+A shared machine's speed drifts by half from one minute to the next; two processes run back to back
+see the same speed, so each ratio is the median over rounds of the two processes' times within a
+round. Times shown are each process's fastest run, CPU seconds (user + system) beside wall seconds.
 Not part of the test suite's timing.
 """
 
@@ -21,17 +22,19 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
-# Both reference processes exit the way `python -m infra.plan` does (no cyclic GC, heap frozen at
-# exit), so the ratios compare the work, not the process policy.
+# The floor exits the way `python -m infra.plan` does (no cyclic GC, heap frozen at exit), so the
+# ratio compares the work, not the process policy.
 FLOOR_PROGRAM = """
 import gc, sys
 gc.disable()
@@ -45,32 +48,11 @@ run = run_declarations(declare, stack="floor")
 assert len(run.registrations) == count
 gc.freeze()
 """
-# The modules a dev plan loads, one per line in the order it loaded them: what IMPORTS_PROGRAM imports alone.
-MODULES_PROGRAM = """
-import sys
-from infra.plan.runner import run_program
-from infra.plan.stackfile import load_stack_config
-run_program("dev", load_stack_config("dev", []))
-print(" ".join(m for m in sys.modules if m.split(".")[0] in ("pulumi", "pulumi_azure_native", "pulumi_kubernetes",
-                                                             "pulumi_tls", "pulumi_random", "components", "infra")))
-"""
-IMPORTS_PROGRAM = """
-import gc, importlib, sys
-gc.disable()
-for module in sys.stdin.read().split():
-    importlib.import_module(module)
-gc.freeze()
-"""
-
-
-def timed(argv: list[str], stdin: str = "") -> tuple[float, float, float, str]:
+def timed(argv: list[str]) -> tuple[float, float, float, str]:
     """(wall seconds, CPU seconds, peak RSS MiB, stdout) of one child process."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, \
-            tempfile.TemporaryFile("w+") as given:
-        given.write(stdin)
-        given.seek(0)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
-        process = subprocess.Popen(argv, cwd=ROOT, stdin=given, stdout=out, stderr=err, text=True)
+        process = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=err, text=True)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -81,24 +63,45 @@ def timed(argv: list[str], stdin: str = "") -> tuple[float, float, float, str]:
         return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read()
 
 
-def fastest(argv: list[str], repeat: int, stdin: str = "") -> tuple[float, float, float, str]:
-    """The run with the least wall time out of ``repeat``."""
-    return min((timed(argv, stdin) for _ in range(repeat)), key=lambda run: run[0])
-
-
-def plan(stack: str, out: Path, repeat: int, overrides: list[str] = ()) -> tuple[float, float, float, int]:
-    """(wall s, CPU s, peak MiB, resources registered) of the fastest ``python -m infra.plan`` run."""
+def plan_argv(stack: str, out: Path, overrides: list[str] = ()) -> list[str]:
     argv = [PYTHON, "-m", "infra.plan", "--stack", stack, "--out", str(out)]
     for override in overrides:
         argv += ["--config", override]
-    runs = []
+    return argv
+
+
+def in_rounds(runs: dict[str, list[str]], repeat: int, fresh: dict[str, Path]) -> dict[str, list[Run]]:
+    """Every process's runs, round by round: the processes take turns, ``repeat`` times. ``fresh`` names
+    the output directory a process must not find from its previous run (plans are written afresh, as in CI)."""
+    runs_by_name: dict[str, list[Run]] = {name: [] for name in runs}
     for _ in range(repeat):
-        if out.exists():
-            shutil.rmtree(out)  # every run writes a fresh plan, as in CI
-        runs.append(timed(argv))
-    wall, cpu, rss, _ = min(runs, key=lambda run: run[0])
-    resources = json.loads((out / "resources.json").read_text())
-    return wall, cpu, rss, sum(1 for r in resources if not r["type"].startswith("supercluster:"))
+        for name, argv in runs.items():
+            if name in fresh and fresh[name].exists():
+                shutil.rmtree(fresh[name])
+            wall, cpu, rss, _ = timed(argv)
+            runs_by_name[name].append(Run(wall, cpu, rss))
+    return runs_by_name
+
+
+@dataclass(frozen=True)
+class Run:
+    wall: float
+    cpu: float
+    rss: float
+
+
+def fastest(runs: list[Run]) -> Run:
+    return min(runs, key=lambda run: run.wall)
+
+
+def ratio(runs: list[Run], reference: list[Run], measure: str = "wall") -> float:
+    """The median, over rounds, of one process's time over another's in the same round."""
+    return statistics.median(getattr(a, measure) / getattr(b, measure) for a, b in zip(runs, reference))
+
+
+def registered(out: Path) -> int:
+    """Resources a plan registered, components excluded (what the floor registers as bare resources)."""
+    return sum(1 for r in json.loads((out / "resources.json").read_text()) if not r["type"].startswith("supercluster:"))
 
 
 def resized(total: int) -> list[str]:
@@ -121,28 +124,34 @@ def resized(total: int) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-tests", action="store_true", help="do not time the test suite")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each process; the fastest is kept")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds of runs, each process once per round")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        rows = {stack: plan(stack, work / stack, args.repeat) for stack in ("dev", "prod")}
-        modules = timed([PYTHON, "-c", MODULES_PROGRAM])[3]
-        imports_wall, imports_cpu, _, _ = fastest([PYTHON, "-c", IMPORTS_PROGRAM], args.repeat, modules)
-        print("| stack | resources | plan wall s (cpu) | peak MiB | floor wall s (cpu), same count | plan / floor "
-              "| SDK imports alone wall s (cpu) |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for stack, (wall, cpu, rss, count) in rows.items():
-            floor_wall, floor_cpu, _, _ = fastest([PYTHON, "-c", FLOOR_PROGRAM, str(count)], args.repeat)
-            print(f"| {stack} | {count} | {wall:.2f} ({cpu:.2f}) | {rss:.0f} | {floor_wall:.2f} ({floor_cpu:.2f}) "
-                  f"| {wall / floor_wall:.2f}x | {imports_wall:.2f} ({imports_cpu:.2f}) |")
+        outs = {stack: work / stack for stack in ("dev", "prod")}
+        counts = {}
+        for stack, out in outs.items():  # one run first, to count what the floor must register
+            timed(plan_argv(stack, out))
+            counts[stack] = registered(out)
+        runs = {stack: plan_argv(stack, out) for stack, out in outs.items()}
+        runs.update({f"floor-{stack}": [PYTHON, "-c", FLOOR_PROGRAM, str(counts[stack])] for stack in outs})
+        rounds = in_rounds(runs, args.repeat, outs)
+        print("| stack | resources | plan wall s (cpu) | peak MiB | floor wall s (cpu), same count | plan / floor |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for stack in outs:
+            plan, floor = fastest(rounds[stack]), fastest(rounds[f"floor-{stack}"])
+            print(f"| {stack} | {counts[stack]} | {plan.wall:.2f} ({plan.cpu:.2f}) | {plan.rss:.0f} "
+                  f"| {floor.wall:.2f} ({floor.cpu:.2f}) | {ratio(rounds[stack], rounds[f'floor-{stack}']):.2f}x |")
         print()
+        sizes = {total: work / f"prod-{total}" for total in (2_500, 7_500, 30_000)}
+        rounds = in_rounds({total: plan_argv("prod", out, resized(total)) for total, out in sizes.items()},
+                           args.repeat, sizes)
         print("| prod resized to | resources | plan wall s (cpu) | vs 2,500 nodes (cpu) |")
         print("|---|---:|---:|---:|")
-        base = None
-        for total in (2_500, 7_500, 30_000):
-            wall, cpu, _, count = plan("prod", work / f"prod-{total}", args.repeat, resized(total))
-            base = base or (wall, cpu)
-            print(f"| {total:,} nodes | {count} | {wall:.2f} ({cpu:.2f}) | {wall / base[0]:.2f}x ({cpu / base[1]:.2f}x) |")
+        for total, out in sizes.items():
+            run = fastest(rounds[total])
+            print(f"| {total:,} nodes | {registered(out)} | {run.wall:.2f} ({run.cpu:.2f}) "
+                  f"| {ratio(rounds[total], rounds[2_500]):.2f}x ({ratio(rounds[total], rounds[2_500], 'cpu'):.2f}x) |")
     if not args.skip_tests:
         # As scripts/test.sh runs it (without its setup step): one worker per core.
         wall, cpu, _, _ = timed([PYTHON, "-m", "pytest", "-n", "auto"])
