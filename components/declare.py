@@ -12,9 +12,11 @@ that, in the names Azure's and Kubernetes' own API references use.
 What the typed classes checked at construction is checked by tests/components/test_declare.py
 against the installed SDKs, for every resource the dev and prod plans register: the type token
 exists, every input property (nested ones too) is one the type accepts, and the version and the
-secret properties are what the typed class would send. Typed classes also add aliases for older API
-versions of a type; this program has only ever used the current tokens, so there are none to carry
-(an object moved to another API version must declare its alias itself).
+secret properties are what the typed class would send. The SDK packages stay in requirements.txt:
+their versions pin the provider plugins, and the Pulumi CLI installs the plugins their metadata names.
+Typed classes also add aliases for older API versions of a type; this program has only ever used the
+current tokens, so there are none to carry (an object moved to another API version must declare its
+alias itself).
 """
 
 from __future__ import annotations
