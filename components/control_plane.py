@@ -1,12 +1,18 @@
 """The control plane: dedicated apiserver VMs outside the cluster, behind an internal load balancer.
 
 Each VM runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
-(``infra.control_plane.machine``). The VMs are stateless, so a cloud-init change replaces them,
-and the replacements are serialised: VM ``i`` is declared only after VM ``i-1``'s readiness gate
-(a CustomScript extension that waits for the local ``/readyz``) has succeeded, so a bad change
-takes down at most one apiserver and stops the update. The same gate re-fetches the secrets and
-restarts the components when any Key Vault secret changes (a renewed certificate), again one VM at
-a time.
+(``infra.control_plane.machine``). The VMs are created in parallel (none waits for another) and
+ignore changes to their cloud-init: a change is rolled out one VM at a time by the README runbook,
+never by a `pulumi up` that would take every apiserver down at once. Each VM has a readiness gate, a
+CustomScript extension that re-fetches the secrets, restarts the components and waits for the local
+``/readyz``. The gates run in a chain, gate ``i`` after gate ``i-1``: when a secret the apiservers
+read gets a new version (a renewed certificate) every gate runs again, one apiserver at a time, and
+one that does not come back ready stops the rest, instead of every apiserver restarting at once
+under the reconnecting watches of every node. The kubernetes provider (and so every in-cluster
+object) waits for the first gate. Both orders are kept without a dependency in Pulumi's graph
+(``after``): replacing an apiserver by the runbook (``pulumi destroy --target <vm>
+--target-dependents``) takes its gate with it and nothing else, where a recorded dependency would
+also take the other gates, the provider and every object in the cluster.
 
 Outputs: ``endpoint`` (the load balancer), ``ca_cert_pem``, ``admin_kubeconfig`` (secret) and
 ``kubernetes_provider`` (built from it) for everything applied inside the cluster.
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 import pulumi
 
@@ -35,6 +42,7 @@ PROBE_THRESHOLD = 2  # consecutive results before a backend changes state
 # WATCH connections are long-lived; Standard LB allows 4-100 minutes, TCP reset tells clients at once.
 IDLE_TIMEOUT_MINUTES = 30
 OS_DISK_GB = 128  # audit logs (up to 4 GB) and binaries
+T = TypeVar("T")
 # CustomScript extension for Linux (learn.microsoft.com/azure/virtual-machines/extensions/custom-script-linux).
 CUSTOM_SCRIPT = {"publisher": "Microsoft.Azure.Extensions", "type": "CustomScript", "typeHandlerVersion": "2.1"}
 
@@ -79,9 +87,9 @@ class ControlPlane(pulumi.ComponentResource):
         # objects go through the load balancer, so one ready apiserver is enough to apply them: nodes can
         # join while the others are still coming up.
         self.kubernetes_provider = declare.provider("kubernetes", f"{name}-k8s", {
-            "kubeconfig": self.admin_kubeconfig,
+            "kubeconfig": after(self.ready[0].output("name"), self.admin_kubeconfig),
             "clusterIdentifier": self._config.cluster_name,
-        }, pulumi.ResourceOptions(parent=self, depends_on=[self.ready[0]]))
+        }, pulumi.ResourceOptions(parent=self))
         self.register_outputs({
             "endpoint": self.endpoint,
             "caCertPem": self.ca_cert_pem,
@@ -174,9 +182,10 @@ class ControlPlane(pulumi.ComponentResource):
     def _apiservers(self, machines: Sequence[machine.ApiserverMachine], subnet_id: pulumi.Input[str],
                     backend_pool_id: pulumi.Input[str], identity_id: pulumi.Input[str],
                     fetched: list[declare.Declared]) -> None:
-        """The VMs, created in parallel, each with its readiness gate. A cloud-init change is not
-        applied by `pulumi up` (it would take every apiserver down at once); it is rolled one VM at a
-        time by destroying and re-creating it (README, "Rollouts, one apiserver at a time")."""
+        """The VMs, created in parallel, each with its readiness gate; the gates run one after another.
+        A cloud-init change is not applied by `pulumi up` (it would take every apiserver down at once);
+        it is rolled one VM at a time by destroying and re-creating it (README, "Rollouts, one apiserver
+        at a time")."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
         secrets_version = pulumi.Output.unsecret(pulumi.Output.all(
@@ -204,11 +213,27 @@ class ControlPlane(pulumi.ComponentResource):
                 "location": config.location,
                 "autoUpgradeMinorVersion": True,
                 "settings": {"commandToExecute": machine.readiness_command()},
-                "forceUpdateTag": secrets_version,
+                # Registered once the previous gate has run (created, or updated for new secrets).
+                "forceUpdateTag": after(self.ready[-1].output("name"), secrets_version) if self.ready
+                else secrets_version,
                 **CUSTOM_SCRIPT,
             }, pulumi.ResourceOptions(parent=self))
             self.vms.append(vm)
             self.ready.append(gate)
+
+
+def after(signal: pulumi.Output[Any], value: pulumi.Input[T]) -> pulumi.Output[T]:
+    """``value`` (with its own dependencies), available only once ``signal`` has resolved, without a
+    dependency on the resource ``signal`` comes from. A resource whose input this is registers after
+    that resource's create or update has finished, so `pulumi up` keeps the order, but Pulumi's graph
+    has no edge between them: a targeted destroy of the one with ``--target-dependents`` stops short
+    of the other."""
+
+    async def wait() -> pulumi.Input[T]:
+        await signal.future(with_unknowns=True)
+        return value
+
+    return pulumi.Output.from_input(wait())
 
 
 def _digest(values: list) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 
 from infra.control_plane import cluster_objects, pki
 from infra.plan.artifacts import collect_files, custom_data_of
@@ -62,9 +63,57 @@ def test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_the_runb
         assert vm.inputs["networkProfile"]["networkInterfaces"][0]["deleteOption"] == "Detach"
         component = prod_plan.named(f"{CP}-vm-{i}", "supercluster:machines:DedicatedVm")
         assert not gate_urns & set(component.options["dependsOn"]), "no VM waits for another apiserver"
-        assert not gate_urns & set(gates[i].options["dependsOn"])
-        # The gate belongs to this VM (a property dependency, so it is replaced with it).
+        # The gate belongs to this VM (a property dependency, so it is replaced with it) ...
         assert vm.urn in gates[i].property_dependencies["vmName"]
+        # ... and to nothing else the runbook's `destroy --target <vm> --target-dependents` could reach:
+        # no other gate, no VM but its own (test below: the order between gates is kept all the same).
+        others = (gate_urns | {v.urn for v in _apiserver_vms(prod_plan)}) - {vm.urn}
+        assert not others & set(gates[i].dependencies)
+
+
+def test_replacing_an_apiserver_reaches_its_gate_and_nothing_in_the_cluster(prod_plan):
+    """What `pulumi destroy --target <apiserver VM> --target-dependents` would take: everything that
+    depends on the VM (inputs, dependsOn, provider, parent), transitively: its readiness gate, nothing more."""
+    dependents: dict[str, set[str]] = {}
+    for r in prod_plan.registrations:
+        for dependency in {*r.dependencies, *r.options["dependsOn"], *([r.parent] if r.parent else []),
+                           *([r.provider.split("::")[0]] if r.provider else [])}:
+            dependents.setdefault(dependency, set()).add(r.urn)
+    for i, vm in enumerate(_apiserver_vms(prod_plan)):
+        reached, frontier = set(), [vm.urn]
+        while frontier:
+            for urn in dependents.get(frontier.pop(), ()):
+                if urn not in reached:
+                    reached.add(urn)
+                    frontier.append(urn)
+        assert {prod_plan.monitor.by_urn[urn].name for urn in reached} == {f"{CP}-ready-{i}"}, vm.name
+
+
+def test_each_gate_and_the_provider_register_after_the_gate_before_them(monkeypatch):
+    """The order Pulumi's graph does not hold: a gate is sent to the engine only once the previous gate
+    has been answered (created, or updated for new secrets), and the kubernetes provider once the first
+    has. The monitor holds each gate's answer back a little; without the order the next gate would
+    arrive while it waits."""
+    from infra.plan import mocks
+    from infra.plan.runner import run_program
+    from infra.plan.stackfile import load_stack_config
+
+    arrived, answered = {}, {}
+    register = mocks.RecordingMonitor.RegisterResource
+
+    def slow_gates(self, request):
+        arrived[request.name] = time.monotonic()
+        if request.name.startswith(f"{CP}-ready-"):
+            time.sleep(0.05)
+        response = register(self, request)
+        answered[request.name] = time.monotonic()
+        return response
+
+    monkeypatch.setattr(mocks.RecordingMonitor, "RegisterResource", slow_gates)
+    run_program("prod", load_stack_config("prod", []))
+    for i in range(1, 5):
+        assert arrived[f"{CP}-ready-{i}"] >= answered[f"{CP}-ready-{i - 1}"], i
+    assert arrived[f"{CP}-k8s"] >= answered[f"{CP}-ready-0"]
 
 
 def test_readiness_gate_waits_for_readyz_and_reruns_when_a_secret_changes(prod_plan):
@@ -149,7 +198,8 @@ def test_kubeconfig_is_a_secret_output_and_feeds_the_provider(prod_plan):
     provider = prod_plan.named(f"{CP}-k8s", "pulumi:providers:kubernetes")
     assert provider.inputs["kubeconfig"] == "[secret]"
     assert provider.inputs["clusterIdentifier"] == "prod"
-    assert provider.options["dependsOn"] == [prod_plan.named(f"{CP}-ready-0").urn]
+    # It waits for the first readiness gate without depending on it (see the tests above).
+    assert provider.options["dependsOn"] == []
 
 
 def test_apiserver_certificate_names_every_way_in(prod_plan):
