@@ -49,16 +49,41 @@ class ApiserverMachine:
 def apiserver_machines(spec: ClusterSpec, etcd: Mapping[str, str]) -> tuple[ApiserverMachine, ...]:
     config, addresses = spec.config, spec.addresses
     specs = pki.certificates(addresses, config.control_plane.apiservers)
+    shared = shared_files(spec)  # the same on every apiserver: rendered once
     return tuple(
         ApiserverMachine(
             index=index,
             vm_name=naming.apiserver(config.cluster_name, index),
             ip=ip,
             zone=ZONES[index % len(ZONES)],
-            cloud_init=render(apiserver_cloud_config(spec, ip, etcd, specs)),
+            cloud_init=render(apiserver_cloud_config(spec, ip, etcd, specs, shared)),
         )
         for index, ip in enumerate(addresses.apiserver_ips(config.control_plane.apiservers))
     )
+
+
+def shared_files(spec: ClusterSpec) -> tuple[tuple[str, str, str], ...]:
+    """``(path, content, permissions)`` of every file that is the same on each apiserver."""
+    config = spec.config
+    files = [
+        (paths.INSTALL_SCRIPT, install.install_script(config.kubernetes_version), "0755"),
+        (f"/etc/systemd/system/{paths.INSTALL_UNIT}", systemd.unit(
+            "Install the pinned, verified control-plane binaries",
+            [paths.INSTALL_SCRIPT],
+            after=["network-online.target"],
+            wants=["network-online.target"],
+            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
+        ), "0644"),
+        (paths.AUDIT_POLICY, apiserver.audit_policy(), "0600"),
+        (paths.AUTHENTICATION_CONFIG, apiserver.authentication_config(), "0600"),
+        (paths.SCHEDULER_CONFIG, render_scheduler_config(), "0600"),
+    ]
+    kubeconfigs = ((paths.CONTROLLER_MANAGER_KUBECONFIG, pki.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER_USER),
+                   (paths.SCHEDULER_KUBECONFIG, pki.SCHEDULER, pki.SCHEDULER_USER))
+    for path, cert_key, user in kubeconfigs:
+        files.append((path, file_kubeconfig(user, pki.cert_path(pki.CLUSTER_CA), pki.cert_path(cert_key),
+                                            pki.key_path(cert_key)), "0600"))
+    return tuple(files)
 
 
 def _component_unit(description: str, binary: str, flags: dict, *, after: Sequence[str] = (),
@@ -74,26 +99,14 @@ def _component_unit(description: str, binary: str, flags: dict, *, after: Sequen
 
 
 def apiserver_cloud_config(spec: ClusterSpec, ip: str, etcd: Mapping[str, str],
-                           specs: tuple[pki.CertificateSpec, ...]) -> CloudConfig:
+                           specs: tuple[pki.CertificateSpec, ...],
+                           shared: tuple[tuple[str, str, str], ...]) -> CloudConfig:
+    """One apiserver's cloud-init: the ``shared`` files (``shared_files``) and its own units."""
     config, addresses = spec.config, spec.addresses
     cloud = CloudConfig()
     cloud.packages.extend(install.PACKAGES)
-    cloud.add(paths.INSTALL_SCRIPT, install.install_script(config.kubernetes_version), permissions="0755")
-    cloud.add(f"/etc/systemd/system/{paths.INSTALL_UNIT}", systemd.unit(
-        "Install the pinned, verified control-plane binaries",
-        [paths.INSTALL_SCRIPT],
-        after=["network-online.target"],
-        wants=["network-online.target"],
-        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
-    ))
-    cloud.add(paths.AUDIT_POLICY, apiserver.audit_policy(), permissions="0600")
-    cloud.add(paths.AUTHENTICATION_CONFIG, apiserver.authentication_config(), permissions="0600")
-    cloud.add(paths.SCHEDULER_CONFIG, render_scheduler_config(), permissions="0600")
-    kubeconfigs = ((paths.CONTROLLER_MANAGER_KUBECONFIG, pki.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER_USER),
-                   (paths.SCHEDULER_KUBECONFIG, pki.SCHEDULER, pki.SCHEDULER_USER))
-    for path, cert_key, user in kubeconfigs:
-        cloud.add(path, file_kubeconfig(user, pki.cert_path(pki.CLUSTER_CA), pki.cert_path(cert_key),
-                                        pki.key_path(cert_key)), permissions="0600")
+    for path, content, permissions in shared:
+        cloud.add(path, content, permissions=permissions)
 
     cloud.add(f"/etc/systemd/system/{paths.APISERVER_UNIT}", _component_unit(
         "Kubernetes API server", "kube-apiserver",
