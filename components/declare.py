@@ -21,20 +21,24 @@ alias itself).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from typing import Any
 
 import pulumi
 
-# The provider plugin each package's resources are served by: the version of its SDK package in
-# requirements.txt, as the typed classes send it (`_utilities.get_version()`).
-PROVIDER_VERSIONS = {
-    "azure-native": version("pulumi-azure-native"),
-    "kubernetes": version("pulumi-kubernetes"),
-    "tls": version("pulumi-tls"),
-    "random": version("pulumi-random"),
-}
+# The SDK package whose version names each provider's plugin (requirements.txt pins them).
+SDK_PACKAGES = {"azure-native": "pulumi-azure-native", "kubernetes": "pulumi-kubernetes", "tls": "pulumi-tls",
+                "random": "pulumi-random"}
+
+
+@functools.cache
+def provider_version(package: str) -> str:
+    """The plugin version a package's resources are served by: its SDK package's, as the typed classes
+    send it (``_utilities.get_version()``). Read from the installed metadata once, when first needed."""
+    return version(SDK_PACKAGES[package])
+
 
 # Properties the typed classes keep secret, as inputs (wrapped in Output.secret) and as outputs
 # (additional_secret_outputs). tests/components/test_declare.py compares this with the installed SDKs.
@@ -102,12 +106,12 @@ def provider(package: str, name: str, props: Mapping[str, Any],
 def azure_client_config() -> pulumi.Output[dict[str, str]]:
     """Who `pulumi up` runs as: ``subscriptionId``, ``tenantId``, ``clientId``, ``objectId``."""
     return pulumi.runtime.invoke_output("azure-native:authorization:getClientConfig", {},
-                                        opts=pulumi.InvokeOutputOptions(version=PROVIDER_VERSIONS["azure-native"]))
+                                        opts=pulumi.InvokeOutputOptions(version=provider_version("azure-native")))
 
 
 def _defaults(token: str, secret: Sequence[str] = ()) -> pulumi.ResourceOptions:
     package = token.split(":", 1)[0]
-    return pulumi.ResourceOptions(version=PROVIDER_VERSIONS[package],
+    return pulumi.ResourceOptions(version=provider_version(package),
                                   additional_secret_outputs=list(secret) or None)
 
 
