@@ -28,20 +28,26 @@ VM_TYPES = {
 }
 
 
+def _raw_custom_data(registration: Registration) -> str | None:
+    """A VM's or scale set's customData as the request carries it (base64); None for other resources."""
+    path = VM_TYPES.get(registration.type)
+    value: Any = registration.inputs
+    for key in path or ():
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if path and isinstance(value, str) and value != SECRET else None
+
+
 def custom_data_of(registration: Registration) -> str | None:
     """The decoded cloud-init of a VM or scale set, or None for other resources."""
-    path = VM_TYPES.get(registration.type)
-    if path is None:
-        return None
-    value: Any = registration.inputs
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    if not isinstance(value, str) or value == SECRET:
-        return None
+    raw = _raw_custom_data(registration)
+    return None if raw is None else _decoded(raw)
+
+
+def _decoded(raw: str) -> str:
     try:
-        return base64.b64decode(value, validate=True).decode()
+        return base64.b64decode(raw, validate=True).decode()
     except (binascii.Error, UnicodeDecodeError):
-        return value
+        return raw
 
 
 def recorded(registration: Registration) -> dict[str, Any]:
@@ -50,25 +56,18 @@ def recorded(registration: Registration) -> dict[str, Any]:
     (a changed cloud-init still changes the record): the base64 itself reads as nothing to a reviewer
     and was two thirds of the file, 40 KB per scale set."""
     document = registration.as_json()
-    path = VM_TYPES.get(registration.type)
-    if path is None or custom_data_of(registration) is None:
-        return document
-    *parents, key = path
-    inputs = document["inputs"] = copy_path(document["inputs"], parents)
-    holder = inputs
-    for parent in parents:
-        holder = holder[parent]
-    digest = hashlib.sha256(holder[key].encode()).hexdigest()[:16]
-    holder[key] = f"[base64 of files/{registration.name}/cloud-init.yaml, sha256 {digest}]"
+    raw = _raw_custom_data(registration)
+    if raw is not None:
+        digest = hashlib.sha256(raw.encode()).hexdigest()[:16]
+        document["inputs"] = _replaced(document["inputs"], VM_TYPES[registration.type],
+                                       f"[base64 of files/{registration.name}/cloud-init.yaml, sha256 {digest}]")
     return document
 
 
-def copy_path(document: dict[str, Any], keys: list[str]) -> dict[str, Any]:
-    """``document`` with the dicts along ``keys`` copied, so one value under them can change."""
-    copied = dict(document)
-    if keys:
-        copied[keys[0]] = copy_path(document[keys[0]], keys[1:])
-    return copied
+def _replaced(document: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """A copy of ``document`` with ``value`` at ``path``: the dicts along it copied, the rest shared."""
+    head, *rest = path
+    return {**document, head: _replaced(document[head], tuple(rest), value) if rest else value}
 
 
 def kubernetes_object(registration: Registration) -> dict[str, Any] | None:
@@ -87,10 +86,15 @@ def kubernetes_object(registration: Registration) -> dict[str, Any] | None:
 def collect_files(registrations: list[Registration]) -> dict[str, str]:
     """``{relative path under files/: text}`` for every shipped artifact."""
     files: dict[str, str] = {}
-    embedded: dict[str, list[tuple[str, str]]] = {}  # shards of a pool share one cloud-init: parse it once
+    # The shards of a pool share one cloud-init: decode and parse it once.
+    decoded: dict[str, str] = {}
+    embedded: dict[str, list[tuple[str, str]]] = {}
     for registration in registrations:
-        cloud_init = custom_data_of(registration)
-        if cloud_init is not None:
+        raw = _raw_custom_data(registration)
+        if raw is not None:
+            if raw not in decoded:
+                decoded[raw] = _decoded(raw)
+            cloud_init = decoded[raw]
             base = registration.name
             files[f"{base}/cloud-init.yaml"] = cloud_init
             if cloud_init not in embedded:
