@@ -55,20 +55,27 @@ run = run_declarations(declare, stack="floor")
 assert len(run.registrations) == count
 gc.freeze()
 """
-def timed(argv: list[str]) -> tuple[float, float, float, str]:
-    """(wall seconds, CPU seconds, peak RSS MiB, stdout) of one child process."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+
+
+@dataclass(frozen=True)
+class Run:
+    wall: float  # seconds
+    cpu: float  # seconds, user + system
+    rss: float  # peak MiB
+
+
+def timed(argv: list[str]) -> Run:
+    """One child process, run to its end; its output is discarded, its errors shown if it fails."""
+    with tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
-        process = subprocess.Popen(argv, cwd=ROOT, env=CHILD_ENV, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                   text=True)
+        process = subprocess.Popen(argv, cwd=ROOT, env=CHILD_ENV, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=err, text=True)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if process.returncode != 0:
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
             raise SystemExit(f"{' '.join(argv)} failed:\n{err.read()}")
-        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read()
+        return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
 def plan_argv(stack: str, out: Path, overrides: list[str] = ()) -> list[str]:
@@ -86,16 +93,8 @@ def in_rounds(runs: dict[str, list[str]], repeat: int, fresh: dict[str, Path]) -
         for name, argv in runs.items():
             if name in fresh and fresh[name].exists():
                 shutil.rmtree(fresh[name])
-            wall, cpu, rss, _ = timed(argv)
-            runs_by_name[name].append(Run(wall, cpu, rss))
+            runs_by_name[name].append(timed(argv))
     return runs_by_name
-
-
-@dataclass(frozen=True)
-class Run:
-    wall: float
-    cpu: float
-    rss: float
 
 
 def fastest(runs: list[Run]) -> Run:
@@ -163,8 +162,8 @@ def main() -> None:
                   f"| {ratio(rounds[total], rounds[2_500]):.2f}x ({ratio(rounds[total], rounds[2_500], 'cpu'):.2f}x) |")
     if not args.skip_tests:
         # As scripts/test.sh runs it (without its setup step): one worker per core.
-        wall, cpu, _, _ = timed([PYTHON, "-m", "pytest", "-n", "auto"])
-        print(f"\nTest suite: {wall:.1f} s wall ({cpu:.1f} s cpu)")
+        suite = timed([PYTHON, "-m", "pytest", "-n", "auto"])
+        print(f"\nTest suite: {suite.wall:.1f} s wall ({suite.cpu:.1f} s cpu)")
 
 
 if __name__ == "__main__":

@@ -88,12 +88,17 @@ def kubernetes(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOpti
 
 def tls(kind: str, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None, *,
         outputs: Sequence[str] = ()) -> Declared:
-    return Declared(f"tls:index/{kind[0].lower()}{kind[1:]}:{kind}", name, props, opts, outputs=outputs)
+    return Declared(_index_token("tls", kind), name, props, opts, outputs=outputs)
 
 
 def random(kind: str, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None, *,
            outputs: Sequence[str] = ()) -> Declared:
-    return Declared(f"random:index/{kind[0].lower()}{kind[1:]}:{kind}", name, props, opts, outputs=outputs)
+    return Declared(_index_token("random", kind), name, props, opts, outputs=outputs)
+
+
+def _index_token(package: str, kind: str) -> str:
+    """A bridged provider's token: ``tls:index/privateKey:PrivateKey``."""
+    return f"{package}:index/{kind[0].lower()}{kind[1:]}:{kind}"
 
 
 def provider(package: str, name: str, props: Mapping[str, Any],
@@ -116,7 +121,8 @@ def _defaults(token: str, secret: Sequence[str] = ()) -> pulumi.ResourceOptions:
 
 
 def _without_none(value: Any) -> Any:
-    """Absent, not null: a None anywhere in the properties means "not set" (typed input classes drop them too)."""
+    """Absent, not null: a None anywhere in the properties means "not set", in a list too (an entry left
+    out); the typed input classes drop None-valued properties the same way."""
     if isinstance(value, Mapping):
         return {key: _without_none(item) for key, item in value.items() if item is not None}
     if isinstance(value, (list, tuple)):

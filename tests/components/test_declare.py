@@ -9,6 +9,8 @@ import collections.abc
 import importlib
 import inspect
 import re
+import subprocess
+import sys
 import typing
 from typing import Any
 
@@ -163,9 +165,6 @@ def test_absent_means_absent_and_undeclared_outputs_are_refused():
 
 def test_the_program_imports_no_typed_sdk_module():
     """Importing them is the cost components/declare.py avoids; one stray import brings it back."""
-    import subprocess
-    import sys
-
     code = ("import sys; from infra.plan.runner import run_program; from infra.plan.stackfile import load_stack_config; "
             "run_program('dev', load_stack_config('dev', [])); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
