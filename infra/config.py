@@ -17,6 +17,7 @@ from typing import Any
 from infra.errors import ConfigError
 from infra.images import ACCEPTED as IMAGE_ACCEPTED
 from infra.images import parse_image
+from infra.labels import DERIVED_LABELS, POOL_ROLES, ROLE_GPU
 from infra.schema import Section
 from infra.vm_sizes import VM_SIZES, VmSize, known_sizes
 
@@ -268,8 +269,8 @@ def _node_pool(s: Section) -> NodePoolConfig:
     name = s.string("name", pattern=POOL_NAME_PATTERN,
                     accepted="1-12 lowercase letters or digits, starting with a letter "
                              "(it becomes part of Azure scale-set names)")
-    role = s.choice("role", ("gpu", "cpu"))
-    if role == "gpu":
+    role = s.choice("role", POOL_ROLES)
+    if role == ROLE_GPU:
         vm_size = _vm_size(s, "vmSize", lambda size: size.gpus > 0 and size.has_local_disk,
                            why="a GPU size with a local SSD")
     else:
@@ -301,6 +302,9 @@ def _node_pool(s: Section) -> NodePoolConfig:
             raise ConfigError(f"{s.key('labels')}.{key}", value,
                               "a label key outside the kubernetes.io and k8s.io namespaces, or under "
                               "node.kubernetes.io/ or kubelet.kubernetes.io/ (kubelet refuses to start with others)")
+        if key in DERIVED_LABELS:
+            raise ConfigError(f"{s.key('labels')}.{key}", value,
+                              f"a label other than the ones every node derives from its pool ({', '.join(DERIVED_LABELS)})")
     s.done()
     return pool
 

@@ -20,7 +20,7 @@ plus the NAT parts, which run before kubelet and kube-proxy.
 
 from __future__ import annotations
 
-from infra import naming
+from infra import labels, naming
 from infra.addressing import AddressPlan
 from infra.cloudinit import CloudConfig
 from infra.config import ClusterConfig, Taint
@@ -31,8 +31,8 @@ from infra.traffic_accounting import boot_steps
 from infra.vm_sizes import VM_SIZES
 
 # Registered by the NAT hosts' kubelets: no workload is scheduled there, kube-proxy still runs.
-NAT_HOST_TAINTS = (Taint("supercluster.io/nat-host", "true", "NoSchedule"),)
-NAT_HOST_LABELS = {"supercluster.io/role": "nat-host"}
+NAT_HOST_TAINTS = (Taint(labels.NAT_HOST_TAINT_KEY, labels.NAT_HOST_TAINT_VALUE, labels.NAT_HOST_TAINT_EFFECT),)
+NAT_HOST_LABELS = labels.node_labels(role=labels.ROLE_NAT_HOST)
 # The load balancer's probe: kube-proxy's health endpoint (default --healthz-bind-address
 # 0.0.0.0:10256, kubernetes.io/docs/reference/command-line-tools-reference/kube-proxy/), which
 # answers 200 only while kube-proxy's rules are in sync, i.e. while the host can translate services.

@@ -18,6 +18,7 @@ from infra.addons import (balloons, base, cluster_autoscaler, coredns, gpu_healt
 from infra.addons.cluster_autoscaler import AzureAccess
 from infra.config import ADDON_KEYS, ClusterConfig
 from infra.errors import ConfigError
+from infra.labels import ROLE_GPU
 
 if TYPE_CHECKING:
     from infra.cluster import ClusterSpec
@@ -67,7 +68,7 @@ def _check_dependencies(config: ClusterConfig) -> None:
         raise ConfigError("addons.balloons.enabled", True,
                           "false while addons.clusterAutoscaler is disabled (balloons only make sense when "
                           "pending pods add nodes)")
-    gpu_pools = [pool.name for pool in config.node_pools if pool.role == "gpu"]
+    gpu_pools = [pool.name for pool in config.node_pools if pool.role == ROLE_GPU]
     if gpu_pools and not addons.gpu_health_check.enabled:
         raise ConfigError("addons.gpuHealthCheck.enabled", False,
                           f"true while GPU pools exist ({', '.join(gpu_pools)}): their nodes register with the "

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from infra.addons import images, k8s
 from infra.addons.base import priority_class
-from infra.addons.labels import BALLOON_PRIORITY, GPU_RESOURCE, POOL_LABEL
+from infra.addons.labels import BALLOON_PRIORITY
+from infra.labels import GPU_RESOURCE, POOL_LABEL
 from infra.addons.settings import section
 from infra.config import ClusterConfig, NodePoolConfig
 from infra.errors import ConfigError

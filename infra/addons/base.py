@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from infra.addons import k8s
-from infra.addons.labels import NVIDIA_RUNTIME_CLASS, ROLE_LABEL, SYSTEM_PRIORITY, WORKLOAD_PRIORITY
+from infra.addons.labels import NVIDIA_RUNTIME_CLASS, SYSTEM_PRIORITY, WORKLOAD_PRIORITY
+from infra.labels import ROLE_GPU, ROLE_LABEL
 
 if TYPE_CHECKING:
     from infra.cluster import ClusterSpec
@@ -39,10 +40,10 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
         priority_class(WORKLOAD_PRIORITY, WORKLOAD_PRIORITY_VALUE,
                        "Research workloads; the default for every pod that names no class.", global_default=True),
     ]
-    if any(pool.role == "gpu" for pool in spec.config.node_pools):
+    if any(pool.role == ROLE_GPU for pool in spec.config.node_pools):
         # Pods that ask for the NVIDIA runtime can only land on GPU nodes.
         result.append({
             "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": k8s.metadata(NVIDIA_RUNTIME_CLASS),
-            "handler": NVIDIA_RUNTIME_CLASS, "scheduling": {"nodeSelector": {ROLE_LABEL: "gpu"}},
+            "handler": NVIDIA_RUNTIME_CLASS, "scheduling": {"nodeSelector": {ROLE_LABEL: ROLE_GPU}},
         })
     return result

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from infra.addons import images, k8s
 from infra.addons.balloons import BALLOON_PRIORITY_VALUE
-from infra.addons.labels import (ACCELERATOR_LABEL, ACCELERATOR_VALUE, CLUSTER_CRITICAL, GPU_RESOURCE,
-                                 GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_LABEL, SAFE_TO_EVICT, SYSTEM_NAMESPACE)
+from infra.addons.labels import CLUSTER_CRITICAL, SAFE_TO_EVICT, SYSTEM_NAMESPACE
+from infra.labels import GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_CPU, ROLE_LABEL
 from infra.addons.settings import duration, section
 from infra.config import ClusterConfig, NodePoolConfig
 from infra.sizing import Shard
@@ -181,7 +181,7 @@ def objects(spec: ClusterSpec, azure: AzureAccess) -> list[k8s.Obj]:
     pod = k8s.pod_spec(
         # Host network: the managed identity is the node VM's, reached through IMDS.
         [container], priority_class=CLUSTER_CRITICAL, service_account=NAME, host_network=True,
-        nodeSelector={ROLE_LABEL: "cpu"},
+        nodeSelector={ROLE_LABEL: ROLE_CPU},
     )
     return [
         k8s.service_account(NAME, ns),
@@ -217,38 +217,3 @@ def _cluster_rules() -> list[k8s.Obj]:
         k8s.rule(["coordination.k8s.io"], ["leases"], ["create"]),
         k8s.rule(["coordination.k8s.io"], ["leases"], ["get", "update"], resource_names=[NAME]),
     ]
-
-
-# ----------------------------------------------------------------------------- scale-set tags
-
-def _tag_key(kind: str, name: str) -> str:
-    """Azure tag names cannot hold '/': the autoscaler reads '_' for '/', and '~2' for a literal '_'
-    (cloudprovider/azure README, "Scaling a VMSS node group to and from 0")."""
-    return f"k8s.io_cluster-autoscaler_node-template_{kind}_" + name.replace("_", "~2").replace("/", "_")
-
-
-def node_labels(pool: NodePoolConfig) -> dict[str, str]:
-    """The labels every node of the pool registers with (the add-ons select on them)."""
-    result = {**pool.labels, ROLE_LABEL: pool.role, POOL_LABEL: pool.name}
-    if pool.role == "gpu":
-        result[ACCELERATOR_LABEL] = ACCELERATOR_VALUE
-    return result
-
-
-def scale_set_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -> dict[str, str]:
-    """Tags a shard's scale set needs to be discovered and scaled from zero.
-
-    The GPU start-up taint is deliberately absent: a template that carried it would tell the
-    autoscaler no GPU pod could ever land on a new node (``--startup-taint`` covers real nodes).
-    """
-    tags = {
-        "cluster-autoscaler-enabled": "true",
-        "cluster-autoscaler-name": config.cluster_name,
-        "min": str(shard.min_nodes),
-        "max": str(shard.max_nodes),
-    }
-    tags.update({_tag_key("label", k): v for k, v in node_labels(pool).items()})
-    tags.update({_tag_key("taint", t.key): f"{t.value}:{t.effect}" for t in pool.taints})
-    if pool.size.gpus:
-        tags[_tag_key("resources", GPU_RESOURCE)] = str(pool.size.gpus)
-    return tags

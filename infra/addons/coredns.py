@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from infra.addons import images, k8s
 from infra.addons.corefile import ServerBlock, d, render
-from infra.addons.labels import CLUSTER_CRITICAL, ROLE_LABEL, SYSTEM_NAMESPACE
+from infra.addons.labels import CLUSTER_CRITICAL, SYSTEM_NAMESPACE
+from infra.labels import ROLE_CPU, ROLE_LABEL
 from infra.addressing import CLUSTER_DOMAIN
 from infra.addons.settings import section
 from infra.config import ClusterConfig
@@ -149,7 +150,7 @@ def _deployment(memory_limit: str) -> k8s.Obj:
             # CPU nodes first: a GPU node's VM should not serve the cluster's DNS.
             "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                 "weight": 100,
-                "preference": {"matchExpressions": [{"key": ROLE_LABEL, "operator": "In", "values": ["cpu"]}]},
+                "preference": {"matchExpressions": [{"key": ROLE_LABEL, "operator": "In", "values": [ROLE_CPU]}]},
             }]},
         },
         tolerations=[{"key": "CriticalAddonsOnly", "operator": "Exists"}],
@@ -176,7 +177,7 @@ def _proportional_autoscaler(settings: Settings) -> list[k8s.Obj]:
         "securityContext": k8s.locked_down(),
     }
     pod = k8s.pod_spec([container], priority_class=CLUSTER_CRITICAL, service_account=AUTOSCALER,
-                       nodeSelector={ROLE_LABEL: "cpu"})
+                       nodeSelector={ROLE_LABEL: ROLE_CPU})
     return [
         k8s.service_account(AUTOSCALER, ns),
         # Counting nodes is one cluster-wide watch from one pod, not one per node.

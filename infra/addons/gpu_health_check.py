@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.addons import images, k8s
-from infra.addons.labels import (GPU_STARTUP_TAINT_EFFECT, GPU_STARTUP_TAINT_KEY, NODE_CRITICAL,
-                                 NVIDIA_RUNTIME_CLASS, POOL_LABEL, ROLE_LABEL, SYSTEM_NAMESPACE)
+from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
+from infra.labels import GPU_STARTUP_TAINT_EFFECT, GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_GPU, ROLE_LABEL
 from infra.addons.settings import section
 from infra.config import ClusterConfig, NodePoolConfig
 
@@ -73,7 +73,7 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
          "metadata": k8s.metadata(f"supercluster-{NAME}", app=NAME),
          "spec": {"policyName": f"supercluster-{NAME}", "validationActions": ["Deny"]}},
     ]
-    result += [_daemon_set(pool, settings) for pool in spec.config.node_pools if pool.role == "gpu"]
+    result += [_daemon_set(pool, settings) for pool in spec.config.node_pools if pool.role == ROLE_GPU]
     return result
 
 
@@ -144,7 +144,7 @@ def _daemon_set(pool: NodePoolConfig, settings: Settings) -> k8s.Obj:
         [dcgm, tainter], priority_class=NODE_CRITICAL, service_account=NAME,
         automountServiceAccountToken=False,  # only node-taint gets a token, through the volume below
         runtimeClassName=NVIDIA_RUNTIME_CLASS,
-        nodeSelector={ROLE_LABEL: "gpu", POOL_LABEL: pool.name},
+        nodeSelector={ROLE_LABEL: ROLE_GPU, POOL_LABEL: pool.name},
         tolerations=k8s.tolerate_everything(),
         volumes=[
             {"name": "status", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},

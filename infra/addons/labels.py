@@ -1,26 +1,10 @@
-"""Names the add-ons share with the nodes and with each other: labels, taints, priority classes.
+"""Names the add-ons share with each other: priority classes, the runtime class, the namespace.
 
-The node-side names are agreements with the node-pool renderer (kubelet
-``--node-labels`` / ``--register-with-taints`` and the scale sets' autoscaler
-template tags); changing one here without the other breaks scheduling.
+Node labels, taints and resources are the node vocabulary in ``infra.labels``, shared with the
+node renderers: add-ons import them from there, never spell them.
 """
 
 from __future__ import annotations
-
-# Node labels every node carries (set by the node pools at registration).
-ROLE_LABEL = "supercluster.io/role"  # "gpu" or "cpu"
-POOL_LABEL = "supercluster.io/pool"  # the node pool's name
-# cluster-autoscaler's Azure provider recognises GPU node groups by this label
-# (cloudprovider/azure: GPULabel = "kubernetes.azure.com/accelerator").
-ACCELERATOR_LABEL = "kubernetes.azure.com/accelerator"
-ACCELERATOR_VALUE = "nvidia"
-
-# GPU nodes register with this taint and keep it until the GPU health check passes; the
-# health check puts it back when the GPUs fail. Only pods that must run on an unproven
-# node (node agents) tolerate it.
-GPU_STARTUP_TAINT_KEY = "supercluster.io/gpu-unhealthy"
-GPU_STARTUP_TAINT_EFFECT = "NoSchedule"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 # Priority classes. Built-in ones (kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption):
 # system-node-critical (2000001000) for per-node agents, system-cluster-critical (2000000000)

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from infra import yaml_text
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns
-from infra.addons.labels import ROLE_LABEL, SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
+from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
+from infra.labels import ROLE_CPU, ROLE_LABEL
 from infra.addons.settings import duration, section
 from infra.config import ClusterConfig
 
@@ -242,7 +243,7 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
     }
     pod = k8s.pod_spec(
         [container], priority_class=SYSTEM_PRIORITY, service_account=NAME,
-        nodeSelector={ROLE_LABEL: "cpu"},
+        nodeSelector={ROLE_LABEL: ROLE_CPU},
         securityContext={"fsGroup": 65534},
         volumes=[
             {"name": "config", "configMap": {"name": NAME}},

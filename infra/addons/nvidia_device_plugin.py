@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.addons import images, k8s
-from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, ROLE_LABEL, SYSTEM_NAMESPACE
+from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
+from infra.labels import ROLE_GPU, ROLE_LABEL
 from infra.addons.settings import section
 from infra.config import ClusterConfig
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 KEY = "nvidiaDevicePlugin"
 NAME = "nvidia-device-plugin"
-GPU_NODE_SELECTOR = {ROLE_LABEL: "gpu"}
+GPU_NODE_SELECTOR = {ROLE_LABEL: ROLE_GPU}
 
 
 @dataclass(frozen=True)

@@ -45,14 +45,10 @@ class NodeSpec:
     local_disks: LocalDisks
     vcpus: int
     max_pods: int
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)  # all it registers with: infra.labels.node_labels
     taints: tuple[Taint, ...] = ()
     gpus: int = 0
     nvswitch: bool = False
-
-    @property
-    def node_labels(self) -> dict[str, str]:
-        return {**self.labels, **(gpu.labels(self.gpus) if self.gpus else {})}
 
     @property
     def node_taints(self) -> tuple[Taint, ...]:
@@ -79,7 +75,7 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     add_secret_fetching(cloud, spec.vault_name, NODE_JOIN_FILES, before=[kubelet.UNIT],
                         identity_name=spec.identity_name)
     kubelet.add_kubelet(cloud, server=spec.apiserver_endpoint, cluster_dns=spec.cluster_dns,
-                        max_pods=spec.max_pods, labels=spec.node_labels, taints=spec.node_taints,
+                        max_pods=spec.max_pods, labels=spec.labels, taints=spec.node_taints,
                         gpu=spec.gpus > 0)
     kube_proxy.add_kube_proxy(cloud, server=spec.apiserver_endpoint, cluster_cidr=spec.cluster_cidr)
     for add_step in before_kubelet:

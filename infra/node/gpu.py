@@ -3,7 +3,7 @@
 The Ubuntu HPC image (``versions.UBUNTU_HPC_IMAGE``) brings the NVIDIA driver, the
 fabric manager for NVSwitch systems, the NVIDIA container toolkit and the InfiniBand
 stack; nothing is installed here. Every GPU node registers with the taint
-``supercluster.io/gpu-unhealthy:NoSchedule``; the GPU health-check DaemonSet (an add-on)
+``supercluster.io/gpu-unhealthy:NoSchedule`` (infra.labels); the GPU health-check DaemonSet (an add-on)
 removes it once the GPUs pass, so no job lands on a node with a bad GPU.
 """
 
@@ -11,27 +11,15 @@ from __future__ import annotations
 
 from importlib import resources
 
-from infra import systemd
+from infra import labels, systemd
 from infra.cloudinit import CloudConfig
 from infra.config import Taint
 
-UNHEALTHY_TAINT = Taint(key="supercluster.io/gpu-unhealthy", value="true", effect="NoSchedule")
+UNHEALTHY_TAINT = Taint(key=labels.GPU_STARTUP_TAINT_KEY, value=labels.GPU_STARTUP_TAINT_VALUE,
+                        effect=labels.GPU_STARTUP_TAINT_EFFECT)
 UNIT = "supercluster-gpu-check.service"
 SCRIPT_PATH = "/usr/local/sbin/supercluster-gpu-check"
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
-# cluster-autoscaler's Azure provider recognises GPU nodes by this label (GPULabel in
-# cloudprovider/azure), e.g. to wait for the device plugin before calling a new node ready.
-ACCELERATOR_LABEL = "kubernetes.azure.com/accelerator"
-
-
-def labels(gpus: int) -> dict[str, str]:
-    return {
-        ACCELERATOR_LABEL: "nvidia",
-        "nvidia.com/gpu.present": "true",  # the GPU operator's and device plugin's node selector
-        "supercluster.io/gpu-count": str(gpus),
-    }
-
-
 def add_gpu_check(cloud: CloudConfig, gpus: int, nvswitch: bool) -> None:
     cloud.add(SCRIPT_PATH, resources.files("infra.node").joinpath("scripts/gpu-check.sh").read_text(),
               permissions="0755")

@@ -15,7 +15,8 @@ from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
-from infra.node import NodeSpec, gpu
+from infra.labels import GPU_RESOURCE, POOL_LABEL, node_labels
+from infra.node import NodeSpec
 from infra.node.local_disk import LocalDisks
 from infra.sizing import Shard, shards
 from infra.vm_sizes import VmSize
@@ -34,8 +35,8 @@ AUTOSCALER_ENABLED_TAG = "cluster-autoscaler-enabled"
 AUTOSCALER_NAME_TAG = "cluster-autoscaler-name"
 LABEL_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_label_"
 TAINT_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_taint_"
+RESOURCES_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_resources_"
 CLOUD_INIT_TAG = "supercluster.io_cloud-init"
-POOL_LABEL = "supercluster.io/pool"
 
 
 def node_spec(cluster: ClusterSpec, pool: NodePoolConfig, *, vault_name: str, registry_login_server: str) -> NodeSpec:
@@ -76,15 +77,10 @@ def preload_images(config: ClusterConfig) -> tuple[str, ...]:
 
 
 def pool_labels(config: ClusterConfig, pool: NodePoolConfig) -> dict[str, str]:
-    """Config labels plus the ones every node of the pool carries (kubelet may set these itself)."""
-    labels = {
-        POOL_LABEL: pool.name,
-        "node.kubernetes.io/instance-type": pool.vm_size,
-        "topology.kubernetes.io/region": config.location,
-    }
-    if pool.infiniband:
-        labels["supercluster.io/infiniband"] = "true"
-    return {**labels, **pool.labels}
+    """The labels every node of the pool registers with (infra.labels decides them; GPU labels come
+    with the VM size)."""
+    return node_labels(role=pool.role, pool=pool.name, instance_type=pool.vm_size, region=config.location,
+                              infiniband=pool.infiniband, gpus=pool.size.gpus, extra=pool.labels)
 
 
 def image(pool: NodePoolConfig) -> dict[str, str]:
@@ -130,11 +126,12 @@ def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -
         "min": str(shard.min_nodes),
         "max": str(shard.max_nodes),
     }
-    labels = {**pool_labels(config, pool), **(gpu.labels(pool.size.gpus) if pool.size.gpus else {})}
-    for key, value in sorted(labels.items()):
+    for key, value in sorted(pool_labels(config, pool).items()):
         tags[LABEL_TAG_PREFIX + encode_tag_key(key)] = value
     for taint in pool.taints:
         tags[TAINT_TAG_PREFIX + encode_tag_key(taint.key)] = f"{taint.value}:{taint.effect}"
+    if pool.size.gpus:
+        tags[RESOURCES_TAG_PREFIX + encode_tag_key(GPU_RESOURCE)] = str(pool.size.gpus)
     return tags
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from infra.addons import balloons, cluster_autoscaler
-from infra.addons.labels import GPU_STARTUP_TAINT_KEY
+from infra.labels import GPU_STARTUP_TAINT_KEY
 from infra.errors import ConfigError
+from infra.node.pool import encode_tag_key, scale_set_tags
 from infra.sizing import shards
 from tests.infra.addon_fixtures import AZURE, find, groups_for, spec_for
 
@@ -107,7 +108,7 @@ def test_scale_set_tags_make_every_shard_discoverable_and_scalable_from_zero():
     config = spec_for("prod").config
     pool = config.pool("h100a")
     shard = shards(pool)[3]
-    tags = cluster_autoscaler.scale_set_tags(config, pool, shard)
+    tags = scale_set_tags(config, pool, shard, "fingerprint")
     assert tags["cluster-autoscaler-enabled"] == "true" and tags["cluster-autoscaler-name"] == "prod"
     assert (tags["min"], tags["max"]) == (str(shard.min_nodes), str(shard.max_nodes)) == ("0", "100")
     assert tags["k8s.io_cluster-autoscaler_node-template_label_supercluster.io_role"] == "gpu"
@@ -121,5 +122,4 @@ def test_scale_set_tags_make_every_shard_discoverable_and_scalable_from_zero():
 
 
 def test_tag_keys_encode_underscores_before_slashes():
-    assert cluster_autoscaler._tag_key("label", "example.com/my_label") == \
-        "k8s.io_cluster-autoscaler_node-template_label_example.com_my~2label"
+    assert encode_tag_key("example.com/my_label") == "example.com_my~2label"

@@ -85,6 +85,14 @@ def test_taints_and_labels_are_kubernetes_shaped():
         parse_config(raw, "eastus")
 
 
+@pytest.mark.parametrize("key", ["supercluster.io/role", "supercluster.io/pool", "supercluster.io/infiniband"])
+def test_a_pool_label_may_not_override_one_every_node_derives(key):
+    raw = raw_stack()
+    raw["nodePools"][1]["labels"] = {key: "gpu"}
+    with pytest.raises(ConfigError, match=rf"nodePools\[1\].labels.{key} = 'gpu': expected a label other than"):
+        parse_config(raw, "eastus")
+
+
 def test_messages_are_one_line_even_for_long_values():
     raw = raw_stack()
     raw["clusterName"] = "x" * 500 + "\nsecond line"

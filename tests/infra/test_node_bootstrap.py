@@ -10,6 +10,7 @@ import yaml
 
 from infra.cloudinit import CloudConfig, custom_data, render
 from infra.config import Taint
+from infra.labels import ROLE_CPU, ROLE_GPU, node_labels
 from infra.node import NodeSpec, containerd, gpu, kube_proxy, kubelet, node_cloud_config, sysctls
 from infra.node.kubelet_fields import unknown_fields
 from infra.node.local_disk import LocalDisks
@@ -23,7 +24,7 @@ def spec(**changes) -> NodeSpec:
         registry_login_server="prodacr123456.azurecr.io",
         images=("registry.k8s.io/pause:3.10", "nvcr.io/nvidia/pytorch:24.05-py3"),
         local_disks=LocalDisks(nvme_disks=8), vcpus=96, max_pods=8,
-        labels={"supercluster.io/team": "research"},
+        labels=node_labels(role=ROLE_GPU, pool="h100a", gpus=8, extra={"supercluster.io/team": "research"}),
         taints=(Taint("nvidia.com/gpu", "present", "NoSchedule"),), gpus=8, nvswitch=True,
     )
     values.update(changes)
@@ -218,7 +219,7 @@ def test_gpu_nodes_register_with_the_unhealthy_taint_and_gpu_labels():
 
 
 def test_cpu_nodes_have_no_gpu_taint_labels_or_runtime():
-    node = spec(gpus=0, nvswitch=False, taints=())
+    node = spec(gpus=0, nvswitch=False, taints=(), labels=node_labels(role=ROLE_CPU, pool="cpu"))
     assert kubelet_config(node)["registerWithTaints"] == []
     assert "accelerator" not in files(node)["/etc/systemd/system/kubelet.service"]
     assert f"/etc/systemd/system/{gpu.UNIT}" not in files(node)

@@ -1,0 +1,96 @@
+"""Every add-on workload can land on some node the plan boots: selectors read across the whole plan.
+
+The fast twin of the cluster-in-a-box workload test (tests/e2e): it takes the labels and taints
+each machine's rendered kubelet registers with (``--node-labels``, ``registerWithTaints``) and every
+Deployment's and DaemonSet's pod template from the plan, and checks the scheduler's node-level
+predicates (node selector, required node affinity, taints and tolerations) let it onto at least
+one kind of node. A selector that names a label no node registers fails here in seconds.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import yaml
+
+from infra.addons.k8s import pod_templates
+from infra.labels import GPU_STARTUP_TAINT_KEY
+from infra.plan.artifacts import custom_data_of, kubernetes_object
+
+KUBELET_UNIT = "/etc/systemd/system/kubelet.service"
+KUBELET_CONFIG = "/etc/kubernetes/kubelet-config.yaml"
+
+
+def registered_nodes(run) -> dict[str, tuple[dict[str, str], list[dict]]]:
+    """``{machine: (labels, taints)}`` for every machine whose cloud-init starts a kubelet."""
+    nodes = {}
+    for registration in run.registrations:
+        cloud_init = custom_data_of(registration)
+        if cloud_init is None:
+            continue
+        files = {f["path"]: f["content"] for f in yaml.safe_load(cloud_init).get("write_files", [])}
+        if KUBELET_UNIT not in files:
+            continue
+        exec_start = next(line for line in files[KUBELET_UNIT].replace("\\\n", " ").splitlines()
+                          if line.startswith("ExecStart="))
+        (flag,) = [a for a in shlex.split(exec_start) if a.startswith("--node-labels=")]
+        labels = dict(pair.split("=", 1) for pair in flag.split("=", 1)[1].split(","))
+        labels["kubernetes.io/os"] = "linux"  # kubelet sets these itself
+        taints = yaml.safe_load(files[KUBELET_CONFIG]).get("registerWithTaints", [])
+        nodes[registration.name] = (labels, taints)
+    return nodes
+
+
+def _matches(expression: dict, labels: dict[str, str]) -> bool:
+    key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+    return {"In": key in labels and labels[key] in values, "NotIn": labels.get(key) not in values,
+            "Exists": key in labels, "DoesNotExist": key not in labels}[operator]
+
+
+def _tolerated(taint: dict, tolerations: list[dict]) -> bool:
+    for toleration in tolerations:
+        if toleration.get("effect") not in (None, "", taint["effect"]):
+            continue
+        if toleration.get("operator") == "Exists" and toleration.get("key") in (None, "", taint["key"]):
+            return True
+        if toleration.get("key") == taint["key"] and toleration.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def fits(pod: dict, labels: dict[str, str], taints: list[dict]) -> bool:
+    """The scheduler's node-level predicates. The GPU start-up taint counts as lifted: the health check
+    removes it from healthy nodes, and only what must run before that (checks, agents) tolerates it."""
+    if any(labels.get(k) != v for k, v in (pod.get("nodeSelector") or {}).items()):
+        return False
+    required = (((pod.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+    if required and not any(all(_matches(e, labels) for e in term.get("matchExpressions", [])) for term in required):
+        return False
+    lasting = [t for t in taints if t["effect"] in ("NoSchedule", "NoExecute") and t["key"] != GPU_STARTUP_TAINT_KEY]
+    return all(_tolerated(t, pod.get("tolerations") or []) for t in lasting)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_add_on_workload_fits_some_node_the_plan_boots(stack, dev_plan, prod_plan):
+    run = {"dev": dev_plan, "prod": prod_plan}[stack]
+    nodes = registered_nodes(run)
+    assert nodes, "the plan boots no node"
+    objects = [o for o in map(kubernetes_object, run.registrations) if o is not None]
+    workloads = pod_templates(objects)
+    assert workloads
+    homeless = [f"{w['kind']} {w['metadata']['namespace']}/{w['metadata']['name']}" for w, pod in workloads
+                if not any(fits(pod, labels, taints) for labels, taints in nodes.values())]
+    assert not homeless, f"no node the plan boots can run: {homeless}"
+
+
+def test_a_selector_on_a_label_no_node_registers_is_caught(dev_plan):
+    nodes = registered_nodes(dev_plan)
+    pod = {"nodeSelector": {"supercluster.io/role": "cpu"}}
+    assert any(fits(pod, labels, taints) for labels, taints in nodes.values())
+    assert not any(fits({"nodeSelector": {"supercluster.io/rol": "cpu"}}, labels, taints)
+                   for labels, taints in nodes.values())
+    gpu_only = {"nodeSelector": {"supercluster.io/role": "gpu"}}
+    assert not any(fits(gpu_only, labels, taints) for labels, taints in nodes.values()), \
+        "GPU nodes carry a lasting nvidia.com/gpu taint this pod does not tolerate"
