@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything supercluster's plan and tests need on a fresh Debian/Ubuntu machine:
 # a virtualenv with the pinned Python packages, the real tools the tests feed rendered
-# files to (cloud-init, etcd, containerd, iptables/nftables, openssl, systemd-analyze), and actionlint
+# files to (cloud-init, etcd, containerd, iptables/nftables, openssl, systemd-analyze, and curl for the
+# cluster in a box), and actionlint
 # for the workflows. Safe to run again: it only
 # installs what is missing. Source it or run it; it never touches the cloud.
 set -euo pipefail
@@ -19,8 +20,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # Debian packages whose binaries the tests run (see README "Tests").
-packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2 procps prometheus openssl systemd)
-binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip sysctl promtool openssl systemd-analyze)
+packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2 procps prometheus openssl systemd curl)
+binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip sysctl promtool openssl systemd-analyze curl)
 missing=()
 for i in "${!packages[@]}"; do
   command -v "${binaries[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")

@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite: bash scripts/test.sh [pytest options...]
+# Set up, then run the whole test suite in two stages: bash scripts/test.sh [pytest options...]
+#   1. the fast suite (unit, component, stack and real-tool tests), one worker per core;
+#   2. the cluster in a box (tests/e2e): the dev plan and prod's control-plane shape booted on the
+#      real upstream binaries, built once per machine by scripts/build-binaries.sh.
+# Options go to both stages. SKIP_E2E=1 runs the fast suite alone.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 # One worker per core (pytest-xdist): the suite is CPU-bound, each test planning the stack under mocks.
-exec .venv/bin/python -m pytest -n auto "$@"
+.venv/bin/python -m pytest -n auto "$@"
+if [ "${SKIP_E2E:-0}" != 1 ]; then
+  # nodesim's own unit tests (the kubelet stand-in the harness joins nodes with).
+  (cd tests/e2e/go/kubernetes && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go test ./cmd/...)
+  # One cluster per test module, one process: the clusters' namespaces and ports must not meet.
+  .venv/bin/python -m pytest tests/e2e -m e2e -p no:xdist "$@"
+fi

@@ -1,0 +1,382 @@
+"""Boots an offline plan's rendered cluster on the real upstream binaries: the cluster in a box.
+
+Order, as on Azure: every machine gets its rendered files and the secrets its rendered fetch
+script names (from the test PKI, ``tests/e2e/pki.py``); etcd members start from their rendered
+``etcd.yaml``; apiservers, controller-managers and schedulers start from their rendered units'
+``ExecStart`` lines; the load balancer host forwards the plan's frontend address to the
+apiservers that pass its ``/readyz`` probe; every object under ``files/k8s`` is applied with
+server-side apply (CRDs first), as the kubernetes provider would; then nodes join through their
+rendered bootstrap kubeconfig.
+
+What is substituted, and why (README "Cluster in a box" says the same):
+- systemd: units are not run by systemd (there is none in the sandbox); their ``ExecStart`` runs
+  verbatim in the machine's namespace, with ``RuntimeDirectory``/``LogsDirectory`` created as
+  systemd would. ``User=etcd`` is not applied (everything runs as root).
+- Key Vault and IMDS: the fetch script itself is not run (it needs Azure); each of its ``fetch``
+  lines is honoured by writing that secret, from the test PKI, at that path with that mode.
+- ``etcd-member prepare``: not run (it asks Azure Blob storage whether snapshots exist); on a
+  first bootstrap it starts etcd from the rendered config unchanged, which is what happens here.
+  The member tool runs for real in tests/infra/test_etcd_real.py.
+- kubelet: ``nodesim`` (tests/e2e/go/kubernetes/cmd/nodesim) takes the rendered kubelet
+  ``ExecStart`` flags and files, bootstraps its client certificate with the kubelet's own
+  bootstrap code through the rendered bootstrap kubeconfig and token, and registers the node with
+  the rendered labels and taints. A real kubelet cannot run here: the rendered config uses the
+  systemd cgroup driver (no systemd), Azure CNI needs Azure's NIC metadata, and GPU nodes need
+  GPUs. Pods bound to a node are marked running by nodesim; no container runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.control_plane import pki as cluster_pki
+from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
+from infra.plan.stackfile import PROJECT_DIR, load_stack_config
+from infra.errors import NAMESPACE
+from infra.vm_sizes import VM_SIZES
+from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
+from tests.e2e.pki import TestPki, issue_pki
+from tests.e2e.plan_machines import Machine, Plan
+
+ETCD_UNIT = "etcd.service"
+APISERVER_UNIT = "kube-apiserver.service"
+CONTROLLER_MANAGER_UNIT = "kube-controller-manager.service"
+SCHEDULER_UNIT = "kube-scheduler.service"
+KUBELET_UNIT = "kubelet.service"
+CONTROL_PLANE_UNITS = (APISERVER_UNIT, CONTROLLER_MANAGER_UNIT, SCHEDULER_UNIT)
+EFFECTIVE_ETCD_CONFIG = "run/etcd/etcd.yaml"
+RENDERED_ETCD_CONFIG = "etc/etcd/etcd.yaml"
+# Folders of a machine's rendered files that the harness installs (the rest is boot plumbing).
+INSTALLED = ("etc/kubernetes", "etc/etcd", "etc/supercluster", "usr/local/sbin")
+FIELD_MANAGER = "pulumi-kubernetes"  # what the kubernetes provider applies with
+BOOT_TIMEOUT = 180
+
+
+def plan_stack(stack: str, out: Path, overrides: list[str]) -> Plan:
+    """Writes the offline plan of ``stack`` (the same CLI a user runs) and loads it."""
+    argv = [sys.executable, "-m", "infra.plan", "--stack", stack, "--out", str(out)]
+    for override in overrides:
+        argv += ["--config", override]
+    subprocess.run(argv, check=True, capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)
+    return Plan.load(out)
+
+
+def cluster_spec(stack: str, overrides: list[str]) -> ClusterSpec:
+    values = load_stack_config(stack, overrides)
+    prefix = f"{NAMESPACE}:"
+    return build_cluster_spec({k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)},
+                              values.get("azure-native:location"))
+
+
+@dataclass
+class Node:
+    machine: Machine
+    host: Host
+    process: Process
+    pool: str | None  # None for a NAT host
+
+
+@dataclass
+class Cluster:
+    stack: str
+    spec: ClusterSpec
+    plan: Plan
+    network: TestNetwork
+    pki: TestPki
+    admin: Host
+    workdir: Path
+    etcd: dict[str, list[tuple[Machine, Host, Process]]] = field(default_factory=dict)
+    control_plane: list[tuple[Machine, Host, dict[str, Process]]] = field(default_factory=list)
+    load_balancer: Process | None = None
+    nodes: list[Node] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ talking to it
+
+    @property
+    def apiserver_url(self) -> str:
+        frontend = self.plan.load_balancer("control-plane-lb")["frontendIPConfigurations"][0]
+        return f"https://{frontend['privateIPAddress']}:6443"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "admin.conf"
+
+    def kubectl(self, *args: str, timeout: float = 60, check: bool = True, input: str | None = None,
+                kubeconfig: Path | None = None) -> subprocess.CompletedProcess:
+        return self.network.run(self.admin, ["/usr/local/bin/kubectl", f"--kubeconfig={kubeconfig or self.kubeconfig}",
+                                             *args], timeout=timeout, check=check, input=input)
+
+    def get_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
+
+    def raw(self, path: str, anonymous: bool = False, url: str | None = None) -> tuple[int, str]:
+        """``(HTTP status, body)`` of a GET, as the admin or with no credentials at all."""
+        argv = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", "10",
+                "--cacert", str(self.workdir / "ca.crt")]
+        if not anonymous:
+            argv += ["--cert", str(self.workdir / "admin.crt"), "--key", str(self.workdir / "admin.key")]
+        result = self.network.run(self.admin, [*argv, (url or self.apiserver_url) + path], check=False, timeout=20)
+        body, _, status = result.stdout.rpartition("\n")
+        return int(status or 0), body
+
+    def logs(self, process: Process) -> str:
+        return process.output()
+
+    def etcdctl(self, role: str, *args: str, endpoints: list[str] | None = None, timeout: float = 30,
+                check: bool = True) -> subprocess.CompletedProcess:
+        """etcdctl on the first member of ``role``, with that member's own client certificate."""
+        machine, host, _ = self.etcd[role][0]
+        config = yaml.safe_load((machine.files / RENDERED_ETCD_CONFIG).read_text())
+        tls = config["client-transport-security"]
+        urls = endpoints or [m.ip for m, _, _ in self.etcd[role]]
+        urls = [u if u.startswith("https://") else f"https://{u}:2379" for u in urls]
+        return self.network.run(host, ["/usr/local/bin/etcdctl", f"--endpoints={','.join(urls)}",
+                                       f"--cacert={tls['trusted-ca-file']}", f"--cert={tls['cert-file']}",
+                                       f"--key={tls['key-file']}", "--command-timeout=10s", *args],
+                                timeout=timeout, check=check)
+
+    def describe(self) -> str:
+        """The last lines of every process's log: what a failed wait prints."""
+        parts = []
+        for process in self.network.processes:
+            tail = "\n    ".join(process.output().splitlines()[-8:])
+            state = "running" if process.alive() else f"exited {process.popen.returncode}"
+            parts.append(f"--- {process.host.name} {process.name} ({state}):\n    {tail}")
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        self.network.close()
+
+
+# ---------------------------------------------------------------------- booting
+
+
+def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = (), nodes_per_pool: int | None = None,
+         with_nodes: bool = True) -> Cluster:
+    """Plans ``stack``, boots its control plane, applies its objects and (``with_nodes``) joins nodes.
+
+    On any failure everything started so far is stopped before the error propagates.
+    """
+    overrides = list(overrides)
+    plan = plan_stack(stack, workdir / "plan", overrides)
+    spec = cluster_spec(stack, overrides)
+    config = spec.config
+    members = [m for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members]
+    token_id = _bootstrap_token_id(plan)
+    pki = issue_pki(config.cluster_name, cluster_pki.certificates(spec.addresses, config.control_plane.apiservers),
+                    members, token_id)
+    _check_vault(plan, pki)
+    prefix_length = config.network.address_space.prefixlen
+    network = TestNetwork(f"sc{os.getpid() % 100000}-{stack}", workdir, binaries).open()
+    try:
+        admin = network.add_host("operator", [f"{_operator_ip(spec)}/{prefix_length}"])
+        cluster = Cluster(stack, spec, plan, network, pki, admin, workdir)
+        _write_admin_credentials(cluster)
+        vms = plan.vms()
+        etcd_roles = {m.name: role for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members}
+        for machine in vms:
+            host = network.add_host(machine.name, [f"{machine.ip}/{prefix_length}"])
+            _install(machine, host, pki)
+            if machine.name in etcd_roles:
+                cluster.etcd.setdefault(etcd_roles[machine.name], []).append((machine, host, None))
+        _start_etcd(cluster)
+        _start_control_plane(cluster)
+        apply_objects(cluster)
+        if with_nodes:
+            join_nodes(cluster, nodes_per_pool)
+        return cluster
+    except BaseException:
+        network.close()
+        raise
+
+
+def _bootstrap_token_id(plan: Plan) -> str:
+    for path, document in plan.kubernetes_objects():
+        if document.get("type") == "bootstrap.kubernetes.io/token":
+            return document["metadata"]["name"].removeprefix("bootstrap-token-")
+    raise AssertionError("the plan has no bootstrap token Secret")
+
+
+def _check_vault(plan: Plan, pki: TestPki) -> None:
+    """Every secret the plan puts in Key Vault is issued by the test PKI, and every secret a machine
+    fetches is one the plan puts there: a renamed secret on either side fails here."""
+    declared = plan.key_vault_secret_names()
+    missing = declared - set(pki.vault)
+    assert not missing, f"Key Vault secrets of the plan that the test PKI does not issue: {sorted(missing)}"
+    for machine in plan.vms() + [s.instance(0) for s in plan.scale_sets()]:
+        fetched = {name for name, _, _ in machine.fetched_secrets()}
+        assert fetched <= declared, f"{machine.name} fetches secrets no resource declares: {sorted(fetched - declared)}"
+
+
+def _operator_ip(spec: ClusterSpec) -> str:
+    """The test's operator host: the last address of the cluster's address space, used by no subnet."""
+    return str(spec.config.network.address_space.broadcast_address - 1)
+
+
+def _write_admin_credentials(cluster: Cluster) -> None:
+    (cluster.workdir / "ca.crt").write_text(cluster.pki.cluster_ca.cert_pem)
+    (cluster.workdir / "admin.crt").write_text(cluster.pki.admin.cert_pem)
+    (cluster.workdir / "admin.key").write_text(cluster.pki.admin.key_pem)
+    os.chmod(cluster.workdir / "admin.key", 0o600)
+    cluster.kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "box", "cluster": {"server": cluster.apiserver_url,
+                                                 "certificate-authority": str(cluster.workdir / "ca.crt")}}],
+        "users": [{"name": "admin", "user": {"client-certificate": str(cluster.workdir / "admin.crt"),
+                                             "client-key": str(cluster.workdir / "admin.key")}}],
+        "contexts": [{"name": "box", "context": {"cluster": "box", "user": "admin"}}],
+        "current-context": "box",
+    }))
+
+
+def _install(machine: Machine, host: Host, pki: TestPki) -> None:
+    """The machine's rendered files at their paths, its fetched secrets, and the directories its
+    units ask systemd for."""
+    for relative in INSTALLED:
+        source = machine.files / relative
+        if source.is_dir():
+            shutil.copytree(source, host.root / relative, dirs_exist_ok=True, symlinks=False)
+    for name, path, mode in machine.fetched_secrets():
+        target = host.root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(pki.vault[name])
+        os.chmod(target, int(mode, 8))
+    units = machine.files / "etc/systemd/system"
+    for unit_file in sorted(units.glob("*.service")) if units.is_dir() else []:
+        unit = machine.unit(unit_file.name)
+        for key, base in (("RuntimeDirectory", "run"), ("LogsDirectory", "var/log"), ("StateDirectory", "var/lib")):
+            for value in unit.get("Service", key):
+                for directory in value.split():
+                    (host.root / base / directory).mkdir(parents=True, exist_ok=True)
+
+
+def start_unit(cluster: Cluster, machine: Machine, host: Host, unit_name: str,
+               argv: list[str] | None = None) -> Process:
+    """Runs a rendered unit's ``ExecStart`` (or ``argv`` standing in for it) on ``host``, restarted as
+    its ``Restart=``/``RestartSec=`` say."""
+    unit = machine.unit(unit_name)
+    return cluster.network.start(host, unit_name.removesuffix(".service"), argv or unit.exec_start,
+                                 restart_sec=unit.restart_sec)
+
+
+def _start_etcd(cluster: Cluster) -> None:
+    for role, members in cluster.etcd.items():
+        started = []
+        for machine, host, _ in members:
+            # What `etcd-member prepare` writes on a first bootstrap: the rendered config unchanged.
+            shutil.copyfile(host.root / RENDERED_ETCD_CONFIG, host.root / EFFECTIVE_ETCD_CONFIG)
+            process = start_unit(cluster, machine, host, ETCD_UNIT)
+            started.append((machine, host, process))
+        cluster.etcd[role] = started
+    for role in cluster.etcd:
+        wait_for(f"the {role} etcd cluster to be healthy",
+                 lambda role=role: cluster.etcdctl(role, "endpoint", "health", check=False).returncode == 0,
+                 timeout=BOOT_TIMEOUT, on_timeout=cluster.describe)
+
+
+def _start_control_plane(cluster: Cluster) -> None:
+    machines = [(m, cluster.network.hosts[m.name]) for m in cluster.plan.vms() if m.has_unit(APISERVER_UNIT)]
+    for machine, host in machines:
+        processes = {unit: start_unit(cluster, machine, host, unit) for unit in CONTROL_PLANE_UNITS}
+        cluster.control_plane.append((machine, host, processes))
+    lb = cluster.plan.load_balancer("control-plane-lb")
+    frontend = lb["frontendIPConfigurations"][0]["privateIPAddress"]
+    probe = lb["probes"][0]
+    port = lb["loadBalancingRules"][0]["backendPort"]
+    prefix_length = cluster.spec.config.network.address_space.prefixlen
+    lb_host = cluster.network.add_host("apiserver-load-balancer", [f"{frontend}/{prefix_length}"])
+    cluster.load_balancer = cluster.network.start(lb_host, "load-balancer", [
+        sys.executable, str(Path(__file__).with_name("load_balancer.py")), f"{frontend}:{lb['loadBalancingRules'][0]['frontendPort']}",
+        probe["requestPath"], *[f"{m.ip}:{port}" for m, _ in machines]])
+    wait_for("every apiserver to answer /readyz", lambda: all(
+        cluster.raw("/readyz", url=f"https://{m.ip}:{port}")[0] == 200 for m, _ in machines),
+        timeout=BOOT_TIMEOUT, interval=1, on_timeout=cluster.describe)
+    wait_for("the load balancer to answer /readyz", lambda: cluster.raw("/readyz")[0] == 200,
+             timeout=60, on_timeout=cluster.describe)
+
+
+# ---------------------------------------------------------------------- objects
+
+
+def objects_in_apply_order(plan: Plan) -> list[tuple[Path, dict[str, Any]]]:
+    """CRDs, then namespaces, then everything else, as the provider's dependency order would."""
+    rank = {"CustomResourceDefinition": 0, "Namespace": 1}
+    return sorted(plan.kubernetes_objects(), key=lambda item: rank.get(item[1]["kind"], 2))
+
+
+def apply_objects(cluster: Cluster) -> list[str]:
+    """Server-side applies every object of ``files/k8s``; returns kubectl's lines. The one value the
+    plan masks, the bootstrap token's ``stringData``, is filled from the test PKI."""
+    documents = []
+    for path, document in objects_in_apply_order(cluster.plan):
+        if document.get("type") == "bootstrap.kubernetes.io/token":
+            document = {**document, "stringData": cluster.pki.bootstrap_token_data()}
+        assert "[secret]" not in json.dumps(document), f"{path} holds a masked value the harness cannot fill"
+        documents.append(document)
+    crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
+    rest = [d for d in documents if d["kind"] != "CustomResourceDefinition"]
+    lines = []
+    for batch in (crds, rest):
+        if not batch:
+            continue
+        result = cluster.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-",
+                                 input=yaml.safe_dump_all(batch), timeout=120)
+        lines += result.stdout.splitlines()
+        if batch is crds:
+            cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                            *[f"crd/{d['metadata']['name']}" for d in crds], timeout=90)
+    return lines
+
+
+# ---------------------------------------------------------------------- nodes
+
+
+def join_nodes(cluster: Cluster, per_pool: int | None = None) -> None:
+    """One node per scale-set instance up to each pool's ``maxNodes`` (or ``per_pool``), and the NAT hosts."""
+    prefix_length = cluster.spec.config.network.address_space.prefixlen
+    pools = {p.name: p for p in cluster.spec.config.node_pools}
+    joining: list[tuple[Machine, str | None, str]] = []
+    for scale_set in cluster.plan.scale_sets():
+        pool = next(p for name, p in pools.items() if scale_set.resource.endswith(f"-pool-{name}-s000"))
+        count = min(pool.max_nodes, per_pool or pool.max_nodes)
+        joining += [(scale_set.instance(i), pool.name, scale_set.vm_size) for i in range(count)]
+    for machine in cluster.plan.vms():
+        if machine.has_unit(KUBELET_UNIT):
+            joining.append((machine, None, cluster.spec.config.network.nat_hosts.vm_size))
+    for machine, pool, vm_size in joining:
+        host = cluster.network.hosts.get(machine.name) or cluster.network.add_host(
+            machine.name, [f"{machine.ip}/{prefix_length}"])
+        if machine.name not in cluster.network.hosts or not (host.root / "etc/kubernetes/bootstrap-kubelet.conf").exists():
+            _install(machine, host, cluster.pki)
+        argv = ["/usr/local/bin/nodesim", *machine.unit(KUBELET_UNIT).exec_start[1:],
+                f"--hostname-override={machine.name}", f"--node-ip={machine.ip}", f"--sim-capacity={_capacity(vm_size)}"]
+        cluster.nodes.append(Node(machine, host, start_unit(cluster, machine, host, KUBELET_UNIT, argv), pool))
+    names = {n.machine.name for n in cluster.nodes}
+    wait_for(f"{len(names)} nodes to register Ready", lambda: names <= _ready_nodes(cluster),
+             timeout=BOOT_TIMEOUT, interval=1, on_timeout=cluster.describe)
+
+
+def _capacity(vm_size: str) -> str:
+    size = VM_SIZES[vm_size]
+    capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_gib}Gi", "ephemeral-storage": "500Gi"}
+    if size.gpus:
+        capacity["nvidia.com/gpu"] = str(size.gpus)
+    return ",".join(f"{k}={v}" for k, v in capacity.items())
+
+
+def _ready_nodes(cluster: Cluster) -> set[str]:
+    nodes = cluster.get_json("nodes")["items"]
+    return {n["metadata"]["name"] for n in nodes
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))}
+

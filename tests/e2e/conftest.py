@@ -1,0 +1,52 @@
+"""Fixtures of the cluster-in-a-box stage: the binaries, and the booted clusters (one per test module).
+
+This stage runs apart from the fast suite (``scripts/test.sh`` runs both; README "Cluster in a
+box"): it needs root (network namespaces, bind mounts), the Go toolchain for the first build, and
+about two minutes once the binaries are cached.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infra.plan.stackfile import PROJECT_DIR
+from tests.e2e.cluster import Cluster, boot
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"cluster in a box: {why}")
+    pytest.skip(f"cluster in a box: {why}")
+
+
+@pytest.fixture(scope="session")
+def binaries() -> Path:
+    """The upstream binaries at the pinned versions (built once per machine, then cached)."""
+    if os.geteuid() != 0:
+        _unavailable("needs root for network namespaces")
+    if shutil.which("go") is None:
+        _unavailable("needs the Go toolchain to build the pinned binaries")
+    result = subprocess.run(["bash", str(PROJECT_DIR / "scripts" / "build-binaries.sh")], capture_output=True,
+                            text=True, timeout=3000)
+    if result.returncode != 0:
+        pytest.fail(f"building the binaries failed:\n{result.stderr[-3000:]}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def dev(binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    cluster = boot("dev", tmp_path_factory.mktemp("dev"), binaries)
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def prod(binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    # prod's control plane exactly as rendered: 5 etcd + 3 events-etcd members, 5 apiservers.
+    cluster = boot("prod", tmp_path_factory.mktemp("prod"), binaries, with_nodes=False)
+    yield cluster
+    cluster.close()

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/validation"
+	cliflag "k8s.io/component-base/cli/flag"
+	nodeutil "k8s.io/component-helpers/node/util"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
+)
+
+// options are nodesim's command line: the kubelet flags the rendered unit passes, then the
+// harness's own --sim-* flags.
+type options struct {
+	bootstrapKubeconfig string
+	certDir             string
+	config              string
+	configDir           string
+	kubeconfig          string
+	nodeLabels          map[string]string
+	nodeName            string // --hostname-override, or this machine's hostname, as kubelet
+	nodeIP              string
+
+	capacity v1.ResourceList // --sim-capacity: what the simulated machine has
+	runPods  bool            // --sim-run-pods: mark the pods bound to the node running
+	podIPs   []string        // --sim-pod-ips: addresses handed to pods that are not hostNetwork
+}
+
+// parseFlags reads args (without the program name). Only the flags the rendered kubelet unit
+// passes are known, so a flag that rendering starts to pass fails here, loudly, instead of
+// being silently dropped by a stand-in that would then not test it.
+func parseFlags(args []string) (options, error) {
+	o := options{nodeLabels: map[string]string{}}
+	var hostnameOverride, capacity, podIPs string
+
+	fs := flag.NewFlagSet("nodesim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned, as one line, by the caller
+	fs.StringVar(&o.bootstrapKubeconfig, "bootstrap-kubeconfig", "", "kubeconfig holding the bootstrap token, used to request the node's client certificate")
+	fs.StringVar(&o.certDir, "cert-dir", "/var/lib/kubelet/pki", "where the client certificate and key are written (kubelet's default)")
+	fs.StringVar(&o.config, "config", "", "KubeletConfiguration file")
+	fs.StringVar(&o.configDir, "config-dir", "", "KubeletConfiguration drop-ins (*.conf), merged over --config in lexical order")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "the node's own kubeconfig, written by the TLS bootstrap")
+	// The same parser as kubelet's --node-labels: k=v pairs split on ",", a bare key has value "".
+	nodeLabels := cliflag.ConfigurationMap(o.nodeLabels)
+	fs.Var(&nodeLabels, "node-labels", "labels to register the node with (k=v,...)")
+	fs.StringVar(&hostnameOverride, "hostname-override", "", "the node's name")
+	fs.StringVar(&o.nodeIP, "node-ip", "", "the node's InternalIP")
+	fs.StringVar(&capacity, "sim-capacity", "", "the node's capacity, resource=quantity,... (e.g. cpu=96,memory=1900Gi,nvidia.com/gpu=8)")
+	fs.BoolVar(&o.runPods, "sim-run-pods", true, "mark the pods bound to the node running, as a kubelet that started them would")
+	fs.StringVar(&podIPs, "sim-pod-ips", "", "pod addresses (a,b,...) for pods that are not hostNetwork; empty: the node IP")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, usageError(fs)
+		}
+		// The standard library's message names the flag with one dash, whatever was typed.
+		return o, fmt.Errorf("%s (nodesim accepts only the flags the rendered kubelet unit passes, plus --sim-*)",
+			strings.Replace(err.Error(), "provided but not defined: -", "not known to nodesim: --", 1))
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q: kubelet takes flags only", fs.Arg(0))
+	}
+	if o.kubeconfig == "" {
+		return o, errors.New("--kubeconfig is required: the node's API client is built from it")
+	}
+
+	var err error
+	if err = validateNodeLabels(o.nodeLabels); err != nil {
+		return o, err
+	}
+	if o.nodeName, err = nodeutil.GetHostname(hostnameOverride); err != nil {
+		return o, err
+	}
+	if o.nodeIP, err = parseNodeIP(o.nodeIP); err != nil {
+		return o, err
+	}
+	if o.capacity, err = parseCapacity(capacity); err != nil {
+		return o, err
+	}
+	if o.podIPs, err = parseIPList(podIPs); err != nil {
+		return o, fmt.Errorf("--sim-pod-ips: %w", err)
+	}
+	return o, nil
+}
+
+func usageError(fs *flag.FlagSet) error {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
+	return fmt.Errorf("usage: nodesim %s", strings.Join(names, " "))
+}
+
+// validateNodeLabels refuses what kubelet refuses at startup: labels in the kubernetes.io and
+// k8s.io namespaces other than the ones a kubelet may set on its own Node (the NodeRestriction
+// admission plugin would refuse them at registration anyway), and malformed keys or values.
+func validateNodeLabels(labels map[string]string) error {
+	var problems []string
+	for key, value := range labels {
+		if isKubernetesNamespace(key) && !kubeletapis.IsKubeletLabel(key) {
+			problems = append(problems, fmt.Sprintf("%s: not a label a kubelet may set in the kubernetes.io/k8s.io namespaces", key))
+		}
+		for _, msg := range validation.IsQualifiedName(key) {
+			problems = append(problems, fmt.Sprintf("%s: %s", key, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(value) {
+			problems = append(problems, fmt.Sprintf("%s=%s: %s", key, value, msg))
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("--node-labels: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// isKubernetesNamespace tells whether a label key's prefix is kubernetes.io or k8s.io, or a
+// subdomain of either: the namespaces Kubernetes reserves.
+func isKubernetesNamespace(key string) bool {
+	prefix, _, found := strings.Cut(key, "/")
+	if !found {
+		return false
+	}
+	for _, reserved := range []string{"kubernetes.io", "k8s.io"} {
+		if prefix == reserved || strings.HasSuffix(prefix, "."+reserved) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseNodeIP checks --node-ip, or when it is empty picks the address kubelet falls back to:
+// the one on the interface that holds the default route.
+func parseNodeIP(value string) (string, error) {
+	if value == "" {
+		ip, err := utilnet.ChooseHostInterface()
+		if err != nil {
+			return "", fmt.Errorf("no --node-ip and no default route to take it from: %w", err)
+		}
+		return ip.String(), nil
+	}
+	ip := net.ParseIP(value)
+	if ip == nil {
+		return "", fmt.Errorf("--node-ip: %q is not one IP address", value)
+	}
+	return ip.String(), nil
+}
+
+// parseCapacity reads --sim-capacity (resource=quantity,...) with kubelet's own k=v parser.
+func parseCapacity(value string) (v1.ResourceList, error) {
+	pairs := cliflag.ConfigurationMap{}
+	if err := pairs.Set(value); err != nil {
+		return nil, err
+	}
+	capacity := v1.ResourceList{}
+	for name, amount := range pairs {
+		quantity, err := resource.ParseQuantity(amount)
+		if err != nil {
+			return nil, fmt.Errorf("--sim-capacity: %s=%q: %w", name, amount, err)
+		}
+		if quantity.Sign() < 0 {
+			return nil, fmt.Errorf("--sim-capacity: %s=%s is negative", name, amount)
+		}
+		capacity[v1.ResourceName(name)] = quantity
+	}
+	return capacity, nil
+}
+
+// parseIPList reads a comma-separated list of IP addresses; empty gives none.
+func parseIPList(value string) ([]string, error) {
+	var ips []string
+	for _, item := range strings.Split(value, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		ip := net.ParseIP(item)
+		if ip == nil {
+			return nil, fmt.Errorf("%q is not an IP address", item)
+		}
+		ips = append(ips, ip.String())
+	}
+	return ips, nil
+}

@@ -1,0 +1,209 @@
+"""The test's own hosts: one network namespace per machine of the plan, on a bridge with no way out.
+
+Every host holds its machine's own address from the plan (nothing in a rendered file is
+rewritten), hangs off one bridge that lives in a namespace of the test's own (the "switch"),
+and has no default route: a packet to a plan address reaches a test host or nobody. Processes
+run inside a host through ``ip netns exec``, which also gives each one a private mount namespace;
+there the machine's own directories (``/etc/kubernetes``, ``/var/lib/etcd``, ...) are bind-mounted
+from the machine's folder, so two machines' files at the same path never meet. Everything is torn
+down by ``close()``: processes stopped (TERM, then KILL), namespaces deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Paths a machine owns: bind-mounted from its folder inside its own mount namespace. The mount
+# points are created on the host when missing (empty directories) and removed again at close.
+MACHINE_PATHS = ("etc/kubernetes", "etc/etcd", "etc/supercluster", "usr/local/sbin", "var/lib/etcd",
+                 "var/lib/kubelet", "var/log/kubernetes", "run/etcd", "run/kubernetes")
+BINARIES_PATH = "/usr/local/bin"  # where the rendered units expect the binaries
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True, text=True, timeout=30)
+
+
+@dataclass
+class Host:
+    name: str  # the machine's name, e.g. dev-etcd-0
+    namespace: str
+    addresses: tuple[str, ...]  # "ip/prefix"
+    root: Path  # the machine's folder: its files at their machine paths
+
+    @property
+    def ip(self) -> str:
+        return self.addresses[0].split("/")[0]
+
+
+@dataclass
+class Process:
+    host: Host
+    name: str
+    argv: list[str]
+    log: Path
+    popen: subprocess.Popen
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, timeout: float = 10) -> None:
+        """TERM to the whole process group (the restart loop and what it runs), KILL after ``timeout``;
+        returns once no process of the group is left."""
+        group = self.popen.pid
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and _group_alive(group):
+                self.popen.poll()  # reap the leader so the group can empty
+                time.sleep(0.05)
+            if not _group_alive(group):
+                break
+        self.popen.wait(timeout=timeout)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclass
+class TestNetwork:
+    """A switch namespace with a bridge, and the hosts on it."""
+
+    prefix: str  # namespace names start with it: unique per run
+    workdir: Path
+    binaries: Path
+    hosts: dict[str, Host] = field(default_factory=dict)
+    processes: list[Process] = field(default_factory=list)
+    _created_mount_points: list[Path] = field(default_factory=list)
+
+    @property
+    def switch(self) -> str:
+        return f"{self.prefix}-switch"
+
+    def open(self) -> TestNetwork:
+        _run("ip", "netns", "add", self.switch)
+        _run("ip", "-n", self.switch, "link", "set", "lo", "up")
+        _run("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+        _run("ip", "-n", self.switch, "link", "set", "br0", "up")
+        for relative in (*MACHINE_PATHS, BINARIES_PATH.lstrip("/")):
+            mount_point = Path("/") / relative
+            if not mount_point.exists():
+                mount_point.mkdir(parents=True)
+                self._created_mount_points.append(mount_point)
+        return self
+
+    def add_host(self, name: str, addresses: list[str]) -> Host:
+        """A namespace holding ``addresses`` (``ip/prefix``) on eth0, wired to the switch."""
+        index = len(self.hosts)
+        namespace = f"{self.prefix}-h{index}"
+        _run("ip", "netns", "add", namespace)
+        _run("ip", "link", "add", "eth0", "netns", namespace, "type", "veth",
+             "peer", "name", f"p{index}", "netns", self.switch)
+        _run("ip", "-n", self.switch, "link", "set", f"p{index}", "master", "br0", "up")
+        for address in addresses:
+            _run("ip", "-n", namespace, "addr", "add", address, "dev", "eth0")
+        _run("ip", "-n", namespace, "link", "set", "eth0", "up")
+        _run("ip", "-n", namespace, "link", "set", "lo", "up")
+        root = self.workdir / "machines" / name
+        for relative in MACHINE_PATHS:
+            (root / relative).mkdir(parents=True, exist_ok=True)
+        host = Host(name, namespace, tuple(addresses), root)
+        self.hosts[name] = host
+        return host
+
+    def _wrapped(self, host: Host, argv: list[str], restart_sec: float | None = None) -> list[str]:
+        binds = [f"mount --bind {shlex.quote(str(host.root / p))} /{p}" for p in MACHINE_PATHS]
+        binds.append(f"mount --bind {shlex.quote(str(self.binaries))} {BINARIES_PATH}")
+        if restart_sec is None:
+            run = 'exec "$@"'
+        else:  # systemd's Restart=: run it again after RestartSec whenever it exits
+            run = f'while :; do "$@"; echo "exited $?; restarting in {restart_sec:g} s"; sleep {restart_sec:g}; done'
+        script = " && ".join(binds) + " && " + run
+        return ["ip", "netns", "exec", host.namespace, "sh", "-c", script, "sh", *argv]
+
+    def start(self, host: Host, name: str, argv: list[str], env: dict[str, str] | None = None,
+              restart_sec: float | None = None) -> Process:
+        """Starts ``argv`` on ``host`` in the background, output to ``logs/<host>-<name>.log``;
+        with ``restart_sec``, started again that long after every exit (systemd's ``Restart=``)."""
+        log = self.workdir / "logs" / f"{host.name}-{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            popen = subprocess.Popen(self._wrapped(host, argv, restart_sec), stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     env={**os.environ, **(env or {})})
+        process = Process(host, name, argv, log, popen)
+        self.processes.append(process)
+        return process
+
+    def run(self, host: Host, argv: list[str], timeout: float = 60, check: bool = True,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        """Runs ``argv`` on ``host`` to completion (bounded by ``timeout``)."""
+        result = subprocess.run(self._wrapped(host, argv), capture_output=True, text=True, errors="replace",
+                                timeout=timeout,
+                                input=input)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{host.name}: {shlex.join(argv)} exited {result.returncode}: "
+                               f"{result.stderr.strip() or result.stdout.strip()}")
+        return result
+
+    def close(self, timeout: float = 5) -> None:
+        """Stops every process (TERM to all at once, KILL to what is left after ``timeout``), then
+        deletes the namespaces and the mount points it created."""
+        groups = [p.popen.pid for p in self.processes if p.popen.poll() is None]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for group in groups:
+                try:
+                    os.killpg(group, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
+                for process in self.processes:
+                    process.popen.poll()
+                time.sleep(0.1)
+        for process in self.processes:
+            process.popen.wait(timeout=timeout)
+        for host in self.hosts.values():
+            subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True, timeout=30)
+        subprocess.run(["ip", "netns", "del", self.switch], capture_output=True, timeout=30)
+        for mount_point in reversed(self._created_mount_points):
+            try:
+                mount_point.rmdir()
+            except OSError:
+                pass
+
+
+def wait_for(what: str, check, timeout: float, interval: float = 0.5, on_timeout=None):
+    """Polls ``check()`` until it returns something truthy; fails with ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception as error:  # noqa: BLE001 - retried until the deadline, then reported
+            last_error = error
+        time.sleep(interval)
+    detail = f" (last error: {last_error})" if last_error else ""
+    extra = f"\n{on_timeout()}" if on_timeout else ""
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}{detail}{extra}")

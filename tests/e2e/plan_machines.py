@@ -1,0 +1,166 @@
+"""The machines of an offline plan, read back from what the plan recorded.
+
+A VM's address is its NIC's static address in resources.json; a scale set's instances take
+addresses from their subnet, as Azure hands them out (the first four of a subnet are Azure's).
+What a machine runs is its rendered systemd units under ``files/<resource>/etc/systemd/system``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+VM = "azure-native:compute:VirtualMachine"
+SCALE_SET = "azure-native:compute:VirtualMachineScaleSet"
+NIC = "azure-native:network:NetworkInterface"
+VNET = "azure-native:network:VirtualNetwork"
+LOAD_BALANCER = "azure-native:network:LoadBalancer"
+KEY_VAULT_SECRET = "azure-native:keyvault:Secret"
+# Azure reserves the first four addresses of every subnet and the last one
+# (learn.microsoft.com/azure/virtual-network/virtual-networks-faq, "Are there any restrictions on using IP addresses").
+AZURE_RESERVED_FIRST = 4
+UNIT_DIR = "etc/systemd/system"
+FETCH_SCRIPT = "usr/local/sbin/supercluster-fetch-secrets"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A rendered systemd unit: its sections' settings, a key possibly repeated."""
+
+    name: str
+    settings: dict[str, dict[str, list[str]]]
+
+    def get(self, section: str, key: str) -> list[str]:
+        return self.settings.get(section, {}).get(key, [])
+
+    @property
+    def restart_sec(self) -> float | None:
+        """Seconds systemd waits before starting it again after it exits (``Restart=``), or None."""
+        if self.get("Service", "Restart") in ([], ["no"]):
+            return None
+        return float((self.get("Service", "RestartSec") or ["0.1"])[0])  # systemd's default RestartSec
+
+    @property
+    def exec_start(self) -> list[str]:
+        (line,) = self.get("Service", "ExecStart")
+        return shlex.split(line)
+
+
+def parse_unit(name: str, text: str) -> Unit:
+    settings: dict[str, dict[str, list[str]]] = {}
+    section = ""
+    for line in text.replace("\\\n", " ").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            continue
+        key, _, value = line.partition("=")
+        settings.setdefault(section, {}).setdefault(key.strip(), []).append(" ".join(value.split()))
+    return Unit(name, settings)
+
+
+@dataclass(frozen=True)
+class Machine:
+    resource: str  # the Pulumi resource name, which names its folder under files/
+    name: str  # the VM's (or an instance's) hostname
+    ip: str
+    files: Path  # files/<resource>
+
+    def unit(self, name: str) -> Unit:
+        return parse_unit(name, (self.files / UNIT_DIR / name).read_text())
+
+    def has_unit(self, name: str) -> bool:
+        return (self.files / UNIT_DIR / name).exists()
+
+    def fetched_secrets(self) -> list[tuple[str, str, str]]:
+        """``(secret name, path, mode)`` for every ``fetch`` line of the rendered fetch script."""
+        script = self.files / FETCH_SCRIPT
+        if not script.exists():
+            return []
+        return [tuple(m.groups()) for m in re.finditer(r"^fetch (\S+) (\S+) (\d{4})$", script.read_text(), re.M)]
+
+
+@dataclass(frozen=True)
+class ScaleSet:
+    resource: str
+    computer_name_prefix: str
+    vm_size: str
+    subnet: ipaddress.IPv4Network
+    files: Path
+
+    def instance(self, index: int) -> Machine:
+        """Instance ``index`` as Azure names it (prefix + six base-36 digits) with the index-th free address."""
+        name = f"{self.computer_name_prefix}{_base36(index):0>6}"
+        ip = str(self.subnet.network_address + AZURE_RESERVED_FIRST + index)
+        return Machine(self.resource, name, ip, self.files)
+
+
+def _base36(number: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        number, rest = divmod(number, 36)
+        out = digits[rest] + out
+        if not number:
+            return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    directory: Path
+    resources: list[dict[str, Any]]
+
+    @classmethod
+    def load(cls, directory: Path) -> Plan:
+        return cls(directory, json.loads((directory / "resources.json").read_text()))
+
+    def of_type(self, typ: str) -> list[dict[str, Any]]:
+        return [r for r in self.resources if r["type"] == typ]
+
+    def vms(self) -> list[Machine]:
+        nic_ips = {r["inputs"]["networkInterfaceName"]: r["inputs"]["ipConfigurations"][0]["privateIPAddress"]
+                   for r in self.of_type(NIC)}
+        machines = []
+        for vm in self.of_type(VM):
+            nic = vm["inputs"]["networkProfile"]["networkInterfaces"][0]["id"].rsplit("/", 1)[1]
+            machines.append(Machine(vm["name"], vm["inputs"]["vmName"], nic_ips[nic],
+                                    self.directory / "files" / vm["name"]))
+        return machines
+
+    def subnets(self) -> dict[str, ipaddress.IPv4Network]:
+        """``{"<vnet azure name>/<subnet>": prefix}``."""
+        return {f"{v['inputs']['virtualNetworkName']}/{s['name']}": ipaddress.ip_network(s["addressPrefix"])
+                for v in self.of_type(VNET) for s in v["inputs"].get("subnets", [])}
+
+    def scale_sets(self) -> list[ScaleSet]:
+        subnets = self.subnets()
+        result = []
+        for vmss in self.of_type(SCALE_SET):
+            profile = vmss["inputs"]["virtualMachineProfile"]
+            subnet_id = profile["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"][0][
+                "subnet"]["id"]
+            vnet, subnet = subnet_id.split("/virtualNetworks/")[1].split("/subnets/")
+            result.append(ScaleSet(vmss["name"], profile["osProfile"]["computerNamePrefix"],
+                                   vmss["inputs"]["sku"]["name"], subnets[f"{vnet}/{subnet}"],
+                                   self.directory / "files" / vmss["name"]))
+        return result
+
+    def load_balancer(self, suffix: str) -> dict[str, Any]:
+        (lb,) = [r for r in self.of_type(LOAD_BALANCER) if r["name"].endswith(suffix)]
+        return lb["inputs"]
+
+    def key_vault_secret_names(self) -> set[str]:
+        return {r["inputs"]["secretName"] for r in self.of_type(KEY_VAULT_SECRET)}
+
+    def kubernetes_objects(self) -> list[tuple[Path, dict[str, Any]]]:
+        root = self.directory / "files" / "k8s"
+        return [(path, yaml.safe_load(path.read_text())) for path in sorted(root.rglob("*.yaml"))]

@@ -1,0 +1,280 @@
+"""The dev plan booted on the real binaries: control plane, objects, nodes, add-ons, seed lessons.
+
+Every assertion reads what a running process or the apiserver says, never the rendered text alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+import uuid
+
+import pytest
+import yaml
+
+from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
+from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects
+from tests.e2e.hosts import wait_for
+
+pytestmark = pytest.mark.e2e
+
+# What a component prints when a flag or config field is refused or on its way out.
+REFUSED = re.compile(r"unknown flag|flag provided but not defined|invalid argument|unknown field|"
+                     r"strict decoding error|deprecated|no longer supported", re.I)
+SETTLE_SECONDS = 60
+
+
+def node_labels_flag(argv: list[str]) -> dict[str, str]:
+    (flag,) = [a for a in argv if a.startswith("--node-labels=")]
+    return dict(pair.split("=", 1) for pair in flag.split("=", 1)[1].split(","))
+
+
+def test_every_control_plane_process_runs_its_rendered_unit_with_no_refused_or_deprecated_flag(dev: Cluster):
+    for machine, _, processes in dev.control_plane:
+        for unit in CONTROL_PLANE_UNITS:
+            process = processes[unit]
+            assert process.alive(), f"{machine.name} {unit} exited:\n{process.output()[-2000:]}"
+            assert process.argv == machine.unit(unit).exec_start, "the harness must run the rendered line verbatim"
+            log = process.output()
+            assert "restarting in" not in log or unit != APISERVER_UNIT, f"{unit} restarted:\n{log[-2000:]}"
+            refused = [line for line in log.splitlines() if REFUSED.search(line)]
+            assert not refused, f"{machine.name} {unit}:\n" + "\n".join(refused[:10])
+    for role, members in dev.etcd.items():
+        for machine, _, process in members:
+            assert process.alive(), f"{machine.name} etcd exited:\n{process.output()[-2000:]}"
+            assert not [line for line in process.output().splitlines() if '"level":"fatal"' in line
+                        or "deprecated" in line.lower()]
+
+
+def test_readyz_answers_anonymously_and_the_api_refuses_anonymous_requests(dev: Cluster):
+    assert dev.raw("/readyz", anonymous=True) == (200, "ok")
+    assert dev.raw("/livez", anonymous=True)[0] == 200
+    for path in ("/api", "/api/v1/namespaces", "/apis", "/metrics", "/version"):
+        assert dev.raw(path, anonymous=True)[0] in (401, 403), path
+    assert dev.raw("/api")[0] == 200
+
+
+def test_every_rendered_object_is_accepted_by_server_side_apply_with_no_refusal(dev: Cluster):
+    # Applied once by the boot (CRDs first); a second apply must be a no-op that refuses nothing.
+    lines = apply_objects(dev)
+    objects = dev.plan.kubernetes_objects()
+    assert len(lines) == len(objects)
+    assert all(line.endswith("serverside-applied") for line in lines), lines
+
+
+def test_events_are_stored_in_the_events_etcd_and_never_in_the_main_etcd(dev: Cluster):
+    name = f"box-{uuid.uuid4().hex[:8]}"
+    dev.kubectl("create", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "default"},
+        "involvedObject": {"kind": "Namespace", "name": "default"}, "reason": "ClusterInABox",
+        "message": "where does this land", "type": "Normal"}))
+    key = f"/registry/events/default/{name}"
+    assert dev.etcdctl("events-etcd", "get", key, "--keys-only").stdout.strip() == key
+    assert dev.etcdctl("etcd", "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip() == ""
+    # ... while everything else lives in the main etcd.
+    assert dev.etcdctl("etcd", "get", "/registry/namespaces/default", "--keys-only").stdout.strip()
+
+
+def test_secrets_are_encrypted_at_rest(dev: Cluster):
+    value = dev.etcdctl("etcd", "get", "/registry/secrets/kube-system/" +
+                        f"bootstrap-token-{dev.pki.bootstrap_token_id}", "--print-value-only").stdout
+    assert value.startswith("k8s:enc:secretbox:v1:"), value[:40]
+
+
+def test_the_audit_log_is_written_under_the_rendered_policy(dev: Cluster):
+    dev.kubectl("get", "secrets", "-n", "kube-system")
+    machine, host, processes = dev.control_plane[0]
+    argv = processes[APISERVER_UNIT].argv
+    (path,) = [a.split("=", 1)[1] for a in argv if a.startswith("--audit-log-path=")]
+    log = host.root / path.lstrip("/")
+    entries = wait_for("the audit log to record the secrets list", lambda: [
+        e for e in map(json.loads, log.read_text().splitlines())
+        if e.get("objectRef", {}).get("resource") == "secrets" and e.get("verb") == "list"], timeout=30)
+    # Secrets are audited at Metadata level: never their contents.
+    assert all(e["level"] == "Metadata" and "responseObject" not in e for e in entries)
+    # Health probes are not audited at all (level None for /readyz).
+    assert not any(e.get("requestURI", "").startswith("/readyz") for e in map(json.loads, log.read_text().splitlines()))
+
+
+def test_every_node_joins_through_the_bootstrap_token_with_exactly_its_rendered_labels_and_taints(dev: Cluster):
+    csrs = dev.get_json("csr")["items"]
+    approved = {c["spec"]["username"]: c for c in csrs
+                if any(cond["type"] == "Approved" for cond in c["status"].get("conditions", []))}
+    assert f"system:bootstrap:{dev.pki.bootstrap_token_id}" in approved
+    assert all(c["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet" for c in csrs)
+    registered = {n["metadata"]["name"]: n for n in dev.get_json("nodes")["items"]}
+    for node in dev.nodes:
+        assert node.machine.name in registered, f"{node.machine.name} did not register"
+        registered_node = registered[node.machine.name]
+        rendered_labels = node_labels_flag(node.machine.unit(KUBELET_UNIT).exec_start)
+        labels = registered_node["metadata"]["labels"]
+        assert {k: labels.get(k) for k in rendered_labels} == rendered_labels
+        config = yaml.safe_load((node.machine.files / "etc/kubernetes/kubelet-config.yaml").read_text())
+        rendered_taints = [{k: t[k] for k in ("key", "value", "effect") if k in t}
+                           for t in config.get("registerWithTaints", [])]
+        taints = [{k: t[k] for k in ("key", "value", "effect") if k in t}
+                  for t in registered_node["spec"].get("taints", [])]
+        assert taints == rendered_taints, node.machine.name
+        assert int(registered_node["status"]["allocatable"]["pods"]) == config["maxPods"]
+
+
+def _workloads(dev: Cluster):
+    return [(d["kind"], d["metadata"]["namespace"], d["metadata"]["name"])
+            for _, d in dev.plan.kubernetes_objects() if d["kind"] in ("Deployment", "DaemonSet")]
+
+
+def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Cluster):
+    """Walks every Deployment and DaemonSet of the plan: a new add-on is covered without a new test.
+    A selector naming a label no node registers leaves its pods Pending, and fails here."""
+    workloads = _workloads(dev)
+    assert workloads
+
+    def unbound() -> list[str]:
+        problems = []
+        for kind, namespace, name in workloads:
+            status = dev.get_json(kind.lower(), name, "-n", namespace)["status"]
+            if kind == "DaemonSet":
+                if not status.get("desiredNumberScheduled"):
+                    problems.append(f"DaemonSet {namespace}/{name} selects no node")
+                elif status.get("numberAvailable", 0) != status["desiredNumberScheduled"]:
+                    problems.append(f"DaemonSet {namespace}/{name}: {status.get('numberAvailable', 0)} of "
+                                    f"{status['desiredNumberScheduled']} pods bound and running")
+            elif status.get("availableReplicas", 0) < status.get("replicas", 1):
+                problems.append(f"Deployment {namespace}/{name}: {status.get('availableReplicas', 0)} of "
+                                f"{status.get('replicas')} replicas bound and running")
+        return problems
+
+    def settled() -> bool:
+        return not unbound()
+
+    try:
+        wait_for("every add-on workload to have its pods bound", settled, timeout=SETTLE_SECONDS, interval=2)
+    except TimeoutError:
+        pending = dev.kubectl("get", "pods", "-A", "--field-selector=status.phase=Pending", "-o", "wide").stdout
+        pytest.fail("\n".join(unbound()) + "\nPending pods:\n" + pending)
+
+
+def test_the_gpu_health_check_lifts_only_its_own_nodes_start_up_taint(dev: Cluster):
+    gpu_nodes = [n for n in dev.nodes if n.pool and n.machine.files.name.startswith("dev-pool-gpu")]
+    assert len(gpu_nodes) >= 2, "dev boots at least two GPU nodes"
+    mine, other = gpu_nodes[0], gpu_nodes[1]
+    pods = dev.get_json("pods", "-n", "kube-system", "-l", "app.kubernetes.io/name=gpu-health-check-gpu")["items"]
+    (pod,) = [p for p in pods if p["spec"].get("nodeName") == mine.machine.name]
+    # The pod's own projected token: bound to the pod, so it names the pod's node.
+    token = dev.kubectl("create", "token", "gpu-health-check", "-n", "kube-system", "--bound-object-kind=Pod",
+                        f"--bound-object-name={pod['metadata']['name']}",
+                        f"--bound-object-uid={pod['metadata']['uid']}").stdout.strip()
+    script = dev.get_json("configmap", "gpu-health-check", "-n", "kube-system")["data"]["node_taint.py"]
+    account = mine.host.root / "var/lib/kubelet/box-serviceaccount"
+    account.mkdir(parents=True, exist_ok=True)
+    (account / "token").write_text(token)
+    (account / "ca.crt").write_text(dev.pki.cluster_ca.cert_pem)
+    (account / "node_taint.py").write_text(script)
+
+    def reconcile(node: str, healthy: bool) -> str:
+        # The rendered script's own reconcile(), run on the GPU node's host against the load balancer
+        # (in a pod, kubernetes.default.svc reaches the same apiservers through kube-proxy).
+        program = ("import runpy, sys, urllib.error; m = runpy.run_path(sys.argv[1]); "
+                   "m['reconcile'].__globals__.update(API=sys.argv[2], ACCOUNT=sys.argv[3])\n"
+                   "try: print(m['reconcile'](sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7] == 'healthy'))\n"
+                   "except urllib.error.HTTPError as e: print(e.code, e.read().decode())")
+        result = dev.network.run(mine.host, ["python3", "-c", program, str(account / "node_taint.py"),
+                                             dev.apiserver_url, str(account), node, GPU_STARTUP_TAINT_KEY,
+                                             "NoSchedule", "healthy" if healthy else "unhealthy"], check=False)
+        return result.stdout.strip() or result.stderr.strip().splitlines()[-1]
+
+    def has_taint(node: str) -> bool:
+        taints = dev.get_json("node", node)["spec"].get("taints", [])
+        return any(t["key"] == GPU_STARTUP_TAINT_KEY for t in taints)
+
+    assert has_taint(mine.machine.name) and has_taint(other.machine.name)
+    # Refused by the rendered ValidatingAdmissionPolicy (HTTP 422), not by RBAC: the role may patch nodes.
+    refused = reconcile(other.machine.name, healthy=True)
+    assert refused.startswith("422 ") and "may only change its own node" in refused, refused
+    assert has_taint(other.machine.name)
+    assert reconcile(mine.machine.name, healthy=True) == "untainted"
+    assert not has_taint(mine.machine.name) and has_taint(other.machine.name)
+    assert reconcile(mine.machine.name, healthy=False) == "tainted"
+    assert has_taint(mine.machine.name)
+
+
+# ---------------------------------------------------------------------- seed lessons, as behaviour
+
+
+def _pod(name: str, *, cpu: str, labels: dict | None = None, scheduler: str | None = None,
+         one_per_node: str | None = None) -> dict:
+    """A pause pod on the CPU nodes; ``one_per_node``: never on a node with another pod of that ``box`` label."""
+    spec: dict = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                  "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
+                  "nodeSelector": {ROLE_LABEL: ROLE_CPU}}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    if one_per_node:
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"box": one_per_node}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": labels or {}}, "spec": spec}
+
+
+def _bound(dev: Cluster, selector: str) -> dict[str, str | None]:
+    return {p["metadata"]["name"]: p["spec"].get("nodeName")
+            for p in dev.get_json("pods", "-n", "default", "-l", selector)["items"]}
+
+
+def test_most_allocated_packs_small_pods_onto_the_fewest_nodes(dev: Cluster):
+    run = uuid.uuid4().hex[:6]
+    pods = [_pod(f"pack-{run}-{i}", cpu="100m", labels={"box": f"pack-{run}"}) for i in range(6)]
+    dev.kubectl("create", "-f", "-", input=yaml.safe_dump_all(pods))
+    bound = wait_for("six small pods to bind", lambda: (b := _bound(dev, f"box=pack-{run}")) and all(b.values())
+                     and len(b) == 6 and b, timeout=60)
+    assert len(set(bound.values())) == 1, f"MostAllocated should pack them onto one node: {bound}"
+    dev.kubectl("delete", "pods", "-n", "default", "-l", f"box=pack-{run}", "--wait=false")
+
+
+def test_coredns_replicas_never_share_a_node_and_extra_replicas_stay_pending(dev: Cluster):
+    deployment = dev.get_json("deployment", "coredns", "-n", "kube-system")
+    selector = deployment["spec"]["template"]["spec"].get("nodeSelector", {})
+    eligible = [n for n in dev.get_json("nodes")["items"]
+                if all(n["metadata"]["labels"].get(k) == v for k, v in selector.items())
+                and not any(t["effect"] == "NoSchedule" for t in n["spec"].get("taints", []))]
+    dev.kubectl("scale", "deployment/coredns", "-n", "kube-system", f"--replicas={len(eligible) + 1}")
+    try:
+        labels = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
+
+        def placed():
+            pods = dev.get_json("pods", "-n", "kube-system", "-l", labels)["items"]
+            nodes = [p["spec"].get("nodeName") for p in pods]
+            return len(pods) == len(eligible) + 1 and sum(1 for n in nodes if n) == len(eligible) and nodes
+
+        nodes = wait_for("CoreDNS replicas to spread over every eligible node", placed, timeout=60)
+        bound = [n for n in nodes if n]
+        assert len(bound) == len(set(bound)), f"two CoreDNS replicas share a node: {bound}"
+        time.sleep(5)  # the extra replica stays Pending: no node is left without one
+        assert sum(1 for n in placed() or [] if n is None) == 1
+    finally:
+        dev.kubectl("scale", "deployment/coredns", "-n", "kube-system", "--replicas=1")
+
+
+def test_a_pod_group_binds_whole_or_not_at_all(dev: Cluster):
+    """Coscheduling: a gang whose members cannot all fit binds none of them; one that fits binds whole.
+    Members keep to one per node, so a gang of one more member than there are CPU nodes cannot fit."""
+    cpu_nodes = dev.get_json("nodes", "-l", f"{ROLE_LABEL}={ROLE_CPU}")["items"]
+    run = uuid.uuid4().hex[:6]
+    gangs = {f"fits-{run}": len(cpu_nodes), f"too-big-{run}": len(cpu_nodes) + 1}
+    for name, members in gangs.items():
+        group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                 "metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": members}}
+        pods = [_pod(f"{name}-{i}", cpu="100m", scheduler="gang-scheduler", one_per_node=name,
+                     labels={"scheduling.x-k8s.io/pod-group": name, "box": name}) for i in range(members)]
+        dev.kubectl("create", "-f", "-", input=yaml.safe_dump_all([group, *pods]))
+    try:
+        fits = f"fits-{run}"
+        wait_for("the gang that fits to bind whole", lambda: len(b := _bound(dev, f"box={fits}")) == gangs[fits]
+                 and all(b.values()), timeout=90)
+        time.sleep(10)  # long enough for the scheduler to have tried the big gang several times
+        too_big = _bound(dev, f"box=too-big-{run}")
+        assert len(too_big) == gangs[f"too-big-{run}"] and not any(too_big.values()), too_big
+    finally:
+        dev.kubectl("delete", "pods,podgroups", "-n", "default", "-l", "box", "--wait=false")
