@@ -32,7 +32,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 started=$(date +%s)
-echo "build-binaries: building Kubernetes $k8s_version and etcd into $out (first run on this machine: about 10 minutes on 2 cores)" >&2
+echo "build-binaries: building Kubernetes $k8s_version and etcd into $out (first run on this machine: about 5 minutes on 2 cores)" >&2
 (cd kubernetes && go build -trimpath -ldflags "$ldflags" -o "$out/" \
    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl ./cmd/...)

@@ -11,7 +11,7 @@ half the cluster. Here that is:
   a max node provision time, ``--max-nodes-total`` from the node pools;
 - Azure API pacing: VMSS caches and client-side rate limits with backoff.
 
-Scale sets are found by tags (``--node-group-auto-discovery=label:...``); ``scale_set_tags``
+Scale sets are found by tags (``--node-group-auto-discovery=label:...``); ``infra.node.pool.scale_set_tags``
 gives the node pools exactly the tags this Deployment looks for. Authentication is a
 user-assigned managed identity (IMDS), so no secret exists anywhere.
 """
@@ -27,8 +27,7 @@ from infra.addons.balloons import BALLOON_PRIORITY_VALUE
 from infra.addons.labels import CLUSTER_CRITICAL, SAFE_TO_EVICT, SYSTEM_NAMESPACE
 from infra.labels import GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_CPU, ROLE_LABEL
 from infra.addons.settings import duration, section
-from infra.config import ClusterConfig, NodePoolConfig
-from infra.sizing import Shard
+from infra.config import ClusterConfig
 
 if TYPE_CHECKING:
     from infra.cluster import ClusterSpec

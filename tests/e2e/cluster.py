@@ -32,7 +32,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,9 +129,6 @@ class Cluster:
         body, _, status = result.stdout.rpartition("\n")
         return int(status or 0), body
 
-    def logs(self, process: Process) -> str:
-        return process.output()
-
     def etcdctl(self, role: str, *args: str, endpoints: list[str] | None = None, timeout: float = 30,
                 check: bool = True) -> subprocess.CompletedProcess:
         """etcdctl on the first member of ``role``, with that member's own client certificate."""
@@ -187,7 +183,7 @@ def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = ()
         etcd_roles = {m.name: role for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members}
         for machine in vms:
             host = network.add_host(machine.name, [f"{machine.ip}/{prefix_length}"])
-            _install(machine, host, pki)
+            install(machine, host, pki)
             if machine.name in etcd_roles:
                 cluster.etcd.setdefault(etcd_roles[machine.name], []).append((machine, host, None))
         _start_etcd(cluster)
@@ -240,7 +236,7 @@ def _write_admin_credentials(cluster: Cluster) -> None:
     }))
 
 
-def _install(machine: Machine, host: Host, pki: TestPki) -> None:
+def install(machine: Machine, host: Host, pki: TestPki) -> None:
     """The machine's rendered files at their paths, its fetched secrets, and the directories its
     units ask systemd for."""
     for relative in INSTALLED:
@@ -358,7 +354,7 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None) -> None:
         host = cluster.network.hosts.get(machine.name) or cluster.network.add_host(
             machine.name, [f"{machine.ip}/{prefix_length}"])
         if machine.name not in cluster.network.hosts or not (host.root / "etc/kubernetes/bootstrap-kubelet.conf").exists():
-            _install(machine, host, cluster.pki)
+            install(machine, host, cluster.pki)
         argv = ["/usr/local/bin/nodesim", *machine.unit(KUBELET_UNIT).exec_start[1:],
                 f"--hostname-override={machine.name}", f"--node-ip={machine.ip}", f"--sim-capacity={_capacity(vm_size)}"]
         cluster.nodes.append(Node(machine, host, start_unit(cluster, machine, host, KUBELET_UNIT, argv), pool))

@@ -5,17 +5,20 @@ Every assertion reads what a running process or the apiserver says, never the re
 
 from __future__ import annotations
 
+import base64
 import json
 import re
-import shlex
 import time
 import uuid
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
-from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects
+from tests.e2e.cluster import (APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install,
+                               start_unit)
 from tests.e2e.hosts import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -118,6 +121,49 @@ def test_every_node_joins_through_the_bootstrap_token_with_exactly_its_rendered_
                   for t in registered_node["spec"].get("taints", [])]
         assert taints == rendered_taints, node.machine.name
         assert int(registered_node["status"]["allocatable"]["pods"]) == config["maxPods"]
+
+
+def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_through_them(dev: Cluster):
+    """The real kubelet binary, run with each pool's rendered ExecStart verbatim as a fresh instance:
+    every flag and the rendered config are accepted, it turns the bootstrap token into its client
+    certificate (CSR approved and issued), and it stops only where the sandbox ends: no container
+    runtime answers (nodesim stands in from there, see docs/cluster-in-a-box.md)."""
+    prefix_length = dev.spec.config.network.address_space.prefixlen
+    pools = {p.name: p for p in dev.spec.config.node_pools}
+    for scale_set in dev.plan.scale_sets():
+        pool = next(p for name, p in pools.items() if scale_set.resource.endswith(f"-pool-{name}-s000"))
+        machine = scale_set.instance(pool.max_nodes)  # one instance past the ones nodesim holds
+        host = dev.network.add_host(machine.name, [f"{machine.ip}/{prefix_length}"])
+        install(machine, host, dev.pki)
+        # The drop-in folder the provider-ID ExecStartPre fills from IMDS (no IMDS here): empty.
+        (host.root / "etc/kubernetes/kubelet.conf.d").mkdir(exist_ok=True)
+        argv = [*machine.unit(KUBELET_UNIT).exec_start, f"--hostname-override={machine.name}"]
+        # Restarted as its unit says (Restart=always): the certificate request goes out in the
+        # background, so a start may end at the runtime check before it is sent.
+        process = start_unit(dev, machine, host, KUBELET_UNIT, argv)
+        try:
+            csr = wait_for(f"the real kubelet on {machine.name} to get its client certificate", lambda: (
+                (c := _csr_of(dev, f"system:node:{machine.name}")) and c["status"].get("certificate") and c),
+                timeout=90, on_timeout=lambda: process.output()[-3000:])
+            wait_for("its kubeconfig", lambda: (host.root / "var/lib/kubelet/kubeconfig").exists(), timeout=30)
+        finally:
+            process.stop()
+        assert csr["spec"]["username"] == f"system:bootstrap:{dev.pki.bootstrap_token_id}"
+        assert "Approved" in {c["type"] for c in csr["status"]["conditions"]}
+        log = process.output()
+        refused = [line for line in log.splitlines() if REFUSED.search(line)]
+        assert not refused, "\n".join(refused)
+        failed = [line for line in log.splitlines() if "command failed" in line]
+        assert failed and all("validate CRI v1 runtime API" in line for line in failed), failed[-3:]
+        assert (host.root / "var/lib/kubelet/kubeconfig").exists()
+
+
+def _csr_of(dev: Cluster, common_name: str) -> dict | None:
+    for csr in dev.get_json("csr")["items"]:
+        request = x509.load_pem_x509_csr(base64.b64decode(csr["spec"]["request"]))
+        if request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == common_name:
+            return csr
+    return None
 
 
 def _workloads(dev: Cluster):
