@@ -22,7 +22,7 @@ from pathlib import Path
 # Paths a machine owns: bind-mounted from its folder inside its own mount namespace. The mount
 # points are created on the host when missing (empty directories) and removed again at close.
 MACHINE_PATHS = ("etc/kubernetes", "etc/etcd", "etc/supercluster", "usr/local/sbin", "var/lib/etcd",
-                 "var/lib/kubelet", "var/log/kubernetes", "run/etcd", "run/kubernetes")
+                 "var/lib/kubelet", "var/log/kubernetes", "run/etcd", "run/kubernetes", "run/containerd")
 BINARIES_PATH = "/usr/local/bin"  # where the rendered units expect the binaries
 
 

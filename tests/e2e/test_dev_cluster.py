@@ -125,9 +125,12 @@ def test_every_node_joins_through_the_bootstrap_token_with_exactly_its_rendered_
 
 def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_through_them(dev: Cluster):
     """The real kubelet binary, run with each pool's rendered ExecStart verbatim as a fresh instance:
-    every flag and the rendered config are accepted, it turns the bootstrap token into its client
-    certificate (CSR approved and issued), and it stops only where the sandbox ends: no container
-    runtime answers (nodesim stands in from there, see docs/cluster-in-a-box.md)."""
+    every flag and the rendered config are accepted, and it turns the bootstrap token into its client
+    certificate (CSR approved and issued, kubeconfig written, the new certificate loaded). It goes no
+    further than the container runtime, which cannot run here: its socket listens and never answers,
+    which holds the kubelet a few seconds at the runtime check while the certificate request, sent in
+    the background, completes (with no socket it exits at once, often before sending it). nodesim
+    stands in for the rest (docs/cluster-in-a-box.md)."""
     prefix_length = dev.spec.config.network.address_space.prefixlen
     pools = {p.name: p for p in dev.spec.config.node_pools}
     for scale_set in dev.plan.scale_sets():
@@ -137,10 +140,14 @@ def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_t
         install(machine, host, dev.pki)
         # The drop-in folder the provider-ID ExecStartPre fills from IMDS (no IMDS here): empty.
         (host.root / "etc/kubernetes/kubelet.conf.d").mkdir(exist_ok=True)
+        config = yaml.safe_load((machine.files / "etc/kubernetes/kubelet-config.yaml").read_text())
+        socket_path = config["containerRuntimeEndpoint"].removeprefix("unix://")
+        runtime = dev.network.start(host, "silent-runtime", ["python3", "-c", (
+            "import socket, sys, time; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(64); "
+            "time.sleep(600)"), socket_path])
+        wait_for("the runtime socket", lambda: (host.root / socket_path.lstrip("/")).exists(), timeout=10)
         argv = [*machine.unit(KUBELET_UNIT).exec_start, f"--hostname-override={machine.name}"]
-        # Restarted as its unit says (Restart=always): the certificate request goes out in the
-        # background, so a start may end at the runtime check before it is sent.
-        process = start_unit(dev, machine, host, KUBELET_UNIT, argv)
+        process = dev.network.start(host, "real-kubelet", argv)
         try:
             csr = wait_for(f"the real kubelet on {machine.name} to get its client certificate", lambda: (
                 (c := _csr_of(dev, f"system:node:{machine.name}")) and c["status"].get("certificate") and c),
@@ -148,14 +155,15 @@ def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_t
             wait_for("its kubeconfig", lambda: (host.root / "var/lib/kubelet/kubeconfig").exists(), timeout=30)
         finally:
             process.stop()
+            runtime.stop()
         assert csr["spec"]["username"] == f"system:bootstrap:{dev.pki.bootstrap_token_id}"
         assert "Approved" in {c["type"] for c in csr["status"]["conditions"]}
         log = process.output()
         refused = [line for line in log.splitlines() if REFUSED.search(line)]
         assert not refused, "\n".join(refused)
+        assert "Certificate rotation detected" in log, log[-2000:]  # it loaded the certificate it was issued
         failed = [line for line in log.splitlines() if "command failed" in line]
-        assert failed and all("validate CRI v1 runtime API" in line for line in failed), failed[-3:]
-        assert (host.root / "var/lib/kubelet/kubeconfig").exists()
+        assert all("validate CRI v1 runtime API" in line for line in failed), failed  # stopped at the runtime
 
 
 def _csr_of(dev: Cluster, common_name: str) -> dict | None:
