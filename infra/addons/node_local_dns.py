@@ -59,6 +59,14 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     return Settings(local_ip=local_ip)
 
 
+def node_local_ip(config: ClusterConfig) -> str | None:
+    """The address pods reach the node-local cache at, which every node's CNI routes via the host;
+    None when the add-on is off. Read by the node renderers (infra.node.pool) from the same settings."""
+    if not config.addons.node_local_dns.enabled:
+        return None
+    return parse(config.addons.node_local_dns.settings, config).local_ip
+
+
 def corefile(local_ip: str, dns_service_ip: str) -> str:
     bind = d("bind", local_ip, dns_service_ip)
 

@@ -21,28 +21,28 @@ from infra.cloudinit import CloudConfig
 CONFLIST_PATH = "/etc/cni/net.d/10-azure.conflist"
 NFT_PATH = "/etc/supercluster/pod-network.nft"
 UNIT = "supercluster-pod-network.service"
-# NodeLocal DNSCache's conventional link-local address (kubernetes/website PR #18716); Azure's own
-# conflist routes it via the host so pods reach the node-local cache (cni/azure-linux.conflist).
-NODE_LOCAL_DNS_IP = "169.254.20.10"
 # Azure's instance metadata service (link-local, learn.microsoft.com instance-metadata-service).
 IMDS_IP = "169.254.169.254"
 TABLE = "supercluster"
 
 
-def conflist() -> dict:
+def conflist(node_local_dns_ip: str | None) -> dict:
+    """Azure's conflist routes NodeLocal DNSCache's link-local address via the host, so pods reach
+    the node-local cache (cni/azure-linux.conflist ``ipsToRouteViaHost``); nothing when it is off."""
     return {
         "cniVersion": "0.3.0",
         "name": "azure",
         "plugins": [
             {"type": "azure-vnet", "mode": "bridge", "bridge": "azure0",
-             "ipsToRouteViaHost": [NODE_LOCAL_DNS_IP], "ipam": {"type": "azure-vnet-ipam"}},
+             "ipsToRouteViaHost": [node_local_dns_ip] if node_local_dns_ip else [],
+             "ipam": {"type": "azure-vnet-ipam"}},
             {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
         ],
     }
 
 
-def render_conflist() -> str:
-    return json.dumps(conflist(), indent=2) + "\n"
+def render_conflist(node_local_dns_ip: str | None) -> str:
+    return json.dumps(conflist(node_local_dns_ip), indent=2) + "\n"
 
 
 def render_rules(cluster_cidr: str) -> str:
@@ -66,8 +66,8 @@ def render_rules(cluster_cidr: str) -> str:
     ]) + "\n"
 
 
-def add_pod_network(cloud: CloudConfig, cluster_cidr: str) -> None:
-    cloud.add(CONFLIST_PATH, render_conflist())
+def add_pod_network(cloud: CloudConfig, cluster_cidr: str, node_local_dns_ip: str | None) -> None:
+    cloud.add(CONFLIST_PATH, render_conflist(node_local_dns_ip))
     cloud.add(NFT_PATH, render_rules(cluster_cidr))
     cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
         "Pod egress masquerade and metadata-service block (nftables)",

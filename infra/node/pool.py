@@ -14,6 +14,7 @@ from infra import naming, versions
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig, NodePoolConfig, Taint
+from infra.addons.node_local_dns import node_local_ip
 from infra.errors import ConfigError
 from infra.labels import GPU_RESOURCE, POOL_LABEL, node_labels
 from infra.node import NodeSpec
@@ -68,6 +69,7 @@ def joining_node(config: ClusterConfig, addresses: AddressPlan, size: VmSize, *,
         gpus=size.gpus,
         # The 8-GPU ND sizes are NVSwitch systems, which need NVIDIA's fabric manager.
         nvswitch=size.gpus >= 8,
+        node_local_dns_ip=node_local_ip(config),
     )
 
 

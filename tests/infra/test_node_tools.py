@@ -87,10 +87,11 @@ def test_pod_network_rules_load_in_nft(tmp_path):
 
 
 def test_conflist_hands_secondary_ips_to_pods():
-    document = json.loads(cni.render_conflist())
+    document = json.loads(cni.render_conflist("169.254.20.10"))
     vnet = document["plugins"][0]
     assert vnet["type"] == "azure-vnet" and vnet["ipam"] == {"type": "azure-vnet-ipam"}
     assert vnet["ipsToRouteViaHost"] == ["169.254.20.10"]  # NodeLocal DNSCache
+    assert json.loads(cni.render_conflist(None))["plugins"][0]["ipsToRouteViaHost"] == []
 
 
 @pytest.mark.parametrize("script", ["local-disk.sh", "gpu-check.sh"])

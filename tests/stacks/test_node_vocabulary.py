@@ -94,3 +94,24 @@ def test_a_selector_on_a_label_no_node_registers_is_caught(dev_plan):
     gpu_only = {"nodeSelector": {"supercluster.io/role": "gpu"}}
     assert not any(fits(gpu_only, labels, taints) for labels, taints in nodes.values()), \
         "GPU nodes carry a lasting nvidia.com/gpu taint this pod does not tolerate"
+
+
+@pytest.mark.parametrize("local_ip", ["169.254.20.10", "169.254.25.10"])
+def test_the_node_local_dns_address_reaches_every_node_cni_and_the_cache_itself(local_ip):
+    """addons.nodeLocalDns.localIp is one value: the cache binds it and every machine's CNI routes it."""
+    from tests.conftest import plan_stack
+
+    run = plan_stack("dev", f"addons.nodeLocalDns.localIp={local_ip}")
+    conflists = []
+    for registration in run.registrations:
+        cloud_init = custom_data_of(registration)
+        if cloud_init is None:
+            continue
+        files = {f["path"]: f["content"] for f in yaml.safe_load(cloud_init).get("write_files", [])}
+        if "/etc/cni/net.d/10-azure.conflist" in files:
+            conflists.append(yaml.safe_load(files["/etc/cni/net.d/10-azure.conflist"]))
+    assert len(conflists) == 3  # both pools and the NAT host
+    assert all(c["plugins"][0]["ipsToRouteViaHost"] == [local_ip] for c in conflists)
+    cache = next(o for o in map(kubernetes_object, run.registrations)
+                 if o is not None and o["kind"] == "DaemonSet" and o["metadata"]["name"] == "node-local-dns")
+    assert f"{local_ip}," in " ".join(cache["spec"]["template"]["spec"]["containers"][0]["args"])
