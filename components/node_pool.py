@@ -23,6 +23,7 @@ import pulumi
 from components import declare
 from components.machines import ADMIN_USERNAME, linux_ssh_only
 from infra import naming
+from infra.addressing import pod_ip_configurations
 from infra.cloudinit import custom_data, fingerprint
 from infra.cluster import ClusterSpec
 from infra.config import NodePoolConfig
@@ -57,7 +58,7 @@ class NodePool(pulumi.ComponentResource):
         # The primary IP is the node's; every other one is a pod's (Azure CNI azure-vnet-ipam). Built once
         # the subnet id is known: one Output per scale set, not one per IP configuration.
         ip_configurations = pulumi.Output.from_input(subnet_id).apply(
-            lambda subnet: _ip_configurations(subnet, pool.pod_ips_per_node))
+            lambda subnet: _ip_configurations(subnet, pod_ip_configurations(pool)))
         if ephemeral_os_disk(pool):
             os_disk = {"createOption": "FromImage", "caching": "ReadOnly", "diskSizeGB": OS_DISK_GB,
                        "diffDiskSettings": {"option": "Local", "placement": "ResourceDisk"}}

@@ -165,9 +165,16 @@ def plan_addresses(config: ClusterConfig) -> AddressPlan:
     return plan
 
 
-def pod_ips(pool: NodePoolConfig) -> int:
-    """Private IPs one node of the pool holds: its own plus one per pod IP configuration."""
-    return 1 + pool.pod_ips_per_node
+def pod_ip_configurations(pool: NodePoolConfig) -> int:
+    """Secondary IP configurations on each node's NIC, one per pod (Azure CNI gives every non-primary
+    one to a pod). The scale set's NIC model and the kubelet's ``maxPods`` both read this one value:
+    a pod scheduled past it would find no address and never start."""
+    return pool.pod_ips_per_node
+
+
+def node_ips(pool: NodePoolConfig) -> int:
+    """Private IPs one node of the pool holds: its own plus its pod IP configurations."""
+    return 1 + pod_ip_configurations(pool)
 
 
 def _nth(block: ipaddress.IPv4Network, prefix: int, index: int) -> ipaddress.IPv4Network:
@@ -205,7 +212,7 @@ def _hub_vnet(space: ipaddress.IPv4Network) -> VnetPlan:
 def _pool_vnets(pool: NodePoolConfig, index: int, block: ipaddress.IPv4Network) -> list[VnetPlan]:
     pool_shards = shards(pool)
     capacity = pool_shards[0].capacity
-    per_shard = capacity * pod_ips(pool) + AZURE_RESERVED_PER_SUBNET
+    per_shard = capacity * node_ips(pool) + AZURE_RESERVED_PER_SUBNET
     prefix = min(MIN_SUBNET_PREFIX, 32 - math.ceil(math.log2(per_shard)))
     vnet_prefix = _vnet_prefix(block)
     key = f"nodePools[{index}]"
@@ -233,7 +240,7 @@ def _pool_vnets(pool: NodePoolConfig, index: int, block: ipaddress.IPv4Network) 
         # (the autoscaler never goes past it).
         by_vnet.setdefault(chunk, []).append(SubnetPlan(
             shard.name, _pool_vnet_key(pool.name, chunk), _nth(block, prefix, shard.index),
-            shard.max_nodes * pod_ips(pool) + AZURE_RESERVED_PER_SUBNET))
+            shard.max_nodes * node_ips(pool) + AZURE_RESERVED_PER_SUBNET))
     return [VnetPlan(_pool_vnet_key(pool.name, chunk), _nth(block, vnet_prefix, chunk), tuple(subnets), pool.name)
             for chunk, subnets in sorted(by_vnet.items())]
 
@@ -252,7 +259,7 @@ def _check_budgets(config: ClusterConfig, plan: AddressPlan) -> None:
         if used <= plan.max_private_ips_per_vnet or vnet.pool is None:
             continue
         i, pool = pools[vnet.pool]
-        nodes = sum(s.private_ips - AZURE_RESERVED_PER_SUBNET for s in vnet.subnets) // pod_ips(pool)
+        nodes = sum(s.private_ips - AZURE_RESERVED_PER_SUBNET for s in vnet.subnets) // node_ips(pool)
         fit = (plan.max_private_ips_per_vnet - len(vnet.subnets) * AZURE_RESERVED_PER_SUBNET) // max(1, nodes) - 1
         raise ConfigError(
             f"nodePools[{i}].maxNodes", pool.max_nodes,
@@ -275,7 +282,7 @@ def pool_private_ips(pool: NodePoolConfig, max_nodes: int | None = None) -> int:
     """Private IPs the pool's subnets count at full size (as planned, or with another ``maxNodes``)."""
     nodes = pool.max_nodes if max_nodes is None else max_nodes
     shard_count = max(1, math.ceil(nodes / shards(pool)[0].capacity))
-    return (0 if pool.retired else nodes) * pod_ips(pool) + shard_count * AZURE_RESERVED_PER_SUBNET
+    return (0 if pool.retired else nodes) * node_ips(pool) + shard_count * AZURE_RESERVED_PER_SUBNET
 
 
 def _peered_group_hint(pool: NodePoolConfig, plan: AddressPlan, limit: int) -> str | None:
@@ -288,7 +295,7 @@ def _peered_group_hint(pool: NodePoolConfig, plan: AddressPlan, limit: int) -> s
     pod_fit = (budget - shard_count * AZURE_RESERVED_PER_SUBNET) // pool.max_nodes - 1
     if pod_fit >= 1:
         options.append(f"podIpsPerNode <= {pod_fit}")
-    nodes = max(0, (budget - AZURE_RESERVED_PER_SUBNET) // pod_ips(pool))
+    nodes = max(0, (budget - AZURE_RESERVED_PER_SUBNET) // node_ips(pool))
     while nodes > 0 and pool_private_ips(pool, max_nodes=nodes) > budget:
         nodes -= 1
     if nodes >= max(1, pool.min_nodes):

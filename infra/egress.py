@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.addressing import AZURE_RESERVED_PER_SUBNET, ENDPOINTS_SUBNET, SYSTEM_VNET, AddressPlan
+from infra.addressing import AZURE_RESERVED_PER_SUBNET, ENDPOINTS_SUBNET, SYSTEM_VNET, AddressPlan, node_ips
 from infra.config import ClusterConfig
 
 SNAT_PORTS_PER_IP = 64_512
@@ -59,5 +59,5 @@ def machines_in_vnet(config: ClusterConfig, plan: AddressPlan, vnet_key: str) ->
     if vnet.pool is None:
         return (config.etcd.members + config.events_etcd.members + config.control_plane.apiservers
                 + config.network.nat_hosts.count)
-    per_node = 1 + config.pool(vnet.pool).pod_ips_per_node
+    per_node = node_ips(config.pool(vnet.pool))
     return sum(subnet.private_ips - AZURE_RESERVED_PER_SUBNET for subnet in vnet.subnets) // per_node

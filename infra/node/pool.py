@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from infra import naming, versions
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
-from infra.addressing import AddressPlan
+from infra.addressing import AddressPlan, pod_ip_configurations
 from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.addons.node_local_dns import node_local_ip
 from infra.errors import ConfigError
@@ -44,7 +44,7 @@ def node_spec(cluster: ClusterSpec, pool: NodePoolConfig, *, vault_name: str, re
     config = cluster.config
     return joining_node(config, cluster.addresses, pool.size, role="node", vault_name=vault_name,
                         registry_login_server=registry_login_server, images=preload_images(config),
-                        max_pods=pool.pod_ips_per_node, labels=pool_labels(config, pool), taints=pool.taints)
+                        max_pods=pod_ip_configurations(pool), labels=pool_labels(config, pool), taints=pool.taints)
 
 
 def joining_node(config: ClusterConfig, addresses: AddressPlan, size: VmSize, *, role: str, vault_name: str,

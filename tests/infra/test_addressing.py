@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from infra.addressing import (AZURE_RESERVED_PER_SUBNET, MAX_VNET_ADDRESSES, SYSTEM_SUBNETS, AddressPlan,
-                              plan_addresses, pod_ips)
+                              node_ips, plan_addresses)
 from infra.config import parse_config
 from infra.errors import ConfigError
 from infra.sizing import shards
@@ -77,8 +77,8 @@ def assert_well_formed(plan: AddressPlan, raw: dict) -> None:
         assert list(planned) == [shard.name for shard in shards(pool)]
         for shard in shards(pool):
             subnet = planned[shard.name]
-            assert subnet.private_ips == shard.max_nodes * pod_ips(pool) + AZURE_RESERVED_PER_SUBNET
-            assert subnet.cidr.num_addresses >= shard.capacity * pod_ips(pool) + AZURE_RESERVED_PER_SUBNET
+            assert subnet.private_ips == shard.max_nodes * node_ips(pool) + AZURE_RESERVED_PER_SUBNET
+            assert subnet.cidr.num_addresses >= shard.capacity * node_ips(pool) + AZURE_RESERVED_PER_SUBNET
     assert plan.private_ips == sum(s.private_ips for v in plan.vnets for s in v.subnets) + (
         plan.hub.private_ips if plan.hub else 0)
     assert all(v.private_ips <= plan.max_private_ips_per_vnet for v in plan.vnets)

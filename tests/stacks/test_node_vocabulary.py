@@ -115,3 +115,20 @@ def test_the_node_local_dns_address_reaches_every_node_cni_and_the_cache_itself(
     cache = next(o for o in map(kubernetes_object, run.registrations)
                  if o is not None and o["kind"] == "DaemonSet" and o["metadata"]["name"] == "node-local-dns")
     assert f"{local_ip}," in " ".join(cache["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_scale_set_gives_each_node_exactly_as_many_pod_addresses_as_its_kubelet_admits_pods(
+        stack, dev_plan, prod_plan):
+    """podIpsPerNode is one derived value: the NIC model's secondary IP configurations (one per pod,
+    Azure CNI) and the rendered kubelet's maxPods must agree, or pods past the addresses never start."""
+    run = {"dev": dev_plan, "prod": prod_plan}[stack]
+    checked = 0
+    for registration in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
+        profile = registration.inputs["virtualMachineProfile"]
+        nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
+        pod_configurations = [c for c in nic["ipConfigurations"] if not c.get("primary")]
+        files = {f["path"]: f["content"] for f in yaml.safe_load(custom_data_of(registration))["write_files"]}
+        assert len(pod_configurations) == yaml.safe_load(files[KUBELET_CONFIG])["maxPods"], registration.name
+        checked += 1
+    assert checked
