@@ -1,4 +1,5 @@
-"""kube-apiserver: flags and the three files next to them (audit policy, authentication, encryption).
+"""kube-apiserver: flags and the files next to them (audit policy, authentication, encryption; admission
+in ``infra.control_plane.admission``).
 
 Sources for every large-cluster value are named where it is set; the table in README
 ("Control plane", CIS) maps each CIS Kubernetes Benchmark 1.2 check to the flag below.
@@ -11,7 +12,7 @@ from collections.abc import Mapping
 from infra import yaml_text
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
-from infra.control_plane import paths, pki
+from infra.control_plane import admission, paths, pki
 
 SECURE_PORT = 6443
 SERVICE_ACCOUNT_ISSUER = f"https://kubernetes.default.svc.{pki.CLUSTER_DOMAIN}"
@@ -39,9 +40,6 @@ TLS_CIPHER_SUITES = (
     "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
     "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
 )
-# Added to the default-on plugins (NamespaceLifecycle, ServiceAccount, ... stay on): NodeRestriction
-# limits each kubelet to its own Node and Pods; DenyServiceExternalIPs closes CVE-2020-8554.
-ADMISSION_PLUGINS = ("DenyServiceExternalIPs", "NodeRestriction")
 
 
 def inflight_limits(nodes: int) -> tuple[int, int]:
@@ -78,7 +76,8 @@ def apiserver_flags(config: ClusterConfig, addresses: AddressPlan, advertise_add
         "bind-address": "0.0.0.0",
         "client-ca-file": pki.cert_path(pki.CLUSTER_CA),
         "delete-collection-workers": DELETE_COLLECTION_WORKERS,
-        "enable-admission-plugins": ",".join(ADMISSION_PLUGINS),
+        "admission-control-config-file": paths.ADMISSION_CONFIG,
+        "enable-admission-plugins": ",".join(admission.PLUGINS),
         # The apiservers run outside the cluster without kube-proxy, so Service IPs mean nothing to
         # them; with this they call aggregated APIs and admission webhooks on their endpoints' pod
         # IPs, which the peered VNets route directly.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from infra import naming, systemd
 from infra.cloudinit import CloudConfig, custom_data, fingerprint, render
 from infra.cluster import ClusterSpec
-from infra.control_plane import apiserver, install, paths, pki
+from infra.control_plane import admission, apiserver, install, paths, pki
 from infra.control_plane.controller_manager import controller_manager_flags
 from infra.control_plane.kubeconfig import file_kubeconfig
 from infra.control_plane.scheduler import render_scheduler_config, scheduler_flags
@@ -76,6 +76,7 @@ def shared_files(spec: ClusterSpec) -> tuple[tuple[str, str, str], ...]:
         ), "0644"),
         (paths.AUDIT_POLICY, apiserver.audit_policy(), "0600"),
         (paths.AUTHENTICATION_CONFIG, apiserver.authentication_config(), "0600"),
+        (paths.ADMISSION_CONFIG, admission.admission_configuration(config), "0600"),
         (paths.SCHEDULER_CONFIG, render_scheduler_config(), "0600"),
     ]
     kubeconfigs = ((paths.CONTROLLER_MANAGER_KUBECONFIG, pki.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER_USER),

@@ -16,6 +16,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
 from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
 from tests.e2e.cluster import (APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install,
                                start_unit)
@@ -332,3 +333,61 @@ def test_a_pod_group_binds_whole_or_not_at_all(dev: Cluster):
         assert len(too_big) == gangs[f"too-big-{run}"] and not any(too_big.values()), too_big
     finally:
         dev.kubectl("delete", "pods,podgroups", "-n", "default", "-l", "box", "--wait=false")
+
+
+# ---------------------------------------------------------------------- admission, as the apiserver applies it
+
+
+def _create(dev: Cluster, *documents: dict) -> tuple[bool, str]:
+    result = dev.kubectl("create", "-f", "-", input=yaml.safe_dump_all(documents), check=False)
+    return result.returncode == 0, result.stderr + result.stdout
+
+
+def test_tenant_pods_cannot_reach_their_node_and_system_agents_still_can(dev: Cluster):
+    """Pod Security: a tenant namespace enforces baseline by default, so no privileged pod, no host
+    network and no host path; kube-system, where the node agents run, is exempt."""
+    namespace = f"tenant-{uuid.uuid4().hex[:6]}"
+    assert _create(dev, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})[0]
+    escapes = {
+        "privileged": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                       "securityContext": {"privileged": True}}]},
+        "host network": {"hostNetwork": True, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        "host path": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                      "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
+                      "volumes": [{"name": "root", "hostPath": {"path": "/"}}]},
+    }
+    for what, spec in escapes.items():
+        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": what.replace(" ", "-"), "namespace": namespace}, "spec": spec})
+        assert not ok and 'violates PodSecurity "baseline' in output, (what, output)
+    ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ordinary", "namespace": namespace},
+                               "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    assert ok, output
+    assert "would violate PodSecurity \"restricted" in output  # warned, not refused
+    ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"agent-{namespace}", "namespace": "kube-system"}, "spec": escapes["host network"]})
+    assert ok, output
+    dev.kubectl("delete", "namespace", namespace, "--wait=false")
+    dev.kubectl("delete", "pod", f"agent-{namespace}", "-n", "kube-system", "--wait=false")
+
+
+def test_a_team_namespace_gets_its_pools_selector_and_toleration_and_no_other(dev: Cluster):
+    """The README's team-pool runbook, against the real apiserver: the namespace's annotations put
+    the node selector and toleration on every pod, and its whitelist refuses other tolerations."""
+    taint = {"key": TEAM_TAINT_KEY, "operator": "Equal", "value": "vision", "effect": "NoSchedule"}
+    namespace = f"team-vision-{uuid.uuid4().hex[:6]}"
+    assert _create(dev, team_namespace(namespace, "vision"))[0]
+    container = [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]
+    burstable = [{**container[0], "resources": {"requests": {"cpu": "100m"}}}]  # gets memory-pressure added
+    for name, containers in (("job", container), ("burstable-job", burstable)):
+        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+                                   "spec": {"containers": containers}})
+        assert ok, output
+        pod = dev.get_json("pod", name, "-n", namespace)["spec"]
+        assert pod["nodeSelector"] == {TEAM_TAINT_KEY: "vision"}
+        assert taint in [{k: t.get(k) for k in taint} for t in pod["tolerations"]]
+    other_team = {**taint, "value": "speech"}
+    ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sneak", "namespace": namespace},
+                               "spec": {"containers": container, "tolerations": [other_team]}})
+    assert not ok and "conflict with its namespace whitelist" in output, output
+    dev.kubectl("delete", "namespace", namespace, "--wait=false")
