@@ -10,8 +10,8 @@ bash scripts/setup.sh
 # One worker per core (pytest-xdist): the suite is CPU-bound, each test planning the stack under mocks.
 .venv/bin/python -m pytest -n auto "$@"
 if [ "${SKIP_E2E:-0}" != 1 ]; then
-  # nodesim's own unit tests (the kubelet stand-in the harness joins nodes with).
-  (cd tests/e2e/go/kubernetes && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go test ./cmd/...)
+  # The Go tests of nodesim (the kubelet stand-in the harness joins nodes with) and fleet (the scale proof).
+  (cd tests/e2e/go/kubernetes && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go test ./...)
   # One cluster per test module, one process: the clusters' namespaces and ports must not meet.
   .venv/bin/python -m pytest tests/e2e -m e2e -p no:xdist "$@"
 fi

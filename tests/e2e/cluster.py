@@ -119,13 +119,15 @@ class Cluster:
     def get_json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
 
-    def raw(self, path: str, anonymous: bool = False, url: str | None = None) -> tuple[int, str]:
-        """``(HTTP status, body)`` of a GET, as the admin or with no credentials at all."""
-        argv = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", "10",
+    def raw(self, path: str, anonymous: bool = False, url: str | None = None, timeout: float = 10) -> tuple[int, str]:
+        """``(HTTP status, body)`` of a GET, as the admin or with no credentials at all (status 0: no answer
+        within ``timeout`` seconds)."""
+        argv = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", f"{timeout:g}",
                 "--cacert", str(self.workdir / "ca.crt")]
         if not anonymous:
             argv += ["--cert", str(self.workdir / "admin.crt"), "--key", str(self.workdir / "admin.key")]
-        result = self.network.run(self.admin, [*argv, (url or self.apiserver_url) + path], check=False, timeout=20)
+        result = self.network.run(self.admin, [*argv, (url or self.apiserver_url) + path], check=False,
+                                  timeout=timeout + 10)
         body, _, status = result.stdout.rpartition("\n")
         return int(status or 0), body
 
@@ -164,6 +166,10 @@ def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = ()
 
     On any failure everything started so far is stopped before the error propagates.
     """
+    if (workdir / "machines").exists():
+        # Machines keep their state (etcd data) in their folders: a second boot there would start on
+        # the first one's data with new keys and fail in confusing ways.
+        raise FileExistsError(f"{workdir} already holds a booted cluster; boot into an empty folder")
     overrides = list(overrides)
     plan = plan_stack(stack, workdir / "plan", overrides)
     spec = cluster_spec(stack, overrides)
@@ -343,8 +349,8 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None) -> None:
     prefix_length = cluster.spec.config.network.address_space.prefixlen
     pools = {p.name: p for p in cluster.spec.config.node_pools}
     joining: list[tuple[Machine, str | None, str]] = []
-    for scale_set in cluster.plan.scale_sets():
-        pool = next(p for name, p in pools.items() if scale_set.resource.endswith(f"-pool-{name}-s000"))
+    for scale_set in filter(lambda s: s.first_shard, cluster.plan.scale_sets()):
+        pool = pools[scale_set.pool]
         count = min(pool.max_nodes, per_pool or pool.max_nodes)
         joining += [(scale_set.instance(i), pool.name, scale_set.vm_size) for i in range(count)]
     for machine in cluster.plan.vms():

@@ -1,6 +1,6 @@
 """The test's own hosts: one network namespace per machine of the plan, on a bridge with no way out.
 
-Every host holds its machine's own address from the plan (nothing in a rendered file is
+Every host holds its machine's own address from the plan and its own host name (nothing in a rendered file is
 rewritten), hangs off one bridge that lives in a namespace of the test's own (the "switch"),
 and has no default route: a packet to a plan address reaches a test host or nobody. Processes
 run inside a host through ``ip netns exec``, which also gives each one a private mount namespace;
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Paths a machine owns: bind-mounted from its folder inside its own mount namespace. The mount
-# points are created on the host when missing (empty directories) and removed again at close.
+# points are created on the host when missing (empty directories) and left there: another box
+# booted at the same time may be using them.
 MACHINE_PATHS = ("etc/kubernetes", "etc/etcd", "etc/supercluster", "usr/local/sbin", "var/lib/etcd",
                  "var/lib/kubelet", "var/log/kubernetes", "run/etcd", "run/kubernetes", "run/containerd")
 BINARIES_PATH = "/usr/local/bin"  # where the rendered units expect the binaries
@@ -93,7 +94,6 @@ class TestNetwork:
     binaries: Path
     hosts: dict[str, Host] = field(default_factory=dict)
     processes: list[Process] = field(default_factory=list)
-    _created_mount_points: list[Path] = field(default_factory=list)
 
     @property
     def switch(self) -> str:
@@ -106,9 +106,7 @@ class TestNetwork:
         _run("ip", "-n", self.switch, "link", "set", "br0", "up")
         for relative in (*MACHINE_PATHS, BINARIES_PATH.lstrip("/")):
             mount_point = Path("/") / relative
-            if not mount_point.exists():
-                mount_point.mkdir(parents=True)
-                self._created_mount_points.append(mount_point)
+            mount_point.mkdir(parents=True, exist_ok=True)
         return self
 
     def add_host(self, name: str, addresses: list[str]) -> Host:
@@ -131,14 +129,16 @@ class TestNetwork:
         return host
 
     def _wrapped(self, host: Host, argv: list[str], restart_sec: float | None = None) -> list[str]:
-        binds = [f"mount --bind {shlex.quote(str(host.root / p))} /{p}" for p in MACHINE_PATHS]
+        binds = [f"mkdir -p /{p} && mount --bind {shlex.quote(str(host.root / p))} /{p}" for p in MACHINE_PATHS]
         binds.append(f"mount --bind {shlex.quote(str(self.binaries))} {BINARIES_PATH}")
         if restart_sec is None:
             run = 'exec "$@"'
         else:  # systemd's Restart=: run it again after RestartSec whenever it exits
             run = f'while :; do "$@"; echo "exited $?; restarting in {restart_sec:g} s"; sleep {restart_sec:g}; done'
-        script = " && ".join(binds) + " && " + run
-        return ["ip", "netns", "exec", host.namespace, "sh", "-c", script, "sh", *argv]
+        # Its own host name too (a UTS namespace): components name themselves after it (each apiserver's
+        # identity Lease, the kubelet's node name), and on Azure every VM has its own.
+        script = " && ".join([f"hostname {shlex.quote(host.name)}", *binds]) + " && " + run
+        return ["ip", "netns", "exec", host.namespace, "unshare", "--uts", "sh", "-c", script, "sh", *argv]
 
     def start(self, host: Host, name: str, argv: list[str], env: dict[str, str] | None = None,
               restart_sec: float | None = None) -> Process:
@@ -167,7 +167,7 @@ class TestNetwork:
 
     def close(self, timeout: float = 5) -> None:
         """Stops every process (TERM to all at once, KILL to what is left after ``timeout``), then
-        deletes the namespaces and the mount points it created."""
+        deletes the namespaces."""
         groups = [p.popen.pid for p in self.processes if p.popen.poll() is None]
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for group in groups:
@@ -185,11 +185,6 @@ class TestNetwork:
         for host in self.hosts.values():
             subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True, timeout=30)
         subprocess.run(["ip", "netns", "del", self.switch], capture_output=True, timeout=30)
-        for mount_point in reversed(self._created_mount_points):
-            try:
-                mount_point.rmdir()
-            except OSError:
-                pass
 
 
 def wait_for(what: str, check, timeout: float, interval: float = 0.5, on_timeout=None):

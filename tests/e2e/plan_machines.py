@@ -97,6 +97,15 @@ class ScaleSet:
     subnet: ipaddress.IPv4Network
     files: Path
 
+    @property
+    def pool(self) -> str:
+        """The node pool it is a shard of: resources are named ``<cluster>-pool-<pool>-s<NNN>``."""
+        return re.fullmatch(r".+?-pool-(.+)-s\d{3}", self.resource).group(1)
+
+    @property
+    def first_shard(self) -> bool:
+        return self.resource.endswith("-s000")
+
     def instance(self, index: int) -> Machine:
         """Instance ``index`` as Azure names it (prefix + six base-36 digits) with the index-th free address."""
         name = f"{self.computer_name_prefix}{_base36(index):0>6}"

@@ -134,8 +134,8 @@ def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_t
     stands in for the rest (docs/cluster-in-a-box.md)."""
     prefix_length = dev.spec.config.network.address_space.prefixlen
     pools = {p.name: p for p in dev.spec.config.node_pools}
-    for scale_set in dev.plan.scale_sets():
-        pool = next(p for name, p in pools.items() if scale_set.resource.endswith(f"-pool-{name}-s000"))
+    for scale_set in filter(lambda s: s.first_shard, dev.plan.scale_sets()):
+        pool = pools[scale_set.pool]
         machine = scale_set.instance(pool.max_nodes)  # one instance past the ones nodesim holds
         host = dev.network.add_host(machine.name, [f"{machine.ip}/{prefix_length}"])
         install(machine, host, dev.pki)

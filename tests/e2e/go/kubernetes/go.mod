@@ -17,6 +17,7 @@ tool (
 )
 
 require (
+	github.com/go-logr/logr v1.4.2
 	gopkg.in/evanphx/json-patch.v4 v4.12.0
 	k8s.io/api v0.33.5
 	k8s.io/apimachinery v0.33.5
@@ -70,7 +71,6 @@ require (
 	github.com/fsnotify/fsnotify v1.8.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.7.0 // indirect
 	github.com/go-errors/errors v1.4.2 // indirect
-	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect

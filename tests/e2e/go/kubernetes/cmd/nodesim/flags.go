@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/apimachinery/pkg/util/validation"
 	cliflag "k8s.io/component-base/cli/flag"
 	nodeutil "k8s.io/component-helpers/node/util"
-	kubeletapis "k8s.io/kubelet/pkg/apis"
+
+	"supercluster.dev/e2e/kubernetes/internal/simnode"
 )
 
 // options are nodesim's command line: the kubelet flags the rendered unit passes, then the
@@ -98,42 +96,12 @@ func usageError(fs *flag.FlagSet) error {
 	return fmt.Errorf("usage: nodesim %s", strings.Join(names, " "))
 }
 
-// validateNodeLabels refuses what kubelet refuses at startup: labels in the kubernetes.io and
-// k8s.io namespaces other than the ones a kubelet may set on its own Node (the NodeRestriction
-// admission plugin would refuse them at registration anyway), and malformed keys or values.
+// validateNodeLabels refuses what kubelet refuses at startup (simnode.LabelProblems).
 func validateNodeLabels(labels map[string]string) error {
-	var problems []string
-	for key, value := range labels {
-		if isKubernetesNamespace(key) && !kubeletapis.IsKubeletLabel(key) {
-			problems = append(problems, fmt.Sprintf("%s: not a label a kubelet may set in the kubernetes.io/k8s.io namespaces", key))
-		}
-		for _, msg := range validation.IsQualifiedName(key) {
-			problems = append(problems, fmt.Sprintf("%s: %s", key, msg))
-		}
-		for _, msg := range validation.IsValidLabelValue(value) {
-			problems = append(problems, fmt.Sprintf("%s=%s: %s", key, value, msg))
-		}
-	}
-	if len(problems) > 0 {
-		sort.Strings(problems)
+	if problems := simnode.LabelProblems(labels); len(problems) > 0 {
 		return fmt.Errorf("--node-labels: %s", strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-// isKubernetesNamespace tells whether a label key's prefix is kubernetes.io or k8s.io, or a
-// subdomain of either: the namespaces Kubernetes reserves.
-func isKubernetesNamespace(key string) bool {
-	prefix, _, found := strings.Cut(key, "/")
-	if !found {
-		return false
-	}
-	for _, reserved := range []string{"kubernetes.io", "k8s.io"} {
-		if prefix == reserved || strings.HasSuffix(prefix, "."+reserved) {
-			return true
-		}
-	}
-	return false
 }
 
 // parseNodeIP checks --node-ip, or when it is empty picks the address kubelet falls back to:
@@ -159,16 +127,9 @@ func parseCapacity(value string) (v1.ResourceList, error) {
 	if err := pairs.Set(value); err != nil {
 		return nil, err
 	}
-	capacity := v1.ResourceList{}
-	for name, amount := range pairs {
-		quantity, err := resource.ParseQuantity(amount)
-		if err != nil {
-			return nil, fmt.Errorf("--sim-capacity: %s=%q: %w", name, amount, err)
-		}
-		if quantity.Sign() < 0 {
-			return nil, fmt.Errorf("--sim-capacity: %s=%s is negative", name, amount)
-		}
-		capacity[v1.ResourceName(name)] = quantity
+	capacity, err := simnode.ParseResources(pairs)
+	if err != nil {
+		return nil, fmt.Errorf("--sim-capacity: %w", err)
 	}
 	return capacity, nil
 }

@@ -85,17 +85,17 @@ func run(ctx context.Context, o options, logf func(string, ...any)) error {
 	n := newNode(o, config)
 	created, err := register(ctx, client, n)
 	if err != nil {
-		return fmt.Errorf("registering Node %s as system:node:%s: %w", n.name, n.name, err)
+		return fmt.Errorf("registering Node %s as system:node:%s: %w", n.Name, n.Name, err)
 	}
 	if created {
-		logf("registered: %s", n.describe())
+		logf("registered: %s", describe(n))
 	} else {
 		logf("registered already: status refreshed, labels and taints left as they are")
 	}
 
 	var pods *podRunner
 	if o.runPods {
-		if pods, err = newPodRunner(client, n.name, n.ip, o.podIPs, logf); err != nil {
+		if pods, err = newPodRunner(client, n.Name, n.IP, o.podIPs, logf); err != nil {
 			return err
 		}
 	}
@@ -103,8 +103,8 @@ func run(ctx context.Context, o options, logf func(string, ...any)) error {
 	// kubelet renews its lease every quarter of the lease's duration (nodeLeaseRenewIntervalFraction),
 	// with the lease owned by the Node so that deleting the Node deletes the lease.
 	leaseDuration := time.Duration(config.NodeLeaseDurationSeconds) * time.Second
-	leases := lease.NewController(clock.RealClock{}, heartbeat, n.name, config.NodeLeaseDurationSeconds, nil,
-		leaseDuration/4, n.name, v1.NamespaceNodeLease, kubeletutil.SetNodeOwnerFunc(heartbeat, n.name))
+	leases := lease.NewController(clock.RealClock{}, heartbeat, n.Name, config.NodeLeaseDurationSeconds, nil,
+		leaseDuration/4, n.Name, v1.NamespaceNodeLease, kubeletutil.SetNodeOwnerFunc(heartbeat, n.Name))
 
 	var loops sync.WaitGroup
 	start := func(loop func(context.Context)) {
@@ -117,10 +117,10 @@ func run(ctx context.Context, o options, logf func(string, ...any)) error {
 	start(leases.Run)
 	start(func(ctx context.Context) { reportStatus(ctx, heartbeat, n, config, logf) })
 	logf("heartbeating: lease %s/%s every %s, status checked every %s and reported every %s or on change",
-		v1.NamespaceNodeLease, n.name, leaseDuration/4, config.NodeStatusUpdateFrequency.Duration, config.NodeStatusReportFrequency.Duration)
+		v1.NamespaceNodeLease, n.Name, leaseDuration/4, config.NodeStatusUpdateFrequency.Duration, config.NodeStatusReportFrequency.Duration)
 	if pods != nil {
 		start(pods.run)
-		logf("running pods: %s", describePool(o.podIPs, n.ip))
+		logf("running pods: %s", describePool(o.podIPs, n.IP))
 	}
 	loops.Wait()
 	return nil

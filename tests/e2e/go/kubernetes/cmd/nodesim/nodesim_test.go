@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"supercluster.dev/e2e/kubernetes/internal/simnode"
 )
 
 // renderedUnit is the kubelet ExecStart of a GPU node as infra/node/kubelet.py renders it.
@@ -95,7 +97,7 @@ func TestTheRenderedUnitsFlagsAreAccepted(t *testing.T) {
 		o.nodeLabels["node.kubernetes.io/instance-type"] != "Standard_ND96isr_H100_v5" {
 		t.Errorf("labels: %v", o.nodeLabels)
 	}
-	if got := resourceString(o.capacity); got != "cpu=96,ephemeral-storage=1000Gi,memory=1900Gi,nvidia.com/gpu=8" {
+	if got := simnode.ResourceString(o.capacity); got != "cpu=96,ephemeral-storage=1000Gi,memory=1900Gi,nvidia.com/gpu=8" {
 		t.Errorf("capacity: %s", got)
 	}
 }
@@ -268,7 +270,7 @@ func testNode(t *testing.T) node {
 
 func TestTheNodeIsTheOneKubeletWouldRegister(t *testing.T) {
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	object := testNode(t).object(now)
+	object := testNode(t).Object(now)
 
 	if object.Name != "prod-gpu-s000_0" || object.Spec.ProviderID != "azure:///vm/0" {
 		t.Errorf("name %q, providerID %q", object.Name, object.Spec.ProviderID)
@@ -290,10 +292,10 @@ func TestTheNodeIsTheOneKubeletWouldRegister(t *testing.T) {
 	}
 
 	status := object.Status
-	if got := resourceString(status.Capacity); got != "cpu=96,ephemeral-storage=1000Gi,memory=1900Gi,nvidia.com/gpu=8,pods=30" {
+	if got := simnode.ResourceString(status.Capacity); got != "cpu=96,ephemeral-storage=1000Gi,memory=1900Gi,nvidia.com/gpu=8,pods=30" {
 		t.Errorf("capacity %s", got)
 	}
-	if resourceString(status.Allocatable) != resourceString(status.Capacity) {
+	if simnode.ResourceString(status.Allocatable) != simnode.ResourceString(status.Capacity) {
 		t.Errorf("allocatable %v", status.Allocatable)
 	}
 	if len(status.Addresses) != 2 || status.Addresses[0] != (v1.NodeAddress{Type: v1.NodeInternalIP, Address: "10.1.0.4"}) ||
@@ -329,7 +331,7 @@ func TestMaxPodsIsThePodCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := newNode(o, config)
-	if pods := n.capacity[v1.ResourcePods]; pods.Value() != 110 {
+	if pods := n.Capacity[v1.ResourcePods]; pods.Value() != 110 {
 		t.Errorf("pods %s", pods.String())
 	}
 	if pods := o.capacity[v1.ResourcePods]; pods.Value() != 500 {
@@ -340,7 +342,7 @@ func TestMaxPodsIsThePodCapacity(t *testing.T) {
 func TestAStatusRefreshMovesHeartbeatsOnly(t *testing.T) {
 	n := testNode(t)
 	registered := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	object := n.object(registered)
+	object := n.Object(registered)
 	// Someone else's condition, and the node lifecycle controller's verdict on a silent node.
 	object.Status.Conditions = append(object.Status.Conditions, v1.NodeCondition{Type: v1.NodeNetworkUnavailable, Status: v1.ConditionFalse})
 	ready := &object.Status.Conditions[3]
@@ -348,8 +350,8 @@ func TestAStatusRefreshMovesHeartbeatsOnly(t *testing.T) {
 	original := object.DeepCopy()
 
 	later := registered.Add(time.Hour)
-	n.setStatus(object, later)
-	if !statusChanged(&original.Status, &object.Status) {
+	n.SetStatus(object, later)
+	if !simnode.StatusChanged(&original.Status, &object.Status) {
 		t.Error("Unknown back to Ready is a change")
 	}
 	if len(object.Status.Conditions) != 5 || object.Status.Conditions[4].Type != v1.NodeNetworkUnavailable {
@@ -363,8 +365,8 @@ func TestAStatusRefreshMovesHeartbeatsOnly(t *testing.T) {
 	}
 
 	refreshed := object.DeepCopy()
-	n.setStatus(refreshed, later.Add(time.Minute))
-	if statusChanged(&object.Status, &refreshed.Status) {
+	n.SetStatus(refreshed, later.Add(time.Minute))
+	if simnode.StatusChanged(&object.Status, &refreshed.Status) {
 		t.Error("a heartbeat alone is not a change")
 	}
 }
@@ -384,7 +386,7 @@ func TestANewPodIsReportedRunning(t *testing.T) {
 		Status: v1.PodStatus{Phase: v1.PodPending, QOSClass: v1.PodQOSBestEffort,
 			Conditions: []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: scheduled}}},
 	}
-	status := runningStatus(pod, "10.1.0.4", "10.1.0.10", now)
+	status := simnode.RunningStatus(pod, "10.1.0.4", "10.1.0.10", now)
 
 	if status.Phase != v1.PodRunning || status.HostIP != "10.1.0.4" || status.PodIP != "10.1.0.10" ||
 		len(status.PodIPs) != 1 || status.PodIPs[0].IP != "10.1.0.10" || len(status.HostIPs) != 1 ||
@@ -399,7 +401,7 @@ func TestANewPodIsReportedRunning(t *testing.T) {
 			t.Errorf("PodScheduled moved: %+v", c)
 		}
 	}
-	if len(status.Conditions) != 5 || podCondition(&status, v1.PodReady) == nil || podCondition(&status, v1.ContainersReady) == nil {
+	if len(status.Conditions) != 5 || simnode.PodCondition(&status, v1.PodReady) == nil || simnode.PodCondition(&status, v1.ContainersReady) == nil {
 		t.Errorf("conditions %+v", status.Conditions)
 	}
 	if len(status.ContainerStatuses) != 2 {
@@ -434,13 +436,13 @@ func TestAPodWaitsForItsReadinessGates(t *testing.T) {
 		Containers:     []v1.Container{{Name: "a", Image: "nginx"}},
 		ReadinessGates: []v1.PodReadinessGate{{ConditionType: gate}},
 	}}
-	status := runningStatus(pod, "10.1.0.4", "10.1.0.4", metav1.Now())
-	if c := podCondition(&status, v1.PodReady); c.Status != v1.ConditionFalse || c.Reason != "ReadinessGatesNotReady" {
+	status := simnode.RunningStatus(pod, "10.1.0.4", "10.1.0.4", metav1.Now())
+	if c := simnode.PodCondition(&status, v1.PodReady); c.Status != v1.ConditionFalse || c.Reason != "ReadinessGatesNotReady" {
 		t.Errorf("ready %+v", c)
 	}
 	pod.Status.Conditions = []v1.PodCondition{{Type: gate, Status: v1.ConditionTrue}}
-	status = runningStatus(pod, "10.1.0.4", "10.1.0.4", metav1.Now())
-	if c := podCondition(&status, v1.PodReady); c.Status != v1.ConditionTrue || podCondition(&status, gate) == nil {
+	status = simnode.RunningStatus(pod, "10.1.0.4", "10.1.0.4", metav1.Now())
+	if c := simnode.PodCondition(&status, v1.PodReady); c.Status != v1.ConditionTrue || simnode.PodCondition(&status, gate) == nil {
 		t.Errorf("ready %+v, conditions %+v", c, status.Conditions)
 	}
 }
