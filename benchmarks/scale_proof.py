@@ -1,0 +1,513 @@
+"""The scale proof: prod's rendered control plane, simulated nodes, the seeds' load patterns, Kubernetes' SLOs.
+
+    sudo .venv/bin/python benchmarks/scale_proof.py [--steps 1000,2500,5000,7500] [--window 60]
+
+Boots prod's control plane exactly as rendered (5 etcd + 3 events-etcd members, 5 apiservers,
+controller-managers, schedulers with both profiles) on the real binaries through the
+cluster-in-a-box harness (tests/e2e), then:
+
+1. grows a fleet of simulated nodes (``fleet``, tests/e2e/go/kubernetes/cmd/fleet) with the prod
+   pools' rendered labels, taints and capacity and kubelet's heartbeat cadence (a Lease renewal
+   every 10 s, a status report every 5 min), step by step, measuring each step over a steady
+   window, and stops growing where the machine saturates;
+2. at the largest size reached, drives the seeds' load patterns, each measured side by side with
+   the rendered setting and without it: a join burst (unpaced vs paced), a research job burst with
+   a gang that must bind whole on GPU nodes, an Event storm (events override on vs off: the
+   apiservers are restarted without ``--etcd-servers-overrides``), and per-node agents that LIST
+   pods cluster-wide (the rendered API Priority and Fairness objects present vs deleted);
+3. reads every figure from the apiservers' and etcd's own metrics, compares it with the SLO or
+   seed figure, prints the table, and writes ``results.json`` and ``table.md`` to ``--out``.
+
+Ends by itself: every wait is bounded, and the whole run stops growing at ``--max-minutes``.
+Not part of the test suite. README "Scale proof" has the last measured table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from benchmarks.scale import metrics  # noqa: E402
+from benchmarks.scale.metrics import Snapshot  # noqa: E402
+from benchmarks.scale.report import render  # noqa: E402
+from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
+from infra.vm_sizes import VM_SIZES  # noqa: E402
+from tests.e2e.cluster import (APISERVER_UNIT, KUBELET_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot,  # noqa: E402
+                               objects_in_apply_order)
+from tests.e2e.hosts import Process, wait_for  # noqa: E402
+
+LOAD = Path(__file__).with_name("scale") / "load.py"
+# sig-scalability SLOs (kubernetes/community sig-scalability/slos/slos.md): p99 over the window.
+SLO_MUTATING_S = 1.0
+SLO_GET_S = 1.0
+SLO_LIST_CLUSTER_S = 30.0
+SLO_POD_STARTUP_S = 5.0
+# The 7,500-node post: up to 70 GB of heap per apiserver at 7,500 nodes.
+SEED_APISERVER_HEAP_GB_AT_7500 = 70
+EVENTS_OVERRIDE_FLAG = "--etcd-servers-overrides"
+APF_OBJECTS = ("FlowSchema", "PriorityLevelConfiguration")
+MUTATING = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
+
+
+# ------------------------------------------------------------------------------------ scraping
+
+
+@dataclass
+class Scrape:
+    apiservers: list[Snapshot]
+    etcd: dict[str, list[Snapshot]]  # role -> one per member
+    cpu: dict[str, float]  # CPU seconds so far per component (all its machines together)
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def control_plane(self) -> Snapshot:
+        return metrics.combine(self.apiservers)
+
+
+def scrape(cluster: Cluster) -> Scrape:
+    apiservers = []
+    for machine, _, _ in cluster.control_plane:
+        # A loaded apiserver takes seconds to render its metrics; a missing scrape would read as zeros.
+        status, body = cluster.raw("/metrics", url=f"https://{machine.ip}:6443", timeout=90)
+        if status != 200:
+            raise RuntimeError(f"{machine.name} /metrics answered {status}")
+        apiservers.append(metrics.parse(body))
+    etcd = {}
+    for role, members in cluster.etcd.items():
+        etcd[role] = []
+        for machine, _, _ in members:
+            url = yaml.safe_load((machine.files / RENDERED_ETCD_CONFIG).read_text())["listen-metrics-urls"]
+            result = cluster.network.run(cluster.admin, ["curl", "-sf", "--max-time", "60", f"{url}/metrics"],
+                                         timeout=90)
+            etcd[role].append(metrics.parse(result.stdout))
+    return Scrape(apiservers, etcd, cpu_by_component(cluster))
+
+
+def cpu_by_component(cluster: Cluster) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by every process the box started, per component:
+    each process runs in a process group of its own, led by the process the harness started."""
+    components = {}
+    for process in cluster.network.processes:
+        name = process.name.split("-with")[0]
+        if name == "etcd" and "events" in process.host.name:
+            name = "events-etcd"
+        components[process.popen.pid] = "fleet" if name.startswith("fleet") else name
+    ticks = os.sysconf("SC_CLK_TCK")
+    totals: dict[str, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        component = components.get(int(fields[2]))  # the process group
+        if component:
+            totals[component] = totals.get(component, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return totals
+
+
+def request_p99s(before: Scrape, after: Scrape, minimum: int = 20) -> dict[tuple[str, str, str], float]:
+    """p99 seconds per (verb, resource[/subresource], scope) with at least ``minimum`` requests."""
+    name = "apiserver_request_duration_seconds"
+    keys = {(dict(l).get("verb", ""), dict(l).get("resource", ""), dict(l).get("subresource", ""), dict(l).get("scope", ""))
+            for l in after.control_plane.get(f"{name}_bucket")}
+    result = {}
+    for verb, resource, subresource, scope in keys:
+        if verb in ("WATCH", "CONNECT", ""):
+            continue
+        buckets = metrics.histogram_delta(before.control_plane, after.control_plane, name, lambda l, k=(
+            verb, resource, subresource, scope): (l.get("verb"), l.get("resource"), l.get("subresource", ""),
+                                                  l.get("scope")) == k)
+        if metrics.observations(buckets) >= minimum:
+            label = f"{resource}/{subresource}" if subresource else resource
+            result[(verb, label, scope)] = metrics.quantile(0.99, buckets)
+    return result
+
+
+def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str, Any]:
+    seconds = after.at - before.at
+    p99 = request_p99s(before, after)
+    mutating = {k: v for k, v in p99.items() if k[0] in MUTATING}
+    gets = {k: v for k, v in p99.items() if k[0] == "GET" and k[2] == "resource"}
+    lists = {k: v for k, v in p99.items() if k[0] == "LIST" and k[2] == "cluster"}
+
+    def worst(group: dict) -> tuple[str, float | None]:
+        if not group:
+            return "", None
+        key = max(group, key=lambda k: group[k])
+        return " ".join(key[:2]), group[key]
+
+    main = before.etcd["etcd"][0], after.etcd["etcd"][0]
+    events = before.etcd["events-etcd"][0], after.etcd["events-etcd"][0]
+    commit = metrics.histogram_delta(metrics.combine(before.etcd["etcd"]), metrics.combine(after.etcd["etcd"]),
+                                     "etcd_disk_backend_commit_duration_seconds")
+    rss = [metrics.gauge(s, "process_resident_memory_bytes") for s in after.apiservers]
+    heap = [metrics.gauge(s, "go_memstats_heap_inuse_bytes") for s in after.apiservers]
+    cpu = {name: round((after.cpu.get(name, 0.0) - before.cpu.get(name, 0.0)) / seconds, 2)
+           for name in after.cpu}
+    return {
+        "seconds": round(seconds, 1),
+        # Cores each component kept busy over the window (of the machine's few): the bottleneck's share.
+        "cores_busy": dict(sorted(cpu.items(), key=lambda item: -item[1])),
+        "requests_per_s": round(metrics.counter_delta(before.control_plane, after.control_plane,
+                                                      "apiserver_request_total") / seconds, 1),
+        "http_429": metrics.counter_delta(before.control_plane, after.control_plane, "apiserver_request_total",
+                                          lambda l: l.get("code") == "429"),
+        "lease_update_p99_s": p99.get(("PUT", "leases", "resource")),
+        "worst_mutating": worst(mutating),
+        "worst_get": worst(gets),
+        "worst_cluster_list": worst(lists),
+        "apiserver_rss_gib_mean": round(sum(rss) / len(rss) / 2**30, 2) if rss else None,
+        "apiserver_heap_gib_mean": round(sum(heap) / len(heap) / 2**30, 2) if heap else None,
+        "etcd_db_mib": round(metrics.gauge(after.etcd["etcd"][0], "etcd_mvcc_db_total_size_in_bytes") / 2**20, 1),
+        "etcd_commit_p99_ms": _ms(metrics.quantile(0.99, commit)),
+        "main_etcd_puts_per_s": round(metrics.counter_delta(*main, "etcd_mvcc_put_total") / seconds, 1),
+        "events_etcd_puts_per_s": round(metrics.counter_delta(*events, "etcd_mvcc_put_total") / seconds, 1),
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+# ------------------------------------------------------------------------------------ the fleet
+
+
+def fleet_pools(cluster: Cluster) -> list[dict[str, Any]]:
+    """Each prod pool as the fleet registers it: the rendered kubelet's labels and taints, the VM size's
+    capacity, ``maxPods``. The GPU start-up taint is left off: the health check lifts it from a healthy
+    node, and a benchmark node is healthy."""
+    pools = []
+    by_name = {p.name: p for p in cluster.spec.config.node_pools}
+    for scale_set in filter(lambda s: s.first_shard, cluster.plan.scale_sets()):
+        name = scale_set.pool
+        machine = scale_set.instance(0)
+        argv = machine.unit(KUBELET_UNIT).exec_start
+        (flag,) = [a for a in argv if a.startswith("--node-labels=")]
+        labels = dict(pair.split("=", 1) for pair in flag.split("=", 1)[1].split(","))
+        config = yaml.safe_load((machine.files / "etc/kubernetes/kubelet-config.yaml").read_text())
+        taints = [t for t in config.get("registerWithTaints", []) if t["key"] != GPU_STARTUP_TAINT_KEY]
+        size = VM_SIZES[scale_set.vm_size]
+        capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_gib}Gi", "pods": str(config["maxPods"]),
+                    "ephemeral-storage": "1000Gi"}
+        if size.gpus:
+            capacity[GPU_RESOURCE] = str(size.gpus)
+        pools.append({"name": name, "max": by_name[name].max_nodes, "labels": labels, "taints": taints,
+                      "capacity": capacity})
+    return pools
+
+
+def split(pools: list[dict[str, Any]], total: int) -> dict[str, int]:
+    """``total`` nodes over the pools in proportion to their ``maxNodes``."""
+    weights = sum(p["max"] for p in pools)
+    counts = {p["name"]: total * p["max"] // weights for p in pools}
+    counts[pools[0]["name"]] += total - sum(counts.values())
+    return counts
+
+
+@dataclass
+class Fleet:
+    cluster: Cluster
+    binary: str
+    workdir: Path
+    pools: list[dict[str, Any]]
+    created: dict[str, int] = field(default_factory=dict)
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int:
+        return sum(self.created.values())
+
+    def grow(self, counts: dict[str, int], prefix: str, register_qps: float = 0, timeout: float = 900) -> dict[str, Any]:
+        """Starts a fleet process for ``counts`` more nodes per pool, named ``<prefix>-<pool>-NNNNNN``;
+        returns its registration report once every node is registered."""
+        profile = {"pools": [{
+            "name": p["name"], "count": counts.get(p["name"], 0), "namePrefix": f"{prefix}-{p['name']}-",
+            "labels": p["labels"], "taints": p["taints"], "capacity": p["capacity"],
+        } for p in self.pools if counts.get(p["name"], 0)]}
+        path = self.workdir / f"profile-{prefix}.json"
+        path.write_text(json.dumps(profile))
+        process = self.cluster.network.start(self.cluster.admin, f"fleet-{prefix}", [
+            self.binary, f"--kubeconfig={self.cluster.kubeconfig}", f"--profile={path}",
+            f"--register-qps={register_qps}",
+            # Each node's requests as that node (impersonated): authorized, admitted and queued by API
+            # Priority and Fairness as a kubelet's, not exempt as the admin's would be.
+            "--as-nodes"])
+        self.processes.append(process)
+        report = wait_for(f"{sum(counts.values())} simulated nodes to register", lambda: _event(process, "registered"),
+                          timeout=timeout, interval=2, on_timeout=lambda: process.output()[-2000:])
+        for name, count in counts.items():
+            self.created[name] = self.created.get(name, 0) + count
+        return report
+
+    def pods_started(self) -> int:
+        """Pods the fleet has marked running so far, over all its processes."""
+        return sum((_events(p, "report") or [{}])[-1].get("podsStarted", 0) for p in self.processes)
+
+    def reports(self) -> list[dict[str, Any]]:
+        return [r for p in self.processes for r in _events(p, "report")]
+
+
+def settle(fleet: Fleet, quiet: float = 20, timeout: float = 300) -> None:
+    """Waits until no new pod has started for ``quiet`` seconds (at most ``timeout``): a step is
+    measured in its steady state, after the DaemonSets have put their pods on the new nodes."""
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        started = fleet.pods_started()
+        if started != last:
+            last, since = started, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(5)
+
+
+def _events(process: Process, kind: str) -> list[dict[str, Any]]:
+    found = []
+    for line in process.output().splitlines():
+        if line.startswith("{"):
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if event.get("event") == kind:
+                found.append(event)
+    return found
+
+
+def _event(process: Process, kind: str) -> dict[str, Any] | None:
+    if not process.alive():
+        raise RuntimeError(f"fleet exited: {process.output()[-2000:]}")
+    events = _events(process, kind)
+    return events[-1] if events else None
+
+
+# ------------------------------------------------------------------------------------ load patterns
+
+
+def load(cluster: Cluster, mode: str, *args: str, token: Path | None = None, timeout: float = 600) -> dict[str, Any]:
+    credentials = ["--token", str(token)] if token else [
+        "--cert", str(cluster.workdir / "admin.crt"), "--key", str(cluster.workdir / "admin.key")]
+    result = cluster.network.run(cluster.admin, ["python3", str(LOAD), mode, "--server", cluster.apiserver_url,
+                                                 "--ca", str(cluster.workdir / "ca.crt"), *credentials, *args],
+                                 timeout=timeout)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def measured(cluster: Cluster, action) -> tuple[Any, dict[str, Any]]:
+    before = scrape(cluster)
+    outcome = action()
+    after = scrape(cluster)
+    return outcome, window_figures(cluster, before, after)
+
+
+def job_burst(cluster: Cluster, workdir: Path, gpu_nodes: int, cpu_pods: int) -> dict[str, Any]:
+    """A research job: ``cpu_pods`` small pods, and a gang of GPU pods, one whole node each, that must
+    bind together (PodGroup, gang-scheduler)."""
+    gang = max(2, min(300, gpu_nodes // 2))
+    run = f"burst{int(time.time()) % 100000}"
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": run, "namespace": "default"}, "spec": {"minMember": gang}}
+    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(group))
+    documents = []
+    for i in range(gang):
+        documents.append(_pod(f"{run}-gang-{i}", {ROLE_LABEL: ROLE_GPU}, {GPU_RESOURCE: "8", "cpu": "1"},
+                              {"scheduling.x-k8s.io/pod-group": run, "bench": run}, scheduler="gang-scheduler"))
+    for i in range(cpu_pods):
+        documents.append(_pod(f"{run}-cpu-{i}", {ROLE_LABEL: ROLE_CPU}, {"cpu": "1"}, {"bench": run}))
+    path = workdir / f"{run}.json"
+    path.write_text(json.dumps(documents))
+    started = time.monotonic()
+    created = load(cluster, "pods", "--file", str(path), "--concurrency", "16")
+
+    def bound() -> dict[str, int] | None:
+        items = cluster.get_json("pods", "-n", "default", "-l", f"bench={run}")["items"]
+        counts = {"gang": sum(1 for p in items if "-gang-" in p["metadata"]["name"] and p["spec"].get("nodeName")),
+                  "cpu": sum(1 for p in items if "-cpu-" in p["metadata"]["name"] and p["spec"].get("nodeName"))}
+        return counts if counts == {"gang": gang, "cpu": cpu_pods} else None
+
+    wait_for("the job burst to bind", bound, timeout=600, interval=1)
+    seconds = time.monotonic() - started
+    items = cluster.get_json("pods", "-n", "default", "-l", f"bench={run}")["items"]
+    startup = sorted(_startup_seconds(p) for p in items if _startup_seconds(p) is not None)
+    cluster.kubectl("delete", "pods", "-n", "default", "-l", f"bench={run}", "--wait=false", timeout=120)
+    return {"pods": gang + cpu_pods, "gang": gang, "create": created, "all_bound_s": round(seconds, 1),
+            "pods_per_s": round((gang + cpu_pods) / seconds, 1),
+            "startup_p99_s": startup[min(len(startup) - 1, int(0.99 * len(startup)))] if startup else None}
+
+
+def _pod(name: str, selector: dict, requests: dict, labels: dict, scheduler: str | None = None) -> dict:
+    spec: dict[str, Any] = {"nodeSelector": selector, "containers": [{
+        "name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": requests, "limits": {
+            k: v for k, v in requests.items() if k == GPU_RESOURCE}}}],
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": spec}
+
+
+def _startup_seconds(pod: dict) -> float | None:
+    """Creation to Ready, as the SLO counts pod start-up (seconds resolution of the API's timestamps)."""
+    ready = [c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"]
+    if not ready:
+        return None
+    from datetime import datetime
+    parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
+    return (parse(ready[0]["lastTransitionTime"]) - parse(pod["metadata"]["creationTimestamp"])).total_seconds()
+
+
+def set_events_override(cluster: Cluster, on: bool) -> None:
+    """Restarts the apiservers one at a time with or without ``--etcd-servers-overrides``."""
+    for index, (machine, host, processes) in enumerate(cluster.control_plane):
+        argv = machine.unit(APISERVER_UNIT).exec_start
+        if not on:
+            argv = [a for a in argv if not a.startswith(EVENTS_OVERRIDE_FLAG)]
+        processes[APISERVER_UNIT].stop()
+        processes[APISERVER_UNIT] = cluster.network.start(host, f"kube-apiserver-{'with' if on else 'without'}-override",
+                                                          argv, restart_sec=5)
+        wait_for(f"{machine.name} ready again", lambda m=machine: cluster.raw(
+            "/readyz", url=f"https://{m.ip}:6443")[0] == 200, timeout=180, interval=1)
+
+
+def agent_token(cluster: Cluster) -> Path:
+    """A service account that may list pods: the identity of a per-node agent (Fluentd, Datadog)."""
+    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "agents"}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent", "namespace": "agents"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "bench-agent"},
+         "rules": [{"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "bench-agent"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "bench-agent"},
+         "subjects": [{"kind": "ServiceAccount", "name": "agent", "namespace": "agents"}]}]))
+    token = cluster.kubectl("create", "token", "agent", "-n", "agents", "--duration=2h").stdout.strip()
+    path = cluster.workdir / "agent.token"
+    path.write_text(token)
+    return path
+
+
+def rendered_apf(cluster: Cluster) -> list[dict]:
+    return [d for _, d in objects_in_apply_order(cluster.plan) if d["kind"] in APF_OBJECTS]
+
+
+# ------------------------------------------------------------------------------------ the run
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    binaries = Path(subprocess.run(["bash", str(ROOT / "scripts" / "build-binaries.sh")], check=True,
+                                   capture_output=True, text=True).stdout.split()[-1])
+    workdir = Path(args.out).resolve() if args.out else Path(tempfile.mkdtemp(prefix="scale-proof-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + args.max_minutes * 60
+    started = time.monotonic()
+    shutil.rmtree(workdir / "box", ignore_errors=True)  # an earlier run's machines, never reused
+    cluster = boot("prod", workdir / "box", binaries, with_nodes=False)
+    results: dict[str, Any] = {"machine": _machine(), "boot_s": round(time.monotonic() - started, 1), "steps": []}
+    try:
+        fleet = Fleet(cluster, str(binaries / "fleet"), workdir, fleet_pools(cluster))
+        results["pools"] = {p["name"]: {"labels": p["labels"], "taints": p["taints"], "capacity": p["capacity"]}
+                            for p in fleet.pools}
+        for target in args.steps:
+            if time.monotonic() > deadline:
+                results["stopped"] = f"--max-minutes {args.max_minutes} reached before {target} nodes"
+                break
+            wanted = split(fleet.pools, target)
+            increment = {name: wanted[name] - fleet.created.get(name, 0) for name in wanted}
+            try:
+                registration = fleet.grow(increment, prefix=f"step{len(results['steps'])}",
+                                          timeout=max(60.0, deadline - time.monotonic()))
+            except (TimeoutError, RuntimeError) as error:
+                results["stopped"] = f"growing to {target} nodes failed: {error}"
+                break
+            settle(fleet)  # the new nodes' DaemonSet pods started, their first heartbeats spread out
+            _, figures = measured(cluster, lambda: time.sleep(args.window))
+            step = {"nodes": fleet.nodes, "registration": registration, **figures,
+                    "fleet": (fleet.reports() or [{}])[-1]}
+            results["steps"].append(step)
+            print(json.dumps(step), flush=True)
+            if (figures["lease_update_p99_s"] or 0) > SLO_MUTATING_S or figures["http_429"] > 0:
+                results["stopped"] = f"saturated at {fleet.nodes} nodes: lease update p99 or 429s over the SLO"
+                break
+        patterns: dict[str, Any] = {}
+        gpu_nodes = sum(n for name, n in fleet.created.items()
+                        if next(p for p in fleet.pools if p["name"] == name)["labels"].get(ROLE_LABEL) == ROLE_GPU)
+        for label, qps in (("unpaced", 0.0), ("paced", args.paced_qps)):
+            registration, figures = measured(cluster, lambda q=qps, l=label: fleet.grow(
+                split(fleet.pools, args.join_burst), prefix=f"join-{l}", register_qps=q))
+            patterns[f"join_burst_{label}"] = {"registration": registration, **figures}
+        patterns["job_burst"], figures = measured(cluster, lambda: job_burst(cluster, workdir, gpu_nodes, args.cpu_pods))
+        patterns["job_burst"].update(figures)
+        for label, on in (("override_on", True), ("override_off", False)):
+            if not on:
+                set_events_override(cluster, False)
+            storm, figures = measured(cluster, lambda: load(cluster, "events", "--count", str(args.events),
+                                                            "--concurrency", "32"))
+            patterns[f"event_storm_{label}"] = {"storm": storm, **figures}
+        set_events_override(cluster, True)
+        token = agent_token(cluster)
+        for label in ("apf_rendered", "apf_removed"):
+            if label == "apf_removed":
+                for document in rendered_apf(cluster):
+                    cluster.kubectl("delete", document["kind"].lower(), document["metadata"]["name"])
+            agents, figures = measured(cluster, lambda: load(
+                cluster, "list", "--agents", str(args.agents), "--interval", "2", "--duration", str(args.window),
+                "--path", "/api/v1/pods", token=token, timeout=args.window + 300))
+            patterns[f"list_agents_{label}"] = {"agents": agents, **figures}
+        results["patterns"] = patterns
+    finally:
+        cluster.close()
+    results["total_s"] = round(time.monotonic() - started, 1)
+    (workdir / "results.json").write_text(json.dumps(results, indent=2))
+    table = render(results)
+    (workdir / "table.md").write_text(table)
+    print(table)
+    print(f"results in {workdir}")
+    return results
+
+
+def _machine() -> str:
+    cpus = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    memory = next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                  if line.startswith("MemTotal"))
+    return f"{cpus} cores, {int(memory) // 2**20} GiB"
+
+
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 2500, 5000, 7500])
+    parser.add_argument("--window", type=float, default=60, help="seconds each step and pattern is measured over")
+    parser.add_argument("--join-burst", type=int, default=500, help="nodes joining at once")
+    parser.add_argument("--paced-qps", type=float, default=25, help="registrations per second when paced")
+    parser.add_argument("--cpu-pods", type=int, default=500)
+    parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--agents", type=int, default=100)
+    parser.add_argument("--max-minutes", type=float, default=40, help="stop growing after this long")
+    parser.add_argument("--out", help="folder for results.json and table.md (default: a new temporary folder)")
+    # A signal stops the run like an error: the box is torn down (run()'s finally), nothing is left behind.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)  # also when started in the background, where SIGINT is ignored
+    run(parser.parse_args(argv))
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(f"scale proof: stopped by signal {signum}")
+
+
+if __name__ == "__main__":
+    main()
