@@ -40,6 +40,9 @@ import yaml
 
 from infra.cluster import ClusterSpec, build_cluster_spec
 from infra.control_plane import pki as cluster_pki
+from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
+from infra.etcd.machine import ETCD_UNIT
+from infra.node import kubelet
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
 from infra.errors import NAMESPACE
@@ -48,12 +51,9 @@ from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
 from tests.e2e.pki import TestPki, issue_pki
 from tests.e2e.plan_machines import Machine, Plan
 
-ETCD_UNIT = "etcd.service"
-APISERVER_UNIT = "kube-apiserver.service"
-CONTROLLER_MANAGER_UNIT = "kube-controller-manager.service"
-SCHEDULER_UNIT = "kube-scheduler.service"
-KUBELET_UNIT = "kubelet.service"
-CONTROL_PLANE_UNITS = (APISERVER_UNIT, CONTROLLER_MANAGER_UNIT, SCHEDULER_UNIT)
+# The units' names, from the renderers that write them.
+KUBELET_UNIT = kubelet.UNIT
+CONTROL_PLANE_UNITS = COMPONENT_UNITS
 EFFECTIVE_ETCD_CONFIG = "run/etcd/etcd.yaml"
 RENDERED_ETCD_CONFIG = "etc/etcd/etcd.yaml"
 # Folders of a machine's rendered files that the harness installs (the rest is boot plumbing).
