@@ -44,21 +44,14 @@ import yaml  # noqa: E402
 
 from benchmarks.scale import metrics  # noqa: E402
 from benchmarks.scale.metrics import Snapshot  # noqa: E402
-from benchmarks.scale.report import render  # noqa: E402
-from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
+from benchmarks.scale.report import SLO_MUTATING_S, render  # noqa: E402
+from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
 from infra.vm_sizes import VM_SIZES  # noqa: E402
 from tests.e2e.cluster import (APISERVER_UNIT, KUBELET_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot,  # noqa: E402
                                objects_in_apply_order)
 from tests.e2e.hosts import Process, wait_for  # noqa: E402
 
 LOAD = Path(__file__).with_name("scale") / "load.py"
-# sig-scalability SLOs (kubernetes/community sig-scalability/slos/slos.md): p99 over the window.
-SLO_MUTATING_S = 1.0
-SLO_GET_S = 1.0
-SLO_LIST_CLUSTER_S = 30.0
-SLO_POD_STARTUP_S = 5.0
-# The 7,500-node post: up to 70 GB of heap per apiserver at 7,500 nodes.
-SEED_APISERVER_HEAP_GB_AT_7500 = 70
 EVENTS_OVERRIDE_FLAG = "--etcd-servers-overrides"
 APF_OBJECTS = ("FlowSchema", "PriorityLevelConfiguration")
 MUTATING = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}

@@ -6,7 +6,8 @@ from typing import Any
 
 from infra.vm_sizes import VM_SIZES
 
-SLO_MUTATING_S = 1.0  # sig-scalability: mutating API calls, p99 <= 1 s
+# Kubernetes scalability SLOs (kubernetes/community sig-scalability/slos/slos.md), p99 over a window.
+SLO_MUTATING_S = 1.0  # mutating API calls, p99 <= 1 s
 SLO_GET_S = 1.0  # single-object reads, p99 <= 1 s
 SLO_LIST_CLUSTER_S = 30.0  # cluster-scoped LISTs, p99 <= 30 s
 SLO_POD_STARTUP_S = 5.0  # pod start-up, p99 <= 5 s

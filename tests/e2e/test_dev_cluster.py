@@ -18,8 +18,7 @@ from cryptography.x509.oid import NameOID
 
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
 from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
-from tests.e2e.cluster import (APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install,
-                               start_unit)
+from tests.e2e.cluster import (APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install)
 from tests.e2e.hosts import wait_for
 
 pytestmark = pytest.mark.e2e
