@@ -3,8 +3,8 @@
 Shards come from ``infra.sizing.shards`` (100 VMs per InfiniBand scale set with a single
 placement group, 1,000 otherwise), are numbered and only ever appended, so growing a pool
 adds scale sets and never touches existing ones. Each scale set:
-- runs one cloud-init for the whole pool (rendered once; its fingerprint is a tag, so a
-  preview shows a model change);
+- runs its shard's cloud-init (rendered once by infra.cluster; shards differ only in their nodes'
+  InfiniBand domain label; its fingerprint is a tag, so a preview shows a model change);
 - gives every NIC ``1 + podIpsPerNode`` IP configurations in its shard's subnet (alias IPs
   for Azure CNI), and no public IP;
 - leaves its capacity to the cluster-autoscaler (``ignore_changes`` on ``sku.capacity``;
@@ -38,21 +38,22 @@ class NodePool(pulumi.ComponentResource):
                  resource_group_name: pulumi.Input[str], subnet_ids: dict[str, pulumi.Input[str]],
                  identity_ids: Sequence[pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nodes:NodePool", name, None, opts)
-        cloud_init = cluster.node_cloud_inits[pool.name]  # rendered and size-checked by infra.cluster
-        self.custom_data = custom_data(cloud_init, f"node pool {pool.name}")
-        self.fingerprint = fingerprint(cloud_init)
         self.scale_sets = {}
+        self.fingerprints = {}
         for shard in shards(pool):
+            cloud_init = cluster.node_cloud_inits[shard.name]  # rendered and size-checked by infra.cluster
+            self.fingerprints[shard.name] = fingerprint(cloud_init)
             self.scale_sets[shard.name] = self._scale_set(
-                name, cluster, pool, shard, resource_group_name, subnet_ids[shard.name], identity_ids)
+                name, cluster, pool, shard, resource_group_name, subnet_ids[shard.name], identity_ids,
+                custom_data(cloud_init, f"node pool {pool.name} shard {shard.name}"))
         self.register_outputs({
             "scaleSetIds": {key: vmss.id for key, vmss in self.scale_sets.items()},
-            "cloudInitFingerprint": self.fingerprint,
+            "cloudInitFingerprints": self.fingerprints,
         })
 
     def _scale_set(self, name: str, cluster: ClusterSpec, pool: NodePoolConfig, shard: Shard,
                    resource_group_name: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                   identity_ids: Sequence[pulumi.Input[str]]) -> declare.Declared:
+                   identity_ids: Sequence[pulumi.Input[str]], encoded_custom_data: str) -> declare.Declared:
         config = cluster.config
         shape = ScaleSetShape.of(pool)
         # The primary IP is the node's; every other one is a pod's (Azure CNI azure-vnet-ipam). Built once
@@ -82,7 +83,7 @@ class NodePool(pulumi.ComponentResource):
                 "osProfile": {
                     "computerNamePrefix": shard.name,
                     "adminUsername": ADMIN_USERNAME,
-                    "customData": self.custom_data,
+                    "customData": encoded_custom_data,
                     "linuxConfiguration": linux_ssh_only(config.admin_ssh_public_key),
                 },
                 "storageProfile": {"imageReference": image(pool), "osDisk": os_disk},
@@ -93,7 +94,7 @@ class NodePool(pulumi.ComponentResource):
                 "securityProfile": {"encryptionAtHost": pool.size.encryption_at_host},
                 "diagnosticsProfile": {"bootDiagnostics": {"enabled": True}},
             },
-            "tags": scale_set_tags(config, pool, shard, self.fingerprint),
+            "tags": scale_set_tags(config, pool, shard, self.fingerprints[shard.name]),
         }, pulumi.ResourceOptions(
             parent=self,
             # A scale set holds running jobs: deleting or replacing one needs a deliberate unprotect

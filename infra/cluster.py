@@ -2,7 +2,7 @@
 
 ``build_cluster_spec`` is the whole validation pass: the config contract, the address
 plan against Azure's limits, the add-ons' settings, and the cloud-init of every node pool
-and of the NAT hosts, rendered here once, so the size Azure would refuse is checked on
+shard and of the NAT hosts, rendered here once, so the size Azure would refuse is checked on
 the exact text the machines receive. Any ``ConfigError`` stops the program here, so
 nothing is ever half-declared.
 """
@@ -22,6 +22,7 @@ from infra.config import ClusterConfig, parse_config
 from infra.nat_hosts import nat_host_cloud_config
 from infra.node import node_cloud_config
 from infra.node.pool import check_custom_data, check_pool_tags, node_spec
+from infra.sizing import shards
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class ClusterSpec:
     config: ClusterConfig
     addresses: AddressPlan
     addons: AddonSettings  # every add-on's validated settings (infra/addons)
-    node_cloud_inits: Mapping[str, str] = field(default_factory=dict)  # pool name -> its nodes' cloud-init
+    node_cloud_inits: Mapping[str, str] = field(default_factory=dict)  # shard name -> its nodes' cloud-init
     nat_host_cloud_init: str = ""
 
 
@@ -47,8 +48,9 @@ def _with_machine_cloud_inits(spec: ClusterSpec) -> ClusterSpec:
     boot_steps = traffic_accounting.boot_steps(config, addresses)
     nodes = {}
     for index, pool in enumerate(config.node_pools):
-        node = node_spec(spec, pool, vault_name=vault_name, registry_login_server=registry)
-        nodes[pool.name] = render(node_cloud_config(node, boot_steps))
-        check_custom_data(config, index, nodes[pool.name])
+        for shard in shards(pool):
+            node = node_spec(spec, pool, shard, vault_name=vault_name, registry_login_server=registry)
+            nodes[shard.name] = render(node_cloud_config(node, boot_steps))
+            check_custom_data(config, index, nodes[shard.name])
     return dataclasses.replace(spec, node_cloud_inits=nodes,
                                nat_host_cloud_init=render(nat_host_cloud_config(config, addresses, vault_name)))

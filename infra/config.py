@@ -128,6 +128,7 @@ class AddonsConfig:
     cluster_autoscaler: AddonToggle
     balloons: AddonToggle
     nvidia_device_plugin: AddonToggle
+    rdma_device_plugin: AddonToggle
     gpu_health_check: AddonToggle
     traffic_accounting: AddonToggle
     monitoring: AddonToggle
@@ -334,6 +335,7 @@ ADDON_KEYS = {
     "clusterAutoscaler": "cluster_autoscaler",
     "balloons": "balloons",
     "nvidiaDevicePlugin": "nvidia_device_plugin",
+    "rdmaDevicePlugin": "rdma_device_plugin",
     "gpuHealthCheck": "gpu_health_check",
     "trafficAccounting": "traffic_accounting",
     "monitoring": "monitoring",

@@ -24,6 +24,10 @@ POOL_ROLES = (ROLE_GPU, ROLE_CPU)
 
 POOL_LABEL = "supercluster.io/pool"  # the node pool's name
 INFINIBAND_LABEL = "supercluster.io/infiniband"  # "true" on nodes of InfiniBand pools
+# The InfiniBand domain a node is in: the shard (scale set) it belongs to. InfiniBand connects only the
+# VMs of one scale set with a single placement group, at most 100 VMs (infra/sizing.py), so the pods of a
+# job that talk over InfiniBand must all run on nodes with one value of this label (docs/infiniband-jobs.md).
+INFINIBAND_DOMAIN_LABEL = "supercluster.io/infiniband-domain"
 GPU_COUNT_LABEL = "supercluster.io/gpu-count"
 # The device plugin's and GPU operator's conventional node selector.
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
@@ -36,7 +40,7 @@ ACCELERATOR_VALUE = "nvidia"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 REGION_LABEL = "topology.kubernetes.io/region"
 # Derived by the program from a pool's settings; a pool's configured labels may not set them.
-DERIVED_LABELS = (ROLE_LABEL, POOL_LABEL, INFINIBAND_LABEL, GPU_COUNT_LABEL, GPU_PRESENT_LABEL, ACCELERATOR_LABEL,
+DERIVED_LABELS = (ROLE_LABEL, POOL_LABEL, INFINIBAND_LABEL, INFINIBAND_DOMAIN_LABEL, GPU_COUNT_LABEL, GPU_PRESENT_LABEL, ACCELERATOR_LABEL,
                   INSTANCE_TYPE_LABEL, REGION_LABEL)
 
 # ------------------------------------------------------------------------------ taints
@@ -54,10 +58,14 @@ NAT_HOST_TAINT_EFFECT = "NoSchedule"
 # ------------------------------------------------------------------------------ resources
 
 GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource the NVIDIA device plugin advertises
+# The RDMA shared device plugin advertises each InfiniBand node's HCAs as ``rdma/<resourceName>``
+# (its resource prefix is "rdma": Mellanox/k8s-rdma-shared-dev-plugin README, "configList").
+RDMA_RESOURCE = "rdma/ib"
 
 
 def node_labels(*, role: str, pool: str | None = None, instance_type: str | None = None, region: str | None = None,
-                infiniband: bool = False, gpus: int = 0, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+                infiniband: bool = False, infiniband_domain: str | None = None, gpus: int = 0,
+                extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The labels a node registers with: its role, its pool, where and what it is, GPU facts.
 
     ``extra`` (a pool's configured ``labels``) may add labels but never change the ones derived
@@ -72,6 +80,8 @@ def node_labels(*, role: str, pool: str | None = None, instance_type: str | None
         labels[REGION_LABEL] = region
     if infiniband:
         labels[INFINIBAND_LABEL] = "true"
+        if infiniband_domain is not None:
+            labels[INFINIBAND_DOMAIN_LABEL] = infiniband_domain
     if gpus:
         labels.update({ACCELERATOR_LABEL: ACCELERATOR_VALUE, GPU_PRESENT_LABEL: "true", GPU_COUNT_LABEL: str(gpus)})
     return {**(extra or {}), **labels}

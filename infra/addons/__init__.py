@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from infra.addons import (balloons, base, cluster_autoscaler, coredns, gpu_health_check, k8s, monitoring,
-                          node_local_dns, nvidia_device_plugin, traffic_accounting)
+                          node_local_dns, nvidia_device_plugin, rdma_device_plugin, traffic_accounting)
 from infra.addons.cluster_autoscaler import AzureAccess
 from infra.config import ADDON_KEYS, ClusterConfig
 from infra.errors import ConfigError
@@ -30,6 +30,7 @@ MODULES = {
     "cluster_autoscaler": cluster_autoscaler,
     "balloons": balloons,
     "nvidia_device_plugin": nvidia_device_plugin,
+    "rdma_device_plugin": rdma_device_plugin,
     "gpu_health_check": gpu_health_check,
     "traffic_accounting": traffic_accounting,
     "monitoring": monitoring,
@@ -47,6 +48,7 @@ class AddonSettings:
     cluster_autoscaler: cluster_autoscaler.Settings
     balloons: balloons.Settings
     nvidia_device_plugin: nvidia_device_plugin.Settings
+    rdma_device_plugin: rdma_device_plugin.Settings
     gpu_health_check: gpu_health_check.Settings
     traffic_accounting: traffic_accounting.Settings
     monitoring: monitoring.Settings

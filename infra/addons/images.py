@@ -22,6 +22,9 @@ CLUSTER_AUTOSCALER = {
     "1.34": "registry.k8s.io/autoscaling/cluster-autoscaler:v1.34.5",
 }
 NVIDIA_DEVICE_PLUGIN = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+# The RDMA shared device plugin at the version NVIDIA's network operator deploys in its sample
+# NicClusterPolicy (Mellanox/network-operator, "rdmaSharedDevicePlugin").
+RDMA_SHARED_DEVICE_PLUGIN = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
 # DCGM: nv-hostengine and dcgmi (diagnostics); nvidia-smi comes from the driver via the runtime.
 DCGM = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
 # Runs the small stdlib-only scripts in infra/addons/scripts (node taint, iptables exporter).

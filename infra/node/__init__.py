@@ -49,6 +49,7 @@ class NodeSpec:
     taints: tuple[Taint, ...] = ()
     gpus: int = 0
     nvswitch: bool = False
+    infiniband: bool = False  # its jobs use RDMA over InfiniBand (containerd lifts the memlock limit)
     node_local_dns_ip: str | None = None  # routed via the host by the CNI (addons.nodeLocalDns.localIp)
 
     @property
@@ -69,7 +70,7 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     install.add_install(cloud, spec.kubernetes_version)
     cni.add_pod_network(cloud, spec.cluster_cidr, spec.node_local_dns_ip)
     cloud.add(containerd.CONFIG_PATH, containerd.render_config(spec.images[0], gpu=spec.gpus > 0))
-    cloud.add(f"/etc/systemd/system/{containerd.UNIT}", containerd.unit())
+    cloud.add(f"/etc/systemd/system/{containerd.UNIT}", containerd.unit(rdma=spec.infiniband))
     images.add_preload(cloud, spec.registry_login_server, spec.images)
     if spec.gpus:
         gpu.add_gpu_check(cloud, spec.gpus, spec.nvswitch)

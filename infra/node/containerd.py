@@ -55,14 +55,24 @@ def render_config(sandbox_image: str, gpu: bool) -> str:
     return "# Written by supercluster (infra/node/containerd.py).\n" + toml.dumps(config(sandbox_image, gpu))
 
 
-def unit() -> str:
-    """containerd's upstream unit (containerd.service in the release), pointing at the pinned binary."""
+def unit(rdma: bool = False) -> str:
+    """containerd's upstream unit (containerd.service in the release), pointing at the pinned binary.
+
+    ``rdma`` (InfiniBand nodes): no limit on locked memory. RDMA pins the buffers it registers
+    (``ibv_reg_mr``), which needs either CAP_IPC_LOCK or a large RLIMIT_MEMLOCK. Pod Security's
+    baseline level does not let a tenant pod add IPC_LOCK, so the limit is lifted instead: runc sets
+    only the rlimits the OCI spec names (containerd's default spec names RLIMIT_NOFILE alone), so a
+    container inherits the rest from containerd, through its shim.
+    """
+    service = {"Type": "notify", "ExecStartPre": "-/sbin/modprobe overlay", "Delegate": "yes",
+               "KillMode": "process", "Restart": "always", "RestartSec": "5", "LimitNPROC": "infinity",
+               "LimitCORE": "infinity", "TasksMax": "infinity", "OOMScoreAdjust": "-999"}
+    if rdma:
+        service["LimitMEMLOCK"] = "infinity"
     return systemd.unit(
         "containerd container runtime",
         [f"{install.BIN}/containerd", "--config", CONFIG_PATH],
         after=["network.target", local_disk.UNIT, install.UNIT],
         requires=[local_disk.UNIT, install.UNIT],
-        service={"Type": "notify", "ExecStartPre": "-/sbin/modprobe overlay", "Delegate": "yes",
-                 "KillMode": "process", "Restart": "always", "RestartSec": "5", "LimitNPROC": "infinity",
-                 "LimitCORE": "infinity", "TasksMax": "infinity", "OOMScoreAdjust": "-999"},
+        service=service,
     )

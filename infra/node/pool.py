@@ -1,7 +1,9 @@
 """A configured node pool turned into what its scale sets need: the node's spec, the VM model, the tags.
 
 Pure decisions only; components/node_pool.py maps them onto azure-native resources.
-One cloud-init per pool (every shard of a pool runs the same model), rendered once.
+One cloud-init per shard (scale set), rendered once: the shards of a pool differ only in the
+InfiniBand domain label their nodes register with (InfiniBand pools; every shard of a CPU pool gets
+the same text).
 """
 
 from __future__ import annotations
@@ -40,16 +42,18 @@ RESOURCES_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_resources_"
 CLOUD_INIT_TAG = "supercluster.io_cloud-init"
 
 
-def node_spec(cluster: ClusterSpec, pool: NodePoolConfig, *, vault_name: str, registry_login_server: str) -> NodeSpec:
+def node_spec(cluster: ClusterSpec, pool: NodePoolConfig, shard: Shard, *, vault_name: str,
+              registry_login_server: str) -> NodeSpec:
     config = cluster.config
     return joining_node(config, cluster.addresses, pool.size, role="node", vault_name=vault_name,
                         registry_login_server=registry_login_server, images=preload_images(config),
-                        max_pods=pod_ip_configurations(pool), labels=pool_labels(config, pool), taints=pool.taints)
+                        max_pods=pod_ip_configurations(pool), labels=pool_labels(config, pool, shard),
+                        taints=pool.taints, infiniband=pool.infiniband)
 
 
 def joining_node(config: ClusterConfig, addresses: AddressPlan, size: VmSize, *, role: str, vault_name: str,
                  registry_login_server: str, images: tuple[str, ...], max_pods: int,
-                 labels: Mapping[str, str], taints: tuple[Taint, ...]) -> NodeSpec:
+                 labels: Mapping[str, str], taints: tuple[Taint, ...], infiniband: bool = False) -> NodeSpec:
     """A machine that joins the cluster as a node: a pool's scale-set instance or a NAT host (``role``
     names the identity its boot scripts sign in as)."""
     return NodeSpec(
@@ -69,6 +73,7 @@ def joining_node(config: ClusterConfig, addresses: AddressPlan, size: VmSize, *,
         gpus=size.gpus,
         # The 8-GPU ND sizes are NVSwitch systems, which need NVIDIA's fabric manager.
         nvswitch=size.gpus >= 8,
+        infiniband=infiniband,
         node_local_dns_ip=node_local_ip(config),
     )
 
@@ -78,11 +83,19 @@ def preload_images(config: ClusterConfig) -> tuple[str, ...]:
     return tuple(dict.fromkeys((versions.PAUSE_IMAGE, *config.images.preload)))
 
 
-def pool_labels(config: ClusterConfig, pool: NodePoolConfig) -> dict[str, str]:
-    """The labels every node of the pool registers with (infra.labels decides them; GPU labels come
-    with the VM size)."""
+def pool_labels(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -> dict[str, str]:
+    """The labels every node of the shard registers with (infra.labels decides them; GPU labels come
+    with the VM size, the InfiniBand domain with the shard)."""
     return node_labels(role=pool.role, pool=pool.name, instance_type=pool.vm_size, region=config.location,
-                              infiniband=pool.infiniband, gpus=pool.size.gpus, extra=pool.labels)
+                       infiniband=pool.infiniband, infiniband_domain=infiniband_domain(shard),
+                       gpus=pool.size.gpus, extra=pool.labels)
+
+
+def infiniband_domain(shard: Shard) -> str:
+    """A shard's InfiniBand domain: its name (``<pool>-s<NNN>``), unique in the cluster, stable for the
+    shard's life (shards are only ever appended) and a valid label value (pool names are at most 12
+    characters). The scale set's Azure name is ``naming.scale_set(cluster, shard.name)``."""
+    return shard.name
 
 
 def image(pool: NodePoolConfig) -> dict[str, str]:
@@ -128,7 +141,7 @@ def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -
         "min": str(shard.min_nodes),
         "max": str(shard.max_nodes),
     }
-    for key, value in sorted(pool_labels(config, pool).items()):
+    for key, value in sorted(pool_labels(config, pool, shard).items()):
         tags[LABEL_TAG_PREFIX + encode_tag_key(key)] = value
     for taint in pool.taints:
         tags[TAINT_TAG_PREFIX + encode_tag_key(taint.key)] = f"{taint.value}:{taint.effect}"

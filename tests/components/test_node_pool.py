@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from infra.labels import INFINIBAND_DOMAIN_LABEL
 from infra.plan.artifacts import custom_data_of
 from tests.conftest import plan_stack
 from tests.helpers import cluster_subnets
@@ -71,11 +72,19 @@ def test_vm_model(prod_plan):
     assert gpu_profile["osProfile"]["linuxConfiguration"]["disablePasswordAuthentication"] is True
 
 
-def test_one_cloud_init_per_pool_with_its_fingerprint_tagged(prod_plan):
-    for pool in ("h100a", "cpu"):
-        sets = scale_sets(prod_plan, pool)
-        assert len({custom_data_of(v) for v in sets}) == 1
-        assert len({v.inputs["tags"]["supercluster.io_cloud-init"] for v in sets}) == 1
+def test_one_cloud_init_per_shard_with_its_fingerprint_tagged(prod_plan):
+    """A CPU pool's shards share one model; an InfiniBand pool's differ exactly in the InfiniBand domain
+    their nodes register (the shard), so each has its own text and fingerprint."""
+    cpu = scale_sets(prod_plan, "cpu")
+    assert len({custom_data_of(v) for v in cpu}) == 1
+    assert len({v.inputs["tags"]["supercluster.io_cloud-init"] for v in cpu}) == 1
+    gpu = scale_sets(prod_plan, "h100a")
+    texts = [custom_data_of(v) for v in gpu]
+    assert len(set(texts)) == len(gpu) > 1
+    assert len({v.inputs["tags"]["supercluster.io_cloud-init"] for v in gpu}) == len(gpu)
+    first_domain = f"{INFINIBAND_DOMAIN_LABEL}=h100a-s000"
+    for index, text in enumerate(texts):
+        assert text.replace(f"{INFINIBAND_DOMAIN_LABEL}=h100a-s{index:03d}", first_domain) == texts[0]
     assert custom_data_of(scale_sets(prod_plan, "h100a")[0]) != custom_data_of(scale_sets(prod_plan, "cpu")[0])
     sizes = [len(v.inputs["virtualMachineProfile"]["osProfile"]["customData"]) for v in prod_plan.of_type(VMSS)]
     assert max(sizes) <= 87_380  # Azure's customData limit, for the biggest pool

@@ -227,15 +227,15 @@ def test_a_preload_list_over_azures_custom_data_limit_stops_validation_naming_it
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_validation_checks_the_exact_cloud_init_the_machines_receive(stack, dev_plan, prod_plan):
-    """``build_cluster_spec`` renders each pool's and the NAT hosts' cloud-init once; the components send
+    """``build_cluster_spec`` renders each shard's and the NAT hosts' cloud-init once; the components send
     exactly that text, so the size validation checked is the size Azure sees."""
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
     cluster = build_cluster_spec(raw_stack(stack), "eastus")
     name = cluster.config.cluster_name
     for vmss in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
-        pool = vmss.name.removeprefix(f"{name}-pool-").rsplit("-s", 1)[0]
+        shard = vmss.name.removeprefix(f"{name}-pool-")
         sent = base64.b64decode(vmss.inputs["virtualMachineProfile"]["osProfile"]["customData"]).decode()
-        assert sent == cluster.node_cloud_inits[pool], vmss.name
+        assert sent == cluster.node_cloud_inits[shard], vmss.name
     nat = [vm for vm in run.of_type("azure-native:compute:VirtualMachine") if "nat-hosts" in vm.name]
     assert nat and all(base64.b64decode(vm.inputs["osProfile"]["customData"]).decode() == cluster.nat_host_cloud_init
                        for vm in nat)

@@ -20,6 +20,7 @@ from infra.cloudinit import render
 from infra.node import kubelet, node_cloud_config
 from infra.node.pool import node_spec
 from infra.secrets import FETCH_SCRIPT_PATH
+from infra.sizing import shards
 from tests.helpers import readme_table_rows
 from tests.infra.control_plane_files import spec, unit_flags
 
@@ -42,7 +43,7 @@ def pools() -> dict[str, dict[str, dict]]:
     name = cluster.config.cluster_name
     rendered = {}
     for pool in cluster.config.node_pools:
-        node = node_spec(cluster, pool, vault_name=naming.key_vault(name),
+        node = node_spec(cluster, pool, shards(pool)[0], vault_name=naming.key_vault(name),
                          registry_login_server=naming.container_registry_login_server(name))
         document = yaml.safe_load(render(node_cloud_config(node)))
         rendered[pool.name] = {entry["path"]: entry for entry in document["write_files"]}

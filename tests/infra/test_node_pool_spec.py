@@ -23,13 +23,14 @@ def cluster(stack: str = "prod", raw: dict | None = None):
 def test_node_spec_from_the_prod_gpu_pool():
     spec = cluster()
     pool = spec.config.pool("h100a")
-    node = node_spec(spec, pool, vault_name="kv", registry_login_server="acr.azurecr.io")
+    node = node_spec(spec, pool, shards(pool)[1], vault_name="kv", registry_login_server="acr.azurecr.io")
     assert node.apiserver_endpoint == f"https://{spec.addresses.apiserver_lb_ip()}:6443"
     assert node.cluster_dns == "172.20.0.10"
     assert node.max_pods == pool.pod_ips_per_node == 8
     assert node.gpus == 8 and node.nvswitch and node.local_disks.nvme_disks == 8
     assert node.images[0] == versions.PAUSE_IMAGE
     assert node.labels["supercluster.io/pool"] == "h100a" and node.labels["supercluster.io/infiniband"] == "true"
+    assert node.labels["supercluster.io/infiniband-domain"] == "h100a-s001"
 
 
 def test_gpu_pools_boot_the_hpc_image_and_cpu_pools_ubuntu():

@@ -48,12 +48,13 @@ def test_a_failed_run_restores_gc_too():
     assert gc.isenabled()
 
 
-def test_a_written_plan_reads_back_exactly_with_each_pools_shards_linked(prod_plan, tmp_path):
+def test_a_written_plan_reads_back_exactly_with_identical_shards_linked(prod_plan, tmp_path):
     files = plan_files(prod_plan.registrations, prod_plan.outputs, "summary\n")
     write_plan(tmp_path / "plan", files)
     root = tmp_path / "plan" / "files"
     assert not (root / "prod-pool-h100a-s000").is_symlink()
-    assert os.readlink(root / "prod-pool-h100a-s029") == "prod-pool-h100a-s000"
+    # InfiniBand shards differ in their nodes' InfiniBand domain label; a CPU pool's shards are identical.
+    assert not (root / "prod-pool-h100a-s029").is_symlink()
     assert os.readlink(root / "prod-pool-cpu-s001") == "prod-pool-cpu-s000"
     assert not (root / "prod-pool-h100b-s000").is_symlink(), "another pool's cloud-init differs"
     assert not any((root / f"prod-etcd-{i}-vm").is_symlink() for i in range(5)), "each member's files differ"
