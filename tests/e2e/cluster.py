@@ -44,6 +44,7 @@ from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
 from infra.etcd.machine import ETCD_UNIT
 from infra.node import kubelet
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
+from infra.labels import GPU_RESOURCE, RDMA_RESOURCE
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
 from infra.errors import NAMESPACE
 from infra.vm_sizes import VM_SIZES
@@ -161,7 +162,7 @@ class Cluster:
 
 
 def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = (), nodes_per_pool: int | None = None,
-         with_nodes: bool = True) -> Cluster:
+         nodes_per_shard: int | None = None, with_nodes: bool = True) -> Cluster:
     """Plans ``stack``, boots its control plane, applies its objects and (``with_nodes``) joins nodes.
 
     On any failure everything started so far is stopped before the error propagates.
@@ -196,7 +197,7 @@ def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = ()
         _start_control_plane(cluster)
         apply_objects(cluster)
         if with_nodes:
-            join_nodes(cluster, nodes_per_pool)
+            join_nodes(cluster, nodes_per_pool, nodes_per_shard)
         return cluster
     except BaseException:
         network.close()
@@ -344,14 +345,20 @@ def apply_objects(cluster: Cluster) -> list[str]:
 # ---------------------------------------------------------------------- nodes
 
 
-def join_nodes(cluster: Cluster, per_pool: int | None = None) -> None:
-    """One node per scale-set instance up to each pool's ``maxNodes`` (or ``per_pool``), and the NAT hosts."""
+def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | None = None) -> None:
+    """The NAT hosts and, of each pool's first shard, one node per scale-set instance up to the pool's
+    ``maxNodes`` (or ``per_pool``); with ``per_shard``, that many instances of every shard instead."""
     prefix_length = cluster.spec.config.network.address_space.prefixlen
     pools = {p.name: p for p in cluster.spec.config.node_pools}
     joining: list[tuple[Machine, str | None, str]] = []
-    for scale_set in filter(lambda s: s.first_shard, cluster.plan.scale_sets()):
+    for scale_set in cluster.plan.scale_sets():
         pool = pools[scale_set.pool]
-        count = min(pool.max_nodes, per_pool or pool.max_nodes)
+        if per_shard is not None:
+            count = per_shard
+        elif scale_set.first_shard:
+            count = min(pool.max_nodes, per_pool or pool.max_nodes)
+        else:
+            continue
         joining += [(scale_set.instance(i), pool.name, scale_set.vm_size) for i in range(count)]
     for machine in cluster.plan.vms():
         if machine.has_unit(KUBELET_UNIT):
@@ -361,19 +368,25 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None) -> None:
             machine.name, [f"{machine.ip}/{prefix_length}"])
         if machine.name not in cluster.network.hosts or not (host.root / "etc/kubernetes/bootstrap-kubelet.conf").exists():
             install(machine, host, cluster.pki)
+        capacity = _capacity(vm_size, cluster.spec.addons.rdma_device_plugin.pods_per_node)
         argv = ["/usr/local/bin/nodesim", *machine.unit(KUBELET_UNIT).exec_start[1:],
-                f"--hostname-override={machine.name}", f"--node-ip={machine.ip}", f"--sim-capacity={_capacity(vm_size)}"]
+                f"--hostname-override={machine.name}", f"--node-ip={machine.ip}", f"--sim-capacity={capacity}"]
         cluster.nodes.append(Node(machine, host, start_unit(cluster, machine, host, KUBELET_UNIT, argv), pool))
     names = {n.machine.name for n in cluster.nodes}
     wait_for(f"{len(names)} nodes to register Ready", lambda: names <= _ready_nodes(cluster),
              timeout=BOOT_TIMEOUT, interval=1, on_timeout=cluster.describe)
 
 
-def _capacity(vm_size: str) -> str:
+def _capacity(vm_size: str, rdma_pods_per_node: int) -> str:
+    """What the node advertises, the device plugins' resources included (they run as simulated pods
+    here, so the node stands in for them: the GPUs by the size's count, the RDMA resource by the plugin's
+    rdmaHcaMax on InfiniBand sizes)."""
     size = VM_SIZES[vm_size]
     capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_gib}Gi", "ephemeral-storage": "500Gi"}
     if size.gpus:
-        capacity["nvidia.com/gpu"] = str(size.gpus)
+        capacity[GPU_RESOURCE] = str(size.gpus)
+    if size.infiniband:
+        capacity[RDMA_RESOURCE] = str(rdma_pods_per_node)
     return ",".join(f"{k}={v}" for k, v in capacity.items())
 
 
