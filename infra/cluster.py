@@ -47,7 +47,7 @@ def _with_machine_cloud_inits(spec: ClusterSpec) -> ClusterSpec:
     boot_steps = traffic_accounting.boot_steps(config, addresses)
     nodes = {}
     for index, pool in enumerate(config.node_pools):
-        node = node_spec(spec, pool, vault_name=vault_name, registry_login_server=registry)
+        node = node_spec(config, addresses, pool, vault_name=vault_name, registry_login_server=registry)
         nodes[pool.name] = render(node_cloud_config(node, boot_steps))
         check_custom_data(config, index, nodes[pool.name])
     return dataclasses.replace(spec, node_cloud_inits=nodes,

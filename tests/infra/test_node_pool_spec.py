@@ -23,7 +23,7 @@ def cluster(stack: str = "prod", raw: dict | None = None):
 def test_node_spec_from_the_prod_gpu_pool():
     spec = cluster()
     pool = spec.config.pool("h100a")
-    node = node_spec(spec, pool, vault_name="kv", registry_login_server="acr.azurecr.io")
+    node = node_spec(spec.config, spec.addresses, pool, vault_name="kv", registry_login_server="acr.azurecr.io")
     assert node.apiserver_endpoint == f"https://{spec.addresses.apiserver_lb_ip()}:6443"
     assert node.cluster_dns == "172.20.0.10"
     assert node.max_pods == pool.pod_ips_per_node == 8
