@@ -10,8 +10,8 @@ import yaml
 from components import declare
 from components.addons import ClusterAddons
 from infra.addons.k8s import object_key
-from infra.plan.artifacts import collect_files, kubernetes_object
-from infra.plan.runner import run_declarations
+from plan.artifacts import collect_files, kubernetes_object
+from plan.runner import run_declarations
 from tests.infra.addon_fixtures import AZURE, groups_of, spec_for
 
 HEADROOM = {"balloons": {"headroomNodes": {"cpu": 1, "gpu": 1}}}

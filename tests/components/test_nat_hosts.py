@@ -10,7 +10,7 @@ from components.nat_hosts import NatHosts
 from infra.addressing import plan_addresses
 from infra.cloudinit import render
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PORT, nat_host_cloud_config
-from infra.plan.runner import run_declarations
+from plan.runner import run_declarations
 from infra.secret_names import NODE_JOIN_FILES
 from tests.helpers import parsed
 

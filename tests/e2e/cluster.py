@@ -44,7 +44,7 @@ from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
 from infra.etcd.machine import ETCD_UNIT
 from infra.node import kubelet
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
-from infra.plan.stackfile import PROJECT_DIR, load_stack_config
+from plan.stackfile import PROJECT_DIR, load_stack_config
 from infra.errors import NAMESPACE
 from infra.vm_sizes import VM_SIZES
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
@@ -64,7 +64,7 @@ BOOT_TIMEOUT = 180
 
 def plan_stack(stack: str, out: Path, overrides: list[str]) -> Plan:
     """Writes the offline plan of ``stack`` (the same CLI a user runs) and loads it."""
-    argv = [sys.executable, "-m", "infra.plan", "--stack", stack, "--out", str(out)]
+    argv = [sys.executable, "-m", "plan", "--stack", stack, "--out", str(out)]
     for override in overrides:
         argv += ["--config", override]
     subprocess.run(argv, check=True, capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.plan.stackfile import PROJECT_DIR
+from plan.stackfile import PROJECT_DIR
 from tests.e2e.cluster import Cluster, boot
 
 def _unavailable(why: str) -> None:

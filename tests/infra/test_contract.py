@@ -199,7 +199,7 @@ def test_secret_fields_must_be_redacted_in_a_plan(document):
 
 
 def test_readme_contract_table_is_the_schema():
-    from infra.plan.stackfile import PROJECT_DIR
+    from plan.stackfile import PROJECT_DIR
 
     readme = (PROJECT_DIR / "README.md").read_text()
     table = readme.split("<!-- contract-table:start -->\n")[1].split("<!-- contract-table:end -->")[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra.addons.k8s import object_key
-from infra.plan.artifacts import kubernetes_object
+from plan.artifacts import kubernetes_object
 from tests.conftest import plan_stack
 from tests.infra.addon_fixtures import groups_of, spec_for
 
@@ -26,7 +26,7 @@ def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan
 
 
 def test_bad_addon_setting_stops_the_plan_with_one_line(tmp_path, capsys):
-    from infra.plan.__main__ import main
+    from plan.__main__ import main
 
     out = tmp_path / "plan"
     assert main(["--stack", "dev", "--out", str(out),

@@ -10,9 +10,9 @@ import pulumi
 import yaml
 
 from infra import cloudinit, yaml_text
-from infra.plan.artifacts import custom_data_of, plan_files, write_plan
-from infra.plan.diff import load_plan
-from infra.plan.runner import run_declarations
+from plan.artifacts import custom_data_of, plan_files, write_plan
+from plan.diff import load_plan
+from plan.runner import run_declarations
 
 
 def test_libyaml_writes_every_cloud_init_byte_for_byte_as_the_python_emitter(dev_plan, prod_plan):

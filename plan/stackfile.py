@@ -17,7 +17,7 @@ import yaml
 
 from infra.errors import NAMESPACE, ConfigError
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 
 def load_stack_config(stack: str, overrides: list[str] | None = None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from infra.plan.mocks import Registration
+from plan.mocks import Registration
 
 # Typical time to create one resource of a type on a fresh deploy, in seconds. These are
 # planning estimates from Azure deployment durations seen in practice (ARM operation
