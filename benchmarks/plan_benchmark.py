@@ -103,7 +103,7 @@ def fastest(runs: list[Run]) -> Run:
 
 def ratio(runs: list[Run], reference: list[Run], measure: str = "wall") -> float:
     """The median, over rounds, of one process's time over another's in the same round."""
-    return statistics.median(getattr(a, measure) / getattr(b, measure) for a, b in zip(runs, reference))
+    return statistics.median(getattr(a, measure) / getattr(b, measure) for a, b in zip(runs, reference, strict=True))
 
 
 def registered(out: Path) -> int:

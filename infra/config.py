@@ -304,7 +304,8 @@ def _node_pool(s: Section) -> NodePoolConfig:
                               "node.kubernetes.io/ or kubelet.kubernetes.io/ (kubelet refuses to start with others)")
         if key in DERIVED_LABELS:
             raise ConfigError(f"{s.key('labels')}.{key}", value,
-                              f"a label other than the ones every node derives from its pool ({', '.join(DERIVED_LABELS)})")
+                              "a label other than the ones every node derives from its pool "
+                              f"({', '.join(DERIVED_LABELS)})")
     s.done()
     return pool
 

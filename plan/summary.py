@@ -6,10 +6,10 @@ from collections import Counter
 
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
-from plan.critical_path import critical_path, machines_waiting_for_machines
 from infra.egress import machines_in_vnet, nat_gateways
-from plan.mocks import Registration
 from infra.sizing import shards
+from plan.critical_path import critical_path, machines_waiting_for_machines
+from plan.mocks import Registration
 
 
 def render_summary(stack: str, config: ClusterConfig, addresses: AddressPlan, registrations: list[Registration],

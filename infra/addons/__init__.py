@@ -14,8 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infra.addons import (balloons, base, cluster_autoscaler, coredns, gpu_health_check, k8s, monitoring,
-                          node_local_dns, nvidia_device_plugin, traffic_accounting)
+from infra.addons import (
+    balloons,
+    base,
+    cluster_autoscaler,
+    coredns,
+    gpu_health_check,
+    k8s,
+    monitoring,
+    node_local_dns,
+    nvidia_device_plugin,
+    traffic_accounting,
+)
 from infra.addons.cluster_autoscaler import AzureAccess
 from infra.addressing import AddressPlan
 from infra.config import ADDON_KEYS, ClusterConfig

@@ -21,10 +21,10 @@ from typing import Any
 from infra.addons import images, k8s
 from infra.addons.base import priority_class
 from infra.addons.labels import BALLOON_PRIORITY
-from infra.labels import GPU_RESOURCE, POOL_LABEL
 from infra.addons.settings import section
 from infra.config import ClusterConfig, NodePoolConfig
 from infra.errors import ConfigError
+from infra.labels import GPU_RESOURCE, POOL_LABEL
 
 KEY = "balloons"
 NAMESPACE = "balloons"

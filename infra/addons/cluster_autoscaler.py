@@ -25,9 +25,9 @@ from typing import Any
 from infra.addons import images, k8s
 from infra.addons.balloons import BALLOON_PRIORITY_VALUE
 from infra.addons.labels import CLUSTER_CRITICAL, SAFE_TO_EVICT, SYSTEM_NAMESPACE
-from infra.labels import GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_CPU, ROLE_LABEL
 from infra.addons.settings import duration, section
 from infra.config import ClusterConfig
+from infra.labels import GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_CPU, ROLE_LABEL
 
 KEY = "clusterAutoscaler"
 NAME = "cluster-autoscaler"

@@ -22,11 +22,11 @@ from typing import Any
 from infra.addons import images, k8s
 from infra.addons.corefile import ServerBlock, d, render
 from infra.addons.labels import CLUSTER_CRITICAL, SYSTEM_NAMESPACE
-from infra.labels import ROLE_CPU, ROLE_LABEL
-from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.addons.settings import section
+from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.config import ClusterConfig
 from infra.errors import ConfigError
+from infra.labels import ROLE_CPU, ROLE_LABEL
 
 KEY = "coredns"
 NAME = "coredns"

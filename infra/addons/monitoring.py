@@ -21,10 +21,10 @@ from typing import Any
 from infra import yaml_text
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns
 from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
-from infra.labels import ROLE_CPU, ROLE_LABEL
 from infra.addons.settings import duration, section
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
+from infra.labels import ROLE_CPU, ROLE_LABEL
 
 KEY = "monitoring"
 NAME = "prometheus"

@@ -19,8 +19,8 @@ from typing import Any
 from infra.addons import coredns, images, k8s
 from infra.addons.corefile import ServerBlock, d, render
 from infra.addons.labels import NODE_CRITICAL, SYSTEM_NAMESPACE
-from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.addons.settings import section
+from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.config import ClusterConfig
 from infra.errors import ConfigError
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
-from infra.labels import ROLE_GPU, ROLE_LABEL
 from infra.addons.settings import section
 from infra.config import ClusterConfig
+from infra.labels import ROLE_GPU, ROLE_LABEL
 
 KEY = "nvidiaDevicePlugin"
 NAME = "nvidia-device-plugin"

@@ -9,8 +9,7 @@ RBAC for it is in ``infra/control_plane/cluster_objects.py`` (``system:node-prox
 
 from __future__ import annotations
 
-from infra import systemd
-from infra import yaml_text
+from infra import systemd, yaml_text
 from infra.cloudinit import CloudConfig
 from infra.node import install, kubelet
 

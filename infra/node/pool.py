@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infra import naming, versions
-from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
-from infra.addressing import AddressPlan, pod_ip_configurations
-from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.addons.node_local_dns import node_local_ip
+from infra.addressing import AddressPlan, pod_ip_configurations
+from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
+from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
 from infra.labels import GPU_RESOURCE, POOL_LABEL, node_labels
 from infra.node import NodeSpec
@@ -133,7 +133,8 @@ def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -
     return tags
 
 
-def scale_set_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard, cloud_init_fingerprint: str) -> dict[str, str]:
+def scale_set_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard,
+                   cloud_init_fingerprint: str) -> dict[str, str]:
     return {
         **autoscaler_tags(config, pool, shard),
         encode_tag_key(POOL_LABEL): pool.name,

@@ -78,7 +78,7 @@ def test_plan_files_hold_every_object_and_each_passes_schema_validation(dev_run)
     spec, run, _ = dev_run
     files = {path: text for path, text in collect_files(run.registrations).items() if path.startswith("k8s/")}
     assert len(files) == len(_declared(run))
-    for path, text in files.items():
+    for text in files.values():
         document = yaml.safe_load(text)
         kubernetes_validate.validate(document, spec.config.kubernetes_version, strict=True)
     assert "k8s/kube-system/Deployment-coredns.yaml" in files

@@ -66,7 +66,8 @@ def unknown_properties(value: Any, typ: Any, path: str) -> list[str]:
         found = []
         for key, item in value.items():
             name = _SDK_NAMES.get(key, key)
-            found += [f"{path}.{key}"] if name not in names else unknown_properties(item, types.get(name), f"{path}.{key}")
+            where = f"{path}.{key}"
+            found += [where] if name not in names else unknown_properties(item, types.get(name), where)
         return found
     origin, args = typing.get_origin(typ), typing.get_args(typ)
     if origin in (list, collections.abc.Sequence) and isinstance(value, list) and args:

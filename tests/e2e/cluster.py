@@ -41,12 +41,12 @@ import yaml
 from infra.cluster import ClusterSpec, build_cluster_spec
 from infra.control_plane import pki as cluster_pki
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
-from infra.etcd.machine import ETCD_UNIT
-from infra.node import kubelet
-from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
-from plan.stackfile import PROJECT_DIR, load_stack_config
 from infra.errors import NAMESPACE
+from infra.etcd.machine import ETCD_UNIT
+from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
+from infra.node import kubelet
 from infra.vm_sizes import VM_SIZES
+from plan.stackfile import PROJECT_DIR, load_stack_config
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
 from tests.e2e.pki import TestPki, issue_pki
 from tests.e2e.plan_machines import Machine, Plan
@@ -204,7 +204,7 @@ def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = ()
 
 
 def _bootstrap_token_id(plan: Plan) -> str:
-    for path, document in plan.kubernetes_objects():
+    for _, document in plan.kubernetes_objects():
         if document.get("type") == "bootstrap.kubernetes.io/token":
             return document["metadata"]["name"].removeprefix("bootstrap-token-")
     raise AssertionError("the plan has no bootstrap token Secret")
@@ -299,7 +299,8 @@ def _start_control_plane(cluster: Cluster) -> None:
     prefix_length = cluster.spec.config.network.address_space.prefixlen
     lb_host = cluster.network.add_host("apiserver-load-balancer", [f"{frontend}/{prefix_length}"])
     cluster.load_balancer = cluster.network.start(lb_host, "load-balancer", [
-        sys.executable, str(Path(__file__).with_name("load_balancer.py")), f"{frontend}:{lb['loadBalancingRules'][0]['frontendPort']}",
+        sys.executable, str(Path(__file__).with_name("load_balancer.py")),
+        f"{frontend}:{lb['loadBalancingRules'][0]['frontendPort']}",
         probe["requestPath"], *[f"{m.ip}:{port}" for m, _ in machines]])
     wait_for("every apiserver to answer /readyz", lambda: all(
         cluster.raw("/readyz", url=f"https://{m.ip}:{port}")[0] == 200 for m, _ in machines),
@@ -359,10 +360,12 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None) -> None:
     for machine, pool, vm_size in joining:
         host = cluster.network.hosts.get(machine.name) or cluster.network.add_host(
             machine.name, [f"{machine.ip}/{prefix_length}"])
-        if machine.name not in cluster.network.hosts or not (host.root / "etc/kubernetes/bootstrap-kubelet.conf").exists():
+        bootstrap = host.root / "etc/kubernetes/bootstrap-kubelet.conf"
+        if machine.name not in cluster.network.hosts or not bootstrap.exists():
             install(machine, host, cluster.pki)
         argv = ["/usr/local/bin/nodesim", *machine.unit(KUBELET_UNIT).exec_start[1:],
-                f"--hostname-override={machine.name}", f"--node-ip={machine.ip}", f"--sim-capacity={_capacity(vm_size)}"]
+                f"--hostname-override={machine.name}", f"--node-ip={machine.ip}",
+                f"--sim-capacity={_capacity(vm_size)}"]
         cluster.nodes.append(Node(machine, host, start_unit(cluster, machine, host, KUBELET_UNIT, argv), pool))
     names = {n.machine.name for n in cluster.nodes}
     wait_for(f"{len(names)} nodes to register Ready", lambda: names <= _ready_nodes(cluster),

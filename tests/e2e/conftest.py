@@ -17,6 +17,7 @@ import pytest
 from plan.stackfile import PROJECT_DIR
 from tests.e2e.cluster import Cluster, boot
 
+
 def _unavailable(why: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"cluster in a box: {why}")

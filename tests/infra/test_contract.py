@@ -8,8 +8,16 @@ import dataclasses
 import pytest
 
 from infra.cluster import build_cluster_spec
-from infra.contract import (SCHEMA_MAJOR, SCHEMA_VERSION, ClusterContract, ContractError, describe,
-                            parse_contract, secret_paths, to_document)
+from infra.contract import (
+    SCHEMA_MAJOR,
+    SCHEMA_VERSION,
+    ClusterContract,
+    ContractError,
+    describe,
+    parse_contract,
+    secret_paths,
+    to_document,
+)
 from infra.outputs import cluster_contract, shard_names
 from tests.helpers import raw_stack
 

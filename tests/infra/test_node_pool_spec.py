@@ -10,8 +10,16 @@ from infra.config import parse_config
 from infra.errors import ConfigError
 from infra.images import cache_prefixes, parse_image
 from infra.node import install
-from infra.node.pool import (MAX_TAGS, ScaleSetShape, autoscaler_tags, encode_tag_key, ephemeral_os_disk, image,
-                             node_spec, scale_set_tags)
+from infra.node.pool import (
+    MAX_TAGS,
+    ScaleSetShape,
+    autoscaler_tags,
+    encode_tag_key,
+    ephemeral_os_disk,
+    image,
+    node_spec,
+    scale_set_tags,
+)
 from infra.sizing import shards
 from tests.helpers import parsed, raw_stack
 
