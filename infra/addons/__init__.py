@@ -30,7 +30,7 @@ from infra.addons.cluster_autoscaler import AzureAccess
 from infra.addressing import AddressPlan
 from infra.config import ADDON_KEYS, ClusterConfig
 from infra.errors import ConfigError
-from infra.labels import ROLE_GPU
+from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_GPU
 
 # Attribute of ``AddonsConfig`` -> module, in the order the objects are applied.
 MODULES = {
@@ -81,7 +81,7 @@ def _check_dependencies(config: ClusterConfig) -> None:
     if gpu_pools and not addons.gpu_health_check.enabled:
         raise ConfigError("addons.gpuHealthCheck.enabled", False,
                           f"true while GPU pools exist ({', '.join(gpu_pools)}): their nodes register with the "
-                          f"start-up taint {gpu_health_check.GPU_STARTUP_TAINT_KEY} and only the health check "
+                          f"start-up taint {GPU_STARTUP_TAINT_KEY} and only the health check "
                           "removes it")
 
 

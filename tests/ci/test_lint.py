@@ -20,3 +20,9 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_ruff_finds_nothing():
     result = _run("ruff", "check", "--no-cache", "--output-format", "concise", ".")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_on_the_functional_core_finds_nothing():
+    result = _run("mypy", "--no-incremental", "--cache-dir", "/dev/null")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Success: no issues found" in result.stdout
