@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/plan_benchmark.py [--skip-tests] [--repeat N]
 
 Prints, from one run on one machine:
-- plan wall time and peak memory for dev and prod (whole process: python -m infra.plan, files written);
+- plan wall time and peak memory for dev and prod (whole process: python -m plan, files written);
 - the floor: the same number of resources registered as bare custom resources under the same
   mocks (whole process), and the ratio plan / floor;
 - scale: prod with its pools resized to 2,500, 7,500 and 30,000 nodes: resources registered,
@@ -40,13 +40,13 @@ CHILD_ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDO
 # VM disk's write latency varies tenfold from one run to the next, and the floor writes nothing.
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
-# The floor exits the way `python -m infra.plan` does (no cyclic GC, heap frozen at exit), so the
+# The floor exits the way `python -m plan` does (no cyclic GC, heap frozen at exit), so the
 # ratio compares the work, not the process policy.
 FLOOR_PROGRAM = """
 import gc, sys
 gc.disable()
 import pulumi
-from infra.plan.runner import run_declarations
+from plan.runner import run_declarations
 count = int(sys.argv[1])
 def declare():
     for i in range(count):
@@ -79,7 +79,7 @@ def timed(argv: list[str]) -> Run:
 
 
 def plan_argv(stack: str, out: Path, overrides: list[str] = ()) -> list[str]:
-    argv = [PYTHON, "-m", "infra.plan", "--stack", stack, "--out", str(out)]
+    argv = [PYTHON, "-m", "plan", "--stack", stack, "--out", str(out)]
     for override in overrides:
         argv += ["--config", override]
     return argv
@@ -103,7 +103,7 @@ def fastest(runs: list[Run]) -> Run:
 
 def ratio(runs: list[Run], reference: list[Run], measure: str = "wall") -> float:
     """The median, over rounds, of one process's time over another's in the same round."""
-    return statistics.median(getattr(a, measure) / getattr(b, measure) for a, b in zip(runs, reference))
+    return statistics.median(getattr(a, measure) / getattr(b, measure) for a, b in zip(runs, reference, strict=True))
 
 
 def registered(out: Path) -> int:

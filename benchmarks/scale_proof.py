@@ -47,8 +47,7 @@ from benchmarks.scale.metrics import Snapshot  # noqa: E402
 from benchmarks.scale.report import SLO_MUTATING_S, render  # noqa: E402
 from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
 from infra.vm_sizes import VM_SIZES  # noqa: E402
-from tests.e2e.cluster import (APISERVER_UNIT, KUBELET_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot,  # noqa: E402
-                               objects_in_apply_order)
+from tests.e2e.cluster import APISERVER_UNIT, KUBELET_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot, objects_in_apply_order  # noqa: E402
 from tests.e2e.hosts import Process, wait_for  # noqa: E402
 
 LOAD = Path(__file__).with_name("scale") / "load.py"
@@ -116,15 +115,16 @@ def cpu_by_component(cluster: Cluster) -> dict[str, float]:
 def request_p99s(before: Scrape, after: Scrape, minimum: int = 20) -> dict[tuple[str, str, str], float]:
     """p99 seconds per (verb, resource[/subresource], scope) with at least ``minimum`` requests."""
     name = "apiserver_request_duration_seconds"
-    keys = {(dict(l).get("verb", ""), dict(l).get("resource", ""), dict(l).get("subresource", ""), dict(l).get("scope", ""))
-            for l in after.control_plane.get(f"{name}_bucket")}
+    keys = {(dict(labels).get("verb", ""), dict(labels).get("resource", ""), dict(labels).get("subresource", ""),
+             dict(labels).get("scope", ""))
+            for labels in after.control_plane.get(f"{name}_bucket")}
     result = {}
     for verb, resource, subresource, scope in keys:
         if verb in ("WATCH", "CONNECT", ""):
             continue
-        buckets = metrics.histogram_delta(before.control_plane, after.control_plane, name, lambda l, k=(
-            verb, resource, subresource, scope): (l.get("verb"), l.get("resource"), l.get("subresource", ""),
-                                                  l.get("scope")) == k)
+        buckets = metrics.histogram_delta(before.control_plane, after.control_plane, name, lambda labels, k=(
+            verb, resource, subresource, scope): (labels.get("verb"), labels.get("resource"),
+                                                  labels.get("subresource", ""), labels.get("scope")) == k)
         if metrics.observations(buckets) >= minimum:
             label = f"{resource}/{subresource}" if subresource else resource
             result[(verb, label, scope)] = metrics.quantile(0.99, buckets)
@@ -159,7 +159,7 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
         "requests_per_s": round(metrics.counter_delta(before.control_plane, after.control_plane,
                                                       "apiserver_request_total") / seconds, 1),
         "http_429": metrics.counter_delta(before.control_plane, after.control_plane, "apiserver_request_total",
-                                          lambda l: l.get("code") == "429"),
+                                          lambda labels: labels.get("code") == "429"),
         "lease_update_p99_s": p99.get(("PUT", "leases", "resource")),
         "worst_mutating": worst(mutating),
         "worst_get": worst(gets),
@@ -225,7 +225,8 @@ class Fleet:
     def nodes(self) -> int:
         return sum(self.created.values())
 
-    def grow(self, counts: dict[str, int], prefix: str, register_qps: float = 0, timeout: float = 900) -> dict[str, Any]:
+    def grow(self, counts: dict[str, int], prefix: str, register_qps: float = 0,
+             timeout: float = 900) -> dict[str, Any]:
         """Starts a fleet process for ``counts`` more nodes per pool, named ``<prefix>-<pool>-NNNNNN``;
         returns its registration report once every node is registered."""
         profile = {"pools": [{
@@ -366,13 +367,13 @@ def _startup_seconds(pod: dict) -> float | None:
 
 def set_events_override(cluster: Cluster, on: bool) -> None:
     """Restarts the apiservers one at a time with or without ``--etcd-servers-overrides``."""
-    for index, (machine, host, processes) in enumerate(cluster.control_plane):
+    for machine, host, processes in cluster.control_plane:
         argv = machine.unit(APISERVER_UNIT).exec_start
         if not on:
             argv = [a for a in argv if not a.startswith(EVENTS_OVERRIDE_FLAG)]
         processes[APISERVER_UNIT].stop()
-        processes[APISERVER_UNIT] = cluster.network.start(host, f"kube-apiserver-{'with' if on else 'without'}-override",
-                                                          argv, restart_sec=5)
+        name = f"kube-apiserver-{'with' if on else 'without'}-override"
+        processes[APISERVER_UNIT] = cluster.network.start(host, name, argv, restart_sec=5)
         wait_for(f"{machine.name} ready again", lambda m=machine: cluster.raw(
             "/readyz", url=f"https://{m.ip}:6443")[0] == 200, timeout=180, interval=1)
 
@@ -384,7 +385,8 @@ def agent_token(cluster: Cluster) -> Path:
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent", "namespace": "agents"}},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "bench-agent"},
          "rules": [{"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "bench-agent"},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "bench-agent"},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "bench-agent"},
          "subjects": [{"kind": "ServiceAccount", "name": "agent", "namespace": "agents"}]}]))
     token = cluster.kubectl("create", "token", "agent", "-n", "agents", "--duration=2h").stdout.strip()
@@ -439,10 +441,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         gpu_nodes = sum(n for name, n in fleet.created.items()
                         if next(p for p in fleet.pools if p["name"] == name)["labels"].get(ROLE_LABEL) == ROLE_GPU)
         for label, qps in (("unpaced", 0.0), ("paced", args.paced_qps)):
-            registration, figures = measured(cluster, lambda q=qps, l=label: fleet.grow(
-                split(fleet.pools, args.join_burst), prefix=f"join-{l}", register_qps=q))
+            registration, figures = measured(cluster, lambda q=qps, name=label: fleet.grow(
+                split(fleet.pools, args.join_burst), prefix=f"join-{name}", register_qps=q))
             patterns[f"join_burst_{label}"] = {"registration": registration, **figures}
-        patterns["job_burst"], figures = measured(cluster, lambda: job_burst(cluster, workdir, gpu_nodes, args.cpu_pods))
+        patterns["job_burst"], figures = measured(
+            cluster, lambda: job_burst(cluster, workdir, gpu_nodes, args.cpu_pods))
         patterns["job_burst"].update(figures)
         for label, on in (("override_on", True), ("override_off", False)):
             if not on:

@@ -43,7 +43,8 @@ class ClusterPki(pulumi.ComponentResource):
     def _key(self, key: str, protect: bool = False) -> declare.Declared:
         return declare.tls("PrivateKey", f"{self._name}-{key}-key",
                            {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
-                           pulumi.ResourceOptions(parent=self, protect=protect), outputs=["privateKeyPem", "publicKeyPem"])
+                           pulumi.ResourceOptions(parent=self, protect=protect),
+                           outputs=["privateKeyPem", "publicKeyPem"])
 
     def _ca(self, key: str, common_name: str) -> Issued:
         private_key = self._key(key, protect=True)

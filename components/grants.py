@@ -12,6 +12,7 @@ import pulumi
 
 from components import declare
 
+
 def grant(owner: pulumi.Resource, logical_name: str, *, key: str, scope: pulumi.Input[str],
           principal_id: pulumi.Input[str], role: str, subscription_id: pulumi.Input[str]) -> declare.Declared:
     """``role`` is a built-in role definition GUID; ``key`` names the grant uniquely within the tenant."""

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components import declare
-
 from infra.versions import UBUNTU_IMAGE
 from infra.vm_sizes import VM_SIZES
 

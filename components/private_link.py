@@ -13,6 +13,7 @@ import pulumi
 
 from components import declare
 
+
 def private_link(owner: pulumi.Resource, name: str, *, target_id: pulumi.Input[str], group_id: str,
                  zone_name: str, endpoint_name: str, cluster_name: str, resource_group_name: pulumi.Input[str],
                  location: str, subnet_id: pulumi.Input[str],

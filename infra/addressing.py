@@ -192,7 +192,7 @@ def _system_vnet(block: ipaddress.IPv4Network) -> VnetPlan:
     space = _nth(block, _vnet_prefix(block), 0)
     subnets = tuple(
         SubnetPlan(key, SYSTEM_VNET, cidr, cidr.num_addresses)
-        for key, cidr in zip(SYSTEM_SUBNETS, space.subnets(new_prefix=SYSTEM_SUBNET_PREFIX))
+        for key, cidr in zip(SYSTEM_SUBNETS, space.subnets(new_prefix=SYSTEM_SUBNET_PREFIX), strict=False)
     )
     return VnetPlan(SYSTEM_VNET, space, subnets)
 

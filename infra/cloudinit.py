@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 
@@ -49,7 +50,7 @@ class CloudConfig:
 
 
 def render(config: CloudConfig) -> str:
-    document: dict = {}
+    document: dict[str, Any] = {}
     if config.apt_sources:
         document["apt"] = {"sources": config.apt_sources}
     if config.packages:
@@ -69,7 +70,7 @@ def render(config: CloudConfig) -> str:
     return dump(document)
 
 
-def dump(document: dict, dumper: type[yaml.SafeDumper] = yaml_text.LiteralBlockDumper) -> str:
+def dump(document: dict[str, Any], dumper: type[yaml.SafeDumper] = yaml_text.LiteralBlockDumper) -> str:
     """A #cloud-config document as text, multi-line strings as literal blocks (reads like the files)."""
     body = yaml.dump(document, Dumper=dumper, sort_keys=False, width=4096, default_flow_style=False)
     return "#cloud-config\n" + body

@@ -49,7 +49,7 @@ def _with_machine_cloud_inits(spec: ClusterSpec) -> ClusterSpec:
     nodes = {}
     for index, pool in enumerate(config.node_pools):
         for shard in shards(pool):
-            node = node_spec(spec, pool, shard, vault_name=vault_name, registry_login_server=registry)
+            node = node_spec(config, addresses, pool, shard, vault_name=vault_name, registry_login_server=registry)
             nodes[shard.name] = render(node_cloud_config(node, boot_steps))
             check_custom_data(config, index, nodes[shard.name])
     return dataclasses.replace(spec, node_cloud_inits=nodes,

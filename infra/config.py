@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,7 +305,8 @@ def _node_pool(s: Section) -> NodePoolConfig:
                               "node.kubernetes.io/ or kubelet.kubernetes.io/ (kubelet refuses to start with others)")
         if key in DERIVED_LABELS:
             raise ConfigError(f"{s.key('labels')}.{key}", value,
-                              f"a label other than the ones every node derives from its pool ({', '.join(DERIVED_LABELS)})")
+                              "a label other than the ones every node derives from its pool "
+                              f"({', '.join(DERIVED_LABELS)})")
     s.done()
     return pool
 
@@ -362,7 +363,8 @@ def _images(s: Section) -> ImagesConfig:
     return config
 
 
-def _vm_size(s: Section, key: str, fits, why: str = "a size with a local temp or NVMe SSD") -> str:
+def _vm_size(s: Section, key: str, fits: Callable[[VmSize], bool],
+             why: str = "a size with a local temp or NVMe SSD") -> str:
     value = s.string(key)
     if value not in VM_SIZES:
         raise ConfigError(s.key(key), value, f"a known VM size: {known_sizes(fits)}")

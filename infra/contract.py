@@ -174,7 +174,7 @@ class ClusterContract:
     etcd_backup: EtcdBackup = spec("etcdBackup", EtcdBackup, "where the main etcd cluster's snapshots go")
 
 
-def fields_of(schema: type) -> tuple[dataclasses.Field, ...]:
+def fields_of(schema: type) -> tuple[dataclasses.Field[Any], ...]:
     return dataclasses.fields(schema)
 
 
@@ -261,7 +261,7 @@ def parse_contract(document: Any, source: str, *, secret_placeholder: str | None
         raise ContractError(f"{source}: `{OUTPUT_NAME}` is {type(document).__name__}, expected an object")
     _, minor = parse_version(document.get("schemaVersion"), source)
     problems: list[str] = []
-    contract = _read(ClusterContract, document, OUTPUT_NAME, minor, secret_placeholder, problems)
+    contract: ClusterContract = _read(ClusterContract, document, OUTPUT_NAME, minor, secret_placeholder, problems)
     if problems:
         raise ContractError(f"{source}: `{OUTPUT_NAME}` does not match contract {SCHEMA_MAJOR}.{minor}: "
                             + "; ".join(problems))
@@ -273,7 +273,7 @@ def _read(kind: Any, value: Any, path: str, minor: int, placeholder: str | None,
         if not isinstance(value, Mapping):
             problems.append(f"{path}: expected an object")
             return None
-        values = {}
+        values: dict[str, Any] = {}
         for field in fields_of(kind):
             meta = field.metadata
             child = f"{path}.{meta['key']}"
@@ -328,5 +328,6 @@ def _kind_name(kind: Any) -> str:
         return f"map of {_kind_name(kind.value)}"
     if isinstance(kind, ListOf):
         return f"list of {_kind_name(kind.item)}"
-    return kind.label
+    label: str = kind.label
+    return label
 

@@ -37,7 +37,7 @@ class NatGatewayPlan:
 
     @property
     def public_ips(self) -> int:
-        return 2 ** (32 - self.prefix_length)
+        return 1 << (32 - self.prefix_length)
 
     @property
     def snat_ports(self) -> int:

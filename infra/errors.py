@@ -1,7 +1,7 @@
 """The one error a user's config mistake may produce.
 
 Every check in ``infra/`` raises ``ConfigError`` so that ``__main__.py`` (as a
-``pulumi.RunError``) and ``python -m infra.plan`` (exit 2) can print a single
+``pulumi.RunError``) and ``python -m plan`` (exit 2) can print a single
 line naming the key, the value and what would be accepted, never a traceback.
 """
 

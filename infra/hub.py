@@ -87,7 +87,7 @@ def parse_hub_outputs(outputs: Mapping[str, Any], network: NetworkConfig) -> Hub
     )
 
 
-# An offline plan has no hub stack to read. These stand-ins (python -m infra.plan uses them unless
+# An offline plan has no hub stack to read. These stand-ins (python -m plan uses them unless
 # --stack-outputs gives real ones) take the first range that overlaps none of the cluster's.
 EXAMPLE_SUBSCRIPTION = "22222222-2222-2222-2222-222222222222"
 _EXAMPLE_RANGES = ("192.168.0.0/22", "172.31.252.0/22", "10.255.252.0/22", "172.16.0.0/22")

@@ -14,7 +14,7 @@ job is:
   InfiniBand HCAs (``infra.labels.RDMA_RESOURCE``, from the RDMA device plugin);
 - the NCCL settings Azure documents for the ND H100 v5 sizes (``NCCL_ENV``).
 
-``python -m infra.plan.job --stack prod --pool h100a --name my-run --namespace team-a --nodes 4
+``python -m plan.job --stack prod --pool h100a --name my-run --namespace team-a --nodes 4
 --image <image> -- <command ...>`` prints the manifest (docs/infiniband-jobs.md). Pure: no cluster access.
 """
 

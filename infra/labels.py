@@ -40,8 +40,8 @@ ACCELERATOR_VALUE = "nvidia"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 REGION_LABEL = "topology.kubernetes.io/region"
 # Derived by the program from a pool's settings; a pool's configured labels may not set them.
-DERIVED_LABELS = (ROLE_LABEL, POOL_LABEL, INFINIBAND_LABEL, INFINIBAND_DOMAIN_LABEL, GPU_COUNT_LABEL, GPU_PRESENT_LABEL, ACCELERATOR_LABEL,
-                  INSTANCE_TYPE_LABEL, REGION_LABEL)
+DERIVED_LABELS = (ROLE_LABEL, POOL_LABEL, INFINIBAND_LABEL, INFINIBAND_DOMAIN_LABEL, GPU_COUNT_LABEL, GPU_PRESENT_LABEL,
+                  ACCELERATOR_LABEL, INSTANCE_TYPE_LABEL, REGION_LABEL)
 
 # ------------------------------------------------------------------------------ taints
 

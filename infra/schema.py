@@ -11,7 +11,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from infra.errors import MISSING, ConfigError
 
@@ -46,7 +46,7 @@ class Section:
         if value is None and default is None:
             return None  # type: ignore[return-value]
         if allow_empty and value == "":
-            return value
+            return cast(str, value)
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(self.key(name), value, accepted)
         if pattern is not None and not re.fullmatch(pattern, value):
@@ -79,7 +79,7 @@ class Section:
         value = self._take(name, default)
         if value not in choices:
             raise ConfigError(self.key(name), value, "one of " + ", ".join(choices))
-        return value
+        return cast(str, value)
 
     def section(self, name: str, default: Any = MISSING) -> Section:
         value = self._take(name, default)

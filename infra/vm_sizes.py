@@ -16,6 +16,7 @@ Sources (Microsoft Learn, "Sizes for virtual machines in Azure", one page per se
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -65,6 +66,6 @@ _SIZES = (
 VM_SIZES: dict[str, VmSize] = {size.name: size for size in _SIZES}
 
 
-def known_sizes(predicate=lambda size: True) -> str:
+def known_sizes(predicate: Callable[[VmSize], bool] = lambda size: True) -> str:
     """A comma-joined list of the known sizes that satisfy ``predicate``, for error messages."""
     return ", ".join(name for name, size in VM_SIZES.items() if predicate(size))

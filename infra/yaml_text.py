@@ -32,4 +32,5 @@ LiteralBlockDumper = literal_block_dumper(SafeDumper)
 
 
 def dump(document: Any, *, literal_blocks: bool = False, **options: Any) -> str:
-    return yaml.dump(document, Dumper=LiteralBlockDumper if literal_blocks else SafeDumper, **options)
+    text: str = yaml.dump(document, Dumper=LiteralBlockDumper if literal_blocks else SafeDumper, **options)
+    return text

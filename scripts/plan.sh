@@ -5,4 +5,4 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 stack=${1:-prod}
 shift || true
-exec .venv/bin/python -m infra.plan --stack "$stack" "$@"
+exec .venv/bin/python -m plan --stack "$stack" "$@"

@@ -6,10 +6,10 @@ import gc
 
 import pytest
 
-from infra.plan.artifacts import collect_files
-from infra.plan.diff import Plan
-from infra.plan.runner import ProgramRun, run_program
-from infra.plan.stackfile import load_stack_config
+from plan.artifacts import collect_files
+from plan.diff import Plan
+from plan.runner import ProgramRun, run_program
+from plan.stackfile import load_stack_config
 
 # dev with its cpu pool retired (no new nodes, no warm nodes): the first of the two deploys that remove it.
 RETIRE_CPU = ("nodePools[1].retired=true", "addons.balloons.headroomNodes.cpu=0")
@@ -21,7 +21,7 @@ def plan_stack(stack: str, *overrides: str) -> ProgramRun:
 
 
 def as_plan(run: ProgramRun) -> Plan:
-    """What ``python -m infra.plan`` would write for this run, as ``infra.plan.diff`` reads it (no disk)."""
+    """What ``python -m plan`` would write for this run, as ``plan.diff`` reads it (no disk)."""
     return Plan({r.urn: r.as_json() for r in run.registrations}, run.outputs, collect_files(run.registrations))
 
 

@@ -70,7 +70,7 @@ class LocalMember:
     def __init__(self, root: Path, member: EtcdMember) -> None:
         self.member = member
         self.root = root
-        self.ports = dict(zip(("client", "peer", "metrics"), free_ports(3)))
+        self.ports = dict(zip(("client", "peer", "metrics"), free_ports(3), strict=True))
         self.process: subprocess.Popen | None = None
         self.log = root / "etcd.log"
 

@@ -9,7 +9,7 @@ import yaml
 
 from infra.config import ClusterConfig, parse_config
 from infra.errors import NAMESPACE
-from infra.plan.stackfile import PROJECT_DIR
+from plan.stackfile import PROJECT_DIR
 
 
 def raw_stack(stack: str = "dev") -> dict[str, Any]:

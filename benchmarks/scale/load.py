@@ -23,6 +23,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from urllib.parse import urlparse
 
 
@@ -133,7 +134,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--path", default="/api/v1/pods")
     args = parser.parse_args(argv)
-    token = open(args.token).read().strip() if args.token else None
+    token = Path(args.token).read_text().strip() if args.token else None
     client = Client(args.server, args.ca, args.cert, args.key, token)
     if args.mode == "events":
         result = events(client, args.count, args.concurrency, args.namespace)

@@ -62,7 +62,8 @@ def render(results: dict[str, Any]) -> str:
             f"{step['etcd_commit_p99_ms']} ms | {step['main_etcd_puts_per_s']} | {_busiest(step)} |")
     slope = heap_slope(results.get("steps", []))
     if slope is not None:
-        projected = results["steps"][0]["apiserver_heap_gib_mean"] + slope * (7500 - results["steps"][0]["nodes"]) / 1000
+        first = results["steps"][0]
+        projected = first["apiserver_heap_gib_mean"] + slope * (7500 - first["nodes"]) / 1000
         memory = VM_SIZES[PROD_APISERVER_VM].memory_gib
         lines += ["", f"Apiserver heap grows {slope:.2f} GiB per 1,000 nodes (mean of the 5 apiservers); projected "
                       f"at 7,500 nodes: {projected:.1f} GiB, against the seed's up to {SEED_HEAP_GB_AT_7500} GB and "
@@ -83,7 +84,8 @@ def render(results: dict[str, Any]) -> str:
         if job:
             lines.append(
                 f"| job burst: {job['pods']} pods, a gang of {job['gang']} whole GPU nodes | all bound in "
-                f"{job['all_bound_s']} s ({job['pods_per_s']} pods/s), start-up p99 {_s(job['startup_p99_s'], digits=0)} "
+                f"{job['all_bound_s']} s ({job['pods_per_s']} pods/s), "
+                f"start-up p99 {_s(job['startup_p99_s'], digits=0)} "
                 f"({_verdict(job['startup_p99_s'], SLO_POD_STARTUP_S)} the 5 s SLO) | | the gang bound whole |")
         on, off = patterns.get("event_storm_override_on"), patterns.get("event_storm_override_off")
         if on and off:

@@ -2,26 +2,36 @@
 
 Every add-on module has ``KEY`` (its key under ``addons`` in config), ``parse(raw, config)``
 (its settings, strictly: unknown keys refused, errors naming ``addons.<key>.<setting>``) and
-``objects(spec)`` (the objects it applies). ``base`` is what they share and is always
-rendered. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
+``objects(...)`` (the objects it applies, built from only the settings and facts it reads, never the
+whole ``ClusterSpec``, so the add-ons sit below ``infra.cluster``). ``base`` is what they share and is
+always rendered. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
 setting stops the program before any resource; ``build_addon_objects`` is what
 ``components/addons.py`` declares.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from infra.addons import (balloons, base, cluster_autoscaler, coredns, gpu_health_check, k8s, monitoring,
-                          node_local_dns, nvidia_device_plugin, rdma_device_plugin, traffic_accounting)
+from infra.addons import (
+    balloons,
+    base,
+    cluster_autoscaler,
+    coredns,
+    gpu_health_check,
+    k8s,
+    monitoring,
+    node_local_dns,
+    nvidia_device_plugin,
+    rdma_device_plugin,
+    traffic_accounting,
+)
 from infra.addons.cluster_autoscaler import AzureAccess
+from infra.addressing import AddressPlan
 from infra.config import ADDON_KEYS, ClusterConfig
 from infra.errors import ConfigError
-from infra.labels import ROLE_GPU
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
+from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_GPU
 
 # Attribute of ``AddonsConfig`` -> module, in the order the objects are applied.
 MODULES = {
@@ -74,20 +84,35 @@ def _check_dependencies(config: ClusterConfig) -> None:
     if gpu_pools and not addons.gpu_health_check.enabled:
         raise ConfigError("addons.gpuHealthCheck.enabled", False,
                           f"true while GPU pools exist ({', '.join(gpu_pools)}): their nodes register with the "
-                          f"start-up taint {gpu_health_check.GPU_STARTUP_TAINT_KEY} and only the health check "
+                          f"start-up taint {GPU_STARTUP_TAINT_KEY} and only the health check "
                           "removes it")
 
 
-def build_addon_objects(spec: ClusterSpec, azure: AzureAccess | None = None) -> dict[str, list[k8s.Obj]]:
-    """``{"base": [...], "<enabled add-on>": [...]}``; ``azure`` is needed when the autoscaler is enabled."""
-    groups = {BASE: base.objects(spec)}
-    for attr, module in MODULES.items():
-        if not getattr(spec.config.addons, attr).enabled:
-            continue
-        if module is cluster_autoscaler:
-            if azure is None:
-                raise ValueError("the cluster autoscaler needs AzureAccess (subscription, group, identity)")
-            groups[attr] = cluster_autoscaler.objects(spec, azure)
-        else:
-            groups[attr] = module.objects(spec)
+def build_addon_objects(config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings,
+                        azure: AzureAccess | None = None) -> dict[str, list[k8s.Obj]]:
+    """``{"base": [...], "<enabled add-on>": [...]}``; ``azure`` is needed when the autoscaler is enabled.
+    Each builder is handed only what it reads."""
+    builders: dict[str, Callable[[], list[k8s.Obj]]] = {
+        "coredns": lambda: coredns.objects(config, addresses, settings.coredns),
+        "node_local_dns": lambda: node_local_dns.objects(addresses, settings.node_local_dns),
+        "cluster_autoscaler": lambda: cluster_autoscaler.objects(config, settings.cluster_autoscaler,
+                                                                 _require(azure)),
+        "balloons": lambda: balloons.objects(config, settings.balloons),
+        "nvidia_device_plugin": nvidia_device_plugin.objects,
+        "rdma_device_plugin": lambda: rdma_device_plugin.objects(settings.rdma_device_plugin),
+        "gpu_health_check": lambda: gpu_health_check.objects(config, settings.gpu_health_check),
+        "traffic_accounting": lambda: traffic_accounting.objects(settings.traffic_accounting),
+        "monitoring": lambda: monitoring.objects(config, addresses, settings.monitoring,
+                                                 settings.traffic_accounting.port),
+    }
+    groups = {BASE: base.objects(config)}
+    for attr in MODULES:
+        if getattr(config.addons, attr).enabled:
+            groups[attr] = builders[attr]()
     return groups
+
+
+def _require(azure: AzureAccess | None) -> AzureAccess:
+    if azure is None:
+        raise ValueError("the cluster autoscaler needs AzureAccess (subscription, group, identity)")
+    return azure

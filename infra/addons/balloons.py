@@ -16,18 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.base import priority_class
 from infra.addons.labels import BALLOON_PRIORITY
-from infra.labels import GPU_RESOURCE, POOL_LABEL
 from infra.addons.settings import section
 from infra.config import ClusterConfig, NodePoolConfig
 from infra.errors import ConfigError
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
+from infra.labels import GPU_RESOURCE, POOL_LABEL
 
 KEY = "balloons"
 NAMESPACE = "balloons"
@@ -61,15 +58,14 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     return Settings(headroom_nodes=result)
 
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
-    settings: Settings = spec.addons.balloons
+def objects(config: ClusterConfig, settings: Settings) -> list[k8s.Obj]:
     result = [
         k8s.namespace(NAMESPACE),
         priority_class(BALLOON_PRIORITY, BALLOON_PRIORITY_VALUE,
                        "Balloon pods that keep warm nodes; every workload preempts them.", preempts=False),
         k8s.service_account("balloon", NAMESPACE, automount=False),
     ]
-    for pool in spec.config.node_pools:
+    for pool in config.node_pools:
         count = settings.headroom_nodes.get(pool.name, 0)
         if count:
             result.append(_balloons(pool, count))

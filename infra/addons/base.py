@@ -10,14 +10,10 @@ Node agents and DNS use the built-in ``system-node-critical`` / ``system-cluster
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from infra.addons import k8s
 from infra.addons.labels import NVIDIA_RUNTIME_CLASS, SYSTEM_PRIORITY, WORKLOAD_PRIORITY
+from infra.config import ClusterConfig
 from infra.labels import ROLE_GPU, ROLE_LABEL
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
 
 SYSTEM_PRIORITY_VALUE = 1_000_000
 WORKLOAD_PRIORITY_VALUE = 1_000
@@ -33,14 +29,14 @@ def priority_class(name: str, value: int, description: str, *, global_default: b
     }
 
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
+def objects(config: ClusterConfig) -> list[k8s.Obj]:
     result = [
         priority_class(SYSTEM_PRIORITY, SYSTEM_PRIORITY_VALUE,
                        "Platform services that are not per-node agents (monitoring)."),
         priority_class(WORKLOAD_PRIORITY, WORKLOAD_PRIORITY_VALUE,
                        "Research workloads; the default for every pod that names no class.", global_default=True),
     ]
-    if any(pool.role == ROLE_GPU for pool in spec.config.node_pools):
+    if any(pool.role == ROLE_GPU for pool in config.node_pools):
         # Pods that ask for the NVIDIA runtime can only land on GPU nodes.
         result.append({
             "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": k8s.metadata(NVIDIA_RUNTIME_CLASS),

@@ -20,17 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.balloons import BALLOON_PRIORITY_VALUE
 from infra.addons.labels import CLUSTER_CRITICAL, SAFE_TO_EVICT, SYSTEM_NAMESPACE
-from infra.labels import GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_CPU, ROLE_LABEL
 from infra.addons.settings import duration, section
 from infra.config import ClusterConfig
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
+from infra.labels import GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_CPU, ROLE_LABEL
 
 KEY = "clusterAutoscaler"
 NAME = "cluster-autoscaler"
@@ -108,13 +105,12 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     return settings
 
 
-def flags(spec: ClusterSpec) -> list[str]:
-    s: Settings = spec.addons.cluster_autoscaler
-    cluster = spec.config.cluster_name
+def flags(config: ClusterConfig, s: Settings) -> list[str]:
+    cluster = config.cluster_name
     return [
         "--cloud-provider=azure",
         f"--node-group-auto-discovery=label:cluster-autoscaler-enabled=true,cluster-autoscaler-name={cluster}",
-        f"--max-nodes-total={spec.config.max_nodes_total}",
+        f"--max-nodes-total={config.max_nodes_total}",
         f"--max-total-unready-percentage={s.max_total_unready_percentage}",
         f"--ok-total-unready-count={s.ok_total_unready_count}",
         f"--max-node-provision-time={s.max_node_provision_time}",
@@ -165,12 +161,12 @@ def environment(s: Settings, azure: AzureAccess) -> list[k8s.Obj]:
     return [{"name": name, "value": value} for name, value in values]
 
 
-def objects(spec: ClusterSpec, azure: AzureAccess) -> list[k8s.Obj]:
+def objects(config: ClusterConfig, settings: Settings, azure: AzureAccess) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     container = {
-        "name": NAME, "image": images.cluster_autoscaler(spec.config.kubernetes_version),
-        "command": ["/cluster-autoscaler", *flags(spec)],
-        "env": environment(spec.addons.cluster_autoscaler, azure),
+        "name": NAME, "image": images.cluster_autoscaler(config.kubernetes_version),
+        "command": ["/cluster-autoscaler", *flags(config, settings)],
+        "env": environment(settings, azure),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "resources": k8s.resources("500m", "1Gi", "2Gi"),
         "securityContext": k8s.locked_down(),

@@ -17,19 +17,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.corefile import ServerBlock, d, render
 from infra.addons.labels import CLUSTER_CRITICAL, SYSTEM_NAMESPACE
-from infra.labels import ROLE_CPU, ROLE_LABEL
-from infra.addressing import CLUSTER_DOMAIN
 from infra.addons.settings import section
+from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.config import ClusterConfig
 from infra.errors import ConfigError
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
+from infra.labels import ROLE_CPU, ROLE_LABEL
 
 KEY = "coredns"
 NAME = "coredns"
@@ -98,10 +95,9 @@ def autoscaler_parameters(settings: Settings) -> dict[str, Any]:
     }}
 
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
-    settings: Settings = spec.addons.coredns
+def objects(config: ClusterConfig, addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
-    memory_limit = "340Mi" if spec.config.max_nodes_total >= LARGE_CLUSTER_NODES else "170Mi"
+    memory_limit = "340Mi" if config.max_nodes_total >= LARGE_CLUSTER_NODES else "170Mi"
     return [
         k8s.service_account(NAME, ns),
         k8s.cluster_role(f"supercluster-{NAME}", [
@@ -115,7 +111,7 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
         {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": k8s.metadata(NAME, ns),
          "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(SELECTOR)}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": k8s.metadata(SERVICE, ns, app=NAME),
-         "spec": {"selector": dict(SELECTOR), "clusterIP": spec.addresses.dns_service_ip, "ports": [
+         "spec": {"selector": dict(SELECTOR), "clusterIP": addresses.dns_service_ip, "ports": [
              {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
              {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
              {"name": "metrics", "port": METRICS_PORT, "protocol": "TCP", "targetPort": METRICS_PORT},

@@ -19,16 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
-from infra.labels import GPU_STARTUP_TAINT_EFFECT, GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_GPU, ROLE_LABEL
 from infra.addons.settings import section
 from infra.config import ClusterConfig, NodePoolConfig
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
+from infra.labels import GPU_STARTUP_TAINT_EFFECT, GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_GPU, ROLE_LABEL
 
 KEY = "gpuHealthCheck"
 NAME = "gpu-health-check"
@@ -57,8 +54,7 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     return settings
 
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
-    settings: Settings = spec.addons.gpu_health_check
+def objects(config: ClusterConfig, settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     account = f"system:serviceaccount:{ns}:{NAME}"
     result = [
@@ -73,7 +69,7 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
          "metadata": k8s.metadata(f"supercluster-{NAME}", app=NAME),
          "spec": {"policyName": f"supercluster-{NAME}", "validationActions": ["Deny"]}},
     ]
-    result += [_daemon_set(pool, settings) for pool in spec.config.node_pools if pool.role == ROLE_GPU]
+    result += [_daemon_set(pool, settings) for pool in config.node_pools if pool.role == ROLE_GPU]
     return result
 
 

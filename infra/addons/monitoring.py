@@ -16,17 +16,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra import yaml_text
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns
 from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
-from infra.labels import ROLE_CPU, ROLE_LABEL
 from infra.addons.settings import duration, section
+from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
+from infra.labels import ROLE_CPU, ROLE_LABEL
 
 KEY = "monitoring"
 NAME = "prometheus"
@@ -187,9 +185,8 @@ def _label_name(label: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in label)
 
 
-def prometheus_config(spec: ClusterSpec) -> str:
-    settings: Settings = spec.addons.monitoring
-    config, addresses = spec.config, spec.addresses
+def prometheus_config(config: ClusterConfig, addresses: AddressPlan, settings: Settings,
+                      iptables_exporter_port: int) -> str:
     etcd = {"etcd-main": addresses.etcd_ips("etcd", config.etcd.members),
             "etcd-events": addresses.etcd_ips("events-etcd", config.events_etcd.members)}
     document = {
@@ -209,7 +206,7 @@ def prometheus_config(spec: ClusterSpec) -> str:
             _pod_job("coredns", SYSTEM_NAMESPACE, "k8s-app=kube-dns", "metrics"),
             _pod_job("cluster-autoscaler", SYSTEM_NAMESPACE, f"app={cluster_autoscaler.NAME}", "metrics"),
             _node_job("node-local-dns", node_local_dns.METRICS_PORT),
-            _node_job("iptables-exporter", spec.addons.traffic_accounting.port,
+            _node_job("iptables-exporter", iptables_exporter_port,
                       keep="iptables_rule_.*|iptables_exporter_.*"),
         ],
     }
@@ -218,10 +215,10 @@ def prometheus_config(spec: ClusterSpec) -> str:
 
 # ----------------------------------------------------------------------------- objects
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
-    settings: Settings = spec.addons.monitoring
+def objects(config: ClusterConfig, addresses: AddressPlan, settings: Settings,
+            iptables_exporter_port: int) -> list[k8s.Obj]:
     ns = NAMESPACE
-    config_text = prometheus_config(spec)
+    config_text = prometheus_config(config, addresses, settings, iptables_exporter_port)
     rules = rule_files()
     checksum = hashlib.sha256((config_text + "".join(rules.values())).encode()).hexdigest()[:16]
     container = {

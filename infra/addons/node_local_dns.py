@@ -14,18 +14,15 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.addons import coredns, images, k8s
 from infra.addons.corefile import ServerBlock, d, render
 from infra.addons.labels import NODE_CRITICAL, SYSTEM_NAMESPACE
-from infra.addressing import CLUSTER_DOMAIN
 from infra.addons.settings import section
+from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.config import ClusterConfig
 from infra.errors import ConfigError
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
 
 KEY = "nodeLocalDns"
 NAME = "node-local-dns"
@@ -92,10 +89,9 @@ def corefile(local_ip: str, dns_service_ip: str) -> str:
     ])
 
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
-    settings: Settings = spec.addons.node_local_dns
+def objects(addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
-    dns_ip = spec.addresses.dns_service_ip
+    dns_ip = addresses.dns_service_ip
     container = {
         "name": "node-cache", "image": images.NODE_LOCAL_DNS,
         "args": ["-localip", f"{settings.local_ip},{dns_ip}", "-conf", "/etc/Corefile",

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
-from infra.labels import ROLE_GPU, ROLE_LABEL
 from infra.addons.settings import section
 from infra.config import ClusterConfig
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
+from infra.labels import ROLE_GPU, ROLE_LABEL
 
 KEY = "nvidiaDevicePlugin"
 NAME = "nvidia-device-plugin"
@@ -36,7 +33,7 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     return Settings()
 
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
+def objects() -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     container = {
         "name": NAME, "image": images.NVIDIA_DEVICE_PLUGIN,

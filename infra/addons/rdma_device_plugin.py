@@ -22,16 +22,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, SYSTEM_NAMESPACE
 from infra.addons.settings import section
 from infra.config import ClusterConfig
 from infra.labels import INFINIBAND_LABEL, RDMA_RESOURCE
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
 
 KEY = "rdmaDevicePlugin"
 NAME = "rdma-shared-device-plugin"
@@ -71,9 +68,8 @@ def plugin_config(settings: Settings) -> dict[str, Any]:
     }]}
 
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
+def objects(settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
-    settings: Settings = spec.addons.rdma_device_plugin
     container = {
         "name": NAME, "image": images.RDMA_SHARED_DEVICE_PLUGIN,
         "resources": k8s.resources("10m", "32Mi", "128Mi"),

@@ -13,15 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, SYSTEM_NAMESPACE
 from infra.addons.settings import section
 from infra.config import ClusterConfig
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
 
 KEY = "trafficAccounting"
 NAME = "iptables-exporter"
@@ -41,8 +38,7 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     return settings
 
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
-    settings: Settings = spec.addons.traffic_accounting
+def objects(settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     container = {
         "name": NAME, "image": images.PYTHON, "command": ["python3", "/opt/iptables-exporter/iptables_exporter.py"],

@@ -18,6 +18,7 @@ plugins added to the default-on set in ``--enable-admission-plugins``:
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from infra import yaml_text
 from infra.config import ClusterConfig
@@ -44,7 +45,7 @@ ADDED_BY_ADMISSION = tuple({"key": key, "operator": "Exists", "effect": effect} 
     ("node.kubernetes.io/memory-pressure", "NoSchedule")))
 
 
-def team_namespace(name: str, team: str) -> dict:
+def team_namespace(name: str, team: str) -> dict[str, Any]:
     """A namespace whose pods all land on the pool reserved for ``team`` (tainted and labelled
     ``supercluster.io/team=<team>``) and may tolerate nothing else: README "Team isolation"."""
     toleration = {"key": TEAM_TAINT_KEY, "operator": "Equal", "value": team, "effect": "NoSchedule"}

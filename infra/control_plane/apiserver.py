@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from infra import yaml_text
-from infra.addressing import AddressPlan
+from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.config import ClusterConfig
 from infra.control_plane import admission, paths, pki
 
 SECURE_PORT = 6443
-SERVICE_ACCOUNT_ISSUER = f"https://kubernetes.default.svc.{pki.CLUSTER_DOMAIN}"
+SERVICE_ACCOUNT_ISSUER = f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"
 HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
 
 # Concurrency per apiserver. With API Priority and Fairness on (the default), the two limits are

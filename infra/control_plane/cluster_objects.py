@@ -9,6 +9,8 @@ subresource, and csrsigning signs it with the cluster CA. Renewals are approved 
 
 from __future__ import annotations
 
+from typing import Any
+
 from infra.control_plane import flowcontrol, pki
 from infra.control_plane.scheduler import POD_GROUP_LABEL
 
@@ -41,7 +43,7 @@ def bootstrap_token_data(token_id: str, token_secret: str) -> dict[str, str]:
     }
 
 
-def _binding(name: str, role: str, subject_kind: str, subject: str) -> dict:
+def _binding(name: str, role: str, subject_kind: str, subject: str) -> dict[str, Any]:
     return {
         "apiVersion": f"{RBAC}/v1",
         "kind": "ClusterRoleBinding",
@@ -51,7 +53,7 @@ def _binding(name: str, role: str, subject_kind: str, subject: str) -> dict:
     }
 
 
-def node_join_rbac() -> list[dict]:
+def node_join_rbac() -> list[dict[str, Any]]:
     return [
         _binding("supercluster:node-bootstrapper", "system:node-bootstrapper", "Group", BOOTSTRAP_GROUP),
         _binding("supercluster:node-autoapprove-bootstrap",
@@ -66,7 +68,7 @@ def node_join_rbac() -> list[dict]:
     ]
 
 
-def pod_group_crd() -> dict:
+def pod_group_crd() -> dict[str, Any]:
     """PodGroup (scheduling.x-k8s.io/v1alpha1), the API the Coscheduling plugin reads; schema per
     kubernetes-sigs/scheduler-plugins apis/scheduling/v1alpha1."""
     count = {"type": "integer", "format": "int32"}
@@ -122,7 +124,7 @@ def pod_group_crd() -> dict:
     }
 
 
-def gang_scheduling_rbac() -> list[dict]:
+def gang_scheduling_rbac() -> list[dict[str, Any]]:
     """The scheduler runs as system:kube-scheduler, whose built-in role knows nothing of PodGroups."""
     role = {
         "apiVersion": f"{RBAC}/v1",
@@ -135,6 +137,6 @@ def gang_scheduling_rbac() -> list[dict]:
                            pki.SCHEDULER_USER)]
 
 
-def cluster_objects() -> list[dict]:
+def cluster_objects() -> list[dict[str, Any]]:
     """Every non-secret object, in apply order (the CRD before anything could use it)."""
     return [*node_join_rbac(), pod_group_crd(), *gang_scheduling_rbac(), *flowcontrol.objects()]

@@ -16,6 +16,8 @@ these 20, the level gets 20/265 of each apiserver's seats (``--max-requests-infl
 
 from __future__ import annotations
 
+from typing import Any
+
 API_VERSION = "flowcontrol.apiserver.k8s.io/v1"
 LEVEL = "supercluster-service-account-lists"
 NOMINAL_CONCURRENCY_SHARES = 20
@@ -34,7 +36,7 @@ def seats(total_seats: int) -> int:
     return -(-total_seats * NOMINAL_CONCURRENCY_SHARES // (BUILTIN_SHARES + NOMINAL_CONCURRENCY_SHARES))
 
 
-def objects() -> list[dict]:
+def objects() -> list[dict[str, Any]]:
     level = {
         "apiVersion": API_VERSION,
         "kind": "PriorityLevelConfiguration",

@@ -10,6 +10,7 @@ keeps them working when the load balancer is the thing that is broken.
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 from infra import yaml_text
 
@@ -17,7 +18,7 @@ LOCAL_APISERVER = "https://127.0.0.1:6443"
 CLUSTER_NAME = "supercluster"
 
 
-def _document(server: str, user: str, cluster: dict, credentials: dict) -> dict:
+def _document(server: str, user: str, cluster: dict[str, Any], credentials: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Config",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from infra import naming, systemd
 from infra.cloudinit import CloudConfig, custom_data, fingerprint, render
@@ -87,8 +88,8 @@ def shared_files(spec: ClusterSpec) -> tuple[tuple[str, str, str], ...]:
     return tuple(files)
 
 
-def _component_unit(description: str, binary: str, flags: dict, *, after: Sequence[str] = (),
-                    service: dict | None = None) -> str:
+def _component_unit(description: str, binary: str, flags: dict[str, Any], *, after: Sequence[str] = (),
+                    service: dict[str, Any] | None = None) -> str:
     prepared = [FETCH_UNIT, paths.INSTALL_UNIT]
     return systemd.unit(
         description,

@@ -12,12 +12,10 @@ identity reads them, except the cluster CA certificate, which nodes and NAT host
 
 from __future__ import annotations
 
-from infra.addressing import CLUSTER_DOMAIN
-
 from dataclasses import dataclass
 
 from infra import secret_names
-from infra.addressing import AddressPlan
+from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.control_plane import paths
 from infra.secrets import SecretFile
 

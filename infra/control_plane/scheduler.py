@@ -19,6 +19,8 @@ profiles.
 
 from __future__ import annotations
 
+from typing import Any
+
 from infra import yaml_text
 from infra.control_plane import paths
 from infra.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR, SCHEDULER_PLUGINS_IMAGE
@@ -50,7 +52,7 @@ def scheduler_image(kubernetes_version: str) -> tuple[str, str, str]:
     return SCHEDULER_PLUGINS_IMAGE, tag, digest
 
 
-def _plugin_config() -> list[dict]:
+def _plugin_config() -> list[dict[str, Any]]:
     return [
         {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
             "type": "MostAllocated",
@@ -65,8 +67,8 @@ def _plugin_config() -> list[dict]:
     ]
 
 
-def _profile(name: str, gang: bool) -> dict:
-    plugins: dict = {
+def _profile(name: str, gang: bool) -> dict[str, Any]:
+    plugins: dict[str, Any] = {
         "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
         # Balanced allocation rewards spreading usage evenly across resources: the opposite of packing.
         "score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]},
@@ -77,7 +79,7 @@ def _profile(name: str, gang: bool) -> dict:
     return {"schedulerName": name, "plugins": plugins, "pluginConfig": _plugin_config()}
 
 
-def scheduler_config() -> dict:
+def scheduler_config() -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": "KubeSchedulerConfiguration",

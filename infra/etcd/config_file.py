@@ -9,6 +9,7 @@ the member tool derives the effective file for a rejoin from it (``initial-clust
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from infra import yaml_text
 from infra.etcd.pki import (
@@ -50,7 +51,7 @@ def nanoseconds(duration: timedelta) -> int:
     return int(duration.total_seconds()) * 1_000_000_000
 
 
-def etcd_config(cluster: EtcdClusterSpec, member: EtcdMember) -> dict:
+def etcd_config(cluster: EtcdClusterSpec, member: EtcdMember) -> dict[str, Any]:
     """The config file of ``member``, as a dict in etcd's own key names."""
     return {
         "name": member.name,
@@ -101,5 +102,5 @@ def etcd_config(cluster: EtcdClusterSpec, member: EtcdMember) -> dict:
     }
 
 
-def render_config(config: dict) -> str:
+def render_config(config: dict[str, Any]) -> str:
     return yaml_text.dump(config, sort_keys=False, default_flow_style=False, width=4096)

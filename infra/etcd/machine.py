@@ -15,6 +15,7 @@ import functools
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 from infra import naming, systemd
 from infra.cloudinit import CloudConfig, render
@@ -55,7 +56,7 @@ def etcd_release_url(version: str = ETCD_VERSION) -> str:
             f"etcd-v{version}-linux-amd64.tar.gz")
 
 
-def disk_settings(cluster: EtcdClusterSpec) -> dict:
+def disk_settings(cluster: EtcdClusterSpec) -> dict[str, Any]:
     size = cluster.vm_size
     if size.nvme_disks:
         return {"mount": MOUNT_POINT, "kind": "nvme", "nvme_count": size.nvme_disks,
@@ -63,7 +64,7 @@ def disk_settings(cluster: EtcdClusterSpec) -> dict:
     return {"mount": MOUNT_POINT, "kind": "resource", "resource_mount": RESOURCE_DISK_MOUNT}
 
 
-def tool_settings(cluster: EtcdClusterSpec) -> dict:
+def tool_settings(cluster: EtcdClusterSpec) -> dict[str, Any]:
     """``/etc/etcd/member.json``: what the member tool needs besides etcd's own config file."""
     return {
         "etcd_config": CONFIG_PATH,

@@ -14,6 +14,7 @@ routes. Two host rules complete it (docs/cni.md for clusters not built by AKS):
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from infra import systemd
 from infra.cloudinit import CloudConfig
@@ -26,7 +27,7 @@ IMDS_IP = "169.254.169.254"
 TABLE = "supercluster"
 
 
-def conflist(node_local_dns_ip: str | None) -> dict:
+def conflist(node_local_dns_ip: str | None) -> dict[str, Any]:
     """Azure's conflist routes NodeLocal DNSCache's link-local address via the host, so pods reach
     the node-local cache (cni/azure-linux.conflist ``ipsToRouteViaHost``); nothing when it is off."""
     return {

@@ -11,6 +11,8 @@ post's Docker settings map onto it as follows (kubernetes.md §2b):
 
 from __future__ import annotations
 
+from typing import Any
+
 from infra import systemd, toml
 from infra.node import install, local_disk
 
@@ -25,7 +27,7 @@ IMAGE_PULL_PROGRESS_TIMEOUT = "30m"
 NVIDIA_RUNTIME = "/usr/bin/nvidia-container-runtime"
 
 
-def config(sandbox_image: str, gpu: bool) -> dict:
+def config(sandbox_image: str, gpu: bool) -> dict[str, Any]:
     runc_options = {"BinaryName": install.RUNC_PATH, "SystemdCgroup": True}
     runtimes = {"runc": {"runtime_type": "io.containerd.runc.v2", "options": runc_options}}
     if gpu:

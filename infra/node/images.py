@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from typing import Any
 
 from infra import systemd
 from infra.cloudinit import CloudConfig
@@ -24,7 +25,7 @@ SCRIPT_PATH = "/usr/local/sbin/supercluster-preload-images"
 MANIFEST_PATH = "/etc/supercluster/preload-images.json"
 
 
-def manifest(registry_login_server: str, images: tuple[str, ...]) -> dict:
+def manifest(registry_login_server: str, images: tuple[str, ...]) -> dict[str, Any]:
     entries = []
     for reference in dict.fromkeys(images):  # deduplicated, in order
         ref = parse_image(reference)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from typing import Any
 
 from infra import systemd, versions
 from infra.cloudinit import CloudConfig
@@ -26,7 +27,7 @@ CNI_PLUGINS = ("loopback", "portmap")
 AZURE_CNI_BINARIES = ("azure-vnet", "azure-vnet-ipam")
 
 
-def manifest(kubernetes_version: str) -> dict:
+def manifest(kubernetes_version: str) -> dict[str, Any]:
     k8s = f"https://dl.k8s.io/v{kubernetes_version}/bin/linux/amd64"
     containerd = versions.CONTAINERD_VERSION
     azure_cni = versions.AZURE_CNI_VERSION

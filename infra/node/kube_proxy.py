@@ -9,8 +9,9 @@ RBAC for it is in ``infra/control_plane/cluster_objects.py`` (``system:node-prox
 
 from __future__ import annotations
 
-from infra import systemd
-from infra import yaml_text
+from typing import Any
+
+from infra import systemd, yaml_text
 from infra.cloudinit import CloudConfig
 from infra.node import install, kubelet
 
@@ -19,7 +20,7 @@ CONFIG_PATH = "/etc/kubernetes/kube-proxy-config.yaml"
 KUBECONFIG = "/etc/kubernetes/kube-proxy.conf"
 
 
-def config(cluster_cidr: str) -> dict:
+def config(cluster_cidr: str) -> dict[str, Any]:
     return {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from importlib import resources
+from typing import Any
 
-from infra import systemd
-from infra import yaml_text
+from infra import systemd, yaml_text
 from infra.addressing import CLUSTER_DOMAIN
 from infra.cloudinit import CloudConfig
 from infra.config import Taint
@@ -48,7 +48,7 @@ TLS_CIPHER_SUITES = (
 PRIVATE = "0600"
 
 
-def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict:
+def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -76,11 +76,11 @@ def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict:
     }
 
 
-def render_config(**kwargs) -> str:
+def render_config(**kwargs: Any) -> str:
     return yaml_text.dump(config(**kwargs), sort_keys=False)
 
 
-def kubeconfig(server: str, user: str, credentials: Mapping[str, str]) -> dict:
+def kubeconfig(server: str, user: str, credentials: Mapping[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Config",
@@ -91,12 +91,12 @@ def kubeconfig(server: str, user: str, credentials: Mapping[str, str]) -> dict:
     }
 
 
-def bootstrap_kubeconfig(server: str) -> dict:
+def bootstrap_kubeconfig(server: str) -> dict[str, Any]:
     """Authenticates with the bootstrap token read from the file Key Vault fills at boot."""
     return kubeconfig(server, "kubelet-bootstrap", {"tokenFile": TOKEN_PATH})
 
 
-def node_kubeconfig(server: str) -> dict:
+def node_kubeconfig(server: str) -> dict[str, Any]:
     """The node's own identity (system:node:<name>), from the certificate kubelet keeps rotated."""
     return kubeconfig(server, "node", {"client-certificate": CLIENT_CERT, "client-key": CLIENT_CERT})
 

@@ -8,6 +8,8 @@ not here is a typo kubelet would reject (it decodes config files strictly).
 
 from __future__ import annotations
 
+from typing import Any
+
 TOP_LEVEL = frozenset({
     "apiVersion", "kind",
     "enableServer", "staticPodPath", "podLogsDir", "syncFrequency", "fileCheckFrequency",
@@ -46,7 +48,7 @@ AUTHORIZATION = {"mode": None, "webhook": {"cacheAuthorizedTTL", "cacheUnauthori
 TAINT = frozenset({"key", "value", "effect", "timeAdded"})  # core/v1 Taint
 
 
-def unknown_fields(document: dict) -> list[str]:
+def unknown_fields(document: dict[str, Any]) -> list[str]:
     """Dotted paths of every field in ``document`` that KubeletConfiguration does not have."""
     unknown = [key for key in document if key not in TOP_LEVEL]
     for section, allowed in (("authentication", AUTHENTICATION), ("authorization", AUTHORIZATION)):

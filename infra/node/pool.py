@@ -10,22 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from infra import naming, versions
-from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
-from infra.addressing import AddressPlan, pod_ip_configurations
-from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.addons.node_local_dns import node_local_ip
+from infra.addressing import AddressPlan, pod_ip_configurations
+from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
+from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
 from infra.labels import GPU_RESOURCE, POOL_LABEL, node_labels
 from infra.node import NodeSpec
 from infra.node.local_disk import LocalDisks
 from infra.sizing import Shard, shards
 from infra.vm_sizes import VmSize
-
-if TYPE_CHECKING:
-    from infra.cluster import ClusterSpec
 
 # OS disk of every node; only the OS lives there (kubelet and containerd state are on the local SSD).
 OS_DISK_GB = 128
@@ -42,10 +38,9 @@ RESOURCES_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_resources_"
 CLOUD_INIT_TAG = "supercluster.io_cloud-init"
 
 
-def node_spec(cluster: ClusterSpec, pool: NodePoolConfig, shard: Shard, *, vault_name: str,
-              registry_login_server: str) -> NodeSpec:
-    config = cluster.config
-    return joining_node(config, cluster.addresses, pool.size, role="node", vault_name=vault_name,
+def node_spec(config: ClusterConfig, addresses: AddressPlan, pool: NodePoolConfig, shard: Shard, *,
+              vault_name: str, registry_login_server: str) -> NodeSpec:
+    return joining_node(config, addresses, pool.size, role="node", vault_name=vault_name,
                         registry_login_server=registry_login_server, images=preload_images(config),
                         max_pods=pod_ip_configurations(pool), labels=pool_labels(config, pool, shard),
                         taints=pool.taints, infiniband=pool.infiniband)
@@ -150,7 +145,8 @@ def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -
     return tags
 
 
-def scale_set_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard, cloud_init_fingerprint: str) -> dict[str, str]:
+def scale_set_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard,
+                   cloud_init_fingerprint: str) -> dict[str, str]:
     return {
         **autoscaler_tags(config, pool, shard),
         encode_tag_key(POOL_LABEL): pool.name,

@@ -31,7 +31,7 @@ process_resident_memory_bytes 2.147483648e+09
 def test_counters_and_gauges_read_the_window_between_two_scrapes():
     before, after = metrics.parse(BEFORE), metrics.parse(AFTER)
     assert metrics.counter_delta(before, after, "apiserver_request_total") == 103
-    assert metrics.counter_delta(before, after, "apiserver_request_total", lambda l: l["code"] == "429") == 3
+    assert metrics.counter_delta(before, after, "apiserver_request_total", lambda labels: labels["code"] == "429") == 3
     assert metrics.gauge(after, "process_resident_memory_bytes") == 2**31
 
 
@@ -53,7 +53,8 @@ def test_quantile_in_the_infinite_bucket_is_the_highest_finite_bound():
 
 
 def test_the_report_compares_each_figure_with_its_slo():
-    step = {"nodes": 1000, "registration": {"p99": 0.2}, "lease_update_p99_s": 1.5, "worst_mutating": ("PUT leases", 1.5),
+    step = {"nodes": 1000, "registration": {"p99": 0.2}, "lease_update_p99_s": 1.5,
+            "worst_mutating": ("PUT leases", 1.5),
             "worst_get": ("GET nodes", 0.01), "worst_cluster_list": ("LIST pods", 0.2), "http_429": 0,
             "requests_per_s": 100.0, "apiserver_heap_gib_mean": 1.0, "etcd_db_mib": 10.0, "etcd_commit_p99_ms": 5.0,
             "main_etcd_puts_per_s": 100.0, "cores_busy": {"kube-apiserver": 1.2, "etcd": 0.4, "fleet": 0.1}}

@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import yaml
 
-from infra.plan.stackfile import PROJECT_DIR
-from infra.plan.touched import stacks_in, touched_stacks
+from plan.stackfile import PROJECT_DIR
+from plan.touched import stacks_in, touched_stacks
 from tests.helpers import require_tool
 
 WORKFLOWS = PROJECT_DIR / ".github" / "workflows"

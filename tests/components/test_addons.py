@@ -9,11 +9,10 @@ import yaml
 
 from components import declare
 from components.addons import ClusterAddons
-from infra.addons import build_addon_objects
 from infra.addons.k8s import object_key
-from infra.plan.artifacts import collect_files, kubernetes_object
-from infra.plan.runner import run_declarations
-from tests.infra.addon_fixtures import AZURE, spec_for
+from plan.artifacts import collect_files, kubernetes_object
+from plan.runner import run_declarations
+from tests.infra.addon_fixtures import AZURE, groups_of, spec_for
 
 HEADROOM = {"balloons": {"headroomNodes": {"cpu": 1, "gpu": 1}}}
 
@@ -48,7 +47,7 @@ def _declared(run):
 
 def test_declares_exactly_the_rendered_objects(dev_run):
     spec, run, _ = dev_run
-    rendered = [obj for objs in build_addon_objects(spec, AZURE).values() for obj in objs]
+    rendered = [obj for objs in groups_of(spec).values() for obj in objs]
     declared = {object_key(obj): obj for obj in map(kubernetes_object, _declared(run))}
     assert set(declared) == {object_key(obj) for obj in rendered}
     for obj in rendered:
@@ -79,7 +78,7 @@ def test_plan_files_hold_every_object_and_each_passes_schema_validation(dev_run)
     spec, run, _ = dev_run
     files = {path: text for path, text in collect_files(run.registrations).items() if path.startswith("k8s/")}
     assert len(files) == len(_declared(run))
-    for path, text in files.items():
+    for text in files.values():
         document = yaml.safe_load(text)
         kubernetes_validate.validate(document, spec.config.kubernetes_version, strict=True)
     assert "k8s/kube-system/Deployment-coredns.yaml" in files
@@ -89,7 +88,7 @@ def test_plan_files_hold_every_object_and_each_passes_schema_validation(dev_run)
 def test_turning_monitoring_off_removes_exactly_its_resources(dev_run):
     spec, run, _ = dev_run
     _, without, _ = _run({**HEADROOM, "monitoring": {"enabled": False}})
-    monitoring = {object_key(obj) for obj in build_addon_objects(spec, AZURE)["monitoring"]}
+    monitoring = {object_key(obj) for obj in groups_of(spec)["monitoring"]}
     before = {object_key(kubernetes_object(r)): r for r in _declared(run)}
     after = {object_key(kubernetes_object(r)): r for r in _declared(without)}
     assert set(before) - set(after) == monitoring

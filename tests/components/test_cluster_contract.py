@@ -15,9 +15,9 @@ from components.cluster_reference import ClusterReference
 from components.network import ClusterNetwork
 from infra.contract import parse_contract
 from infra.outputs import shard_names
-from infra.plan.mocks import SECRET
-from infra.plan.runner import run_declarations
-from infra.plan.stackfile import PROJECT_DIR
+from plan.mocks import SECRET
+from plan.runner import run_declarations
+from plan.stackfile import PROJECT_DIR
 from tests.infra.test_contract import CA, SUB, dev_spec, drop
 
 STACK = "organization/supercluster/dev"

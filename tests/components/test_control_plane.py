@@ -8,8 +8,8 @@ import json
 import time
 
 from infra.control_plane import cluster_objects, pki
-from infra.plan.artifacts import collect_files, custom_data_of
 from infra.secret_names import APISERVER_ETCD_CLIENT_FILES, CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN
+from plan.artifacts import collect_files, custom_data_of
 from tests.infra.control_plane_files import spec
 
 CP = "prod-control-plane"
@@ -94,9 +94,9 @@ def test_each_gate_and_the_provider_register_after_the_gate_before_them(monkeypa
     has been answered (created, or updated for new secrets), and the kubernetes provider once the first
     has. The monitor holds each gate's answer back a little; without the order the next gate would
     arrive while it waits."""
-    from infra.plan import mocks
-    from infra.plan.runner import run_program
-    from infra.plan.stackfile import load_stack_config
+    from plan import mocks
+    from plan.runner import run_program
+    from plan.stackfile import load_stack_config
 
     arrived, answered = {}, {}
     register = mocks.RecordingMonitor.RegisterResource
@@ -165,7 +165,7 @@ def test_every_fetched_secret_is_stored_by_the_control_plane_or_the_etcd_cluster
 
 
 def _mock_secret_values(plan) -> list[str]:
-    """What the mocks generated for every secret the control plane holds (see infra/plan/mocks.py)."""
+    """What the mocks generated for every secret the control plane holds (see plan/mocks.py)."""
     values = []
     for r in plan.registrations:
         if r.type.startswith("tls:") and r.type.endswith(":PrivateKey"):

@@ -18,8 +18,8 @@ import pytest
 from pulumi import _types
 
 from components import declare
-from infra.plan.mocks import Registration
-from infra.plan.runner import run_declarations
+from plan.mocks import Registration
+from plan.runner import run_declarations
 
 PACKAGES = {"azure-native": "pulumi_azure_native", "kubernetes": "pulumi_kubernetes", "tls": "pulumi_tls",
             "random": "pulumi_random"}
@@ -66,7 +66,8 @@ def unknown_properties(value: Any, typ: Any, path: str) -> list[str]:
         found = []
         for key, item in value.items():
             name = _SDK_NAMES.get(key, key)
-            found += [f"{path}.{key}"] if name not in names else unknown_properties(item, types.get(name), f"{path}.{key}")
+            where = f"{path}.{key}"
+            found += [where] if name not in names else unknown_properties(item, types.get(name), where)
         return found
     origin, args = typing.get_origin(typ), typing.get_args(typ)
     if origin in (list, collections.abc.Sequence) and isinstance(value, list) and args:
@@ -165,7 +166,7 @@ def test_absent_means_absent_and_undeclared_outputs_are_refused():
 
 def test_the_program_imports_no_typed_sdk_module():
     """Importing them is the cost components/declare.py avoids; one stray import brings it back."""
-    code = ("import sys; from infra.plan.runner import run_program; from infra.plan.stackfile import load_stack_config; "
+    code = ("import sys; from plan.runner import run_program; from plan.stackfile import load_stack_config; "
             "run_program('dev', load_stack_config('dev', [])); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('pulumi_azure_native', 'pulumi_kubernetes', 'pulumi_tls', 'pulumi_random')))")

@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from infra.etcd.backup import RETENTION_DAYS, SOFT_DELETE_DAYS, storage_account_name
-from infra.plan.artifacts import collect_files, custom_data_of
-from infra.plan.mocks import SECRET
 from infra.secret_names import APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY, ETCD_CA_CERT
 from infra.vm_sizes import VM_SIZES
+from plan.artifacts import collect_files, custom_data_of
+from plan.mocks import SECRET
 from tests.conftest import plan_stack
 from tests.etcd_specs import clusters
 
@@ -94,7 +94,7 @@ def test_members_run_as_their_role_identity(prod_plan):
 
 def test_cloud_init_carries_no_secret_and_is_the_members_own(prod_plan):
     _, main, _ = clusters("prod")
-    for vm, member in zip(etcd_vms(prod_plan, "etcd"), main.members):
+    for vm, member in zip(etcd_vms(prod_plan, "etcd"), main.members, strict=True):
         text = base64.b64decode(vm.inputs["osProfile"]["customData"]).decode()
         assert "PRIVATE KEY" not in text and SECRET not in text
         files = {f["path"]: f["content"] for f in yaml.safe_load(text)["write_files"]}

@@ -8,7 +8,7 @@ from components.hub import Hub, HubPeerings
 from infra.addressing import plan_addresses
 from infra.config import ClusterConfig
 from infra.errors import ConfigError
-from infra.plan.runner import ProgramRun, run_declarations
+from plan.runner import ProgramRun, run_declarations
 from tests.helpers import parsed
 
 PEERING = "azure-native:network:VirtualNetworkPeering"

@@ -10,8 +10,8 @@ from components.nat_hosts import NatHosts
 from infra.addressing import plan_addresses
 from infra.cloudinit import render
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PORT, nat_host_cloud_config
-from infra.plan.runner import run_declarations
 from infra.secret_names import NODE_JOIN_FILES
+from plan.runner import run_declarations
 from tests.helpers import parsed
 
 LB = "azure-native:network:LoadBalancer"
@@ -54,7 +54,7 @@ def test_each_host_forwards_from_its_static_address_in_the_backend_pool():
     nics = run.of_type(NIC)
     assert len(nics) == config.network.nat_hosts.count == 3
     lb_id = run.named("c-nat-hosts-lb", LB).id
-    for nic, ip in zip(nics, plan.nat_host_ips(3)):
+    for nic, ip in zip(nics, plan.nat_host_ips(3), strict=True):
         assert nic.inputs["enableIPForwarding"] is True
         (ipconfig,) = nic.inputs["ipConfigurations"]
         assert (ipconfig["privateIPAddress"], ipconfig["privateIPAllocationMethod"]) == (ip, "Static")

@@ -8,7 +8,7 @@ from components.network import ClusterNetwork, _security_rule
 from infra.addressing import plan_addresses
 from infra.config import parse_config
 from infra.network_security import HUB, SecurityRule
-from infra.plan.runner import run_declarations
+from plan.runner import run_declarations
 from tests.helpers import cluster_subnets, raw_stack
 
 HUB_PREFIXES = ["192.168.0.0/22", "100.64.0.0/16"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from infra.labels import INFINIBAND_DOMAIN_LABEL
-from infra.plan.artifacts import custom_data_of
+from plan.artifacts import custom_data_of
 from tests.conftest import plan_stack
 from tests.helpers import cluster_subnets
 

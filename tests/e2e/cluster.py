@@ -41,13 +41,13 @@ import yaml
 from infra.cluster import ClusterSpec, build_cluster_spec
 from infra.control_plane import pki as cluster_pki
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
+from infra.errors import NAMESPACE
 from infra.etcd.machine import ETCD_UNIT
-from infra.node import kubelet
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
 from infra.labels import GPU_RESOURCE, RDMA_RESOURCE
-from infra.plan.stackfile import PROJECT_DIR, load_stack_config
-from infra.errors import NAMESPACE
+from infra.node import kubelet
 from infra.vm_sizes import VM_SIZES
+from plan.stackfile import PROJECT_DIR, load_stack_config
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
 from tests.e2e.pki import TestPki, issue_pki
 from tests.e2e.plan_machines import Machine, Plan
@@ -65,7 +65,7 @@ BOOT_TIMEOUT = 180
 
 def plan_stack(stack: str, out: Path, overrides: list[str]) -> Plan:
     """Writes the offline plan of ``stack`` (the same CLI a user runs) and loads it."""
-    argv = [sys.executable, "-m", "infra.plan", "--stack", stack, "--out", str(out)]
+    argv = [sys.executable, "-m", "plan", "--stack", stack, "--out", str(out)]
     for override in overrides:
         argv += ["--config", override]
     subprocess.run(argv, check=True, capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)
@@ -205,7 +205,7 @@ def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = ()
 
 
 def _bootstrap_token_id(plan: Plan) -> str:
-    for path, document in plan.kubernetes_objects():
+    for _, document in plan.kubernetes_objects():
         if document.get("type") == "bootstrap.kubernetes.io/token":
             return document["metadata"]["name"].removeprefix("bootstrap-token-")
     raise AssertionError("the plan has no bootstrap token Secret")
@@ -300,7 +300,8 @@ def _start_control_plane(cluster: Cluster) -> None:
     prefix_length = cluster.spec.config.network.address_space.prefixlen
     lb_host = cluster.network.add_host("apiserver-load-balancer", [f"{frontend}/{prefix_length}"])
     cluster.load_balancer = cluster.network.start(lb_host, "load-balancer", [
-        sys.executable, str(Path(__file__).with_name("load_balancer.py")), f"{frontend}:{lb['loadBalancingRules'][0]['frontendPort']}",
+        sys.executable, str(Path(__file__).with_name("load_balancer.py")),
+        f"{frontend}:{lb['loadBalancingRules'][0]['frontendPort']}",
         probe["requestPath"], *[f"{m.ip}:{port}" for m, _ in machines]])
     wait_for("every apiserver to answer /readyz", lambda: all(
         cluster.raw("/readyz", url=f"https://{m.ip}:{port}")[0] == 200 for m, _ in machines),
@@ -366,7 +367,8 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | N
     for machine, pool, vm_size in joining:
         host = cluster.network.hosts.get(machine.name) or cluster.network.add_host(
             machine.name, [f"{machine.ip}/{prefix_length}"])
-        if machine.name not in cluster.network.hosts or not (host.root / "etc/kubernetes/bootstrap-kubelet.conf").exists():
+        bootstrap = host.root / "etc/kubernetes/bootstrap-kubelet.conf"
+        if machine.name not in cluster.network.hosts or not bootstrap.exists():
             install(machine, host, cluster.pki)
         capacity = _capacity(vm_size, cluster.spec.addons.rdma_device_plugin.pods_per_node)
         argv = ["/usr/local/bin/nodesim", *machine.unit(KUBELET_UNIT).exec_start[1:],

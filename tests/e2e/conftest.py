@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.plan.stackfile import PROJECT_DIR
+from plan.stackfile import PROJECT_DIR
 from tests.e2e.cluster import Cluster, boot
+
 
 def _unavailable(why: str) -> None:
     if os.environ.get("CI") == "true":

@@ -11,6 +11,7 @@ down by ``close()``: processes stopped (TERM, then KILL), namespaces deleted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -171,10 +172,8 @@ class TestNetwork:
         groups = [p.popen.pid for p in self.processes if p.popen.poll() is None]
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for group in groups:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(group, sig)
-                except ProcessLookupError:
-                    pass
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
                 for process in self.processes:

@@ -31,7 +31,7 @@ async def probe(host: str, port: int, path: str) -> bool:
         status = await asyncio.wait_for(reader.readline(), 2)
         writer.close()
         return status.split()[1:2] == [b"200"]
-    except (OSError, asyncio.TimeoutError, ssl.SSLError, IndexError):
+    except (TimeoutError, OSError, ssl.SSLError, IndexError):
         return False
 
 
@@ -53,7 +53,7 @@ async def main(frontend: str, path: str, backends: list[tuple[str, int]]) -> Non
     async def watch() -> None:
         while True:
             results = await asyncio.gather(*(probe(h, p, path) for h, p in backends))
-            healthy[:] = [b for b, ok in zip(backends, results) if ok]
+            healthy[:] = [b for b, ok in zip(backends, results, strict=True) if ok]
             await asyncio.sleep(PROBE_INTERVAL_SECONDS)
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

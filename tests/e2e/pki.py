@@ -58,7 +58,7 @@ def issue(common_name: str, *, uses: tuple[str, ...], hours: int, organization: 
           dns_names: tuple[str, ...] = (), ip_addresses: tuple[str, ...] = (), ca: Issued | None = None) -> Issued:
     """One certificate as pulumi-tls makes it: self-signed CA when ``ca`` is None, else signed by ``ca``."""
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     subject = _name(common_name, organization)
     usage = {u: u in uses for u in _KEY_USAGES}
     builder = (x509.CertificateBuilder()

@@ -18,7 +18,7 @@ from cryptography.x509.oid import NameOID
 
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
 from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
-from tests.e2e.cluster import (APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install)
+from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install
 from tests.e2e.hosts import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +44,7 @@ def test_every_control_plane_process_runs_its_rendered_unit_with_no_refused_or_d
             assert "restarting in" not in log or unit != APISERVER_UNIT, f"{unit} restarted:\n{log[-2000:]}"
             refused = [line for line in log.splitlines() if REFUSED.search(line)]
             assert not refused, f"{machine.name} {unit}:\n" + "\n".join(refused[:10])
-    for role, members in dev.etcd.items():
+    for members in dev.etcd.values():
         for machine, _, process in members:
             assert process.alive(), f"{machine.name} etcd exited:\n{process.output()[-2000:]}"
             assert not [line for line in process.output().splitlines() if '"level":"fatal"' in line
@@ -145,14 +145,17 @@ def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_t
         runtime = dev.network.start(host, "silent-runtime", ["python3", "-c", (
             "import socket, sys, time; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(64); "
             "time.sleep(600)"), socket_path])
-        wait_for("the runtime socket", lambda: (host.root / socket_path.lstrip("/")).exists(), timeout=10)
+        # wait_for calls its lambdas at once, within this iteration: late binding cannot bite (B023).
+        wait_for("the runtime socket", lambda: (host.root / socket_path.lstrip("/")).exists(),  # noqa: B023
+                 timeout=10)
         argv = [*machine.unit(KUBELET_UNIT).exec_start, f"--hostname-override={machine.name}"]
         process = dev.network.start(host, "real-kubelet", argv)
         try:
             csr = wait_for(f"the real kubelet on {machine.name} to get its client certificate", lambda: (
-                (c := _csr_of(dev, f"system:node:{machine.name}")) and c["status"].get("certificate") and c),
-                timeout=90, on_timeout=lambda: process.output()[-3000:])
-            wait_for("its kubeconfig", lambda: (host.root / "var/lib/kubelet/kubeconfig").exists(), timeout=30)
+                (c := _csr_of(dev, f"system:node:{machine.name}")) and c["status"].get("certificate") and c),  # noqa: B023
+                timeout=90, on_timeout=lambda: process.output()[-3000:])  # noqa: B023
+            wait_for("its kubeconfig", lambda: (host.root / "var/lib/kubelet/kubeconfig").exists(),  # noqa: B023
+                     timeout=30)
         finally:
             process.stop()
             runtime.stop()
@@ -359,7 +362,8 @@ def test_tenant_pods_cannot_reach_their_node_and_system_agents_still_can(dev: Cl
         ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": what.replace(" ", "-"), "namespace": namespace}, "spec": spec})
         assert not ok and 'violates PodSecurity "baseline' in output, (what, output)
-    ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ordinary", "namespace": namespace},
+    ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod",
+                               "metadata": {"name": "ordinary", "namespace": namespace},
                                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
     assert ok, output
     assert "would violate PodSecurity \"restricted" in output  # warned, not refused
@@ -379,7 +383,8 @@ def test_a_team_namespace_gets_its_pools_selector_and_toleration_and_no_other(de
     container = [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]
     burstable = [{**container[0], "resources": {"requests": {"cpu": "100m"}}}]  # gets memory-pressure added
     for name, containers in (("job", container), ("burstable-job", burstable)):
-        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod",
+                                   "metadata": {"name": name, "namespace": namespace},
                                    "spec": {"containers": containers}})
         assert ok, output
         pod = dev.get_json("pod", name, "-n", namespace)["spec"]

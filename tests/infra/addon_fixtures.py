@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.addons import AzureAccess, build_addon_objects
+from infra.addons import AzureAccess, build_addon_objects, monitoring
 from infra.addons.k8s import Obj, object_key
 from infra.cluster import ClusterSpec, build_cluster_spec
 from tests.helpers import raw_stack
@@ -22,7 +22,17 @@ def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes
 
 
 def groups_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, list[Obj]]:
-    return build_addon_objects(spec_for(stack, addons, **changes), AZURE)
+    return groups_of(spec_for(stack, addons, **changes))
+
+
+def groups_of(spec: ClusterSpec) -> dict[str, list[Obj]]:
+    """Every add-on group of a built spec, as ``components/addons.py`` declares them."""
+    return build_addon_objects(spec.config, spec.addresses, spec.addons, AZURE)
+
+
+def prometheus_config_of(spec: ClusterSpec) -> str:
+    return monitoring.prometheus_config(spec.config, spec.addresses, spec.addons.monitoring,
+                                        spec.addons.traffic_accounting.port)
 
 
 def all_objects(groups: dict[str, list[Obj]]) -> list[Obj]:

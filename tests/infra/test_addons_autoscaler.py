@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from infra.addons import balloons, cluster_autoscaler
-from infra.labels import GPU_STARTUP_TAINT_KEY
 from infra.errors import ConfigError
+from infra.labels import GPU_STARTUP_TAINT_KEY
 from infra.node.pool import encode_tag_key, scale_set_tags
 from infra.sizing import shards
 from tests.infra.addon_fixtures import AZURE, find, groups_for, spec_for

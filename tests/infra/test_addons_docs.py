@@ -8,7 +8,7 @@ import pytest
 
 from infra.addons import CONFIG_KEY, MODULES
 from infra.errors import ConfigError
-from infra.plan.stackfile import PROJECT_DIR
+from plan.stackfile import PROJECT_DIR
 from tests.helpers import parsed
 
 README = (PROJECT_DIR / "README.md").read_text()

@@ -9,7 +9,7 @@ import yaml
 
 from infra.addons import monitoring
 from tests.helpers import require_tool
-from tests.infra.addon_fixtures import find, groups_for, spec_for
+from tests.infra.addon_fixtures import find, groups_for, prometheus_config_of, spec_for
 
 
 def _rules() -> dict[str, dict]:
@@ -34,7 +34,7 @@ def test_scrape_config_passes_promtool(tmp_path):
     """Debian's promtool is built without Kubernetes discovery, so each kubernetes_sd_configs block is
     swapped for a static target and everything else (relabelling, auth, globals) is checked as is."""
     promtool = require_tool("promtool")
-    document = yaml.safe_load(monitoring.prometheus_config(spec_for("prod")))
+    document = yaml.safe_load(prometheus_config_of(spec_for("prod")))
     discovered = 0
     for job in document["scrape_configs"]:
         if job.pop("kubernetes_sd_configs", None) is not None:
@@ -70,7 +70,7 @@ def test_etcd_commit_latency_quota_and_leader_changes_are_alerted_on():
 
 def test_both_etcd_clusters_and_every_agent_are_scraped():
     spec = spec_for("prod")
-    document = yaml.safe_load(monitoring.prometheus_config(spec))
+    document = yaml.safe_load(prometheus_config_of(spec))
     jobs = {job["job_name"]: job for job in document["scrape_configs"]}
     assert set(jobs) == {"apiserver", "etcd-main", "etcd-events", "coredns", "cluster-autoscaler",
                          "node-local-dns", "iptables-exporter"}

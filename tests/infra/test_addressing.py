@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import ipaddress
+import itertools
 
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from infra.addressing import (AZURE_RESERVED_PER_SUBNET, MAX_VNET_ADDRESSES, SYSTEM_SUBNETS, AddressPlan,
-                              node_ips, plan_addresses)
+from infra.addressing import (
+    AZURE_RESERVED_PER_SUBNET,
+    MAX_VNET_ADDRESSES,
+    SYSTEM_SUBNETS,
+    AddressPlan,
+    node_ips,
+    plan_addresses,
+)
 from infra.config import parse_config
 from infra.errors import ConfigError
 from infra.sizing import shards
@@ -60,10 +67,10 @@ def assert_well_formed(plan: AddressPlan, raw: dict) -> None:
     space = config.network.address_space
     # No two subnets overlap: sorted by address, each one ends before the next begins.
     subnets = sorted(_all_subnets(plan), key=lambda s: int(s.cidr.network_address))
-    for a, b in zip(subnets, subnets[1:]):
+    for a, b in itertools.pairwise(subnets):
         assert a.cidr.broadcast_address < b.cidr.network_address, f"{a.key} {a.cidr} overlaps {b.key} {b.cidr}"
     vnets = sorted(plan.peered_vnets, key=lambda v: int(v.address_space.network_address))
-    for a, b in zip(vnets, vnets[1:]):
+    for a, b in itertools.pairwise(vnets):
         assert not a.address_space.overlaps(b.address_space), (a.key, b.key)
     for vnet in plan.peered_vnets:
         for subnet in vnet.subnets:

@@ -1,7 +1,7 @@
 """Bad input always gets a clear answer: any config either plans or stops with the one line naming a key.
 
 Hundreds of generated configs go through ``build_cluster_spec`` (the whole validation pass, pure and
-fast); a fixed, derandomised handful go end to end through ``python -m infra.plan``, which must exit
+fast); a fixed, derandomised handful go end to end through ``python -m plan``, which must exit
 0 with a plan or 2 with one line and no plan directory, never a traceback.
 """
 
@@ -23,7 +23,7 @@ from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.cluster import ClusterSpec, build_cluster_spec
 from infra.errors import ConfigError
 from infra.node.pool import custom_data_size
-from infra.plan.__main__ import EXIT_BAD_INPUT, EXIT_OK, main
+from plan.__main__ import EXIT_BAD_INPUT, EXIT_OK, main
 from tests.helpers import raw_stack
 
 STACKS = {"dev": raw_stack("dev"), "prod": raw_stack("prod")}

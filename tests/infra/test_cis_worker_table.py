@@ -43,7 +43,7 @@ def pools() -> dict[str, dict[str, dict]]:
     name = cluster.config.cluster_name
     rendered = {}
     for pool in cluster.config.node_pools:
-        node = node_spec(cluster, pool, shards(pool)[0], vault_name=naming.key_vault(name),
+        node = node_spec(cluster.config, cluster.addresses, pool, shards(pool)[0], vault_name=naming.key_vault(name),
                          registry_login_server=naming.container_registry_login_server(name))
         document = yaml.safe_load(render(node_cloud_config(node)))
         rendered[pool.name] = {entry["path"]: entry for entry in document["write_files"]}

@@ -8,8 +8,16 @@ import dataclasses
 import pytest
 
 from infra.cluster import build_cluster_spec
-from infra.contract import (SCHEMA_MAJOR, SCHEMA_VERSION, ClusterContract, ContractError, describe,
-                            parse_contract, secret_paths, to_document)
+from infra.contract import (
+    SCHEMA_MAJOR,
+    SCHEMA_VERSION,
+    ClusterContract,
+    ContractError,
+    describe,
+    parse_contract,
+    secret_paths,
+    to_document,
+)
 from infra.outputs import cluster_contract, shard_names
 from tests.helpers import raw_stack
 
@@ -199,7 +207,7 @@ def test_secret_fields_must_be_redacted_in_a_plan(document):
 
 
 def test_readme_contract_table_is_the_schema():
-    from infra.plan.stackfile import PROJECT_DIR
+    from plan.stackfile import PROJECT_DIR
 
     readme = (PROJECT_DIR / "README.md").read_text()
     table = readme.split("<!-- contract-table:start -->\n")[1].split("<!-- contract-table:end -->")[0]

@@ -10,7 +10,7 @@ import re
 import yaml
 
 from infra.control_plane import admission
-from infra.plan.stackfile import PROJECT_DIR
+from plan.stackfile import PROJECT_DIR
 from tests.helpers import parsed
 
 

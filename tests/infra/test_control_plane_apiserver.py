@@ -151,9 +151,8 @@ def _level(policy: dict, *, user: str, groups: tuple[str, ...] = (), verb: str =
             if not path or not any(path == p or (p.endswith("*") and path.startswith(p[:-1]))
                                    for p in rule["nonResourceURLs"]):
                 continue
-        elif path:
-            if "resources" in rule:
-                continue
+        elif path and "resources" in rule:
+            continue
         if "resources" in rule and not any(r["group"] == group and resource in r.get("resources", [resource])
                                            for r in rule["resources"]):
             continue

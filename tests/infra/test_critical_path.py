@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infra.plan.critical_path import critical_path, custom_dependencies, machines_waiting_for_machines
-from infra.plan.mocks import Registration
+from plan.critical_path import critical_path, custom_dependencies, machines_waiting_for_machines
+from plan.mocks import Registration
 
 VM = "azure-native:compute:VirtualMachine"
 VMSS = "azure-native:compute:VirtualMachineScaleSet"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -148,7 +149,7 @@ def local_settings(tmp_path, blobs, mount="/"):
 def test_first_bootstrap_when_nobody_answers_and_no_snapshot_exists(tmp_path, blobs):
     settings = local_settings(tmp_path, blobs)
     assert "first bootstrap" in tool.prepare(settings)
-    effective = yaml.safe_load(open(settings["effective_config"]))
+    effective = yaml.safe_load(Path(settings["effective_config"]).read_text())
     assert effective["initial-cluster-state"] == "new"
     assert blobs.token_requests == 1
 

@@ -62,7 +62,7 @@ def test_token_is_requested_for_the_named_role_identity(tmp_path):
 
 
 def test_every_machine_names_its_role_identity(dev_plan):
-    from infra.plan.artifacts import collect_files
+    from plan.artifacts import collect_files
 
     files = collect_files(dev_plan.registrations)
     identities = {path.split("/")[0]: text.strip() for path, text in files.items()

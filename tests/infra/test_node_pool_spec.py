@@ -10,8 +10,16 @@ from infra.config import parse_config
 from infra.errors import ConfigError
 from infra.images import cache_prefixes, parse_image
 from infra.node import install
-from infra.node.pool import (MAX_TAGS, ScaleSetShape, autoscaler_tags, encode_tag_key, ephemeral_os_disk, image,
-                             node_spec, scale_set_tags)
+from infra.node.pool import (
+    MAX_TAGS,
+    ScaleSetShape,
+    autoscaler_tags,
+    encode_tag_key,
+    ephemeral_os_disk,
+    image,
+    node_spec,
+    scale_set_tags,
+)
 from infra.sizing import shards
 from tests.helpers import parsed, raw_stack
 
@@ -23,7 +31,8 @@ def cluster(stack: str = "prod", raw: dict | None = None):
 def test_node_spec_from_the_prod_gpu_pool():
     spec = cluster()
     pool = spec.config.pool("h100a")
-    node = node_spec(spec, pool, shards(pool)[1], vault_name="kv", registry_login_server="acr.azurecr.io")
+    node = node_spec(spec.config, spec.addresses, pool, shards(pool)[1], vault_name="kv",
+                     registry_login_server="acr.azurecr.io")
     assert node.apiserver_endpoint == f"https://{spec.addresses.apiserver_lb_ip()}:6443"
     assert node.cluster_dns == "172.20.0.10"
     assert node.max_pods == pool.pod_ips_per_node == 8

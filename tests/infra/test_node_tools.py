@@ -23,7 +23,7 @@ SCRIPTS = resources.files("infra.node").joinpath("scripts")
 
 
 def test_every_rendered_node_cloud_init_passes_the_schema(dev_plan, prod_plan, tmp_path):
-    from infra.plan.artifacts import custom_data_of
+    from plan.artifacts import custom_data_of
 
     tool = require_tool("cloud-init")
     rendered = {}

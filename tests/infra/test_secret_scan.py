@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.plan.secret_scan import scan_text
+from plan.secret_scan import scan_text
 
 LEAKS = {
     "pem key": "-----BEGIN RSA PRIVATE KEY-----\nabc\n",
@@ -35,7 +35,7 @@ def test_public_material_and_secret_names_pass(text):
 
 
 def test_a_value_handed_out_as_a_secret_is_found_verbatim_wherever_it_is():
-    from infra.plan.secret_scan import scan_files
+    from plan.secret_scan import scan_files
 
     files = {"a.yaml": "x: 1\nkey: 3q2+7w==\n", "b.yaml": "nothing here\n"}
     assert [(f.path, f.kind, f.line) for f in scan_files(files, {"3q2+7w=="})] == [
@@ -47,8 +47,8 @@ def test_real_plans_hold_no_secret_pattern_and_none_of_the_secret_values(stack, 
     """Every file of the plan (resources.json, outputs.json, every rendered file), and in particular every
     machine's customData, is free of secrets: the patterns, and each private key, password and random key
     the mocks actually handed out."""
-    from infra.plan.artifacts import custom_data_of, plan_files
-    from infra.plan.secret_scan import scan_files
+    from plan.artifacts import custom_data_of, plan_files
+    from plan.secret_scan import scan_files
 
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
     kinds = {r.type for r in run.registrations}

@@ -12,12 +12,12 @@ import pytest
 
 from components import declare
 from infra import cloudinit
-from infra.plan.__main__ import EXIT_CHANGED, EXIT_DANGER, EXIT_OK, exit_code
-from infra.plan.artifacts import plan_files, write_plan
-from infra.plan.diff import changed_paths, diff_plans, load_plan
-from infra.plan.diff_report import render_diff
-from infra.plan.replacements import covers, replacements
-from infra.plan.runner import run_declarations
+from plan.__main__ import EXIT_CHANGED, EXIT_DANGER, EXIT_OK, exit_code
+from plan.artifacts import plan_files, write_plan
+from plan.diff import changed_paths, diff_plans, load_plan
+from plan.diff_report import render_diff
+from plan.replacements import covers, replacements
+from plan.runner import run_declarations
 
 SYSCTL = "/etc/sysctl.d/90-supercluster.conf"
 

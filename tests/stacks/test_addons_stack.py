@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from infra.addons import build_addon_objects
 from infra.addons.k8s import object_key
-from infra.plan.artifacts import kubernetes_object
+from plan.artifacts import kubernetes_object
 from tests.conftest import plan_stack
-from tests.infra.addon_fixtures import AZURE, spec_for
+from tests.infra.addon_fixtures import groups_of, spec_for
 
 ADDONS = "supercluster:addons:ClusterAddons"
 
@@ -21,13 +20,13 @@ def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan
     if not dev_plan.of_type(ADDONS):
         pytest.skip("__main__.declare_addons is not called yet (it needs the autoscaler's managed identity)")
     without = plan_stack("dev", "addons.monitoring.enabled=false")
-    monitoring = {object_key(o) for o in build_addon_objects(spec_for("dev"), AZURE)["monitoring"]}
+    monitoring = {object_key(o) for o in groups_of(spec_for("dev"))["monitoring"]}
     assert _objects(dev_plan) - _objects(without) == monitoring
     assert _objects(without) < _objects(dev_plan)
 
 
 def test_bad_addon_setting_stops_the_plan_with_one_line(tmp_path, capsys):
-    from infra.plan.__main__ import main
+    from plan.__main__ import main
 
     out = tmp_path / "plan"
     assert main(["--stack", "dev", "--out", str(out),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra.contract import OUTPUT_NAME, parse_contract
-from infra.plan.mocks import SECRET
+from plan.mocks import SECRET
 from tests.helpers import cluster_subnets
 
 

@@ -16,10 +16,16 @@ import yaml
 from infra.addons import rdma_device_plugin
 from infra.cluster import build_cluster_spec
 from infra.jobs import NCCL_ENV, infiniband_job
-from infra.labels import GPU_COUNT_LABEL, GPU_RESOURCE, INFINIBAND_DOMAIN_LABEL, INFINIBAND_LABEL, POOL_LABEL, \
-    RDMA_RESOURCE
+from infra.labels import (
+    GPU_COUNT_LABEL,
+    GPU_RESOURCE,
+    INFINIBAND_DOMAIN_LABEL,
+    INFINIBAND_LABEL,
+    POOL_LABEL,
+    RDMA_RESOURCE,
+)
 from infra.node.pool import LABEL_TAG_PREFIX, encode_tag_key
-from infra.plan.artifacts import custom_data_of, kubernetes_object
+from plan.artifacts import custom_data_of, kubernetes_object
 from tests.helpers import raw_stack
 from tests.stacks.test_node_vocabulary import fits, registered_nodes
 
@@ -57,21 +63,22 @@ def test_only_infiniband_nodes_lift_the_memlock_limit_rdma_needs(prod_plan):
         assert lifted == vmss.inputs["singlePlacementGroup"], vmss.name
 
 
-def _objects(run) -> list[dict]:
-    return [o for o in map(kubernetes_object, run.registrations) if o is not None]
+def _object(run, kind: str, name: str) -> dict:
+    (found,) = [o for o in map(kubernetes_object, run.registrations)
+                if o is not None and o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_the_rdma_plugin_runs_on_every_infiniband_node_and_advertises_the_resource_jobs_request(
         stack, dev_plan, prod_plan):
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
-    objects = _objects(run)
-    (daemon_set,) = [o for o in objects if o["kind"] == "DaemonSet" and o["metadata"]["name"] == rdma_device_plugin.NAME]
+    daemon_set = _object(run, "DaemonSet", rdma_device_plugin.NAME)
     pod = daemon_set["spec"]["template"]["spec"]
     nodes = registered_nodes(run)
     for name, (labels, taints) in nodes.items():
         assert fits(pod, labels, taints) == (labels.get(INFINIBAND_LABEL) == "true"), name
-    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == rdma_device_plugin.CONFIG_MAP]
+    config_map = _object(run, "ConfigMap", rdma_device_plugin.CONFIG_MAP)
     (resource,) = json.loads(config_map["data"]["config.json"])["configList"]
     assert f"{rdma_device_plugin.RESOURCE_PREFIX}/{resource['resourceName']}" == RDMA_RESOURCE
     assert resource["selectors"] == {"vendors": ["15b3"], "linkTypes": ["infiniband"]}

@@ -12,10 +12,10 @@ import pytest
 
 from components.identities import VIRTUAL_MACHINE_CONTRIBUTOR_ROLE
 from components.secret_store import KEY_VAULT_SECRETS_USER_ROLE
-from infra.plan.artifacts import collect_files
-from infra.plan.runner import ProgramRun
 from infra.secrets import FETCH_SCRIPT_PATH
 from infra.vm_sizes import VM_SIZES
+from plan.artifacts import collect_files
+from plan.runner import ProgramRun
 
 VM = "azure-native:compute:VirtualMachine"
 VMSS = "azure-native:compute:VirtualMachineScaleSet"

@@ -14,7 +14,7 @@ import pytest
 from infra.addressing import AddressPlan, plan_addresses
 from infra.config import ClusterConfig
 from infra.hub import example_hub_outputs
-from infra.plan.runner import ProgramRun
+from plan.runner import ProgramRun
 from tests.conftest import plan_stack
 from tests.helpers import cluster_subnets, parsed
 from tests.network_model import allows, decide, port_in

@@ -16,7 +16,7 @@ import yaml
 
 from infra.addons.k8s import pod_templates
 from infra.labels import GPU_STARTUP_TAINT_KEY
-from infra.plan.artifacts import custom_data_of, kubernetes_object
+from plan.artifacts import custom_data_of, kubernetes_object
 
 KUBELET_UNIT = "/etc/systemd/system/kubelet.service"
 KUBELET_CONFIG = "/etc/kubernetes/kubelet-config.yaml"

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from infra.plan.__main__ import main
-from infra.plan.stackfile import PROJECT_DIR
+from plan.__main__ import main
+from plan.stackfile import PROJECT_DIR
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +95,7 @@ def test_bad_input_stops_with_one_line(overrides, key, accepted, tmp_path, capsy
 
 
 def test_cli_process_exit_code_and_no_traceback():
-    result = subprocess.run([sys.executable, "-m", "infra.plan", "--stack", "dev", "--config", "etcd.members=2"],
+    result = subprocess.run([sys.executable, "-m", "plan", "--stack", "dev", "--config", "etcd.members=2"],
                             cwd=PROJECT_DIR, capture_output=True, text=True)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
@@ -108,7 +108,7 @@ def test_unknown_stack_is_a_clear_error(capsys):
 
 
 def test_a_plan_that_would_leak_a_secret_is_not_kept(tmp_path, capsys, monkeypatch):
-    import infra.plan.__main__ as cli
+    import plan.__main__ as cli
 
     real_files = cli.plan_files
 
@@ -128,7 +128,7 @@ def test_another_process_writes_the_same_plan_byte_for_byte(written_plans, tmp_p
 
     out, _ = written_plans["dev"]
     again = tmp_path / "again"
-    result = subprocess.run([sys.executable, "-m", "infra.plan", "--stack", "dev", "--out", str(again)],
+    result = subprocess.run([sys.executable, "-m", "plan", "--stack", "dev", "--out", str(again)],
                             cwd=PROJECT_DIR, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "7"})
     assert result.returncode == 0, result.stderr
     mismatches = []

@@ -1,4 +1,4 @@
-"""``python -m infra.plan --diff`` on the real stacks: exit codes and exactly the resources a change touches."""
+"""``python -m plan --diff`` on the real stacks: exit codes and exactly the resources a change touches."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from infra.plan.__main__ import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_DANGER, EXIT_OK, main
-from infra.plan.diff import diff_plans, load_plan
+from plan.__main__ import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_DANGER, EXIT_OK, main
+from plan.diff import diff_plans, load_plan
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 
 import yaml
 
-from infra.plan.__main__ import main
+from plan.__main__ import main
 
 HUB_STACK = "organization/research-hub/prod"
 REAL_HUB = {

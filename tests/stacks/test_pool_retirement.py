@@ -12,12 +12,12 @@ import pytest
 
 from infra.config import parse_config
 from infra.errors import ConfigError
-from infra.plan import runner
-from infra.plan.__main__ import EXIT_BAD_INPUT, EXIT_DANGER, main
-from infra.plan.artifacts import plan_files, write_plan
-from infra.plan.diff import diff_plans, load_plan
-from infra.plan.stackfile import load_stack_config
 from infra.pool_retirement import check_pool_removals, previous_pools
+from plan import runner
+from plan.__main__ import EXIT_BAD_INPUT, EXIT_DANGER, main
+from plan.artifacts import plan_files, write_plan
+from plan.diff import diff_plans, load_plan
+from plan.stackfile import load_stack_config
 from tests.helpers import raw_stack
 
 # dev without its cpu pool (and without the cpu pool's warm nodes).

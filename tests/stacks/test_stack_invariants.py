@@ -25,7 +25,8 @@ def test_children_are_named_after_their_component(stack_plan):
 
 
 def test_only_the_resource_group_and_components_sit_at_the_root(stack_plan):
-    at_root = [r for r in stack_plan.registrations if r.parent.endswith(f"{STACK_URN}::supercluster-{stack_plan.stack}")]
+    root = f"{STACK_URN}::supercluster-{stack_plan.stack}"
+    at_root = [r for r in stack_plan.registrations if r.parent.endswith(root)]
     assert [r.type for r in at_root if r.custom] == ["azure-native:resources:ResourceGroup"]
 
 

@@ -1,7 +1,7 @@
 """Nothing stateful is lost by a `pulumi up`: what is protected, and what each config key changes.
 
 The sweep changes one config key at a time on dev (every component, ~1 s per run), diffs the
-plan against dev's with ``infra.plan.diff`` (which decides replacements offline and flags
+plan against dev's with ``plan.diff`` (which decides replacements offline and flags
 stateful ones), and asserts exactly which resources the change may touch and that it replaces
 or deletes nothing stateful, except where the key itself is about that resource (then the diff
 flags it and protection stops `pulumi up`; README "Reliability and security" says what to do).
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.plan.diff import diff_plans
-from infra.plan.runner import ProgramRun
-from infra.plan.stackfile import PROJECT_DIR
+from plan.diff import diff_plans
+from plan.runner import ProgramRun
+from plan.stackfile import PROJECT_DIR
 from tests.conftest import RETIRE_CPU, as_plan, plan_stack
 
 # --------------------------------------------------------------------------- what must be protected

@@ -1,4 +1,4 @@
-"""``python -m infra.plan.job``: print a gang-scheduled InfiniBand job for one pool of a stack.
+"""``python -m plan.job``: print a gang-scheduled InfiniBand job for one pool of a stack.
 
 The objects come from ``infra.jobs.infiniband_job``; this shell reads the stack file the way the
 plan does, so the job names the pool's real labels, taints and GPU count. docs/infiniband-jobs.md.
@@ -15,11 +15,11 @@ import yaml
 from infra.cluster import build_cluster_spec
 from infra.errors import ConfigError
 from infra.jobs import infiniband_job
-from infra.plan.stackfile import NAMESPACE, load_stack_config
+from plan.stackfile import NAMESPACE, load_stack_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.plan.job", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m plan.job", description=__doc__.split("\n")[0])
     parser.add_argument("--stack", required=True)
     parser.add_argument("--pool", required=True, help="an InfiniBand GPU pool of the stack")
     parser.add_argument("--name", required=True)

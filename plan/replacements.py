@@ -112,7 +112,7 @@ def parse_path(path: str) -> list[str]:
 def covers(pattern: str, path: str) -> bool:
     """True when ``path`` is ``pattern`` or lies beneath it (``*`` matches any one segment)."""
     wanted, actual = parse_path(pattern), parse_path(path)
-    return len(wanted) <= len(actual) and all(w in ("*", a) for w, a in zip(wanted, actual))
+    return len(wanted) <= len(actual) and all(w in ("*", a) for w, a in zip(wanted, actual, strict=False))
 
 
 def replacements(typ: str, changed_paths: list[str], replace_on_changes: list[str]) -> list[Replacement]:

@@ -17,7 +17,7 @@ import yaml
 
 from infra.errors import NAMESPACE, ConfigError
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 
 def load_stack_config(stack: str, overrides: list[str] | None = None,
@@ -60,13 +60,14 @@ def apply_override(values: dict[str, Any], override: str) -> None:
     tokens = [(m.group(1), m.group(2)) for m in _PATH_TOKEN.finditer(rest)]
     rebuilt = ".".join(t[0] if t[0] is not None else f"[{t[1]}]" for t in tokens).replace(".[", "[")
     if not tokens or tokens[0][0] is None or rebuilt != rest:
-        raise ConfigError("--config", override, "KEY=VALUE with KEY like network.natHosts.count or nodePools[0].maxNodes")
+        raise ConfigError("--config", override,
+                          "KEY=VALUE with KEY like network.natHosts.count or nodePools[0].maxNodes")
     top_key = f"{namespace}:{tokens[0][0]}"
     if len(tokens) == 1:
         values[top_key] = value
         return
     container = values.setdefault(top_key, {} if tokens[1][0] is not None else [])
-    for (name, index), (next_name, _) in zip(tokens[1:-1], tokens[2:]):
+    for (name, index), (next_name, _) in zip(tokens[1:-1], tokens[2:], strict=True):
         container = _step(container, name, index, {} if next_name is not None else [], override)
     name, index = tokens[-1]
     _assign(container, name, index, value, override)

@@ -3,7 +3,7 @@ every rendered file that differs.
 
 Resources are matched by URN, or through the aliases the new program declares (a rename
 that keeps the resource). What forces a replacement is decided by
-``infra.plan.replacements`` from the changed input paths; a replacement or deletion of a
+``plan.replacements`` from the changed input paths; a replacement or deletion of a
 protected or stateful resource is flagged, because on a real stack it either stops
 ``pulumi up`` (protect) or loses state.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.plan.replacements import Replacement, covers, in_place_note, is_azure_id_input, replacements
+from plan.replacements import Replacement, covers, in_place_note, is_azure_id_input, replacements
 
 # Resources whose replacement loses something even when nobody protected them: a new private
 # key invalidates every certificate it signed (the whole PKI below it is re-issued).
@@ -29,7 +29,7 @@ STATEFUL_TYPES = {"tls:index/privateKey:PrivateKey": "a new key re-issues everyt
 
 
 class PlanDirectoryError(ValueError):
-    """OLD_DIR is not a plan written by ``python -m infra.plan``."""
+    """OLD_DIR is not a plan written by ``python -m plan``."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def load_plan(directory: Path) -> Plan:
     resources_file = directory / "resources.json"
     if not resources_file.is_file():
         raise PlanDirectoryError(f"{directory} is not a plan directory (no resources.json); "
-                                 f"write one with: python -m infra.plan --stack STACK --out {directory}")
+                                 f"write one with: python -m plan --stack STACK --out {directory}")
     try:
         resources = json.loads(resources_file.read_text())
         outputs_file = directory / "outputs.json"

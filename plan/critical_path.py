@@ -13,9 +13,9 @@ every machine is created in parallel.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
-from infra.plan.mocks import Registration
+from plan.mocks import Registration
 
 # Typical time to create one resource of a type on a fresh deploy, in seconds. These are
 # planning estimates from Azure deployment durations seen in practice (ARM operation
@@ -104,7 +104,7 @@ def critical_path(registrations: list[Registration]) -> CriticalPath:
     by_urn = {r.urn: r for r in registrations}
     graph = custom_dependencies(registrations)
 
-    @lru_cache(maxsize=None)
+    @cache
     def finish(urn: str) -> tuple[int, tuple[str, ...]]:
         own = TYPICAL_CREATE_SECONDS.get(by_urn[urn].type, DEFAULT_CREATE_SECONDS)
         best: tuple[int, tuple[str, ...]] = (0, ())

@@ -2,7 +2,7 @@
 
 This is the same code path as ``pulumi up``: the same ``__main__.py``, the same
 config keys (encoded as the CLI encodes them), the same components. Only the
-engine and the providers are replaced by ``infra.plan.mocks``.
+engine and the providers are replaced by ``plan.mocks``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pulumi.runtime.sync_await import _sync_await
 
 from infra.errors import NAMESPACE, ConfigError
 from infra.hub import example_hub_outputs
-from infra.plan.mocks import PlanMocks, RecordingMonitor, Registration, plain, struct_value
-from infra.plan.stackfile import PROJECT_DIR
+from plan.mocks import PlanMocks, RecordingMonitor, Registration, plain, struct_value
+from plan.stackfile import PROJECT_DIR
 
 PROJECT = "supercluster"
 ORGANIZATION = "organization"  # what a DIY (Azure Blob) backend calls every org

@@ -6,10 +6,10 @@ from collections import Counter
 
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
-from infra.plan.critical_path import critical_path, machines_waiting_for_machines
 from infra.egress import machines_in_vnet, nat_gateways
-from infra.plan.mocks import Registration
 from infra.sizing import shards
+from plan.critical_path import critical_path, machines_waiting_for_machines
+from plan.mocks import Registration
 
 
 def render_summary(stack: str, config: ClusterConfig, addresses: AddressPlan, registrations: list[Registration],
@@ -73,7 +73,7 @@ def _critical_path_section(registrations: list[Registration]) -> list[str]:
     lines = ["## Deploy critical path", "",
              f"Longest chain of dependent resources: {len(path.chain)} resources, an estimated "
              f"**{path.seconds // 60} min {path.seconds % 60:02d} s** on a fresh deploy "
-             "(typical create times per type: infra/plan/critical_path.py).", ""]
+             "(typical create times per type: plan/critical_path.py).", ""]
     lines += [f"{i}. `{r.type}` {r.name}" for i, r in enumerate(path.chain, 1)]
     waiting = machines_waiting_for_machines(registrations)
     lines += ["", "Machines waiting for other machines: " +

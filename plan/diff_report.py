@@ -1,4 +1,4 @@
-"""The plan diff as Markdown: printed by ``python -m infra.plan --diff`` and posted on pull requests.
+"""The plan diff as Markdown: printed by ``python -m plan --diff`` and posted on pull requests.
 
 Dangerous changes come first, as a GitHub CAUTION alert; then resources, outputs and
 rendered files. File diffs that are identical across resources (one sysctl on every
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from infra.plan.diff import PlanDiff, ResourceChange
+from plan.diff import PlanDiff, ResourceChange
 
 SYMBOLS = {"create": "+", "delete": "-", "update": "~", "replace": "+-"}
 # Room for a PR comment: GitHub's limit is 65,536 characters.
@@ -88,7 +88,7 @@ def _files(diff: PlanDiff, budget: int) -> str:
         lines += block
     if omitted:
         lines += [f"{len(omitted)} more changed files are not shown here (comment size); "
-                  "`python -m infra.plan --stack STACK --diff OLD_DIR` shows them all:", ""] + _path_list(omitted)
+                  "`python -m plan --stack STACK --diff OLD_DIR` shows them all:", ""] + _path_list(omitted)
     for title, paths in (("added", diff.files_added), ("removed", diff.files_removed)):
         if paths:
             lines += [f"#### {title}: {len(paths)} files", ""] + _path_list(paths)

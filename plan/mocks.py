@@ -149,7 +149,8 @@ def _tls_outputs(typ: str, name: str) -> dict[str, str]:
             "publicKeyOpenssh": f"ssh-ed25519 MOCK{name}",
         }
     if typ.endswith(":CertRequest"):
-        return {"certRequestPem": f"-----BEGIN CERTIFICATE REQUEST-----\nMOCK-{name}\n-----END CERTIFICATE REQUEST-----\n"}
+        return {"certRequestPem":
+                f"-----BEGIN CERTIFICATE REQUEST-----\nMOCK-{name}\n-----END CERTIFICATE REQUEST-----\n"}
     return {"certPem": f"-----BEGIN CERTIFICATE-----\nMOCK-{name}\n-----END CERTIFICATE-----\n"}
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from infra import yaml_text
-from infra.plan.mocks import SECRET, Registration
+from plan.mocks import SECRET, Registration
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
 VM_TYPES = {

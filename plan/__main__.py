@@ -1,4 +1,4 @@
-"""``python -m infra.plan --stack STACK [--out DIR] [--config KEY=VALUE ...] [--diff OLD_DIR]``
+"""``python -m plan --stack STACK [--out DIR] [--config KEY=VALUE ...] [--diff OLD_DIR]``
 
 Runs the real program under Pulumi mocks (no cloud credentials, no Pulumi CLI) and
 writes what it declares and renders. Exit 0 on success, 2 with one line on bad config,
@@ -26,13 +26,13 @@ from pathlib import Path
 from infra.addressing import plan_addresses
 from infra.config import LOCATION_KEY, parse_config
 from infra.errors import NAMESPACE, ConfigError
-from infra.plan.artifacts import plan_files, write_plan
-from infra.plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
-from infra.plan.diff_report import render_diff
-from infra.plan.runner import own_stack_name, run_program
-from infra.plan.secret_scan import scan_files
-from infra.plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs
-from infra.plan.summary import render_summary
+from plan.artifacts import plan_files, write_plan
+from plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
+from plan.diff_report import render_diff
+from plan.runner import own_stack_name, run_program
+from plan.secret_scan import scan_files
+from plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs
+from plan.summary import render_summary
 
 EXIT_OK = 0  # plan written; with --diff: nothing changed
 EXIT_CHANGED = 1  # --diff: something changed
@@ -42,7 +42,7 @@ EXIT_DANGER = 4  # --diff: a protected or stateful resource would be replaced, d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.plan", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m plan", description=__doc__.splitlines()[0])
     parser.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
     parser.add_argument("--out", type=Path, help="output directory (default build/plan/<stack>)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",

@@ -1,4 +1,4 @@
-"""Which stacks a change can affect: ``git diff --name-only BASE HEAD | python3 -m infra.plan.touched``.
+"""Which stacks a change can affect: ``git diff --name-only BASE HEAD | python3 -m plan.touched``.
 
 Prints a JSON list of stack names for a workflow matrix. ``Pulumi.<stack>.yaml`` touches
 its own stack; the program (``__main__.py``, ``Pulumi.yaml``, ``requirements.txt``,
@@ -14,9 +14,10 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 # Paths that cannot change what any stack declares or renders.
-NOT_THE_PROGRAM = re.compile(r"(tests|\.github|\.ci|scripts|benchmarks|docs)/.*|[^/]*\.md|\.gitignore|pytest\.ini|LICENSE")
+NOT_THE_PROGRAM = re.compile(
+    r"(tests|\.github|\.ci|scripts|benchmarks|docs)/.*|[^/]*\.md|\.gitignore|pytest\.ini|LICENSE")
 STACK_FILE = re.compile(r"Pulumi\.([A-Za-z0-9_.-]+)\.yaml")
 
 

@@ -1,0 +1,28 @@
+"""Lint and types, on every test run: ``ruff check`` over the tree and ``mypy`` (strict on ``infra/``),
+both configured in pyproject.toml. A finding fails the suite (and so scripts/test.sh and .ci/run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from plan.stackfile import PROJECT_DIR
+
+BIN = Path(sys.executable).parent
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=PROJECT_DIR, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_ruff_finds_nothing():
+    result = _run("ruff", "check", "--no-cache", "--output-format", "concise", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_on_the_functional_core_finds_nothing():
+    result = _run("mypy", "--no-incremental", "--cache-dir", "/dev/null")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Success: no issues found" in result.stdout
