@@ -80,7 +80,7 @@ class NodePool(pulumi.ComponentResource):
             "identity": {"type": "UserAssigned", "userAssignedIdentities": list(identity_ids)},
             "virtualMachineProfile": {
                 "osProfile": {
-                    "computerNamePrefix": shard.name,
+                    "computerNamePrefix": naming.computer_name_prefix(shard.name),
                     "adminUsername": ADMIN_USERNAME,
                     "customData": self.custom_data,
                     "linuxConfiguration": linux_ssh_only(config.admin_ssh_public_key),
