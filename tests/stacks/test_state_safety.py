@@ -88,7 +88,7 @@ def test_what_others_own_is_ignored(stack_plan):
 
 # --------------------------------------------------------------------------- the config-key sweep
 
-NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRotatedBreakGlassKeyForTheSweepOnly00000000 platform@supercluster"
+NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx example-sweep-replace-me"
 NEW_POOL = ("nodePools[2]={name: cpu2, role: cpu, vmSize: Standard_D16ds_v5, minNodes: 0, maxNodes: 3, "
             "podIpsPerNode: 16, addressSlot: 3}")
 NODES = r"pool-\w+-s\d{3}"
