@@ -249,3 +249,46 @@ def test_the_pinned_packages_are_the_ones_installed():
 def test_violation_reads_as_one_line():
     assert str(Violation("length", "cacheRuleName", "'k8s' is 3 characters")) == \
         "cacheRuleName: length: 'k8s' is 3 characters"
+
+
+# --------------------------------------------------------------------------- names, as the plan sends them
+
+NAMED = {  # type: [(input path, its rule in infra.naming.NAME_RULES)]
+    "resources:ResourceGroup": [("resourceGroupName", "resource group")],
+    "keyvault:Vault": [("vaultName", "key vault")],
+    "storage:StorageAccount": [("accountName", "storage account")],
+    "containerregistry:Registry": [("registryName", "container registry")],
+    "containerregistry:CacheRule": [("cacheRuleName", "registry cache rule")],
+    "managedidentity:UserAssignedIdentity": [("resourceName", "managed identity")],
+    "network:VirtualNetwork": [("virtualNetworkName", "virtual network")],
+    "network:NetworkSecurityGroup": [("networkSecurityGroupName", "network resource")],
+    "network:NatGateway": [("natGatewayName", "network resource")],
+    "network:PublicIPPrefix": [("publicIpPrefixName", "network resource")],
+    "network:RouteTable": [("routeTableName", "network resource")],
+    "network:Route": [("routeName", "network resource")],
+    "network:LoadBalancer": [("loadBalancerName", "network resource")],
+    "network:NetworkInterface": [("networkInterfaceName", "network resource")],
+    "network:VirtualNetworkPeering": [("virtualNetworkPeeringName", "network resource")],
+    "compute:VirtualMachine": [("vmName", "virtual machine"), ("osProfile.computerName", "virtual machine")],
+    "compute:VirtualMachineScaleSet": [("vmScaleSetName", "scale set"),
+                                       ("virtualMachineProfile.osProfile.computerNamePrefix", "computer name prefix")],
+}
+
+
+def test_every_name_the_plan_sends_obeys_azures_naming_rule(stack_resources):
+    from infra.naming import NAME_RULES
+
+    checked, problems = set(), []
+    for token, name, inputs in stack_resources:
+        for path, rule in NAMED.get(token.removeprefix("azure-native:"), []):
+            value: Any = inputs
+            for part in path.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if isinstance(value, str):
+                checked.add(token)
+                problem = NAME_RULES[rule].problem(value)
+                if problem:
+                    problems.append(f"{name}.{path}: {problem}")
+    assert not problems, problems
+    present = {token for token, _, _ in stack_resources}
+    assert checked == {f"azure-native:{t}" for t in NAMED} & present, "a name input the plan no longer sends"
