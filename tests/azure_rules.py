@@ -218,6 +218,48 @@ def _key_vault_soft_delete(resources: list[Resource]) -> Iterable[Violation]:
                             "soft delete can no longer be turned off")
 
 
+def _ip_configurations_per_nic(resources: list[Resource]) -> Iterable[Violation]:
+    nics = [(f"{n}.ipConfigurations", i.get("ipConfigurations", [])) for n, i in _of(resources, "network:NetworkInterface")]
+    for name, inputs in _of(resources, "compute:VirtualMachineScaleSet"):
+        path = "virtualMachineProfile.networkProfile.networkInterfaceConfigurations"
+        configs = inputs.get("virtualMachineProfile", {}).get("networkProfile", {}).get("networkInterfaceConfigurations", [])
+        nics += [(f"{name}.{path}[{i}].ipConfigurations", nic.get("ipConfigurations", [])) for i, nic in enumerate(configs)]
+    for where, configurations in nics:
+        if len(configurations) > 256:
+            yield Violation("ip-configurations-per-nic", where,
+                            f"{len(configurations)} IP configurations; a network interface holds at most 256")
+
+
+def _custom_data_size(resources: list[Resource]) -> Iterable[Violation]:
+    profiles = [(f"{n}.osProfile", i.get("osProfile", {})) for n, i in _of(resources, "compute:VirtualMachine")]
+    profiles += [(f"{n}.virtualMachineProfile.osProfile", i.get("virtualMachineProfile", {}).get("osProfile", {}))
+                 for n, i in _of(resources, "compute:VirtualMachineScaleSet")]
+    for where, profile in profiles:
+        data = profile.get("customData")
+        if isinstance(data, str):
+            try:
+                size = len(base64.b64decode(data, validate=True))
+            except ValueError:
+                yield Violation("custom-data", f"{where}.customData", "not valid base64")
+                continue
+            if size > 65535:
+                yield Violation("custom-data", f"{where}.customData", f"{size} bytes decoded; at most 65535")
+
+
+def _tags(resources: list[Resource]) -> Iterable[Violation]:
+    for token, name, inputs in resources:
+        tags = inputs.get("tags") or {}
+        longest_name = 128 if token == "azure-native:storage:StorageAccount" else 512
+        if len(tags) > 50:
+            yield Violation("tags", f"{name}.tags", f"{len(tags)} tags; a resource takes at most 50")
+        for key, value in tags.items():
+            if len(key) > longest_name or any(c in key for c in "<>%&\\?/"):
+                yield Violation("tags", f"{name}.tags[{key!r}]", f"a tag name is at most {longest_name} characters "
+                                "without any of < > % & \\ ? /")
+            if len(str(value)) > 256:
+                yield Violation("tags", f"{name}.tags[{key!r}]", f"a tag value is at most 256 characters, not {len(value)}")
+
+
 RULES: tuple[Rule, ...] = (
     Rule("primary-ip-configuration",
          "a network interface with several IP configurations, and a scale set with several network interfaces, "
@@ -245,6 +287,14 @@ RULES: tuple[Rule, ...] = (
          "https://learn.microsoft.com/azure/nat-gateway/nat-overview", _nat_gateway_one_vnet),
     Rule("ssh-public-key", "a Linux VM's SSH key is an OpenSSH RSA key of 2048 bits or more, or an Ed25519 key",
          "https://learn.microsoft.com/azure/virtual-machines/linux/mac-create-ssh-keys", _ssh_keys),
+    Rule("ip-configurations-per-nic", "a network interface has at most 256 private IP addresses",
+         "https://learn.microsoft.com/azure/azure-resource-manager/management/azure-subscription-service-limits",
+         _ip_configurations_per_nic),
+    Rule("custom-data", "custom data is base64 that decodes to at most 65535 bytes",
+         "https://learn.microsoft.com/rest/api/compute/virtual-machines/create-or-update", _custom_data_size),
+    Rule("tags", "at most 50 tags a resource; a name at most 512 characters (a storage account's 128) without "
+         "< > % & \\ ? /, a value at most 256", "https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources",
+         _tags),
     Rule("key-vault-soft-delete", "soft delete is always on; its retention is 7 to 90 days",
          "https://learn.microsoft.com/azure/key-vault/general/soft-delete-overview", _key_vault_soft_delete),
 )

@@ -4,6 +4,7 @@ across properties and resources (tests/azure_rules.py). docs/azure-validation.md
 
 from __future__ import annotations
 
+import base64
 import copy
 import importlib
 import inspect
@@ -172,7 +173,25 @@ def _short_soft_delete(resources: list[Resource]) -> None:
     next(i for t, _, i in resources if t == "azure-native:keyvault:Vault")["properties"]["softDeleteRetentionInDays"] = 3
 
 
+def _too_many_pod_ips(resources: list[Resource]) -> None:
+    scale_set = next(i for t, _, i in resources if t == "azure-native:compute:VirtualMachineScaleSet")
+    configurations = scale_set["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]
+    configurations["ipConfigurations"] += [{"name": f"extra{i}", "subnet": configurations["ipConfigurations"][0]["subnet"]}
+                                           for i in range(257 - len(configurations["ipConfigurations"]))]
+
+
+def _big_custom_data(resources: list[Resource]) -> None:
+    vm = next(i for t, _, i in resources if t == "azure-native:compute:VirtualMachine")
+    vm["osProfile"]["customData"] = base64.b64encode(b"#" * 65536).decode()
+
+
+def _fifty_one_tags(resources: list[Resource]) -> None:
+    vnet = next(i for t, _, i in resources if t == "azure-native:network:VirtualNetwork")
+    vnet["tags"] = {f"t{i}": "x" for i in range(51)}
+
+
 RULE_SEEDS = {
+    "ip-configurations-per-nic": _too_many_pod_ips, "custom-data": _big_custom_data, "tags": _fifty_one_tags,
     "primary-ip-configuration": _two_primaries, "subnet-in-vnet": _subnet_outside, "nsg-priority": _duplicate_priority,
     "public-ip-prefix-size": _big_prefix, "single-placement-group": _crowded_placement_group,
     "upgrade-policy": _rolling_policy_in_manual_mode, "ephemeral-os-disk": _ephemeral_read_write,
