@@ -113,7 +113,7 @@ ClusterAddons(
                       identity_client_id=identities.client_ids["autoscaler"]),
 )
 
-# Outputs: the versioned contract other teams read (README "Outputs contract").
+# Outputs: the versioned contract other teams read (docs/outputs-contract.md).
 export_cluster_contract(
     spec, resource_group_name=group_name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
     scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},

@@ -19,7 +19,7 @@ cluster-in-a-box harness (tests/e2e), then:
    seed figure, prints the table, and writes ``results.json`` and ``table.md`` to ``--out``.
 
 Ends by itself: every wait is bounded, and the whole run stops growing at ``--max-minutes``.
-Not part of the test suite. README "Scale proof" has the last measured table.
+Not part of the test suite. docs/scale-proof.md has the last measured table.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each VM runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
 (``infra.control_plane.machine``). The VMs are created in parallel (none waits for another) and
-ignore changes to their cloud-init: a change is rolled out one VM at a time by the README runbook,
+ignore changes to their cloud-init: a change is rolled out one VM at a time by the runbook (docs/runbooks/replace-an-apiserver.md),
 never by a `pulumi up` that would take every apiserver down at once. Each VM has a readiness gate, a
 CustomScript extension that re-fetches the secrets, restarts the components and waits for the local
 ``/readyz``. The gates run in a chain, gate ``i`` after gate ``i-1``: when a secret the apiservers
@@ -184,8 +184,8 @@ class ControlPlane(pulumi.ComponentResource):
                     fetched: list[declare.Declared]) -> None:
         """The VMs, created in parallel, each with its readiness gate; the gates run one after another.
         A cloud-init change is not applied by `pulumi up` (it would take every apiserver down at once);
-        it is rolled one VM at a time by destroying and re-creating it (README, "Rollouts, one apiserver
-        at a time")."""
+        it is rolled one VM at a time by destroying and re-creating it (docs/runbooks/
+        replace-an-apiserver.md)."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
         secrets_version = pulumi.Output.unsecret(pulumi.Output.all(

@@ -4,7 +4,7 @@ Why not the typed SDK classes (``pulumi_azure_native.network.VirtualNetwork(...)
 more than the whole rest of a plan: importing the modules a cluster needs takes 1.2 s (azure-native's
 network module alone defines thousands of input classes), and registering through them walks type
 metadata for every property of every resource. Every `pulumi preview` on a pull request, every `up`
-and every test pays it; measured in README "Performance". What a typed class sends the engine is
+and every test pays it; measured in docs/performance.md. What a typed class sends the engine is
 no more than what this module sends: the type token, the inputs under the provider's property names,
 the provider version to load, and which properties to keep secret. So the program states exactly
 that, in the names Azure's and Kubernetes' own API references use.

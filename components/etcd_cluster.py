@@ -4,7 +4,7 @@ Every member gets a server and a peer certificate from the etcd CA, stored in Ke
 its role's identity only; its cloud-init (rendered by ``infra.etcd.machine``) names those
 secrets but carries none. The VMs are protected and ignore changes to their cloud-init: a
 changed rendering shows up in the ``supercluster.io_cloud-init`` tag and is rolled out one
-member at a time by the README runbook, never by replacing every member at once.
+member at a time by the runbook (docs/runbooks/etcd-rolling-change.md), never by replacing every member at once.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class ImageRegistry(pulumi.ComponentResource):
         }, pulumi.ResourceOptions(parent=self, protect=True))
         for prefix, upstream in sorted(cache_rules.items()):
             declare.azure("containerregistry:CacheRule", f"{name}-cache-{prefix}", {
-                "cacheRuleName": prefix,
+                "cacheRuleName": naming.cache_rule(prefix),
                 "registryName": self.registry.output("name"),
                 "resourceGroupName": resource_group_name,
                 "sourceRepository": f"{upstream}/*",

@@ -40,7 +40,7 @@ class VmArgs:
     # Stateful roles (etcd) keep running when their cloud-init changes; the change is rolled
     # out one member at a time by the runbook instead of by a replacement of every member.
     ignore_custom_data_changes: bool = False
-    # Stateless roles (apiservers) are rolled by `pulumi up --replace`, one VM at a time (README runbook):
+    # Stateless roles (apiservers) are rolled by `pulumi up --replace`, one VM at a time (docs/runbooks/replace-an-apiserver.md):
     # the old VM is deleted first (its name and static IP are fixed) and its NIC is detached, not
     # deleted, so the IP and load-balancer membership carry over to the new VM.
     replaceable: bool = False
@@ -115,7 +115,7 @@ class DedicatedVm(pulumi.ComponentResource):
         }, pulumi.ResourceOptions(
             parent=self,
             # Azure refuses to change a VM's SSH keys (PropertyChangeNotAllowed): a new adminSshPublicKey
-            # reaches VMs created afterwards; existing ones get it with `az vm user update` (README runbook).
+            # reaches VMs created afterwards; existing ones get it with `az vm user update` (docs/runbooks/rotate-ssh-key.md).
             ignore_changes=(["osProfile.customData"] if args.ignore_custom_data_changes else []) + [SSH_KEYS_PATH],
             replace_on_changes=["hardwareProfile.vmSize"] if args.resize_replaces else None,
             delete_before_replace=args.replaceable,

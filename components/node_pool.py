@@ -9,8 +9,8 @@ adds scale sets and never touches existing ones. Each scale set:
   for Azure CNI), and no public IP;
 - leaves its capacity to the cluster-autoscaler (``ignore_changes`` on ``sku.capacity``;
   set only at creation, to the shard's ``minNodes``) and carries the autoscaler's tags;
-- upgrades manually: a changed model never reimages a running GPU job (README "Rolling
-  out a node change").
+- upgrades manually: a changed model never reimages a running GPU job (docs/runbooks/
+  roll-out-a-node-change.md).
 Resources grow with shards, never with nodes.
 """
 
@@ -81,7 +81,7 @@ class NodePool(pulumi.ComponentResource):
             "identity": {"type": "UserAssigned", "userAssignedIdentities": list(identity_ids)},
             "virtualMachineProfile": {
                 "osProfile": {
-                    "computerNamePrefix": shard.name,
+                    "computerNamePrefix": naming.computer_name_prefix(shard.name),
                     "adminUsername": ADMIN_USERNAME,
                     "customData": encoded_custom_data,
                     "linuxConfiguration": linux_ssh_only(config.admin_ssh_public_key),
@@ -98,7 +98,7 @@ class NodePool(pulumi.ComponentResource):
         }, pulumi.ResourceOptions(
             parent=self,
             # A scale set holds running jobs: deleting or replacing one needs a deliberate unprotect
-            # (README "Removing a pool").
+            # (docs/runbooks/remove-a-pool.md).
             protect=True,
             ignore_changes=["sku.capacity"],
         ))

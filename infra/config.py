@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra import naming
 from infra.errors import ConfigError
 from infra.images import ACCEPTED as IMAGE_ACCEPTED
 from infra.images import parse_image
@@ -192,6 +193,7 @@ def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
     )
     top.done()
     _check_cross_field(config)
+    naming.check_derived_names(config.cluster_name, [pool.name for pool in config.node_pools])
     return config
 
 

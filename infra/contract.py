@@ -42,7 +42,7 @@ class ContractError(ValueError):
 
 @dataclass(frozen=True)
 class Scalar:
-    label: str  # the kind's name in README's contract table
+    label: str  # the kind's name in the contract table of docs/outputs-contract.md
     name: str  # what the error message says was expected
     check: Callable[[Any], bool]
     normalize: Callable[[Any], Any] = lambda value: value
@@ -307,7 +307,7 @@ def _read(kind: Any, value: Any, path: str, minor: int, placeholder: str | None,
 
 
 def describe(schema: type = ClusterContract, prefix: str = "") -> list[tuple[str, str, str]]:
-    """``(path, kind, doc)`` rows for README's contract table, generated so the docs cannot drift."""
+    """``(path, kind, doc)`` rows for the contract table of docs/outputs-contract.md, generated so the docs cannot drift."""
     rows = []
     for field in fields_of(schema):
         meta = field.metadata

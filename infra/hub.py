@@ -56,7 +56,7 @@ def parse_hub_outputs(outputs: Mapping[str, Any], network: NetworkConfig) -> Hub
 
     def refuse(problem: str) -> ConfigError:
         return ConfigError(key, stack,
-                           f"a hub stack that exports the hub contract (README, 'Hub and spoke'): {problem}")
+                           f"a hub stack that exports the hub contract (docs/network.md, 'Hub and spoke'): {problem}")
 
     missing = [name for name in REQUIRED_OUTPUTS if outputs.get(name) in (None, "", [])]
     if missing:

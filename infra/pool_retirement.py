@@ -34,4 +34,4 @@ def check_pool_removals(cluster_output: Any, config: ClusterConfig) -> None:
                 "nodePools", kept,
                 f"pool {name} still listed: the last deploy ran it without retired: true, and removing a pool "
                 f"deletes every node in it. Set retired: true on it and deploy, drain it, then remove it "
-                f"(README, \"Removing a pool\")")
+                f"(docs/runbooks/remove-a-pool.md)")

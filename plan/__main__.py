@@ -117,7 +117,7 @@ if __name__ == "__main__":
     # A short-lived process whose heap is mostly long-lived: the SDK modules' ~300,000 objects and, while
     # the program runs, an Output per property of every resource. Cyclic GC would rescan it over and over
     # for almost no garbage, and tearing it down at exit takes longer than planning prod's network (~1 s);
-    # frozen objects are left for the OS to reclaim. Measured in README "Performance".
+    # frozen objects are left for the OS to reclaim. Measured in docs/performance.md.
     gc.disable()
     code = main()
     gc.freeze()

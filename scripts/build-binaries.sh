@@ -5,7 +5,7 @@
 # Cached by content: the folder's name is a hash of the Go modules (go.mod, go.sum, our own
 # main packages) and the Go version, under ${SUPERCLUSTER_CACHE:-~/.cache/supercluster}, outside
 # the clone so that every clone on a machine shares it. Only the first run on a machine pays the
-# build (README "Cluster in a box" gives the times). GOTOOLCHAIN=local: the machine's Go builds
+# build (docs/cluster-in-a-box.md gives the times). GOTOOLCHAIN=local: the machine's Go builds
 # these older releases; nothing else is downloaded but modules from the Go module proxy.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/go"

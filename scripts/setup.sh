@@ -19,7 +19,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# Debian packages whose binaries the tests run (see README "Tests").
+# Debian packages whose binaries the tests run (see README.md, "Tests").
 packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2 procps prometheus openssl systemd curl)
 binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip sysctl promtool openssl systemd-analyze curl)
 missing=()

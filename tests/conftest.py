@@ -42,5 +42,5 @@ def retired_cpu_plan() -> ProgramRun:
 
 def pytest_collection_finish(session) -> None:
     """What collection imported (the SDK modules, ~300,000 objects) lives as long as the session: frozen,
-    the garbage collector stops rescanning it on every full collection (README "Performance")."""
+    the garbage collector stops rescanning it on every full collection (docs/performance.md)."""
     gc.freeze()

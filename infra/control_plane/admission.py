@@ -11,7 +11,7 @@ plugins added to the default-on set in ``--enable-admission-plugins``:
   the traffic-accounting exporter) need the host.
 - **PodNodeSelector** and **PodTolerationRestriction**: a namespace's annotations give its pods a
   node selector and default tolerations and bound the tolerations they may carry, which is how a
-  pool is reserved for a team (README "Team isolation"). No cluster-wide default: a namespace
+  pool is reserved for a team (docs/runbooks/team-isolation.md). No cluster-wide default: a namespace
   without the annotations is unaffected.
 """
 
@@ -36,7 +36,7 @@ DEFAULT_TOLERATIONS_ANNOTATION = "scheduler.alpha.kubernetes.io/defaultToleratio
 TOLERATIONS_WHITELIST_ANNOTATION = "scheduler.alpha.kubernetes.io/tolerationsWhitelist"
 
 
-TEAM_TAINT_KEY = "supercluster.io/team"  # the README's team-pool taint and label key
+TEAM_TAINT_KEY = "supercluster.io/team"  # the team-pool runbook's taint and label key
 # Tolerations the apiserver itself adds to pods, which a namespace's whitelist must allow or it
 # refuses every pod: DefaultTolerationSeconds adds not-ready and unreachable (NoExecute, 300 s), and
 # PodTolerationRestriction adds memory-pressure to every pod that is not BestEffort.
@@ -47,7 +47,7 @@ ADDED_BY_ADMISSION = tuple({"key": key, "operator": "Exists", "effect": effect} 
 
 def team_namespace(name: str, team: str) -> dict[str, Any]:
     """A namespace whose pods all land on the pool reserved for ``team`` (tainted and labelled
-    ``supercluster.io/team=<team>``) and may tolerate nothing else: README "Team isolation"."""
+    ``supercluster.io/team=<team>``) and may tolerate nothing else: docs/runbooks/team-isolation.md."""
     toleration = {"key": TEAM_TAINT_KEY, "operator": "Equal", "value": team, "effect": "NoSchedule"}
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "annotations": {
         DEFAULT_TOLERATIONS_ANNOTATION: json.dumps([toleration], separators=(",", ":")),

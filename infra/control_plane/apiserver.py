@@ -1,8 +1,8 @@
 """kube-apiserver: flags and the files next to them (audit policy, authentication, encryption; admission
 in ``infra.control_plane.admission``).
 
-Sources for every large-cluster value are named where it is set; the table in README
-("Control plane", CIS) maps each CIS Kubernetes Benchmark 1.2 check to the flag below.
+Sources for every large-cluster value are named where it is set; the table in
+docs/cis-benchmark.md maps each CIS Kubernetes Benchmark 1.2 check to the flag below.
 """
 
 from __future__ import annotations

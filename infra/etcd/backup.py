@@ -10,7 +10,7 @@ from __future__ import annotations
 from infra import naming
 
 # Storage account name purpose (naming.storage_account keeps the first 6 characters: "etcdbk").
-STORAGE_PURPOSE = "etcdbk"
+STORAGE_PURPOSE = naming.ETCD_BACKUP_STORAGE_PURPOSE
 # Every 30 minutes: the worst case loses 30 minutes of cluster state in a total loss
 # (a single member's loss loses nothing: it rejoins from its peers).
 SNAPSHOT_SCHEDULE = "*:0/30"

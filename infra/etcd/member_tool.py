@@ -12,8 +12,8 @@ How a member starts (``prepare``), read from etcd's own config file and the data
                                        with initial-cluster-state=existing (also how a new member joins)
   - data empty, the cluster has not  -> first bootstrap (initial-cluster-state=new), unless snapshots
     formed (nobody answers, or no      exist in Blob storage: then the cluster did exist and lost
-    member has ever started)           quorum, and this refuses to start an empty one (README: restore
-                                       runbook)
+    member has ever started)           quorum, and this refuses to start an empty one (docs/runbooks/
+                                       etcd-quorum-lost.md)
 
 Settings: /etc/etcd/member.json (written by supercluster; see infra/etcd/machine.py). Needs only
 Python 3 and PyYAML, both on every Ubuntu cloud image (cloud-init depends on them).
@@ -189,7 +189,7 @@ def empty_start(settings: dict, conf: dict) -> tuple[dict, str]:
         if Blobs(settings["backup"]).list(max_results=1):
             raise Refusal("data directory empty, no running cluster to rejoin, and snapshots exist: the "
                           "cluster lost quorum. Waiting for peers; to recover, run `etcd-member restore` on "
-                          "every member (README: etcd runbook)")
+                          "every member (docs/runbooks/etcd-quorum-lost.md)")
         return conf, "first bootstrap: the cluster has not formed yet and no snapshot exists"
     my_peer_url = conf["initial-advertise-peer-urls"]
     stale_id, add = rejoin_steps(my_peer_url, members)

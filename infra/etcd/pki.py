@@ -24,7 +24,7 @@ KEY_ALGORITHM = "ECDSA"
 KEY_CURVE = "P256"
 # The CA outlives every leaf; replacing it means re-issuing everything, so it is long-lived and
 # its resources are protected. Leaves are re-issued by `pulumi up` once they are within
-# LEAF_EARLY_RENEWAL_HOURS of expiry, then reach members at their next secret fetch (README runbook).
+# LEAF_EARLY_RENEWAL_HOURS of expiry, then reach members at their next secret fetch (docs/runbooks/rotate-certificates.md).
 CA_VALIDITY_HOURS = 10 * 365 * 24
 LEAF_VALIDITY_HOURS = 2 * 365 * 24
 LEAF_EARLY_RENEWAL_HOURS = 60 * 24

@@ -1,4 +1,4 @@
-"""The GitHub workflows: actionlint-clean, and shaped the way README "Workflows" promises."""
+"""The GitHub workflows: actionlint-clean, and shaped the way docs/workflows.md promises."""
 
 from __future__ import annotations
 

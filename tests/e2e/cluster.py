@@ -8,7 +8,7 @@ apiservers that pass its ``/readyz`` probe; every object under ``files/k8s`` is 
 server-side apply (CRDs first), as the kubernetes provider would; then nodes join through their
 rendered bootstrap kubeconfig.
 
-What is substituted, and why (README "Cluster in a box" says the same):
+What is substituted, and why (docs/cluster-in-a-box.md says the same):
 - systemd: units are not run by systemd (there is none in the sandbox); their ``ExecStart`` runs
   verbatim in the machine's namespace, with ``RuntimeDirectory``/``LogsDirectory`` created as
   systemd would. ``User=etcd`` is not applied (everything runs as root).

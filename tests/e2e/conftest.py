@@ -1,7 +1,7 @@
 """Fixtures of the cluster-in-a-box stage: the binaries, and the booted clusters (one per test module).
 
-This stage runs apart from the fast suite (``scripts/test.sh`` runs both; README "Cluster in a
-box"): it needs root (network namespaces, bind mounts), the Go toolchain for the first build, and
+This stage runs apart from the fast suite (``scripts/test.sh`` runs both; docs/cluster-in-a-box.md):
+it needs root (network namespaces, bind mounts), the Go toolchain for the first build, and
 about two minutes once the binaries are cached.
 """
 

@@ -375,7 +375,7 @@ def test_tenant_pods_cannot_reach_their_node_and_system_agents_still_can(dev: Cl
 
 
 def test_a_team_namespace_gets_its_pools_selector_and_toleration_and_no_other(dev: Cluster):
-    """The README's team-pool runbook, against the real apiserver: the namespace's annotations put
+    """The team-pool runbook (docs/runbooks/team-isolation.md), against the real apiserver: the namespace's annotations put
     the node selector and toleration on every pod, and its whitelist refuses other tolerations."""
     taint = {"key": TEAM_TAINT_KEY, "operator": "Equal", "value": "vision", "effect": "NoSchedule"}
     namespace = f"team-vision-{uuid.uuid4().hex[:6]}"

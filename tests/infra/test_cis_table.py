@@ -1,4 +1,4 @@
-"""README's CIS table is checked against the files the apiserver VMs actually receive."""
+"""The CIS table of docs/cis-benchmark.md is checked against the files the apiserver VMs actually receive."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from infra.control_plane import paths
-from tests.helpers import readme_table_rows
+from tests.helpers import doc_table_rows
 from tests.infra.control_plane_files import component_flags, files, machines
 
 # CIS Kubernetes Benchmark v1.12, sections 1.2-1.4 (kube-bench cfg/cis-1.12/master.yaml).
@@ -14,7 +14,7 @@ CHECKS = [f"1.2.{n}" for n in range(1, 31)] + [f"1.3.{n}" for n in range(1, 8)] 
 UNITS = {"1.2": paths.APISERVER_UNIT, "1.3": paths.CONTROLLER_MANAGER_UNIT, "1.4": paths.SCHEDULER_UNIT}
 
 
-ROWS = readme_table_rows("### CIS Kubernetes Benchmark (control plane)", "1.")
+ROWS = doc_table_rows("docs/cis-benchmark.md", "## CIS Kubernetes Benchmark (control plane)", "1.")
 
 
 def test_table_covers_every_control_plane_check():
@@ -34,7 +34,7 @@ def test_row_matches_rendered_files(check):
             key, sep, value = claim[2:].partition("=")
             assert key in flags, f"{check}: --{key} is not set"
             if sep:
-                assert flags[key] == value, f"{check}: --{key}={flags[key]}, README says {value}"
+                assert flags[key] == value, f"{check}: --{key}={flags[key]}, docs/cis-benchmark.md says {value}"
         else:
             key, value = (part.strip() for part in claim.split(":", 1))
             config = yaml.safe_load(files(machine)[flags["config"]])

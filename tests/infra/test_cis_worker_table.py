@@ -1,4 +1,4 @@
-"""README's CIS worker-node table is checked against the cloud-init every prod node pool receives."""
+"""The CIS worker-node table of docs/cis-benchmark.md is checked against the cloud-init every prod node pool receives."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from infra.node import kubelet, node_cloud_config
 from infra.node.pool import node_spec
 from infra.secrets import FETCH_SCRIPT_PATH
 from infra.sizing import shards
-from tests.helpers import readme_table_rows
+from tests.helpers import doc_table_rows
 from tests.infra.control_plane_files import spec, unit_flags
 
 # CIS Kubernetes Benchmark v1.12, sections 4.1 and 4.2 (kube-bench cfg/cis-1.12/node.yaml).
@@ -33,7 +33,7 @@ KUBELET_KERNEL_EXPECTATIONS = {"vm.overcommit_memory": "1", "vm.panic_on_oom": "
                                "kernel.keys.root_maxbytes": "25000000"}
 
 
-ROWS = readme_table_rows("### CIS Kubernetes Benchmark (worker nodes)", "4.")
+ROWS = doc_table_rows("docs/cis-benchmark.md", "## CIS Kubernetes Benchmark (worker nodes)", "4.")
 
 
 @functools.cache

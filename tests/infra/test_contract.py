@@ -206,10 +206,10 @@ def test_secret_fields_must_be_redacted_in_a_plan(document):
     assert parse_contract(document, SOURCE, secret_placeholder="[secret]").admin_kubeconfig == "[secret]"
 
 
-def test_readme_contract_table_is_the_schema():
+def test_the_documented_contract_table_is_the_schema():
     from plan.stackfile import PROJECT_DIR
 
-    readme = (PROJECT_DIR / "README.md").read_text()
+    readme = (PROJECT_DIR / "docs" / "outputs-contract.md").read_text()
     table = readme.split("<!-- contract-table:start -->\n")[1].split("<!-- contract-table:end -->")[0]
     rows = [f"| `{path}` | {kind} | {doc} |" for path, kind, doc in describe()]
     assert table.strip().splitlines()[2:] == rows

@@ -26,9 +26,9 @@ def test_tenants_enforce_baseline_and_only_kube_system_is_exempt():
     assert {"PodTolerationRestriction", "PodNodeSelector"} <= set(admission.PLUGINS)
 
 
-def test_the_readmes_team_namespace_is_the_one_the_code_renders():
-    readme = (PROJECT_DIR / "README.md").read_text()
-    section = readme[readme.index("### Team isolation"):]
+def test_the_runbooks_team_namespace_is_the_one_the_code_renders():
+    readme = (PROJECT_DIR / "docs" / "runbooks" / "team-isolation.md").read_text()
+    section = readme[readme.index("# Team isolation"):]
     block = re.search(r"```yaml\n((?:   .*\n)*?   apiVersion: v1\n   kind: Namespace\n(?:   .*\n)*?)   ```",
                       section)
     shown = yaml.safe_load("\n".join(line[3:] for line in block.group(1).splitlines()))

@@ -2,7 +2,7 @@
 
 Three members run on loopback with real TLS (certificates following infra/etcd/pki.py), from
 the rendered etcd config file and the rendered member tool; snapshots go to a local stand-in
-for Blob storage. The two recoveries of README's runbook are played end to end:
+for Blob storage. The two recoveries of the etcd runbooks (docs/runbooks/) are played end to end:
   1. one member's disk is wiped: it rejoins by itself (prepare) and has every key, including one
      written while it was away;
   2. every disk is wiped: each member refuses to start an empty cluster, the operator runs

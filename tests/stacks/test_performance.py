@@ -1,4 +1,4 @@
-"""Guards for the performance decisions (README "Performance"): each would fail if an optimisation
+"""Guards for the performance decisions (docs/performance.md): each would fail if an optimisation
 changed what the program declares or renders, or leaked state from one run into the next."""
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line(d
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert err.startswith("error: invalid config supercluster:nodePools = ['gpu']: expected pool cpu still listed")
-    assert "retired: true" in err and "Removing a pool" in err
+    assert "retired: true" in err and "docs/runbooks/remove-a-pool.md" in err
     assert not out.exists(), "a refused plan leaves no plan directory"
 
 

@@ -4,7 +4,7 @@ The sweep changes one config key at a time on dev (every component, ~1 s per run
 plan against dev's with ``plan.diff`` (which decides replacements offline and flags
 stateful ones), and asserts exactly which resources the change may touch and that it replaces
 or deletes nothing stateful, except where the key itself is about that resource (then the diff
-flags it and protection stops `pulumi up`; README "Reliability and security" says what to do).
+flags it and protection stops `pulumi up`; docs/runbooks/ says what to do).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_what_others_own_is_ignored(stack_plan):
 
 # --------------------------------------------------------------------------- the config-key sweep
 
-NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRotatedBreakGlassKeyForTheSweepOnly00000000 platform@supercluster"
+NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx example-sweep-replace-me"
 NEW_POOL = ("nodePools[2]={name: cpu2, role: cpu, vmSize: Standard_D16ds_v5, minNodes: 0, maxNodes: 3, "
             "podIpsPerNode: 16, addressSlot: 3}")
 NODES = r"pool-\w+-s\d{3}"
@@ -156,7 +156,7 @@ NOT_SWEPT = {
     "eventsEtcd": (
         "the same component as etcd", "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
     "controlPlane.vmSize": (
-        "an in-place resize of the stateless apiserver VMs (roll them instead: README)",
+        "an in-place resize of the stateless apiserver VMs (roll them instead: docs/runbooks/replace-an-apiserver.md)",
         "test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_the_runbook"),
     "nodePools[].name": (
         "a new name is a new pool, and the old one is removed: refused unless retired",
