@@ -9,12 +9,13 @@ resource is declared. Every key is documented in README.md ("Config reference").
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.errors import ConfigError
+from infra.errors import NAMESPACE, ConfigError
 from infra.images import ACCEPTED as IMAGE_ACCEPTED
 from infra.images import parse_image
 from infra.labels import DERIVED_LABELS, POOL_ROLES, ROLE_GPU
@@ -165,6 +166,29 @@ class ClusterConfig:
 # --------------------------------------------------------------------------- parsing
 
 LOCATION_KEY = "azure-native:location"
+# Config namespaces a stack may set: this project's and those of the providers the program uses
+# (requirements.txt); any other is a misspelling that Pulumi would pass on silently.
+PROVIDER_NAMESPACES = ("azure-native", "kubernetes", "tls", "random", "pulumi")
+
+
+def decode_cli_value(value: Any) -> Any:
+    """A top-level config value as the program receives it: the CLI passes strings (objects and lists
+    JSON-encoded, and a top-level `pulumi config set KEY VALUE` is always a string); JSON is decoded."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def check_config_keys(values: Mapping[str, Any]) -> None:
+    """Refuses a key outside the known namespaces (``superclustr:clusterName``) like an unknown key."""
+    for key, value in values.items():
+        namespace = key.split(":", 1)[0] if ":" in key else ""
+        if namespace != NAMESPACE and namespace not in PROVIDER_NAMESPACES:
+            raise ConfigError(key, value, f"a known key (namespace {NAMESPACE}, or a provider's: "
+                                          f"{', '.join(PROVIDER_NAMESPACES)})")
 
 
 def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from infra.addressing import plan_addresses
-from infra.config import LOCATION_KEY, parse_config
+from infra.config import LOCATION_KEY, decode_cli_value, parse_config
 from infra.errors import NAMESPACE, ConfigError
 from infra.plan.artifacts import plan_files, write_plan
 from infra.plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
@@ -95,7 +95,7 @@ def exit_code(diff: PlanDiff) -> int:
 
 def _namespace_values(config: dict) -> dict:
     prefix = f"{NAMESPACE}:"
-    return {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
+    return {key[len(prefix):]: decode_cli_value(value) for key, value in config.items() if key.startswith(prefix)}
 
 
 def _write_atomically(out: Path, write) -> None:
