@@ -16,6 +16,7 @@ from typing import Any
 
 from infra import naming, traffic_accounting
 from infra.addons import AddonSettings, parse_addon_settings
+from infra.node_checks import check_nodes
 from infra.addressing import AddressPlan, plan_addresses
 from infra.cloudinit import render
 from infra.config import ClusterConfig, parse_config
@@ -37,6 +38,7 @@ def build_cluster_spec(raw: Mapping[str, Any], location: Any) -> ClusterSpec:
     config = parse_config(raw, location)
     check_pool_tags(config)
     spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config))
+    check_nodes(spec)  # host ports and pod budget, from what every node and add-on renders
     return _with_machine_cloud_inits(spec)
 
 

@@ -22,7 +22,7 @@ from infra import yaml_text
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns
 from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.labels import ROLE_CPU, ROLE_LABEL
-from infra.addons.settings import duration, section
+from infra.addons.settings import check_go_duration, duration, section
 from infra.config import ClusterConfig
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
         memory_gib=s.integer("memoryGiB", x.memory_gib, minimum=2, maximum=1_024),
     )
     s.done()
+    check_go_duration(s, "retention", settings.retention)
     return settings
 
 

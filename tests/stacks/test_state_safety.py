@@ -88,7 +88,7 @@ def test_what_others_own_is_ignored(stack_plan):
 
 # --------------------------------------------------------------------------- the config-key sweep
 
-NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRotatedBreakGlassKeyForTheSweepOnly00000000 platform@supercluster"
+NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx example-sweep-replace-me"
 # An index equal to the list's length appends, as `pulumi config set --path` does.
 NEW_POOL = ("nodePools[2].name=cpu2", "nodePools[2].role=cpu", "nodePools[2].vmSize=Standard_D16ds_v5",
             "nodePools[2].minNodes=0", "nodePools[2].maxNodes=3", "nodePools[2].podIpsPerNode=16",
