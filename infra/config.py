@@ -199,26 +199,27 @@ def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
     """Validate the ``supercluster:*`` keys (without the namespace) and the Azure location."""
     top = Section(raw, "")
     check_location(LOCATION_KEY, location)
+    cluster_name = top.string("clusterName", pattern=CLUSTER_NAME_PATTERN,
+                              accepted="3-20 lowercase letters, digits or '-', starting with a letter",
+                              description="the cluster's name; prefixes every Azure name")
+    kubernetes_version = top.string("kubernetesVersion", accepted="a Kubernetes release the project pins: "
+                                    + kubernetes_releases_text(),
+                                    description="Kubernetes release of the control plane and every kubelet")
+    check_kubernetes_version(top.key("kubernetesVersion"), kubernetes_version)
     admin_key = top.string("adminSshPublicKey", accepted=SSH_KEY_ACCEPTED,
                            description="OpenSSH public key of the break-glass admin user on every VM (SSH only "
                                        "from the hub); VMs created later and scale-set models take a new key, "
                                        "existing VMs need `az vm user update`")
     check_ssh_public_key(top.key("adminSshPublicKey"), admin_key)
-    kubernetes_version = top.string("kubernetesVersion", accepted="a Kubernetes release the project pins: "
-                                    + kubernetes_releases_text(),
-                                    description="Kubernetes release of the control plane and every kubelet")
-    check_kubernetes_version(top.key("kubernetesVersion"), kubernetes_version)
     config = ClusterConfig(
-        cluster_name=top.string("clusterName", pattern=CLUSTER_NAME_PATTERN,
-                                accepted="3-20 lowercase letters, digits or '-', starting with a letter",
-                                description="the cluster's name; prefixes every Azure name"),
+        cluster_name=cluster_name,
         kubernetes_version=kubernetes_version,
         admin_ssh_public_key=admin_key,
         location=location,
         network=_network(top.section("network", description="address space, service range, hub and NAT hosts")),
         etcd=_etcd(top.section("etcd", description="the main etcd cluster")),
         events_etcd=_etcd(top.section("eventsEtcd", description="the separate etcd cluster that stores only "
-                                                                 "Kubernetes Events (keys as etcd)")),
+                                                                 "Kubernetes Events")),
         control_plane=_control_plane(top.section("controlPlane", description="the dedicated apiserver VMs")),
         node_pools=top.items("nodePools", _node_pool, min_items=1, description="the node pools"),
         addons=_addons(top.section("addons", default={}, description="per add-on settings, each with enabled")),

@@ -134,8 +134,11 @@ AZURE_REGIONS = frozenset("""
 """.split())
 
 
+LOCATION_ACCEPTED = ("an Azure region name as `az account list-locations` prints it, such as eastus, westus3 "
+                     "or westeurope")
+
+
 def check_location(key: str, value: object) -> str:
     if not isinstance(value, str) or value not in AZURE_REGIONS:
-        raise ConfigError(key, value, "an Azure region name as `az account list-locations` prints it, "
-                                      "such as eastus, westus3 or westeurope")
+        raise ConfigError(key, value, LOCATION_ACCEPTED)
     return value

@@ -37,3 +37,42 @@ def check_go_duration(s: Section, name: str, value: str) -> None:
 
 def seconds(value: str) -> int:
     return int(value[:-1]) * UNIT_SECONDS[value[-1]]
+
+
+# What each add-on setting is for, keyed as in config. The setting's type, bounds and default are
+# declared where its add-on reads it; docs/config-reference.md joins both (infra.plan.config_docs),
+# and a test fails when a setting has no description here or a description names no setting.
+DESCRIPTIONS = {
+    "addons.coredns.minReplicas": "lower bound of the cluster-proportional autoscaler",
+    "addons.coredns.maxReplicas": "upper bound of the cluster-proportional autoscaler",
+    "addons.coredns.nodesPerReplica": "replicas = max(nodes / nodesPerReplica, cores / coresPerReplica), clamped",
+    "addons.coredns.coresPerReplica": "see nodesPerReplica",
+    "addons.nodeLocalDns.localIp": "the node-local DNS cache's link-local address (it also answers on the "
+                                   "cluster DNS IP); routed via the host by the CNI",
+    "addons.clusterAutoscaler.maxTotalUnreadyPercentage": "the autoscaler halts when more of the cluster is unready",
+    "addons.clusterAutoscaler.okTotalUnreadyCount": "unready nodes tolerated whatever the percentage",
+    "addons.clusterAutoscaler.maxNodeProvisionTime": "a node not ready by then counts as failed",
+    "addons.clusterAutoscaler.scaleDownUnneededTime": "how long a node must be unneeded before it is removed",
+    "addons.clusterAutoscaler.scaleDownDelayAfterAdd": "scale-down pause after a scale-up",
+    "addons.clusterAutoscaler.scaleDownDelayAfterDelete": "scale-down pause after a node is deleted",
+    "addons.clusterAutoscaler.scaleDownDelayAfterFailure": "scale-down pause after a failed scale-down",
+    "addons.clusterAutoscaler.maxScaleDownParallelism": "empty nodes removed at once",
+    "addons.clusterAutoscaler.maxDrainParallelism": "nodes drained at once",
+    "addons.clusterAutoscaler.scaleDownUnreadyEnabled": "whether unready nodes may be removed (off: an outage never "
+                                                        "becomes mass deletion)",
+    "addons.clusterAutoscaler.vmssCacheTtlSeconds": "Azure scale-set cache lifetime (fewer ARM reads)",
+    "addons.clusterAutoscaler.vmssVmsCacheTtlSeconds": "Azure scale-set instance cache lifetime",
+    "addons.clusterAutoscaler.readQps": "client-side ARM read rate limit, at most ARM's own",
+    "addons.clusterAutoscaler.readBuckets": "client-side ARM read burst, at most ARM's own",
+    "addons.clusterAutoscaler.writeQps": "client-side ARM write rate limit, at most ARM's own",
+    "addons.clusterAutoscaler.writeBuckets": "client-side ARM write burst, at most ARM's own",
+    "addons.balloons.headroomNodes": "pool name -> warm nodes kept free for it (at most the pool's maxNodes; "
+                                     "0 for a retired pool)",
+    "addons.gpuHealthCheck.intervalSeconds": "how often DCGM checks the GPUs",
+    "addons.gpuHealthCheck.reconcileSeconds": "how often the taint is re-asserted when nothing changed",
+    "addons.trafficAccounting.port": "the traffic exporter's port on every node (host network)",
+    "addons.monitoring.scrapeInterval": "Prometheus scrape and rule interval",
+    "addons.monitoring.retention": "how long Prometheus keeps samples",
+    "addons.monitoring.storageGiB": "Prometheus's local-SSD volume",
+    "addons.monitoring.memoryGiB": "Prometheus's memory",
+}

@@ -211,7 +211,7 @@ def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, d
 
 
 def _readme_config_keys() -> list[str]:
-    section = (PROJECT_DIR / "README.md").read_text().split("## Config reference", 1)[1].split("\n## ", 1)[0]
+    section = (PROJECT_DIR / "docs" / "config-reference.md").read_text().split("## Rules across keys", 1)[0]
     return re.findall(r"^\| `([^`]+)`", section, flags=re.MULTILINE)
 
 
