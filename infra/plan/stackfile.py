@@ -30,9 +30,12 @@ INT64 = 2**63
 
 
 def load_stack_config(stack: str, overrides: list[str] | None = None,
-                      project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
-    """``{"supercluster:network": {...}, "azure-native:location": "eastus", ...}``."""
-    stack_file = project_dir / f"Pulumi.{stack}.yaml"
+                      project_dir: Path = PROJECT_DIR, config_file: Path | None = None) -> dict[str, Any]:
+    """``{"supercluster:network": {...}, "azure-native:location": "eastus", ...}``; ``config_file``
+    replaces ``Pulumi.<stack>.yaml`` (the Pulumi CLI's ``--config-file``)."""
+    stack_file = config_file or project_dir / f"Pulumi.{stack}.yaml"
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError("--config-file", str(config_file), "a readable stack config file")
     if not stack_file.exists():
         stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
         raise ConfigError("--stack", stack, "one of the stacks with a Pulumi.<stack>.yaml: " + ", ".join(stacks))
