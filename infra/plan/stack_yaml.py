@@ -12,7 +12,8 @@ naming the file, line and column:
   a key that is not a string, ``.inf``/``.nan`` (JSON has neither), bytes that are not UTF-8;
 - a plain scalar that YAML 1.2 and Pulumi's Go reader resolve differently, so that no reading of it
   is safe: an integer with a leading zero (``017``: 17 in YAML 1.2, 15 in yaml.v3), digits with
-  underscores (``1_000``: a string in YAML 1.2, 1000 in yaml.v3) and ``0b`` binary (``0b101``).
+  underscores (``1_000``: a string in YAML 1.2, 1000 in yaml.v3), ``0b`` binary (``0b101``) and a
+  date (``2024-01-01``: a string in YAML 1.2, ``2024-01-01T00:00:00Z`` from yaml.v3).
   Quoting such a value makes it a string everywhere.
 
 A whole-valued float (``1e3``, ``5.0``) becomes an integer, as it does on its way through JSON:
@@ -52,6 +53,8 @@ AMBIGUOUS = (
                                                            "but 1000 to Pulumi), or a quoted string"),
     (re.compile(r"[-+]?0b[01_]+"), "a decimal integer (0b binary is a string in YAML 1.2 but a number to "
                                    "Pulumi), or a quoted string"),
+    (re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ].*)?"), "a quoted string (a date is text in YAML 1.2 but "
+                                                             "a timestamp to Pulumi: 2024-01-01T00:00:00Z)"),
 )
 # Go's encoding/json writes a float64 without an exponent below 1e21 (strconv 'f' format).
 JSON_INTEGER_FLOAT_LIMIT = 1e21

@@ -14,8 +14,6 @@ from infra.plan.stackfile import apply_override, load_stack_config, parse_path, 
 AGREED = {
     "1:30": "1:30",          # YAML 1.1: sexagesimal 90
     "yes": "yes", "no": "no", "on": "on", "off": "off", "Y": "Y",  # YAML 1.1: booleans
-    "2024-01-01": "2024-01-01",  # YAML 1.1: a date (not JSON)
-    "2001-12-14t21:59:43.10-05:00": "2001-12-14t21:59:43.10-05:00",
     "0o17": 15, "0x1F": 31, "+1": 1, "-7": -7, "0": 0,
     ".5": 0.5, "1e3": 1000, "5.0": 5, "1.5e3": 1500, "-2.5": -2.5,  # whole floats become JSON integers
     "~": None, "null": None, "NULL": None, "": None,
@@ -26,6 +24,7 @@ AGREED = {
 REFUSED = {
     "017": "leading zero", "08": "leading zero", "1_000": "without '_'", "0b101": "0b binary",
     ".inf": "finite", "-.Inf": "finite", ".nan": "finite", "1e999": "finite",
+    "2024-01-01": "a date is text", "2001-12-14t21:59:43.10-05:00": "a date is text",
 }
 
 

@@ -46,7 +46,7 @@ CASES = {
     "binary tag": (edited("clusterName: dev", "clusterName: !!binary ZGV2"), [], f"Pulumi.x.yaml:{line_of('  supercluster:clusterName')}:29 = '!!binary ZGV2'"),
     "set tag": (edited("      headroomNodes:\n        cpu: 1", "      headroomNodes: !!set {cpu}"), [], "!!set"),
     "timestamp tag": (edited("clusterName: dev", "clusterName: !!timestamp 2024-01-01"), [], "!!timestamp"),
-    "date as a name": (edited("clusterName: dev", "clusterName: 2024-01-01"), [], "clusterName = '2024-01-01'"),
+    "date as a name": (edited("clusterName: dev", "clusterName: 2024-01-01"), [], "a date is text in YAML 1.2"),
     "anchor and alias": (edited("    members: 1\n    vmSize: Standard_L8s_v3\n    quotaBackendBytes: 8589934592",
                                 "    members: &m 1\n    vmSize: Standard_L8s_v3\n    quotaBackendBytes: 8589934592")
                          .replace("  supercluster:eventsEtcd:\n    members: 1", "  supercluster:eventsEtcd:\n    members: *m"),
