@@ -5,8 +5,8 @@ YAML 1.2 with duplicate keys refused, ``infra.plan.stack_yaml``), and ``--config
 overrides follow ``pulumi config set --path`` in full (pulumi.com/docs/iac/cli/commands/pulumi_config_set):
 
 - the path: ``name``, ``.name``, ``["any.key"]`` into objects, ``[N]`` into lists; a missing object
-  or list on the way is created; an index equal to the list's length appends, a larger one (or a
-  negative one) is refused;
+  is created, a missing list as long as its index needs (``names[2]`` -> ``[null, null, x]``); in an
+  existing list an index equal to its length appends, a larger (or negative) one is refused;
 - the value: "true" and "false" are booleans, integers are numbers (but a value of two or more
   characters starting with "0" stays a string, so "0123" keeps its zero), anything else a string;
   a top-level key (no path) is always a string.
@@ -24,9 +24,12 @@ from infra.errors import NAMESPACE, ConfigError
 from infra.plan.stack_yaml import load_file
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
-# Go's strconv.Atoi on a 64-bit machine: an optional sign, decimal digits, within int64.
-ATOI = re.compile(r"[+-]?[0-9]+")
+# Go's strconv.ParseInt/ParseUint in base 10: an optional sign, decimal digits, within int64 (or uint64).
+GO_DECIMAL = re.compile(r"[+-]?[0-9]+")
 INT64 = 2**63
+# A new list is created as long as its index needs (Pulumi's newContainer); bounded so a typo cannot
+# allocate millions of items.
+MAX_NEW_LIST = 10_000
 
 
 def load_stack_config(stack: str, overrides: list[str] | None = None,
@@ -78,64 +81,80 @@ def _project_defaults(project_file: Path) -> dict[str, Any]:
 
 
 def parse_path(override: str, path: str) -> list[str | int]:
-    """``nodePools[3].labels["team.io/x"]`` -> ``["nodePools", 3, "labels", "team.io/x"]``."""
+    """``nodePools[3].labels["team.io/x"]`` -> ``["nodePools", 3, "labels", "team.io/x"]``, by the grammar
+    of Pulumi's strict property paths (sdk go/common/resource properties_path.go): names end at '.' or
+    '['; ``["..."]`` is a key (``\\"`` a quote in it); ``[N]`` a signed decimal index; ``[*]`` the key "*";
+    a path may not start or end with '.', nor have '.' before '['."""
+    def refuse(why: str) -> ConfigError:
+        return ConfigError("--config", override, f"a key path like nodePools[0].maxNodes or "
+                                                 f'nodePools[0].labels["team.io/name"] ({why})')
+
+    if path.startswith("."):
+        raise refuse("it may not start with '.'")
     segments: list[str | int] = []
-    position = 0
-    accepted = ('KEY=VALUE with KEY a path like network.natHosts.count, nodePools[0].maxNodes or '
-                'nodePools[0].labels["team.io/name"]')
-    while position < len(path):
-        if path[position] == "[":
-            end = path.find("]", position)
-            if path.startswith('["', position):
-                end = path.find('"]', position + 2)
-                if end < 0:
-                    raise ConfigError("--config", override, accepted)
-                segments.append(path[position + 2:end])
-                position = end + 2
-            elif end > position + 1 and path[position + 1:end].isdigit():
-                segments.append(int(path[position + 1:end]))
-                position = end + 1
+    rest = path
+    while rest:
+        if rest[0] == ".":
+            rest = rest[1:]
+            if not rest:
+                raise refuse("it may not end with '.'")
+            if rest[0] == "[":
+                raise refuse("a name must follow '.'")
+        elif rest.startswith('["'):
+            key, i = [], 2
+            while True:
+                if i >= len(rest):
+                    raise refuse("a quoted key lacks its closing quote")
+                if rest[i] == '"':
+                    i += 1
+                    break
+                if rest.startswith('\\"', i):
+                    key.append('"')
+                    i += 2
+                else:
+                    key.append(rest[i])
+                    i += 1
+            if not rest.startswith("]", i):
+                raise refuse("a quoted key lacks its closing bracket")
+            segments.append("".join(key))
+            rest = rest[i + 1:]
+        elif rest[0] == "[":
+            end = rest.find("]")
+            if end < 0:
+                raise refuse("an index lacks its closing bracket")
+            index = rest[1:end]
+            if index == "*":
+                segments.append("*")
+            elif GO_DECIMAL.fullmatch(index) and -INT64 <= int(index) < INT64:
+                segments.append(int(index))
             else:
-                raise ConfigError("--config", override, "a list index of 0 or more in [ ] (as pulumi config set --path)")
-            if position < len(path) and path[position] not in ".[":
-                raise ConfigError("--config", override, accepted)
-            if position < len(path) and path[position] == ".":
-                position += 1
-                if position == len(path):
-                    raise ConfigError("--config", override, accepted)
-            continue
-        end = len(path)
-        for stop in ".[":
-            found = path.find(stop, position)
-            if found >= 0:
-                end = min(end, found)
-        name = path[position:end]
-        if not name:
-            raise ConfigError("--config", override, accepted)
-        segments.append(name)
-        position = end
-        if position < len(path) and path[position] == ".":
-            position += 1
-            if position == len(path):
-                raise ConfigError("--config", override, accepted)
-    if not segments or not isinstance(segments[0], str):
-        raise ConfigError("--config", override, accepted)
+                raise refuse(f"[{index}] is not a list index")
+            rest = rest[end + 1:]
+        else:
+            end = min([i for i in (rest.find("."), rest.find("[")) if i >= 0], default=len(rest))
+            segments.append(rest[:end])
+            rest = rest[end:]
+    if not segments or not isinstance(segments[0], str) or not segments[0]:
+        raise refuse("it must start with a key name")
     return segments
 
 
 def path_value(text: str) -> Any:
-    """A ``--path`` value as ``pulumi config set --path`` stores it."""
+    """A ``--path`` value as ``pulumi config set --path`` stores it (config object.go ``coerce``): "true"
+    and "false" are booleans; a value of two or more characters starting with "0" stays a string; a
+    decimal that fits int64 or uint64 is a number; anything else is a string."""
     if text in ("true", "false"):
         return text == "true"
     if len(text) > 1 and text[0] == "0":
         return text
-    if ATOI.fullmatch(text) and -INT64 <= int(text) < INT64:
+    if GO_DECIMAL.fullmatch(text) and -INT64 <= int(text) < 2 * INT64 and not (text[0] == "+" and int(text) >= INT64):
         return int(text)
     return text
 
 
 def apply_override(values: dict[str, Any], override: str) -> None:
-    """Applies one ``KEY=VALUE`` in place; KEY may omit the ``supercluster:`` namespace."""
+    """Applies one ``KEY=VALUE`` in place, as ``pulumi config set --path KEY VALUE``; KEY may omit the
+    ``supercluster:`` namespace."""
     if "=" not in override:
         raise ConfigError("--config", override, "KEY=VALUE, e.g. nodePools[0].maxNodes=4")
     key, text = override.split("=", 1)
@@ -146,41 +165,49 @@ def apply_override(values: dict[str, Any], override: str) -> None:
     if len(segments) == 1:
         values[top_key] = text  # a top-level entry is always a string
         return
-    parent: Any = values
-    slot: str | int = top_key
-    for segment in segments[1:]:
-        container = _child(parent, slot, segment, override)
-        parent, slot = container, segment
-    _put(parent, slot, path_value(text), override)
+    values[top_key] = _set(values.get(top_key), segments[1:], path_value(text), [segments[0]], override)
 
 
-def _child(parent: Any, slot: str | int, next_segment: str | int, override: str) -> Any:
-    """The object or list at ``parent[slot]``, created when missing (the kind the next segment needs)."""
-    empty: Any = [] if isinstance(next_segment, int) else {}
-    current = parent.get(slot) if isinstance(parent, dict) else (parent[slot] if slot < len(parent) else None)
-    if current is None:
-        _put(parent, slot, empty, override)
-        return empty
-    wanted = list if isinstance(next_segment, int) else dict
-    if not isinstance(current, wanted):
-        kind = "a list" if wanted is list else "an object"
-        raise ConfigError("--config", override, f"a path that matches the config ({slot} is not {kind})")
+def _container(accessor: str | int) -> Any:
+    """What a missing value on the path becomes: a list long enough for the index, or an object."""
+    if isinstance(accessor, int):
+        if accessor > MAX_NEW_LIST:
+            raise ConfigError("--config", str(accessor), f"an index of at most {MAX_NEW_LIST} for a new list")
+        return [None] * (accessor + 1) if accessor >= 0 else []
+    return {}
+
+
+def _set(current: Any, path: list[str | int], new: Any, prefix: list[str | int], override: str) -> Any:
+    """``current`` with ``new`` at ``path``. At the top level a value of another kind is replaced by the
+    container the path needs (Pulumi's compatibility rule); deeper, it is refused."""
+    if not path:
+        return new
+    head = path[0]
+    if current is None or (not isinstance(current, (list, dict)) and len(prefix) == 1):
+        current = _container(head)
+    where = _path_text(prefix)
+    if isinstance(current, list):
+        if not isinstance(head, int):
+            raise ConfigError("--config", override, f"a path that matches the config ({where} is a list)")
+        if not 0 <= head <= len(current):
+            raise ConfigError("--config", override,
+                              f"an index from 0 to {len(current)} in {where} (it has {len(current)} items; "
+                              f"{len(current)} appends)")
+        if head == len(current):
+            current.append(None)  # an index equal to the length appends
+        current[head] = _set(current[head], path[1:], new, prefix + [head], override)
+    elif isinstance(current, dict):
+        if not isinstance(head, str):
+            raise ConfigError("--config", override, f"a path that matches the config ({where} is an object)")
+        current[head] = _set(current.get(head), path[1:], new, prefix + [head], override)
+    else:
+        kind = "a list" if isinstance(head, int) else "an object"
+        raise ConfigError("--config", override, f"a path that matches the config ({where} is not {kind})")
     return current
 
 
-def _put(container: Any, slot: str | int, value: Any, override: str) -> None:
-    if isinstance(container, dict):
-        container[slot] = value
-        return
-    assert isinstance(slot, int)
-    if slot == len(container):
-        container.append(value)  # like `pulumi config set --path list[N]` one past the end
-    elif slot < len(container):
-        container[slot] = value
-    else:
-        raise ConfigError("--config", override,
-                          f"an index from 0 to {len(container)} (the list has {len(container)} items; "
-                          f"{len(container)} appends)")
+def _path_text(prefix: list[str | int]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(prefix))
 
 
 def load_stack_outputs(files: list[Path]) -> dict[str, dict[str, Any]]:

@@ -107,7 +107,8 @@ def test_stack_file_shape_is_checked(tmp_path, stack_text, expected):
 @pytest.mark.parametrize("text,expected", [
     ("true", True), ("false", False), ("3", 3), ("-3", -3), ("+3", 3), ("0", 0), ("0123", "0123"),
     ("1.5", "1.5"), ("1e3", "1e3"), ("yes", "yes"), ("[a, b]", "[a, b]"), ("", ""), ("1_000", "1_000"),
-    ("True", "True"), (str(2**63), str(2**63)),
+    ("True", "True"), (str(2**63), 2**63), (str(2**64 - 1), 2**64 - 1), (str(2**64), str(2**64)),
+    ("-01", -1), ("+5", 5), (str(-2**63), -2**63), (str(-2**63 - 1), str(-2**63 - 1)),
 ])
 def test_path_values_are_typed_as_pulumi_types_them(text, expected):
     value = path_value(text)
@@ -117,12 +118,15 @@ def test_path_values_are_typed_as_pulumi_types_them(text, expected):
 @pytest.mark.parametrize("path,segments", [
     ("a", ["a"]), ("a.b", ["a", "b"]), ("a[0].b", ["a", 0, "b"]), ('a["x.y/z"].b', ["a", "x.y/z", "b"]),
     ("a[1][2]", ["a", 1, 2]), ('a.b["c"]', ["a", "b", "c"]),
+    # Pulumi's parser is loose in places, and so is this one: the same paths mean the same.
+    ("a..b", ["a", "b"]), ("a[0]b", ["a", 0, "b"]), ("a[*]", ["a", "*"]), ("a[-1]", ["a", -1]),
+    ('a["say \\"hi\\""]', ["a", 'say "hi"']), ("a]b", ["a]b"]),
 ])
 def test_paths_parse_like_pulumi_property_paths(path, segments):
     assert parse_path(path, path) == segments
 
 
-@pytest.mark.parametrize("path", ["", ".a", "a.", "a..b", "[0]", "a[-1]", "a[x]", 'a["b', "a[0]b", "a[*]"])
+@pytest.mark.parametrize("path", ["", ".a", "a.", "a.[0]", "[0]", "a[x]", 'a["b', 'a["b"', "a[", "a[1.5]", '[""]'])
 def test_bad_paths_are_one_line(path):
     with pytest.raises(ConfigError, match=r"^invalid config --config = "):
         parse_path(path, path)
@@ -133,8 +137,18 @@ def test_an_index_equal_to_the_length_appends_and_a_larger_one_is_refused():
     apply_override(values, "nodePools[2].name=c")
     apply_override(values, "nodePools[2].maxNodes=4")
     assert values["supercluster:nodePools"][2] == {"name": "c", "maxNodes": 4}
-    with pytest.raises(ConfigError, match=r"expected an index from 0 to 3 \(the list has 3 items; 3 appends\)"):
+    with pytest.raises(ConfigError, match=r"expected an index from 0 to 3 in nodePools \(it has 3 items; 3 appends\)"):
         apply_override(values, "nodePools[4].name=e")
+    with pytest.raises(ConfigError, match=r"expected an index from 0 to 3 in nodePools"):
+        apply_override(values, "nodePools[-1].name=e")
+
+
+def test_a_new_list_is_as_long_as_its_index_and_a_top_level_scalar_gives_way():
+    values: dict = {"supercluster:images": "not an object"}
+    apply_override(values, "images.preload[2]=a")
+    apply_override(values, "network.hub.stack=o/p/s")
+    assert values == {"supercluster:images": {"preload": [None, None, "a"]},
+                      "supercluster:network": {"hub": {"stack": "o/p/s"}}}
 
 
 def test_missing_containers_are_created_and_top_level_values_stay_strings():
@@ -150,7 +164,7 @@ def test_missing_containers_are_created_and_top_level_values_stay_strings():
 
 def test_a_path_through_a_value_of_another_kind_is_refused():
     values = {"supercluster:network": {"hub": "x"}}
-    with pytest.raises(ConfigError, match=r"hub is not an object"):
+    with pytest.raises(ConfigError, match=r"network.hub is not an object"):
         apply_override(values, "network.hub.stack=a/b/c")
-    with pytest.raises(ConfigError, match=r"network is not a list"):
+    with pytest.raises(ConfigError, match=r"network is an object"):
         apply_override(values, "network[0]=x")

@@ -63,7 +63,7 @@ CASES = {
                              "nodePools[1].infiniband = 'no': expected true or false"),
     # YAML oddities in --config
     "index past the end": (None, ["nodePools[5].name=x"], "expected an index from 0 to 2"),
-    "negative index": (None, ["nodePools[-1].maxNodes=3"], "a list index of 0 or more"),
+    "negative index": (None, ["nodePools[-1].maxNodes=3"], "an index from 0 to 2 in nodePools"),
     "leading zero value": (None, ["etcd.members=03"], "etcd.members = '03'"),
     "appended pool is incomplete": (None, ["nodePools[2].name=cpu2"], "nodePools[2].role = <missing>"),
     "unterminated quoted key": (None, ['nodePools[0].labels["a.io/b=c'], "--config = "),
