@@ -44,6 +44,7 @@ from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
 from infra.etcd.machine import ETCD_UNIT
 from infra.node import kubelet
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
+from infra.config import decode_cli_value
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
 from infra.errors import NAMESPACE
 from infra.vm_sizes import VM_SIZES
@@ -74,7 +75,8 @@ def plan_stack(stack: str, out: Path, overrides: list[str]) -> Plan:
 def cluster_spec(stack: str, overrides: list[str]) -> ClusterSpec:
     values = load_stack_config(stack, overrides)
     prefix = f"{NAMESPACE}:"
-    return build_cluster_spec({k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)},
+    return build_cluster_spec({k[len(prefix):]: decode_cli_value(v) for k, v in values.items()
+                               if k.startswith(prefix)},
                               values.get("azure-native:location"))
 
 
