@@ -419,7 +419,7 @@ def _addons(s: Section) -> AddonsConfig:
 
 def _images(s: Section) -> ImagesConfig:
     config = ImagesConfig(preload=s.string_list(
-        "preload", default=[], accepted=IMAGE_ACCEPTED,
+        "preload", default=[], accepted="a list, each item " + IMAGE_ACCEPTED,
         description="images preloaded and pinned on every node before kubelet starts"))
     for i, reference in enumerate(config.preload):
         if parse_image(reference) is None:

@@ -168,3 +168,13 @@ def test_a_path_through_a_value_of_another_kind_is_refused():
         apply_override(values, "network.hub.stack=a/b/c")
     with pytest.raises(ConfigError, match=r"network is an object"):
         apply_override(values, "network[0]=x")
+
+
+def test_the_program_itself_refuses_a_misspelt_namespace():
+    """What `pulumi up` runs (components/stack_config.py), not only the offline plan's reader."""
+    from infra.plan.runner import run_program
+
+    values = load_stack_config("dev")
+    values["superclustr:addons"] = {"balloons": {"enabled": False}}
+    with pytest.raises(ConfigError, match=r"^invalid config superclustr:addons = .*expected a known key"):
+        run_program("dev", values)
