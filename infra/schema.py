@@ -153,7 +153,7 @@ class Section:
         self._record(name, "list of strings", default, accepted, description)
         value = self._take(name, default)
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise ConfigError(self.key(name), value, "a list of non-empty strings")
+            raise ConfigError(self.key(name), value, accepted)
         return tuple(value)
 
     def string_map(self, name: str, default: Any = MISSING, key_pattern: str | None = None,
