@@ -6,14 +6,13 @@ place that knows, so ``infra/`` sees plain Python values and never imports Pulum
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
 
 from infra.cluster import ClusterSpec, build_cluster_spec
-from infra.config import LOCATION_KEY
+from infra.config import LOCATION_KEY, check_config_keys, decode_cli_value
 from infra.errors import NAMESPACE, ConfigError
 
 
@@ -21,18 +20,13 @@ def raw_stack_config() -> tuple[dict[str, Any], Any]:
     """``({"network": {...}, ...}, location)`` from every ``supercluster:*`` key the stack sets."""
     merged: dict[str, Any] = dict(runtime_config.get_config_env())
     merged.update(runtime_config.CONFIG.get())
-    prefix = f"{NAMESPACE}:"
-    raw = {key[len(prefix):]: _decode(value) for key, value in merged.items() if key.startswith(prefix)}
-    return raw, merged.get(LOCATION_KEY)
-
-
-def _decode(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
     try:
-        return json.loads(value)
-    except ValueError:
-        return value
+        check_config_keys(merged)
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from error
+    prefix = f"{NAMESPACE}:"
+    raw = {key[len(prefix):]: decode_cli_value(value) for key, value in merged.items() if key.startswith(prefix)}
+    return raw, merged.get(LOCATION_KEY)
 
 
 class ConfigRunError(pulumi.RunError):

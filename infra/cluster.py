@@ -22,6 +22,7 @@ from infra.config import ClusterConfig, parse_config
 from infra.nat_hosts import nat_host_cloud_config
 from infra.node import node_cloud_config
 from infra.node.pool import check_custom_data, check_pool_tags, node_spec
+from infra.node_checks import check_nodes
 from infra.sizing import shards
 
 
@@ -38,6 +39,7 @@ def build_cluster_spec(raw: Mapping[str, Any], location: Any) -> ClusterSpec:
     config = parse_config(raw, location)
     check_pool_tags(config)
     spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config))
+    check_nodes(spec.config, spec.addresses, spec.addons)  # host ports and pod budget, from what every node and add-on renders
     return _with_machine_cloud_inits(spec)
 
 

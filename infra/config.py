@@ -3,19 +3,24 @@
 ``parse_config`` is the only way a config enters the program. It checks types,
 ranges, unknown keys and the cross-field rules below, and raises ``ConfigError``
 (one line: key, value, what is accepted) on the first problem, before any
-resource is declared. Every key is documented in README.md ("Config reference").
+resource is declared. Each key is declared once, where it is read (type, bounds,
+default, description: see ``infra.schema``); docs/config-reference.md and
+Pulumi.yaml's descriptions are generated from those reads.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra import naming
-from infra.errors import ConfigError
+from infra.config_checks import (SSH_KEY_ACCEPTED, check_kubernetes_version, check_location, check_private_range,
+                                 check_ssh_public_key, kubernetes_releases_text)
+from infra.errors import NAMESPACE, ConfigError
 from infra.images import ACCEPTED as IMAGE_ACCEPTED
 from infra.images import parse_image
 from infra.labels import DERIVED_LABELS, POOL_ROLES, ROLE_GPU
@@ -39,7 +44,7 @@ ADDRESS_BLOCKS = 64
 MAX_ADDRESS_SLOT = ADDRESS_BLOCKS - 1
 POOL_NAME_PATTERN = r"[a-z][a-z0-9]{0,11}"
 CLUSTER_NAME_PATTERN = r"[a-z][a-z0-9-]{1,18}[a-z0-9]"
-KUBERNETES_VERSION_PATTERN = r"1\.(3[1-4])\.\d{1,2}"
+KUBERNETES_VERSION_PATTERN = r"1\.(3[1-4])\.(0|[1-9]\d?)"
 STACK_REF_PATTERN = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"
 # Kubernetes label keys: optional DNS-subdomain prefix, then a name of at most 63 characters.
 LABEL_KEY_PATTERN = r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -167,29 +172,61 @@ class ClusterConfig:
 # --------------------------------------------------------------------------- parsing
 
 LOCATION_KEY = "azure-native:location"
+# Config namespaces a stack may set: this project's and those of the providers the program uses
+# (requirements.txt); any other is a misspelling that Pulumi would pass on silently.
+PROVIDER_NAMESPACES = ("azure-native", "kubernetes", "tls", "random", "pulumi")
+
+
+def decode_cli_value(value: Any) -> Any:
+    """A top-level config value as the program receives it: the CLI passes strings (objects and lists
+    JSON-encoded, and a top-level `pulumi config set KEY VALUE` is always a string); JSON is decoded."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def check_config_keys(values: Mapping[str, Any]) -> None:
+    """Refuses a key outside the known namespaces (``superclustr:clusterName``) like an unknown key."""
+    for key, value in values.items():
+        namespace = key.split(":", 1)[0] if ":" in key else ""
+        if namespace != NAMESPACE and namespace not in PROVIDER_NAMESPACES:
+            raise ConfigError(key, value, f"a known key (namespace {NAMESPACE}, or a provider's: "
+                                          f"{', '.join(PROVIDER_NAMESPACES)})")
 
 
 def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
     """Validate the ``supercluster:*`` keys (without the namespace) and the Azure location."""
     top = Section(raw, "")
-    if not isinstance(location, str) or not re.fullmatch(r"[a-z0-9]+", location or ""):
-        raise ConfigError(LOCATION_KEY, location, "an Azure region name such as eastus or westeurope")
+    check_location(LOCATION_KEY, location)
+    cluster_name = top.string("clusterName", pattern=CLUSTER_NAME_PATTERN,
+                              accepted="3-20 lowercase letters, digits or '-', starting with a letter",
+                              description="the cluster's name; prefixes every Azure name")
+    kubernetes_version = top.string("kubernetesVersion", accepted="a Kubernetes release the project pins: "
+                                    + kubernetes_releases_text(),
+                                    description="Kubernetes release of the control plane and every kubelet")
+    check_kubernetes_version(top.key("kubernetesVersion"), kubernetes_version)
+    admin_key = top.string("adminSshPublicKey", accepted=SSH_KEY_ACCEPTED,
+                           description="OpenSSH public key of the break-glass admin user on every VM (SSH only "
+                                       "from the hub); VMs created later and scale-set models take a new key, "
+                                       "existing VMs need `az vm user update`")
+    check_ssh_public_key(top.key("adminSshPublicKey"), admin_key)
     config = ClusterConfig(
-        cluster_name=top.string("clusterName", pattern=CLUSTER_NAME_PATTERN,
-                                accepted="3-20 lowercase letters, digits or '-', starting with a letter"),
-        kubernetes_version=top.string("kubernetesVersion", pattern=KUBERNETES_VERSION_PATTERN,
-                                      accepted="a release from 1.31.0 to 1.34.x, e.g. 1.33.4"),
-        admin_ssh_public_key=top.string(
-            "adminSshPublicKey", pattern=r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp\d+) [A-Za-z0-9+/=]+( .*)?",
-            accepted="an OpenSSH public key line (ssh-ed25519 AAAA... comment)"),
+        cluster_name=cluster_name,
+        kubernetes_version=kubernetes_version,
+        admin_ssh_public_key=admin_key,
         location=location,
-        network=_network(top.section("network")),
-        etcd=_etcd(top.section("etcd")),
-        events_etcd=_etcd(top.section("eventsEtcd")),
-        control_plane=_control_plane(top.section("controlPlane")),
-        node_pools=top.items("nodePools", _node_pool, min_items=1),
-        addons=_addons(top.section("addons", default={})),
-        images=_images(top.section("images", default={})),
+        network=_network(top.section("network", description="address space, service range, hub and NAT hosts")),
+        etcd=_etcd(top.section("etcd", description="the main etcd cluster")),
+        events_etcd=_etcd(top.section("eventsEtcd", description="the separate etcd cluster that stores only "
+                                                                 "Kubernetes Events")),
+        control_plane=_control_plane(top.section("controlPlane", description="the dedicated apiserver VMs")),
+        node_pools=top.items("nodePools", _node_pool, min_items=1, description="the node pools"),
+        addons=_addons(top.section("addons", default={}, description="per add-on settings, each with enabled")),
+        images=_images(top.section("images", default={}, description="images every node holds before kubelet "
+                                                                      "starts")),
     )
     top.done()
     _check_cross_field(config)
@@ -198,37 +235,48 @@ def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
 
 
 def _network(s: Section) -> NetworkConfig:
-    hub_section = s.section("hub")
+    hub_section = s.section("hub", description="the researchers' hub: peer to another team's (stack) or create "
+                                               "one here (addressSpace); exactly one of the two")
     hub = HubConfig(
         stack=hub_section.string("stack", default=None, pattern=STACK_REF_PATTERN,
-                                 accepted="a stack reference <org>/<project>/<stack>"),
-        address_space=hub_section.cidr("addressSpace", default=None),
+                                 accepted="a stack reference <org>/<project>/<stack>",
+                                 description="org/project/stack of a hub owned by another team, read by "
+                                             "StackReference and peered to"),
+        address_space=hub_section.cidr("addressSpace", default=None,
+                                       description="create the hub here instead; /26 or larger, counted in the "
+                                                   "peered group's private IPs"),
     )
     hub_section.done()
     if (hub.stack is None) == (hub.address_space is None):
         raise ConfigError(hub_section.path, dict(hub_section.raw),
                           "exactly one of hub.stack (peer to an existing hub) or hub.addressSpace (create one)")
-    nat = s.section("natHosts")
-    nat_hosts = NatHostsConfig(count=nat.integer("count", minimum=1, maximum=16),
-                               vm_size=_vm_size(nat, "vmSize", lambda size: size.has_local_disk))
+    if hub.address_space is not None:
+        check_private_range(hub_section.key("addressSpace"), hub.address_space)
+    nat = s.section("natHosts", description="the NAT hosts that translate the service range for traffic from "
+                                            "outside the cluster")
+    nat_hosts = NatHostsConfig(count=nat.integer("count", minimum=1, maximum=16, description="how many NAT hosts"),
+                               vm_size=_vm_size(nat, "vmSize", lambda size: size.has_local_disk,
+                                                description="the NAT hosts' VM size"))
     nat.done()
     network = NetworkConfig(
-        address_space=s.cidr("addressSpace"),
-        service_cidr=s.cidr("serviceCidr"),
+        address_space=s.cidr("addressSpace", description="the range every cluster VNet is carved from: 64 blocks, "
+                                                         "block 0 the system VNet, block addressSlot a pool's"),
+        service_cidr=s.cidr("serviceCidr", description="the Kubernetes service range; reachable from the hub "
+                                                       "through the NAT hosts"),
         hub=hub,
         nat_hosts=nat_hosts,
-        max_private_ips_per_vnet=s.integer("maxPrivateIpsPerVnet", DEFAULT_MAX_PRIVATE_IPS_PER_VNET,
-                                           minimum=256),
+        max_private_ips_per_vnet=s.integer("maxPrivateIpsPerVnet", DEFAULT_MAX_PRIVATE_IPS_PER_VNET, minimum=256,
+                                           description="Azure's private-IP limit per VNet"),
         max_private_ips_per_peered_group=s.integer(
-            "maxPrivateIpsPerPeeredGroup", DEFAULT_MAX_PRIVATE_IPS_PER_PEERED_GROUP, minimum=256),
+            "maxPrivateIpsPerPeeredGroup", DEFAULT_MAX_PRIVATE_IPS_PER_PEERED_GROUP, minimum=256,
+            description="Azure's private-IP limit across a group of peered VNets"),
     )
     s.done()
-    if not network.address_space.is_private:
-        raise ConfigError(s.key("addressSpace"), str(network.address_space),
-                          "a private (RFC 1918) range such as 10.0.0.0/8")
+    check_private_range(s.key("addressSpace"), network.address_space)
     if network.address_space.prefixlen > 18:
         raise ConfigError(s.key("addressSpace"), str(network.address_space),
                           "a range of /18 or larger (each of its 64 blocks must hold the /24 of system subnets)")
+    check_private_range(s.key("serviceCidr"), network.service_cidr)
     if network.service_cidr.overlaps(network.address_space):
         raise ConfigError(s.key("serviceCidr"), str(network.service_cidr),
                           f"a range outside network.addressSpace {network.address_space}")
@@ -244,16 +292,18 @@ def _network(s: Section) -> NetworkConfig:
 
 
 def _etcd(s: Section) -> EtcdConfig:
-    members = s.integer("members", minimum=1, maximum=7)
+    members = s.integer("members", minimum=1, maximum=7, description="members, an odd number")
     if members % 2 == 0:
         raise ConfigError(s.key("members"), members,
                           "an odd number of members (1, 3, 5 or 7): an even count adds no fault tolerance")
     config = EtcdConfig(
         members=members,
         vm_size=_vm_size(s, "vmSize", lambda size: size.has_local_disk,
-                         why="a size with a local temp or NVMe SSD (etcd must not run on a network disk)"),
+                         why="a size with a local temp or NVMe SSD (etcd must not run on a network disk)",
+                         description="the members' VM size, with a local SSD (etcd never runs on a network disk)"),
         quota_backend_bytes=s.integer("quotaBackendBytes", minimum=MIN_ETCD_QUOTA_BYTES,
-                                      maximum=MAX_ETCD_QUOTA_BYTES),
+                                      maximum=MAX_ETCD_QUOTA_BYTES,
+                                      description="the backend quota (the default 2 GiB stopped OpenAI's cluster)"),
     )
     s.done()
     return config
@@ -261,8 +311,8 @@ def _etcd(s: Section) -> EtcdConfig:
 
 def _control_plane(s: Section) -> ControlPlaneConfig:
     config = ControlPlaneConfig(
-        apiservers=s.integer("apiservers", minimum=1, maximum=15),
-        vm_size=_vm_size(s, "vmSize", lambda size: size.has_local_disk),
+        apiservers=s.integer("apiservers", minimum=1, maximum=15, description="dedicated apiserver VMs"),
+        vm_size=_vm_size(s, "vmSize", lambda size: size.has_local_disk, description="the apiservers' VM size"),
     )
     s.done()
     return config
@@ -271,32 +321,43 @@ def _control_plane(s: Section) -> ControlPlaneConfig:
 def _node_pool(s: Section) -> NodePoolConfig:
     name = s.string("name", pattern=POOL_NAME_PATTERN,
                     accepted="1-12 lowercase letters or digits, starting with a letter "
-                             "(it becomes part of Azure scale-set names)")
-    role = s.choice("role", POOL_ROLES)
+                             "(it becomes part of Azure scale-set names)",
+                    description="the pool's name")
+    role = s.choice("role", POOL_ROLES, description="gpu pools need a GPU size, cpu pools a CPU size")
     if role == ROLE_GPU:
         vm_size = _vm_size(s, "vmSize", lambda size: size.gpus > 0 and size.has_local_disk,
-                           why="a GPU size with a local SSD")
+                           why="a GPU size with a local SSD", description=POOL_VM_SIZE_DESCRIPTION)
     else:
         vm_size = _vm_size(s, "vmSize", lambda size: size.gpus == 0 and size.has_local_disk,
-                           why="a CPU size with a local SSD (containerd and kubelet state live there)")
-    min_nodes = s.integer("minNodes", minimum=0)
-    max_nodes = s.integer("maxNodes", minimum=1, maximum=50_000)
+                           why="a CPU size with a local SSD (containerd and kubelet state live there)",
+                           description=POOL_VM_SIZE_DESCRIPTION)
+    min_nodes = s.integer("minNodes", minimum=0, description="the autoscaler's lower bound")
+    max_nodes = s.integer("maxNodes", minimum=1, maximum=50_000, description="the autoscaler's upper bound")
     if min_nodes > max_nodes:
         raise ConfigError(s.key("minNodes"), min_nodes, f"at most maxNodes ({max_nodes})")
-    infiniband = s.boolean("infiniband", default=False)
+    infiniband = s.boolean("infiniband", default=False,
+                           description="InfiniBand pool: needs an InfiniBand size; caps scale sets at 100 VMs")
     if infiniband and not VM_SIZES[vm_size].infiniband:
         raise ConfigError(s.key("infiniband"), True,
                           f"false for {vm_size}, or an InfiniBand size: {known_sizes(lambda z: z.infiniband)}")
-    taints = s.items("taints", _taint, default=[])
+    taints = s.items("taints", _taint, default=[], description="node taints")
     pool = NodePoolConfig(
         name=name, role=role, vm_size=vm_size, min_nodes=min_nodes, max_nodes=max_nodes,
-        pod_ips_per_node=s.integer("podIpsPerNode", minimum=1, maximum=MAX_POD_IPS_PER_NODE),
+        pod_ips_per_node=s.integer("podIpsPerNode", minimum=1, maximum=MAX_POD_IPS_PER_NODE,
+                                   description="secondary IP configurations per NIC, i.e. pod IPs per node, and "
+                                               "kubelet's maxPods; sizes the pool's subnets, so fixed once the "
+                                               "pool exists"),
         infiniband=infiniband,
-        address_slot=s.integer("addressSlot", minimum=1, maximum=MAX_ADDRESS_SLOT),
+        address_slot=s.integer("addressSlot", minimum=1, maximum=MAX_ADDRESS_SLOT,
+                               description="the pool's fixed block of network.addressSpace; never change or "
+                                           "reuse it"),
         labels=s.string_map("labels", default={}, key_pattern=LABEL_KEY_PATTERN,
-                            accepted="Kubernetes label keys and values (name: value, 63 characters at most)"),
+                            accepted="Kubernetes label keys and values (name: value, 63 characters at most)",
+                            description="node labels, each also a scale-set tag"),
         taints=taints,
-        retired=s.boolean("retired", default=False),
+        retired=s.boolean("retired", default=False,
+                          description="no new nodes (autoscaler max 0): the first of the two deploys that "
+                                      "remove a pool"),
     )
     for key, value in pool.labels.items():
         if not re.fullmatch(LABEL_VALUE_PATTERN, value):
@@ -313,6 +374,9 @@ def _node_pool(s: Section) -> NodePoolConfig:
     return pool
 
 
+POOL_VM_SIZE_DESCRIPTION = "the nodes' VM size, with a local SSD (containerd and kubelet state live there)"
+
+
 def kubelet_may_set_label(key: str) -> bool:
     """Whether kubelet may set this label on its own node (NodeRestriction; k8s.io/kubelet
     pkg/apis/well_known_labels.go: the kubernetes.io/k8s.io namespaces are reserved except these)."""
@@ -323,10 +387,10 @@ def kubelet_may_set_label(key: str) -> bool:
 
 def _taint(s: Section) -> Taint:
     taint = Taint(
-        key=s.string("key", pattern=LABEL_KEY_PATTERN, accepted="a Kubernetes taint key"),
+        key=s.string("key", pattern=LABEL_KEY_PATTERN, accepted="a Kubernetes taint key", description="taint key"),
         value=s.string("value", default="", pattern=LABEL_VALUE_PATTERN, allow_empty=True,
-                       accepted="a taint value (63 characters at most)"),
-        effect=s.choice("effect", TAINT_EFFECTS),
+                       accepted="a taint value (63 characters at most)", description="taint value"),
+        effect=s.choice("effect", TAINT_EFFECTS, description="taint effect"),
     )
     s.done()
     return taint
@@ -349,15 +413,19 @@ def _addons(s: Section) -> AddonsConfig:
     """Each add-on: ``{enabled: bool, ...settings}``; settings are validated by the add-on's builder."""
     toggles = {}
     for key, attr in ADDON_KEYS.items():
-        section = s.section(key, default={})
+        section = s.section(key, default={}, description=f"the {key} add-on: enabled and its settings")
         settings = {k: v for k, v in section.raw.items() if k != "enabled"}
-        toggles[attr] = AddonToggle(enabled=section.boolean("enabled", default=True), settings=settings)
+        toggles[attr] = AddonToggle(enabled=section.boolean("enabled", default=True,
+                                                            description=f"whether the {key} add-on is applied"),
+                                    settings=settings)
     s.done()
     return AddonsConfig(**toggles)
 
 
 def _images(s: Section) -> ImagesConfig:
-    config = ImagesConfig(preload=s.string_list("preload", default=[]))
+    config = ImagesConfig(preload=s.string_list(
+        "preload", default=[], accepted="a list, each item " + IMAGE_ACCEPTED,
+        description="images preloaded and pinned on every node before kubelet starts"))
     for i, reference in enumerate(config.preload):
         if parse_image(reference) is None:
             raise ConfigError(f"{s.key('preload')}[{i}]", reference, IMAGE_ACCEPTED)
@@ -366,8 +434,8 @@ def _images(s: Section) -> ImagesConfig:
 
 
 def _vm_size(s: Section, key: str, fits: Callable[[VmSize], bool],
-             why: str = "a size with a local temp or NVMe SSD") -> str:
-    value = s.string(key)
+             why: str = "a size with a local temp or NVMe SSD", description: str = "") -> str:
+    value = s.string(key, accepted=f"{why}: {known_sizes(fits)}", description=description)
     if value not in VM_SIZES:
         raise ConfigError(s.key(key), value, f"a known VM size: {known_sizes(fits)}")
     if not fits(VM_SIZES[value]):

@@ -24,7 +24,8 @@ class ConfigError(ValueError):
     @property
     def message(self) -> str:
         key = _printable(self.key)
-        qualified = key if ":" in key else f"{NAMESPACE}:{key}"
+        # A CLI flag (--config, --stack) or a file position (Pulumi.dev.yaml:3:1) is shown as it is.
+        qualified = key if ":" in key or key.startswith("--") else f"{NAMESPACE}:{key}"
         shown = _short(self.value)
         return f"invalid config {qualified} = {shown}: expected {self.accepted}"
 

@@ -25,7 +25,7 @@ from infra.addressing import AddressPlan
 from infra.cloudinit import CloudConfig
 from infra.config import ClusterConfig, Taint
 from infra.iptables import Chain, Rule, Ruleset, add_ruleset
-from infra.node import node_cloud_config
+from infra.node import kube_proxy, node_cloud_config
 from infra.node.pool import joining_node, preload_images
 from infra.traffic_accounting import boot_steps
 from infra.vm_sizes import VM_SIZES
@@ -33,10 +33,9 @@ from infra.vm_sizes import VM_SIZES
 # Registered by the NAT hosts' kubelets: no workload is scheduled there, kube-proxy still runs.
 NAT_HOST_TAINTS = (Taint(labels.NAT_HOST_TAINT_KEY, labels.NAT_HOST_TAINT_VALUE, labels.NAT_HOST_TAINT_EFFECT),)
 NAT_HOST_LABELS = labels.node_labels(role=labels.ROLE_NAT_HOST)
-# The load balancer's probe: kube-proxy's health endpoint (default --healthz-bind-address
-# 0.0.0.0:10256, kubernetes.io/docs/reference/command-line-tools-reference/kube-proxy/), which
-# answers 200 only while kube-proxy's rules are in sync, i.e. while the host can translate services.
-KUBE_PROXY_HEALTHZ_PORT = 10256
+# The load balancer's probe: kube-proxy's health endpoint (infra.node.kube_proxy), which answers 200
+# only while kube-proxy's rules are in sync, i.e. while the host can translate services.
+KUBE_PROXY_HEALTHZ_PORT = kube_proxy.HEALTHZ_PORT
 KUBE_PROXY_HEALTHZ_PATH = "/healthz"
 SYSCTL_PATH = "/etc/sysctl.d/60-supercluster-nat-host.conf"
 # In place before the services that program or use the host's netfilter state.

@@ -1,8 +1,19 @@
-"""A strict reader for nested config objects.
+"""A strict reader for nested config objects, and the config contract's one declaration.
 
 ``Section`` walks one mapping of the raw config, remembers the dotted path it came
 from, rejects keys nobody asked for, and turns every type or range mistake into a
 ``ConfigError`` that names the full path (``nodePools[2].maxNodes``).
+
+Each read *is* the key's declaration: its type (the method), bounds, pattern, default,
+what is accepted and its description are the read's arguments, and nothing else states
+them. ``recording()`` collects the reads of one validation pass as ``Read`` records; the
+config reference (docs/config-reference.md) and ``Pulumi.yaml``'s descriptions are generated
+from them (``python -m plan.config_docs --write``), so the documentation cannot describe
+a key, bound or default the validator does not have. Why not pydantic: validation here stops at
+the first mistake with one line (key, value, what is accepted) and many rules depend on other
+keys (a pool's size on its role, a label on the pools); a pydantic model would need a translation
+layer for every error kind and still hand-written validators for those rules, and would add a
+compiled dependency to every machine that plans.
 """
 
 from __future__ import annotations
@@ -10,12 +21,39 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from infra.errors import MISSING, ConfigError
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Read:
+    """One key as the validator reads it: ``nodePools[].maxNodes``, ``integer``, its default, what is accepted."""
+
+    path: str
+    kind: str
+    default: Any
+    accepted: str
+    description: str
+
+
+_recorders: list[list[Read]] = []
+
+
+@contextmanager
+def recording() -> Iterator[list[Read]]:
+    """Collects every read made inside the block (first read of each path, in order)."""
+    reads: list[Read] = []
+    _recorders.append(reads)
+    try:
+        yield reads
+    finally:
+        _recorders.remove(reads)
 
 
 class Section:
@@ -31,6 +69,14 @@ class Section:
     def key(self, name: str) -> str:
         return f"{self.path}.{name}" if self.path else name
 
+    def _record(self, name: str, kind: str, default: Any, accepted: str, description: str) -> None:
+        if not _recorders:
+            return
+        path = re.sub(r"\[\d+\]", "[]", self.key(name))
+        for reads in _recorders:
+            if all(read.path != path for read in reads):
+                reads.append(Read(path, kind, default, accepted, description))
+
     def _take(self, name: str, default: Any) -> Any:
         self._seen.add(name)
         value = self.raw.get(name, MISSING)
@@ -41,7 +87,8 @@ class Section:
         return value
 
     def string(self, name: str, default: Any = MISSING, pattern: str | None = None,
-               accepted: str = "a non-empty string", allow_empty: bool = False) -> str:
+               accepted: str = "a non-empty string", allow_empty: bool = False, description: str = "") -> str:
+        self._record(name, "string", default, accepted, description)
         value = self._take(name, default)
         if value is None and default is None:
             return None  # type: ignore[return-value]
@@ -54,39 +101,46 @@ class Section:
         return value
 
     def integer(self, name: str, default: Any = MISSING, minimum: int | None = None,
-                maximum: int | None = None) -> int:
-        value = self._take(name, default)
+                maximum: int | None = None, description: str = "") -> int:
         accepted = _range_text(minimum, maximum)
+        self._record(name, "integer", default, accepted, description)
+        value = self._take(name, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(self.key(name), value, accepted)
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
             raise ConfigError(self.key(name), value, accepted)
         return value
 
-    def boolean(self, name: str, default: Any = MISSING) -> bool:
+    def boolean(self, name: str, default: Any = MISSING, description: str = "") -> bool:
+        self._record(name, "boolean", default, "true or false", description)
         value = self._take(name, default)
         if not isinstance(value, bool):
             raise ConfigError(self.key(name), value, "true or false")
         return value
 
-    def cidr(self, name: str, default: Any = MISSING) -> ipaddress.IPv4Network:
+    def cidr(self, name: str, default: Any = MISSING, description: str = "") -> ipaddress.IPv4Network:
+        self._record(name, "IPv4 CIDR", default, CIDR_ACCEPTED, description)
         value = self._take(name, default)
         if value is None and default is None:
             return None  # type: ignore[return-value]
         return parse_cidr(self.key(name), value)
 
-    def choice(self, name: str, choices: tuple[str, ...], default: Any = MISSING) -> str:
+    def choice(self, name: str, choices: tuple[str, ...], default: Any = MISSING, description: str = "") -> str:
+        self._record(name, "string", default, "one of " + ", ".join(choices), description)
         value = self._take(name, default)
         if value not in choices:
             raise ConfigError(self.key(name), value, "one of " + ", ".join(choices))
         return cast(str, value)
 
-    def section(self, name: str, default: Any = MISSING) -> Section:
+    def section(self, name: str, default: Any = MISSING, description: str = "") -> Section:
+        self._record(name, "object", default, "an object (a YAML mapping)", description)
         value = self._take(name, default)
         return Section(value, self.key(name))
 
     def items(self, name: str, parse: Callable[[Section], T], default: Any = MISSING,
-              min_items: int = 0) -> tuple[T, ...]:
+              min_items: int = 0, description: str = "") -> tuple[T, ...]:
+        self._record(name, "list of objects", default,
+                     f"a list of at least {min_items} object(s)" if min_items else "a list of objects", description)
         value = self._take(name, default)
         if not isinstance(value, list):
             raise ConfigError(self.key(name), value, "a list")
@@ -94,14 +148,17 @@ class Section:
             raise ConfigError(self.key(name), value, f"a list of at least {min_items} item(s)")
         return tuple(parse(Section(item, f"{self.key(name)}[{i}]")) for i, item in enumerate(value))
 
-    def string_list(self, name: str, default: Any = MISSING) -> tuple[str, ...]:
+    def string_list(self, name: str, default: Any = MISSING, accepted: str = "a list of non-empty strings",
+                    description: str = "") -> tuple[str, ...]:
+        self._record(name, "list of strings", default, accepted, description)
         value = self._take(name, default)
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise ConfigError(self.key(name), value, "a list of non-empty strings")
+            raise ConfigError(self.key(name), value, accepted)
         return tuple(value)
 
     def string_map(self, name: str, default: Any = MISSING, key_pattern: str | None = None,
-                   accepted: str = "a mapping of string keys to string values") -> dict[str, str]:
+                   accepted: str = "a mapping of string keys to string values", description: str = "") -> dict[str, str]:
+        self._record(name, "map of strings", default, accepted, description)
         value = self._take(name, default)
         if not isinstance(value, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
@@ -128,8 +185,11 @@ def _key_name(name: Any) -> str:
     return text if re.fullmatch(r"[^\s.\[\]\"]+", text) else json.dumps(text)
 
 
+CIDR_ACCEPTED = "an IPv4 CIDR such as 10.0.0.0/16, with no host bits set"
+
+
 def parse_cidr(key: str, value: Any) -> ipaddress.IPv4Network:
-    accepted = "an IPv4 CIDR such as 10.0.0.0/16, with no host bits set"
+    accepted = CIDR_ACCEPTED
     if not isinstance(value, str) or "/" not in value:
         raise ConfigError(key, value, accepted)
     try:

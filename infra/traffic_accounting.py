@@ -27,14 +27,13 @@ from collections.abc import Callable
 from infra.addressing import AddressPlan
 from infra.cloudinit import CloudConfig
 from infra.config import ClusterConfig
+from infra.config_checks import AZURE_PLATFORM_RANGE, LINK_LOCAL_RANGE, PRIVATE_RANGES
 from infra.iptables import Chain, Rule, Ruleset, add_ruleset
 
 COMMENT_PREFIX = "iptables-exporter supercluster"
-RFC1918 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-LINK_LOCAL = "169.254.0.0/16"
-# Azure's virtual public IP for platform services: DNS, DHCP, health probes
-# (learn.microsoft.com/azure/virtual-network/what-is-ip-address-168-63-129-16).
-AZURE_PLATFORM = "168.63.129.16/32"
+RFC1918 = tuple(str(block) for block in PRIVATE_RANGES)
+LINK_LOCAL = str(LINK_LOCAL_RANGE)
+AZURE_PLATFORM = str(AZURE_PLATFORM_RANGE)  # Azure's DNS, DHCP and health-probe address
 # Loaded before the node's Kubernetes services start, so every byte they move is counted.
 BEFORE = ("kubelet.service",)
 

@@ -41,6 +41,11 @@ AZURE_CNI_VERSION = "v1.6.21"
 # version tracks the Kubernetes client libraries it is built with (scheduler-plugins README,
 # "Compatibility Matrix"). 1.34 runs v0.33.5: the version-skew policy lets kube-scheduler be one
 # minor older than kube-apiserver, and v0.33.5 is the newest release whose digest is recorded here.
+# The newest patch release of each minor above that this project has confirmed published; kubernetesVersion
+# must be 1.<minor>.0 up to it (infra.config_checks), since every machine downloads exactly that release from
+# dl.k8s.io. Sources: kubernetes.io/releases/1.33/ (1.33.10, 2026-03-19); the v1.31.13, v1.32.9 and v1.34.1
+# release tags (kubernetes/kubernetes). Raise one when a newer patch is confirmed.
+KUBERNETES_NEWEST_PATCH = {"1.31": 13, "1.32": 9, "1.33": 10, "1.34": 1}
 SCHEDULER_PLUGINS_IMAGE = "registry.k8s.io/scheduler-plugins/kube-scheduler"
 SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR = {
     "1.31": ("v0.31.8", "sha256:601103bedfa22b115aaba6e0f3ffe85c563c1e98841237a3c01ce110433feab2"),

@@ -1,4 +1,4 @@
-"""``python -m plan --stack STACK [--out DIR] [--config KEY=VALUE ...] [--diff OLD_DIR]``
+"""``python -m plan --stack STACK [--out DIR] [--config KEY=VALUE ...] [--config-file FILE] [--diff OLD_DIR]``
 
 Runs the real program under Pulumi mocks (no cloud credentials, no Pulumi CLI) and
 writes what it declares and renders. Exit 0 on success, 2 with one line on bad config,
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from infra.addressing import plan_addresses
-from infra.config import LOCATION_KEY, parse_config
+from infra.config import LOCATION_KEY, decode_cli_value, parse_config
 from infra.errors import NAMESPACE, ConfigError
 from plan.artifacts import plan_files, write_plan
 from plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="output directory (default build/plan/<stack>)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value like `pulumi config set --path` (repeatable)")
+    parser.add_argument("--config-file", type=Path, metavar="FILE",
+                        help="read the stack's config from FILE instead of Pulumi.<stack>.yaml (as pulumi --config-file)")
     parser.add_argument("--stack-outputs", action="append", default=[], type=Path, metavar="FILE",
                         help="YAML/JSON {org/project/stack: {output: value}} answering StackReferences "
                              "(default: example outputs for the hub stack, marked as such in the summary)")
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or PROJECT_DIR / "build" / "plan" / args.stack
     try:
         old = load_plan(args.diff) if args.diff is not None else None
-        config = load_stack_config(args.stack, args.config)
+        config = load_stack_config(args.stack, args.config, config_file=args.config_file)
         stack_outputs = load_stack_outputs(args.stack_outputs)
         if old is not None:
             # The earlier plan stands for the last deploy: its outputs answer the program's reference to itself.
@@ -95,7 +97,7 @@ def exit_code(diff: PlanDiff) -> int:
 
 def _namespace_values(config: dict) -> dict:
     prefix = f"{NAMESPACE}:"
-    return {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
+    return {key[len(prefix):]: decode_cli_value(value) for key, value in config.items() if key.startswith(prefix)}
 
 
 def _write_atomically(out: Path, write) -> None:

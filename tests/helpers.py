@@ -5,16 +5,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import yaml
 
 from infra.config import ClusterConfig, parse_config
 from infra.errors import NAMESPACE
+from plan.stack_yaml import load_file
 from plan.stackfile import PROJECT_DIR
 
 
 def raw_stack(stack: str = "dev") -> dict[str, Any]:
     """The ``supercluster:*`` values of a stack file, without the namespace, as a fresh copy."""
-    values = yaml.safe_load((PROJECT_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+    values = load_file(PROJECT_DIR / f"Pulumi.{stack}.yaml")["config"]  # read as the Pulumi CLI reads it
     prefix = f"{NAMESPACE}:"
     return copy.deepcopy({k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)})
 

@@ -11,7 +11,7 @@ setting stops the program before any resource; ``build_addon_objects`` is what
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from infra.addons import (
@@ -89,9 +89,9 @@ def _check_dependencies(config: ClusterConfig) -> None:
 
 
 def build_addon_objects(config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings,
-                        azure: AzureAccess | None = None) -> dict[str, list[k8s.Obj]]:
+                        azure: AzureAccess | None = None, skip: Collection[str] = ()) -> dict[str, list[k8s.Obj]]:
     """``{"base": [...], "<enabled add-on>": [...]}``; ``azure`` is needed when the autoscaler is enabled.
-    Each builder is handed only what it reads."""
+    Each builder is handed only what it reads. ``skip``: add-ons (by attribute) not to render."""
     builders: dict[str, Callable[[], list[k8s.Obj]]] = {
         "coredns": lambda: coredns.objects(config, addresses, settings.coredns),
         "node_local_dns": lambda: node_local_dns.objects(addresses, settings.node_local_dns),
@@ -107,7 +107,7 @@ def build_addon_objects(config: ClusterConfig, addresses: AddressPlan, settings:
     }
     groups = {BASE: base.objects(config)}
     for attr in MODULES:
-        if getattr(config.addons, attr).enabled:
+        if getattr(config.addons, attr).enabled and attr not in skip:
             groups[attr] = builders[attr]()
     return groups
 

@@ -21,7 +21,7 @@ from typing import Any
 from infra import yaml_text
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns
 from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
-from infra.addons.settings import duration, section
+from infra.addons.settings import check_go_duration, duration, section
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
 from infra.labels import ROLE_CPU, ROLE_LABEL
@@ -67,6 +67,7 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
         memory_gib=s.integer("memoryGiB", x.memory_gib, minimum=2, maximum=1_024),
     )
     s.done()
+    check_go_duration(s, "retention", settings.retention)
     return settings
 
 

@@ -32,7 +32,12 @@ HEALTH_PORT = 8080  # node-cache's default health port
 # The conventional NodeLocal DNSCache address (kubernetes.io/docs/tasks/administer-cluster/nodelocaldns);
 # Azure CNI routes it via the host ("ipsToRouteViaHost" in azure-linux.conflist).
 DEFAULT_LOCAL_IP = "169.254.20.10"
-LINK_LOCAL = ipaddress.IPv4Network("169.254.0.0/16")
+# RFC 3927 §2.1: the first and last 256 addresses of 169.254.0.0/16 are reserved and never a host's;
+# 169.254.169.254 is Azure's instance metadata service (learn.microsoft.com/azure/virtual-machines/instance-metadata-service).
+USABLE_LINK_LOCAL = range(int(ipaddress.IPv4Address("169.254.1.0")), int(ipaddress.IPv4Address("169.254.254.255")) + 1)
+IMDS_ADDRESS = ipaddress.IPv4Address("169.254.169.254")
+LOCAL_IP_ACCEPTED = ("a usable link-local IPv4 host address, 169.254.1.0 to 169.254.254.255 (RFC 3927), "
+                     "other than Azure's metadata service 169.254.169.254")
 # node-cache replaces this token with the kube-dns-upstream service IP it reads from the
 # environment (-upstreamsvc); it is node-cache's own runtime syntax, not a template of ours.
 CLUSTER_DNS_TOKEN = "__PILLAR__CLUSTER__DNS__"
@@ -45,14 +50,14 @@ class Settings:
 
 def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     s = section(KEY, raw)
-    local_ip = s.string("localIp", DEFAULT_LOCAL_IP, accepted="a link-local IPv4 address in 169.254.0.0/16")
+    local_ip = s.string("localIp", DEFAULT_LOCAL_IP, accepted=LOCAL_IP_ACCEPTED)
     s.done()
     try:
-        inside = ipaddress.IPv4Address(local_ip) in LINK_LOCAL
+        address = ipaddress.IPv4Address(local_ip)
     except ValueError:
-        inside = False
-    if not inside:
-        raise ConfigError(s.key("localIp"), local_ip, "a link-local IPv4 address in 169.254.0.0/16")
+        address = None
+    if address is None or int(address) not in USABLE_LINK_LOCAL or address == IMDS_ADDRESS:
+        raise ConfigError(s.key("localIp"), local_ip, LOCAL_IP_ACCEPTED)
     return Settings(local_ip=local_ip)
 
 

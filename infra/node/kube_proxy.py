@@ -18,6 +18,11 @@ from infra.node import install, kubelet
 UNIT = "kube-proxy.service"
 CONFIG_PATH = "/etc/kubernetes/kube-proxy-config.yaml"
 KUBECONFIG = "/etc/kubernetes/kube-proxy.conf"
+# kube-proxy's default ports (kubernetes.io/docs/reference/command-line-tools-reference/kube-proxy/:
+# --healthz-bind-address 0.0.0.0:10256, --metrics-bind-address 127.0.0.1:10249), bound on every address
+# here; the NAT hosts' load balancer probes the health port, and no add-on may bind either (infra.node_checks).
+HEALTHZ_PORT = 10256
+METRICS_PORT = 10249
 
 
 def config(cluster_cidr: str) -> dict[str, Any]:
@@ -32,8 +37,8 @@ def config(cluster_cidr: str) -> dict[str, Any]:
         "detectLocalMode": "ClusterCIDR",
         # 0 = leave nf_conntrack_max alone: infra/node/sysctls.py owns it (KubeProxyConfiguration docs).
         "conntrack": {"maxPerCore": 0, "min": 0},
-        "healthzBindAddress": "0.0.0.0:10256",
-        "metricsBindAddress": "0.0.0.0:10249",
+        "healthzBindAddress": f"0.0.0.0:{HEALTHZ_PORT}",
+        "metricsBindAddress": f"0.0.0.0:{METRICS_PORT}",
     }
 
 

@@ -40,6 +40,7 @@ import yaml
 
 from infra.cluster import ClusterSpec, build_cluster_spec
 from infra.control_plane import pki as cluster_pki
+from infra.config import decode_cli_value
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
 from infra.errors import NAMESPACE
 from infra.etcd.machine import ETCD_UNIT
@@ -75,7 +76,8 @@ def plan_stack(stack: str, out: Path, overrides: list[str]) -> Plan:
 def cluster_spec(stack: str, overrides: list[str]) -> ClusterSpec:
     values = load_stack_config(stack, overrides)
     prefix = f"{NAMESPACE}:"
-    return build_cluster_spec({k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)},
+    return build_cluster_spec({k[len(prefix):]: decode_cli_value(v) for k, v in values.items()
+                               if k.startswith(prefix)},
                               values.get("azure-native:location"))
 
 

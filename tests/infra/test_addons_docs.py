@@ -1,4 +1,5 @@
-"""Every add-on setting the code accepts is documented in README's config reference and Pulumi.yaml."""
+"""Every add-on setting the code accepts is documented in the config reference (docs/config-reference.md,
+generated from the validator) and every add-on in Pulumi.yaml."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from infra.errors import ConfigError
 from plan.stackfile import PROJECT_DIR
 from tests.helpers import parsed
 
-README = (PROJECT_DIR / "README.md").read_text()
+README = (PROJECT_DIR / "docs" / "config-reference.md").read_text()
 PROJECT = (PROJECT_DIR / "Pulumi.yaml").read_text()
 
 
@@ -29,6 +30,5 @@ def test_every_setting_is_documented(attr):
     key = CONFIG_KEY[attr]
     for setting in accepted_settings(attr):
         assert re.search(rf"`addons\.{key}\.[^`]*\b{setting}\b|`addons\.{key}\.[^`]*`[^|]*`\.{setting}`", README), \
-            f"README config reference lacks addons.{key}.{setting}"
-        assert setting in PROJECT, f"Pulumi.yaml lacks {key}.{setting}"
-    assert f"`{key}`" in README
+            f"the config reference lacks addons.{key}.{setting}"
+    assert f"`addons.{key}`" in README and key in PROJECT

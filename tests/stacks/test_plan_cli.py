@@ -76,7 +76,7 @@ BAD_INPUTS = {
                                         "at most 2000 nodes"),
     "etcd on a network disk": (["etcd.vmSize=Standard_D4s_v5"], "etcd.vmSize = 'Standard_D4s_v5'",
                                "local temp or NVMe SSD"),
-    "bad override path": (["nodePools[9].maxNodes=3"], "--config", "an index within the list"),
+    "bad override path": (["nodePools[9].maxNodes=3"], "--config", "an index from 0 to 2"),
 }
 
 

@@ -84,7 +84,7 @@ def test_renaming_the_cluster_flags_every_protected_resource_it_would_replace(de
 def test_a_rendered_file_change_names_exactly_the_pool_and_its_files(dev_plan_dir, tmp_path, capsys):
     """A config change that edits one line of a node's files (here the kubelet's node labels)."""
     code = main(["--stack", "dev", "--out", str(tmp_path / "labelled"), "--diff", str(dev_plan_dir),
-                 "--config", 'nodePools[1].labels={"team": "vision"}'])
+                 "--config", "nodePools[1].labels.team=vision"])
     report = capsys.readouterr().out
     assert code == EXIT_CHANGED
     diff = diff_plans(load_plan(dev_plan_dir), load_plan(tmp_path / "labelled"))

@@ -20,9 +20,10 @@ from plan.diff import diff_plans, load_plan
 from plan.stackfile import load_stack_config
 from tests.helpers import raw_stack
 
-# dev without its cpu pool (and without the cpu pool's warm nodes).
+# dev without its cpu pool (and without the cpu pool's warm nodes): top-level values are strings, which
+# the program decodes as JSON (components/stack_config.py), as `pulumi config set KEY VALUE` would give it.
 REMOVE_CPU = ["--config", f"nodePools=[{json.dumps(raw_stack('dev')['nodePools'][0])}]",
-              "--config", "addons.balloons.headroomNodes={}"]
+              "--config", 'addons={"balloons": {"headroomNodes": {}}}']
 
 
 def _previous(retired: dict[str, bool]) -> dict:

@@ -89,8 +89,10 @@ def test_what_others_own_is_ignored(stack_plan):
 # --------------------------------------------------------------------------- the config-key sweep
 
 NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx example-sweep-replace-me"
-NEW_POOL = ("nodePools[2]={name: cpu2, role: cpu, vmSize: Standard_D16ds_v5, minNodes: 0, maxNodes: 3, "
-            "podIpsPerNode: 16, addressSlot: 3}")
+# An index equal to the list's length appends, as `pulumi config set --path` does.
+NEW_POOL = ("nodePools[2].name=cpu2", "nodePools[2].role=cpu", "nodePools[2].vmSize=Standard_D16ds_v5",
+            "nodePools[2].minNodes=0", "nodePools[2].maxNodes=3", "nodePools[2].podIpsPerNode=16",
+            "nodePools[2].addressSlot=3")
 NODES = r"pool-\w+-s\d{3}"
 VMS = r"(control-plane-vm|etcd|events-etcd|nat-hosts)-\d+-vm"
 
@@ -125,8 +127,8 @@ SWEEP = {
     "nodePools[].podIpsPerNode": Change(("nodePools[1].podIpsPerNode=32",), r"pool-cpu-s\d{3}|cpu",
                                         dangers=r"cpu"),
     "nodePools[].retired": Change(RETIRE_CPU, r"pool-cpu-s\d{3}"),
-    "nodePools (a new pool)": Change((NEW_POOL,), r".*cpu2.*", only_creates=True),
-    "images.preload": Change(("images.preload=[docker.io/library/busybox:1.36]",),
+    "nodePools (a new pool)": Change(NEW_POOL, r".*cpu2.*", only_creates=True),
+    "images.preload": Change(("images.preload[0]=docker.io/library/busybox:1.36",),
                              rf"{NODES}|nat-hosts-\d+-vm|registry-cache-\w+"),
 }
 
@@ -209,7 +211,7 @@ def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, d
 
 
 def _readme_config_keys() -> list[str]:
-    section = (PROJECT_DIR / "README.md").read_text().split("## Config reference", 1)[1].split("\n## ", 1)[0]
+    section = (PROJECT_DIR / "docs" / "config-reference.md").read_text().split("## Rules across keys", 1)[0]
     return re.findall(r"^\| `([^`]+)`", section, flags=re.MULTILINE)
 
 
