@@ -12,7 +12,7 @@ that, in the names Azure's and Kubernetes' own API references use.
 What the typed classes checked at construction is checked by tests/components/test_declare.py
 against the installed SDKs, for every resource the dev and prod plans register: the type token
 exists, every input property (nested ones too) is one the type accepts, and the version and the
-secret properties are what the typed class would send. The SDK packages stay in requirements.txt:
+secret properties are what the typed class would send. The SDK packages stay in requirements.in:
 their versions pin the provider plugins, and the Pulumi CLI installs the plugins their metadata names.
 Typed classes also add aliases for older API versions of a type; this program has only ever used the
 current tokens, so there are none to carry (an object moved to another API version must declare its
@@ -28,7 +28,7 @@ from typing import Any
 
 import pulumi
 
-# The SDK package whose version names each provider's plugin (requirements.txt pins them).
+# The SDK package whose version names each provider's plugin (requirements.in pins them).
 SDK_PACKAGES = {"azure-native": "pulumi-azure-native", "kubernetes": "pulumi-kubernetes", "tls": "pulumi-tls",
                 "random": "pulumi-random"}
 
