@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import pulumi
 
 from components import declare
+from components.azure_inputs import ComputeVirtualMachineExtensionProps
 from components.cluster_pki import ClusterPki
 from components.identities import RoleIdentities
 from components.machines import DedicatedVm, VmArgs
@@ -44,7 +45,8 @@ IDLE_TIMEOUT_MINUTES = 30
 OS_DISK_GB = 128  # audit logs (up to 4 GB) and binaries
 T = TypeVar("T")
 # CustomScript extension for Linux (learn.microsoft.com/azure/virtual-machines/extensions/custom-script-linux).
-CUSTOM_SCRIPT = {"publisher": "Microsoft.Azure.Extensions", "type": "CustomScript", "typeHandlerVersion": "2.1"}
+CUSTOM_SCRIPT: ComputeVirtualMachineExtensionProps = {
+    "publisher": "Microsoft.Azure.Extensions", "type": "CustomScript", "typeHandlerVersion": "2.1"}
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -206,6 +208,8 @@ class ControlPlane(pulumi.ComponentResource):
                 # The first boot must find its secrets (no VM waits for another VM).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),
             )
+            force_update_tag: pulumi.Output[str] = (
+                after(self.ready[-1].output("name"), secrets_version) if self.ready else secrets_version)
             gate = declare.azure("compute:VirtualMachineExtension", f"{self._name}-ready-{m.index}", {
                 "vmExtensionName": "apiserver-ready",
                 "vmName": vm.vm.output("name"),  # a property dependency: the gate is replaced with its VM
@@ -214,8 +218,7 @@ class ControlPlane(pulumi.ComponentResource):
                 "autoUpgradeMinorVersion": True,
                 "settings": {"commandToExecute": machine.readiness_command()},
                 # Registered once the previous gate has run (created, or updated for new secrets).
-                "forceUpdateTag": after(self.ready[-1].output("name"), secrets_version) if self.ready
-                else secrets_version,
+                "forceUpdateTag": force_update_tag,
                 **CUSTOM_SCRIPT,
             }, pulumi.ResourceOptions(parent=self))
             self.vms.append(vm)
@@ -233,7 +236,8 @@ def after(signal: pulumi.Output[Any], value: pulumi.Input[T]) -> pulumi.Output[T
         await signal.future(with_unknowns=True)
         return value
 
-    return pulumi.Output.from_input(wait())
+    # The SDK resolves the awaited Input too; its annotations cannot say so (Awaitable[Input[T]]).
+    return pulumi.Output.from_input(wait())  # type: ignore[arg-type]
 
 
 def _digest(values: list) -> str:
