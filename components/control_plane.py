@@ -21,7 +21,7 @@ Outputs: ``endpoint`` (the load balancer), ``ca_cert_pem``, ``admin_kubeconfig``
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import pulumi
@@ -62,15 +62,15 @@ class ControlPlane(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, spec: ClusterSpec, resource_group_name: pulumi.Input[str],
                  subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                 identities: RoleIdentities, secrets: SecretStore,
-                 etcd_flags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
-        """``etcd_flags``: the apiserver's etcd flags from the two etcd clusters
-        (``infra.etcd.spec.apiserver_etcd_flags``); plain strings, written into cloud-init."""
+                 identities: RoleIdentities, secrets: SecretStore, apiservers: Sequence[machine.ApiserverMachine],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        """``apiservers``: each apiserver's address and cloud-init, rendered up front by
+        ``infra.machines.render_machines``."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
         self._name, self._config = name, spec.config
         self._resource_group_name = resource_group_name
         addresses = spec.addresses
-        machines = machine.apiserver_machines(spec, etcd_flags)
+        machines = apiservers
         certificate_specs = pki.certificates(addresses, spec.config.control_plane.apiservers)
         self.endpoint = f"https://{addresses.apiserver_lb_ip()}:{apiserver.SECURE_PORT}"
 
