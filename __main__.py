@@ -22,11 +22,13 @@ from components.stack_config import load_cluster_spec
 from infra import naming
 from infra.addons import AzureAccess
 from infra.etcd.backup import account_url
-from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
+from infra.etcd.spec import EVENTS, MAIN
 from infra.images import cache_prefixes
+from infra.machines import render_machines
 from infra.node.pool import preload_images
 
 spec = load_cluster_spec()
+machines = render_machines(spec)  # every dedicated machine's cloud-init, before any resource
 config, plan = spec.config, spec.addresses
 client = declare.azure_client_config()
 subscription_id = client.apply(lambda c: c["subscriptionId"])
@@ -88,7 +90,8 @@ etcd_backups = EtcdBackupStore(
 )
 etcd_clusters = {
     role: EtcdCluster(
-        f"{config.cluster_name}-{role}", cluster=etcd_cluster_spec(spec, role), resource_group_name=group_name,
+        f"{config.cluster_name}-{role}", cluster=machines.etcd[role].cluster,
+        cloud_inits=machines.etcd[role].cloud_inits, resource_group_name=group_name,
         location=config.location, subnet_id=network.subnet_ids[role], identity_id=identities.ids[role],
         principal_id=identities.principal_ids[role],
         etcd_pki=etcd_pki, secrets=secrets, backups=etcd_backups, admin_ssh_public_key=config.admin_ssh_public_key,
@@ -99,8 +102,7 @@ etcd_clusters = {
 control_plane = ControlPlane(
     f"{config.cluster_name}-control-plane", spec=spec, resource_group_name=group_name,
     subscription_id=subscription_id, subnet_id=network.subnet_ids["apiserver"],
-    identities=identities, secrets=secrets,
-    etcd_flags=apiserver_etcd_flags(etcd_clusters[MAIN].spec, etcd_clusters[EVENTS].spec),
+    identities=identities, secrets=secrets, apiservers=machines.apiservers,
 )
 # In the cluster, through the control plane's kubernetes provider.
 ClusterBootstrap(

@@ -21,12 +21,13 @@ Outputs: ``endpoint`` (the load balancer), ``ca_cert_pem``, ``admin_kubeconfig``
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import pulumi
 
 from components import declare
+from components.azure_inputs import ComputeVirtualMachineExtensionProps
 from components.cluster_pki import ClusterPki
 from components.identities import RoleIdentities
 from components.machines import DedicatedVm, VmArgs
@@ -44,7 +45,8 @@ IDLE_TIMEOUT_MINUTES = 30
 OS_DISK_GB = 128  # audit logs (up to 4 GB) and binaries
 T = TypeVar("T")
 # CustomScript extension for Linux (learn.microsoft.com/azure/virtual-machines/extensions/custom-script-linux).
-CUSTOM_SCRIPT = {"publisher": "Microsoft.Azure.Extensions", "type": "CustomScript", "typeHandlerVersion": "2.1"}
+CUSTOM_SCRIPT: ComputeVirtualMachineExtensionProps = {
+    "publisher": "Microsoft.Azure.Extensions", "type": "CustomScript", "typeHandlerVersion": "2.1"}
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -60,15 +62,15 @@ class ControlPlane(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, spec: ClusterSpec, resource_group_name: pulumi.Input[str],
                  subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                 identities: RoleIdentities, secrets: SecretStore,
-                 etcd_flags: Mapping[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
-        """``etcd_flags``: the apiserver's etcd flags from the two etcd clusters
-        (``infra.etcd.spec.apiserver_etcd_flags``); plain strings, written into cloud-init."""
+                 identities: RoleIdentities, secrets: SecretStore, apiservers: Sequence[machine.ApiserverMachine],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        """``apiservers``: each apiserver's address and cloud-init, rendered up front by
+        ``infra.machines.render_machines``."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
         self._name, self._config = name, spec.config
         self._resource_group_name = resource_group_name
         addresses = spec.addresses
-        machines = machine.apiserver_machines(spec, etcd_flags)
+        machines = apiservers
         certificate_specs = pki.certificates(addresses, spec.config.control_plane.apiservers)
         self.endpoint = f"https://{addresses.apiserver_lb_ip()}:{apiserver.SECURE_PORT}"
 
@@ -206,6 +208,8 @@ class ControlPlane(pulumi.ComponentResource):
                 # The first boot must find its secrets (no VM waits for another VM).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),
             )
+            force_update_tag: pulumi.Output[str] = (
+                after(self.ready[-1].output("name"), secrets_version) if self.ready else secrets_version)
             gate = declare.azure("compute:VirtualMachineExtension", f"{self._name}-ready-{m.index}", {
                 "vmExtensionName": "apiserver-ready",
                 "vmName": vm.vm.output("name"),  # a property dependency: the gate is replaced with its VM
@@ -214,8 +218,7 @@ class ControlPlane(pulumi.ComponentResource):
                 "autoUpgradeMinorVersion": True,
                 "settings": {"commandToExecute": machine.readiness_command()},
                 # Registered once the previous gate has run (created, or updated for new secrets).
-                "forceUpdateTag": after(self.ready[-1].output("name"), secrets_version) if self.ready
-                else secrets_version,
+                "forceUpdateTag": force_update_tag,
                 **CUSTOM_SCRIPT,
             }, pulumi.ResourceOptions(parent=self))
             self.vms.append(vm)
@@ -233,7 +236,8 @@ def after(signal: pulumi.Output[Any], value: pulumi.Input[T]) -> pulumi.Output[T
         await signal.future(with_unknowns=True)
         return value
 
-    return pulumi.Output.from_input(wait())
+    # The SDK resolves the awaited Input too; its annotations cannot say so (Awaitable[Input[T]]).
+    return pulumi.Output.from_input(wait())  # type: ignore[arg-type]
 
 
 def _digest(values: list) -> str:

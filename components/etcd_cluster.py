@@ -1,13 +1,15 @@
 """One etcd cluster (used twice: main and Events): a dedicated VM per member, certificates, backups.
 
 Every member gets a server and a peer certificate from the etcd CA, stored in Key Vault for
-its role's identity only; its cloud-init (rendered by ``infra.etcd.machine``) names those
+its role's identity only; its cloud-init (rendered up front by ``infra.machines``) names those
 secrets but carries none. The VMs are protected and ignore changes to their cloud-init: a
 changed rendering shows up in the ``supercluster.io_cloud-init`` tag and is rolled out one
 member at a time by the runbook (docs/runbooks/etcd-rolling-change.md), never by replacing every member at once.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pulumi
 
@@ -17,7 +19,6 @@ from components.machines import DedicatedVm, VmArgs
 from components.secret_store import SecretStore
 from infra import cloudinit
 from infra.etcd import pki
-from infra.etcd.machine import member_cloud_init
 from infra.etcd.spec import EtcdClusterSpec
 
 
@@ -25,7 +26,8 @@ class EtcdCluster(pulumi.ComponentResource):
     client_urls: list[str]  # https://<member ip>:2379, in member order; known at plan time
     members: list[DedicatedVm]
 
-    def __init__(self, name: str, *, cluster: EtcdClusterSpec, resource_group_name: pulumi.Input[str],
+    def __init__(self, name: str, *, cluster: EtcdClusterSpec, cloud_inits: Sequence[str],
+                 resource_group_name: pulumi.Input[str],
                  location: str, subnet_id: pulumi.Input[str], identity_id: pulumi.Input[str],
                  principal_id: pulumi.Input[str], etcd_pki: EtcdPki, secrets: SecretStore,
                  backups: EtcdBackupStore, admin_ssh_public_key: str,
@@ -37,14 +39,13 @@ class EtcdCluster(pulumi.ComponentResource):
         backups.add_container(self, f"{name}-backup-container", cluster.backup_container, cluster.role,
                               principal_id)
         self.members = []
-        for member in cluster.members:
+        for member, text in zip(cluster.members, cloud_inits, strict=True):
             member_name = f"{name}-{member.index}"
             for kind, profile in (("server", pki.server_profile(member)), ("peer", pki.peer_profile(member))):
                 issued = etcd_pki.issue(self, f"{member_name}-{kind}", profile)
                 for part, value in (("crt", issued.cert_pem), ("key", issued.private_key_pem)):
                     secrets.add_secret(self, f"{member_name}-{kind}-{part}-secret",
                                        pki.member_secret_name(member, kind, part), value, readers=readers)
-            text = member_cloud_init(cluster, member, secrets.vault_name)
             self.members.append(DedicatedVm(
                 member_name,
                 VmArgs(

@@ -8,6 +8,7 @@ Profiles (names, SANs, usages, lifetimes) come from ``infra.etcd.pki``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -28,7 +29,7 @@ class EtcdPki(pulumi.ComponentResource):
     ca_cert_pem: pulumi.Output[str]
 
     def __init__(self, name: str, *, cluster_name: str, secrets: SecretStore,
-                 ca_readers: dict[str, pulumi.Input[str]], apiserver_principal_id: pulumi.Input[str],
+                 ca_readers: Mapping[str, pulumi.Input[str]], apiserver_principal_id: pulumi.Input[str],
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:etcd:EtcdPki", name, None, opts)
         profile = pki.ca_profile(cluster_name)

@@ -11,6 +11,8 @@ and our side refuses traffic the hub forwards from elsewhere, so no cluster reac
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pulumi
 
 from components import declare
@@ -125,7 +127,7 @@ class HubPeerings(pulumi.ComponentResource):
     """Both directions of every cluster VNet's peering with the hub, and the hub's route to the NAT hosts."""
 
     def __init__(self, name: str, *, hub: Hub, cluster_name: str, plan: AddressPlan,
-                 vnet_ids: dict[str, pulumi.Input[str]], vnet_names: dict[str, pulumi.Input[str]],
+                 vnet_ids: Mapping[str, pulumi.Input[str]], vnet_names: Mapping[str, pulumi.Input[str]],
                  resource_group_name: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:hub:HubPeerings", name, None, opts)
         in_hub = pulumi.ResourceOptions(parent=self, provider=hub.provider)

@@ -9,6 +9,8 @@ node identity allowed to pull (AcrPull). Nodes preload from it at boot (infra/no
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pulumi
 
 from components import declare
@@ -28,8 +30,9 @@ class ImageRegistry(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str], location: str,
                  subscription_id: pulumi.Input[str], cache_rules: dict[str, str],
-                 endpoint_subnet_id: pulumi.Input[str], vnet_ids: dict[str, pulumi.Input[str]],
-                 pull_principal_ids: dict[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
+                 endpoint_subnet_id: pulumi.Input[str], vnet_ids: Mapping[str, pulumi.Input[str]],
+                 pull_principal_ids: Mapping[str, pulumi.Input[str]],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:registry:ImageRegistry", name, None, opts)
         registry_name = naming.container_registry(cluster_name)
         self.login_server = naming.container_registry_login_server(cluster_name)

@@ -16,7 +16,7 @@ Resources grow with shards, never with nodes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pulumi
 
@@ -35,7 +35,7 @@ class NodePool(pulumi.ComponentResource):
     scale_sets: dict[str, declare.Declared]
 
     def __init__(self, name: str, *, cluster: ClusterSpec, pool: NodePoolConfig,
-                 resource_group_name: pulumi.Input[str], subnet_ids: dict[str, pulumi.Input[str]],
+                 resource_group_name: pulumi.Input[str], subnet_ids: Mapping[str, pulumi.Input[str]],
                  identity_ids: Sequence[pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nodes:NodePool", name, None, opts)
         self.scale_sets = {}

@@ -9,6 +9,8 @@ private-endpoint-dns).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pulumi
 
 from components import declare
@@ -17,7 +19,7 @@ from components import declare
 def private_link(owner: pulumi.Resource, name: str, *, target_id: pulumi.Input[str], group_id: str,
                  zone_name: str, endpoint_name: str, cluster_name: str, resource_group_name: pulumi.Input[str],
                  location: str, subnet_id: pulumi.Input[str],
-                 vnet_ids: dict[str, pulumi.Input[str]]) -> declare.Declared:
+                 vnet_ids: Mapping[str, pulumi.Input[str]]) -> declare.Declared:
     """Declares zone, VNet links, endpoint and DNS zone group as children of ``owner``, named ``name-*``."""
     child = pulumi.ResourceOptions(parent=owner)
     zone = declare.azure("privatedns:PrivateZone", f"{name}-dns", {

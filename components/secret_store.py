@@ -8,6 +8,8 @@ lets exactly one role identity read exactly that secret.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pulumi
 
 from components import declare
@@ -31,7 +33,7 @@ class SecretStore(pulumi.ComponentResource):
     def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str],
                  location: str, tenant_id: pulumi.Input[str], subscription_id: pulumi.Input[str],
                  endpoint_subnet_id: pulumi.Input[str],
-                 vnet_ids: dict[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
+                 vnet_ids: Mapping[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:secrets:SecretStore", name, None, opts)
         self._cluster_name = cluster_name
         self._resource_group_name = resource_group_name
@@ -63,7 +65,7 @@ class SecretStore(pulumi.ComponentResource):
         self.register_outputs({"vaultName": self.vault_name, "vaultId": self.vault.id})
 
     def add_secret(self, owner: pulumi.Resource, logical_name: str, secret_name: str,
-                   value: pulumi.Input[str], readers: dict[str, pulumi.Input[str]]) -> declare.Declared:
+                   value: pulumi.Input[str], readers: Mapping[str, pulumi.Input[str]]) -> declare.Declared:
         """Stores ``value`` (always as a Pulumi secret) and lets exactly the ``readers`` (role name ->
         identity principal id) read it; every resource is a child of ``owner``."""
         secret = declare.azure("keyvault:Secret", logical_name, {

@@ -1,6 +1,6 @@
 """YAML text for the files machines and the cluster receive, and for the plan's copies of them.
 
-libyaml's emitter when PyYAML was built with it (it is, from the wheels in requirements.txt): the
+libyaml's emitter when PyYAML was built with it (it is, from the wheels in requirements.lock): the
 same text as the pure-Python emitter, an order of magnitude faster, and a plan renders hundreds of
 documents. ``yaml.safe_dump``'s defaults otherwise (sorted keys unless told, safe types only).
 """

@@ -1,7 +1,7 @@
 """Which stacks a change can affect: ``git diff --name-only BASE HEAD | python3 -m plan.touched``.
 
 Prints a JSON list of stack names for a workflow matrix. ``Pulumi.<stack>.yaml`` touches
-its own stack; the program (``__main__.py``, ``Pulumi.yaml``, ``requirements.txt``,
+its own stack; the program (``__main__.py``, ``Pulumi.yaml``, ``requirements.in`` and ``.lock``,
 ``infra/``, ``components/`` and anything unknown) touches every stack; tests, docs, CI
 scripts and benchmarks touch none. Standard library only, so CI runs it before installing anything.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 # Paths that cannot change what any stack declares or renders.
 NOT_THE_PROGRAM = re.compile(
-    r"(tests|\.github|\.ci|scripts|benchmarks|docs)/.*|[^/]*\.md|\.gitignore|pytest\.ini|LICENSE")
+    r"(tests|\.github|\.ci|scripts|benchmarks|docs)/.*|[^/]*\.md|\.gitignore|pytest\.ini|pyproject\.toml|LICENSE")
 STACK_FILE = re.compile(r"Pulumi\.([A-Za-z0-9_.-]+)\.yaml")
 
 

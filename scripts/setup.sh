@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything supercluster's plan and tests need on a fresh Debian/Ubuntu machine:
-# a virtualenv with the pinned Python packages, the real tools the tests feed rendered
+# a virtualenv with the locked Python packages (requirements.lock, with hashes), the real tools the tests feed rendered
 # files to (cloud-init, etcd, containerd, iptables/nftables, openssl, systemd-analyze, and curl for the
 # cluster in a box), and actionlint
 # for the workflows. Safe to run again: it only
@@ -13,9 +13,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(sha256sum requirements.lock | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+  # Every package, transitive ones included, pinned with its hashes (scripts/lock.sh writes the lock
+  # from requirements.in): pip refuses anything unpinned or whose file does not match.
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
   echo "$want" > "$stamp"
 fi
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import systemd, toml
+import tomli_w
+
+from infra import systemd
 from infra.node import install, local_disk
 
 CONFIG_PATH = "/etc/containerd/config.toml"
@@ -54,7 +56,7 @@ def config(sandbox_image: str, gpu: bool) -> dict[str, Any]:
 
 
 def render_config(sandbox_image: str, gpu: bool) -> str:
-    return "# Written by supercluster (infra/node/containerd.py).\n" + toml.dumps(config(sandbox_image, gpu))
+    return "# Written by supercluster (infra/node/containerd.py).\n" + tomli_w.dumps(config(sandbox_image, gpu))
 
 
 def unit(rdma: bool = False) -> str:

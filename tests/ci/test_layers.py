@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import tomllib
@@ -21,3 +22,20 @@ def test_import_contracts_are_kept():
     assert result.returncode == 0, result.stdout + result.stderr
     contracts = tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     assert f"Contracts: {len(contracts)} kept, 0 broken." in result.stdout
+
+
+# The entry points that render a machine's cloud-init (infra.cluster, infra.machines call them).
+RENDERERS = {"render", "node_cloud_config", "nat_host_cloud_config", "member_cloud_config", "member_cloud_init",
+             "apiserver_machines", "apiserver_cloud_config"}
+
+
+def test_no_component_renders_a_machine():
+    """Every machine's cloud-init is rendered before any resource is declared (infra.cluster for the pools
+    and NAT hosts, infra.machines for etcd and the apiservers); components only encode and declare it."""
+    found = []
+    for path in sorted((PROJECT_DIR / "components").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.ImportFrom)
+                     else [node.attr] if isinstance(node, ast.Attribute) else [])
+            found += [f"{path.name}:{node.lineno} {name}" for name in names if name in RENDERERS]
+    assert not found

@@ -84,7 +84,8 @@ def test_preview_runs_the_pulumi_action_for_each_touched_stack_with_oidc():
     assert pulumi["with"]["diff"] is True and pulumi["with"]["comment-on-pr"] is True
     assert pulumi["with"]["stack-name"] == "organization/supercluster/${{ matrix.stack }}"
     assert pulumi["with"]["cloud-url"].startswith("azblob://pulumi-state?storage_account=")
-    install = next(i for i, s in enumerate(job["steps"]) if "pip install -r requirements.txt" in s.get("run", ""))
+    install = next(i for i, s in enumerate(job["steps"])
+                   if "pip install --require-hashes -r requirements.lock" in s.get("run", ""))
     assert install < job["steps"].index(pulumi), "Python dependencies must be installed before the preview"
 
 
@@ -122,7 +123,7 @@ def test_touched_stacks():
     assert touched_stacks(["Pulumi.prod.yaml\n"], stacks) == ["prod"]
     assert touched_stacks(["Pulumi.prod.yaml", "Pulumi.dev.yaml"], stacks) == ["dev", "prod"]
     for program_file in ("infra/config.py", "components/network.py", "__main__.py", "Pulumi.yaml",
-                         "requirements.txt", "something/new.py"):
+                         "requirements.in", "requirements.lock", "something/new.py"):
         assert touched_stacks([program_file], stacks) == stacks
     assert touched_stacks(["Pulumi.gone.yaml"], stacks) == []
     assert stacks_in() == ["dev", "prod"]
