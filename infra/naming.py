@@ -180,6 +180,11 @@ NAME_RULES: dict[str, NameRule] = {
     "registry cache rule": NameRule("Microsoft.ContainerRegistry/registries/cacheRules", 5, 50, r"[A-Za-z0-9-]+",
                                     "letters, digits and '-'",
                                     "https://learn.microsoft.com/rest/api/containerregistry/cache-rules/create"),
+    "key vault secret": NameRule("Microsoft.KeyVault/vaults/secrets", 1, 127, r"[A-Za-z0-9-]+",
+                                 "letters, digits and '-'", f"{NAME_RULES_PAGE}#microsoftkeyvault"),
+    "blob container": NameRule("Microsoft.Storage/storageAccounts/blobServices/containers", 3, 63,
+                               r"[a-z0-9](?!.*--)[a-z0-9-]*", "lowercase letters, digits and '-', starting with a "
+                               "letter or digit, no consecutive hyphens", f"{NAME_RULES_PAGE}#microsoftstorage"),
     "managed identity": NameRule("Microsoft.ManagedIdentity/userAssignedIdentities", 3, 128,
                                  r"[A-Za-z0-9][A-Za-z0-9_-]*", "letters, digits, '-' and '_', starting with a "
                                  "letter or digit", f"{NAME_RULES_PAGE}#microsoftmanagedidentity"),

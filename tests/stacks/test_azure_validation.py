@@ -275,6 +275,10 @@ def test_violation_reads_as_one_line():
 NAMED = {  # type: [(input path, its rule in infra.naming.NAME_RULES)]
     "resources:ResourceGroup": [("resourceGroupName", "resource group")],
     "keyvault:Vault": [("vaultName", "key vault")],
+    "keyvault:Secret": [("secretName", "key vault secret")],
+    "storage:BlobContainer": [("containerName", "blob container")],
+    "privatedns:VirtualNetworkLink": [("virtualNetworkLinkName", "network resource")],
+    "network:Subnet": [("subnetName", "network resource")],
     "storage:StorageAccount": [("accountName", "storage account")],
     "containerregistry:Registry": [("registryName", "container registry")],
     "containerregistry:CacheRule": [("cacheRuleName", "registry cache rule")],
@@ -308,6 +312,10 @@ def test_every_name_the_plan_sends_obeys_azures_naming_rule(stack_resources):
                 problem = NAME_RULES[rule].problem(value)
                 if problem:
                     problems.append(f"{name}.{path}: {problem}")
+        for i, subnet in enumerate(inputs.get("subnets", []) if token == "azure-native:network:VirtualNetwork" else []):
+            problem = NAME_RULES["network resource"].problem(subnet.get("name", ""))
+            if problem:
+                problems.append(f"{name}.subnets[{i}].name: {problem}")
     assert not problems, problems
     present = {token for token, _, _ in stack_resources}
     assert checked == {f"azure-native:{t}" for t in NAMED} & present, "a name input the plan no longer sends"
