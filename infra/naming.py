@@ -190,8 +190,8 @@ NAME_RULES: dict[str, NameRule] = {
                                  "letter or digit", f"{NAME_RULES_PAGE}#microsoftmanagedidentity"),
     "virtual network": NameRule("Microsoft.Network/virtualNetworks", 2, 64, _NETWORK_PATTERN, _NETWORK_CHARS,
                                 f"{NAME_RULES_PAGE}#microsoftnetwork"),
-    "network resource": NameRule("Microsoft.Network (load balancers, NSGs, NAT gateways, public IP prefixes, "
-                                 "route tables, routes, peerings)", 1, 80, _NETWORK_PATTERN, _NETWORK_CHARS,
+    "network resource": NameRule("Microsoft.Network (load balancers, NICs, NSGs, NAT gateways, public IP "
+                                 "prefixes, route tables, routes, peerings, subnets, private DNS zone links)", 1, 80, _NETWORK_PATTERN, _NETWORK_CHARS,
                                  f"{NAME_RULES_PAGE}#microsoftnetwork"),
     "virtual machine": NameRule("Microsoft.Compute/virtualMachines (Linux)", 1, 64, _HOST_PATTERN, _HOST_CHARS,
                                 f"{NAME_RULES_PAGE}#microsoftcompute"),

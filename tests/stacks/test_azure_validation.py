@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infra.plan.stackfile import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
 from tests.azure_models import MODELS, Violation, as_sent, check_inputs
 from tests.azure_rules import RULES, Resource, check_rules, ssh_key_problem
 
@@ -319,3 +319,11 @@ def test_every_name_the_plan_sends_obeys_azures_naming_rule(stack_resources):
     assert not problems, problems
     present = {token for token, _, _ in stack_resources}
     assert checked == {f"azure-native:{t}" for t in NAMED} & present, "a name input the plan no longer sends"
+
+
+def test_the_documented_naming_rules_are_the_ones_checked():
+    from infra.naming import NAME_RULES
+
+    assert documented_rows("names") == [
+        f"| {key} | `{r.entity}` | {r.min_length}-{r.max_length} | {r.accepted.replace('|', chr(92) + '|')} | {r.source} |"
+        for key, r in NAME_RULES.items()]
