@@ -180,13 +180,18 @@ NAME_RULES: dict[str, NameRule] = {
     "registry cache rule": NameRule("Microsoft.ContainerRegistry/registries/cacheRules", 5, 50, r"[A-Za-z0-9-]+",
                                     "letters, digits and '-'",
                                     "https://learn.microsoft.com/rest/api/containerregistry/cache-rules/create"),
+    "key vault secret": NameRule("Microsoft.KeyVault/vaults/secrets", 1, 127, r"[A-Za-z0-9-]+",
+                                 "letters, digits and '-'", f"{NAME_RULES_PAGE}#microsoftkeyvault"),
+    "blob container": NameRule("Microsoft.Storage/storageAccounts/blobServices/containers", 3, 63,
+                               r"[a-z0-9](?!.*--)[a-z0-9-]*", "lowercase letters, digits and '-', starting with a "
+                               "letter or digit, no consecutive hyphens", f"{NAME_RULES_PAGE}#microsoftstorage"),
     "managed identity": NameRule("Microsoft.ManagedIdentity/userAssignedIdentities", 3, 128,
                                  r"[A-Za-z0-9][A-Za-z0-9_-]*", "letters, digits, '-' and '_', starting with a "
                                  "letter or digit", f"{NAME_RULES_PAGE}#microsoftmanagedidentity"),
     "virtual network": NameRule("Microsoft.Network/virtualNetworks", 2, 64, _NETWORK_PATTERN, _NETWORK_CHARS,
                                 f"{NAME_RULES_PAGE}#microsoftnetwork"),
-    "network resource": NameRule("Microsoft.Network (load balancers, NSGs, NAT gateways, public IP prefixes, "
-                                 "route tables, routes, peerings)", 1, 80, _NETWORK_PATTERN, _NETWORK_CHARS,
+    "network resource": NameRule("Microsoft.Network (load balancers, NICs, NSGs, NAT gateways, public IP "
+                                 "prefixes, route tables, routes, peerings, subnets, private DNS zone links)", 1, 80, _NETWORK_PATTERN, _NETWORK_CHARS,
                                  f"{NAME_RULES_PAGE}#microsoftnetwork"),
     "virtual machine": NameRule("Microsoft.Compute/virtualMachines (Linux)", 1, 64, _HOST_PATTERN, _HOST_CHARS,
                                 f"{NAME_RULES_PAGE}#microsoftcompute"),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from plan.stackfile import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
 
 PAGES = [PROJECT_DIR / "README.md", *sorted((PROJECT_DIR / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -22,6 +22,8 @@ REFUSED = {
     "storage account": ("Dev-etcdbk", "is not lowercase letters and digits"),
     "container registry": ("devacr" * 9, "is 54 characters, Microsoft.ContainerRegistry/registries takes 5-50"),
     "registry cache rule": ("k8s", "is 3 characters, Microsoft.ContainerRegistry/registries/cacheRules takes 5-50"),
+    "key vault secret": ("cluster_ca", "is not letters, digits and '-'"),
+    "blob container": ("events--etcd", "no consecutive hyphens"),
     "managed identity": ("-dev-id-node", "starting with a letter or digit"),
     "virtual network": ("dev-pool-vnet-", "ending with one or '_'"),
     "network resource": ("x" * 81, "is 81 characters"),

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from plan.stackfile import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
 from tests.azure_models import MODELS, Violation, as_sent, check_inputs
 from tests.azure_rules import RULES, Resource, check_rules, ssh_key_problem
 
@@ -275,6 +275,10 @@ def test_violation_reads_as_one_line():
 NAMED = {  # type: [(input path, its rule in infra.naming.NAME_RULES)]
     "resources:ResourceGroup": [("resourceGroupName", "resource group")],
     "keyvault:Vault": [("vaultName", "key vault")],
+    "keyvault:Secret": [("secretName", "key vault secret")],
+    "storage:BlobContainer": [("containerName", "blob container")],
+    "privatedns:VirtualNetworkLink": [("virtualNetworkLinkName", "network resource")],
+    "network:Subnet": [("subnetName", "network resource")],
     "storage:StorageAccount": [("accountName", "storage account")],
     "containerregistry:Registry": [("registryName", "container registry")],
     "containerregistry:CacheRule": [("cacheRuleName", "registry cache rule")],
@@ -308,6 +312,18 @@ def test_every_name_the_plan_sends_obeys_azures_naming_rule(stack_resources):
                 problem = NAME_RULES[rule].problem(value)
                 if problem:
                     problems.append(f"{name}.{path}: {problem}")
+        for i, subnet in enumerate(inputs.get("subnets", []) if token == "azure-native:network:VirtualNetwork" else []):
+            problem = NAME_RULES["network resource"].problem(subnet.get("name", ""))
+            if problem:
+                problems.append(f"{name}.subnets[{i}].name: {problem}")
     assert not problems, problems
     present = {token for token, _, _ in stack_resources}
     assert checked == {f"azure-native:{t}" for t in NAMED} & present, "a name input the plan no longer sends"
+
+
+def test_the_documented_naming_rules_are_the_ones_checked():
+    from infra.naming import NAME_RULES
+
+    assert documented_rows("names") == [
+        f"| {key} | `{r.entity}` | {r.min_length}-{r.max_length} | {r.accepted.replace('|', chr(92) + '|')} | {r.source} |"
+        for key, r in NAME_RULES.items()]
