@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.config import LOCATION_KEY
 from infra.errors import NAMESPACE, ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -32,6 +34,18 @@ def load_stack_config(stack: str, overrides: list[str] | None = None,
     for override in overrides or []:
         apply_override(values, override)
     return values
+
+
+def namespace_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The program's own keys (``supercluster:*``) without the namespace: what ``parse_config`` reads."""
+    prefix = f"{NAMESPACE}:"
+    return {key[len(prefix):]: value for key, value in values.items() if key.startswith(prefix)}
+
+
+def stack_cluster_spec(stack: str, overrides: list[str] | None = None) -> ClusterSpec:
+    """Everything the program decides for ``stack`` before declaring a resource (``infra.cluster``)."""
+    values = load_stack_config(stack, overrides)
+    return build_cluster_spec(namespace_values(values), values.get(LOCATION_KEY))
 
 
 def _project_defaults(project_file: Path) -> dict[str, Any]:
