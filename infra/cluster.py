@@ -50,9 +50,13 @@ def _with_machine_cloud_inits(spec: ClusterSpec) -> ClusterSpec:
     boot_steps = traffic_accounting.boot_steps(config, addresses)
     nodes = {}
     for index, pool in enumerate(config.node_pools):
+        rendered = None
         for shard in shards(pool):
-            node = node_spec(config, addresses, pool, shard, vault_name=vault_name, registry_login_server=registry)
-            nodes[shard.name] = render(node_cloud_config(node, boot_steps))
-            check_custom_data(config, index, nodes[shard.name])
+            # Shards differ only in their nodes' InfiniBand domain: a pool without InfiniBand is rendered once.
+            if rendered is None or pool.infiniband:
+                node = node_spec(config, addresses, pool, shard, vault_name=vault_name, registry_login_server=registry)
+                rendered = render(node_cloud_config(node, boot_steps))
+                check_custom_data(config, index, rendered)
+            nodes[shard.name] = rendered
     return dataclasses.replace(spec, node_cloud_inits=nodes,
                                nat_host_cloud_init=render(nat_host_cloud_config(config, addresses, vault_name)))

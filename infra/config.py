@@ -173,7 +173,7 @@ class ClusterConfig:
 
 LOCATION_KEY = "azure-native:location"
 # Config namespaces a stack may set: this project's and those of the providers the program uses
-# (requirements.txt); any other is a misspelling that Pulumi would pass on silently.
+# (requirements.in); any other is a misspelling that Pulumi would pass on silently.
 PROVIDER_NAMESPACES = ("azure-native", "kubernetes", "tls", "random", "pulumi")
 
 

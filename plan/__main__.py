@@ -24,14 +24,14 @@ import tempfile
 from pathlib import Path
 
 from infra.addressing import plan_addresses
-from infra.config import LOCATION_KEY, decode_cli_value, parse_config
-from infra.errors import NAMESPACE, ConfigError
+from infra.config import LOCATION_KEY, parse_config
+from infra.errors import ConfigError
 from plan.artifacts import plan_files, write_plan
 from plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
 from plan.diff_report import render_diff
 from plan.runner import own_stack_name, run_program
 from plan.secret_scan import scan_files
-from plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs
+from plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs, namespace_values
 from plan.summary import render_summary
 
 EXIT_OK = 0  # plan written; with --diff: nothing changed
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     # The program validated this config already; the summary needs only its parsed form and address plan.
-    parsed = parse_config(_namespace_values(config), config.get(LOCATION_KEY))
+    parsed = parse_config(namespace_values(config), config.get(LOCATION_KEY))
     summary = render_summary(args.stack, parsed, plan_addresses(parsed), run.registrations,
                              example_stacks=run.example_stacks)
     files = plan_files(run.registrations, run.outputs, summary)
@@ -93,11 +93,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_code(diff: PlanDiff) -> int:
     return EXIT_DANGER if diff.dangers else EXIT_CHANGED if diff.changed else EXIT_OK
-
-
-def _namespace_values(config: dict) -> dict:
-    prefix = f"{NAMESPACE}:"
-    return {key[len(prefix):]: decode_cli_value(value) for key, value in config.items() if key.startswith(prefix)}
 
 
 def _write_atomically(out: Path, write) -> None:

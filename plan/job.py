@@ -12,10 +12,9 @@ from collections.abc import Sequence
 
 import yaml
 
-from infra.cluster import build_cluster_spec
 from infra.errors import ConfigError
 from infra.jobs import infiniband_job
-from plan.stackfile import NAMESPACE, load_stack_config
+from plan.stackfile import stack_cluster_spec
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,10 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("command", nargs="+")
     args = parser.parse_args(argv)
     try:
-        values = load_stack_config(args.stack, [])
-        prefix = f"{NAMESPACE}:"
-        spec = build_cluster_spec({k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)},
-                                  values.get("azure-native:location"))
+        spec = stack_cluster_spec(args.stack)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

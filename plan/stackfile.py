@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from infra.config import check_config_keys
+from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.config import LOCATION_KEY, check_config_keys, decode_cli_value
 from infra.errors import NAMESPACE, ConfigError
 from plan.stack_yaml import load_file
 
@@ -224,3 +225,16 @@ def load_stack_outputs(files: list[Path]) -> dict[str, dict[str, Any]]:
             raise ConfigError("--stack-outputs", str(path), accepted)
         merged.update(loaded)
     return merged
+
+
+def namespace_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The program's own keys (``supercluster:*``) without the namespace, decoded as the program
+    receives them (``decode_cli_value``): what ``parse_config`` reads."""
+    prefix = f"{NAMESPACE}:"
+    return {key[len(prefix):]: decode_cli_value(value) for key, value in values.items() if key.startswith(prefix)}
+
+
+def stack_cluster_spec(stack: str, overrides: list[str] | None = None) -> ClusterSpec:
+    """Everything the program decides for ``stack`` before declaring a resource (``infra.cluster``)."""
+    values = load_stack_config(stack, overrides)
+    return build_cluster_spec(namespace_values(values), values.get(LOCATION_KEY))

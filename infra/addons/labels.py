@@ -21,6 +21,11 @@ NVIDIA_RUNTIME_CLASS = "nvidia"
 
 SYSTEM_NAMESPACE = "kube-system"
 
+# Where kubelet listens for device plugins (its default --device-plugins directory; the device plugin API,
+# kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins). The GPU and RDMA
+# plugins register their sockets there.
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
 # Annotation cluster-autoscaler honours before it drains a node (cluster-autoscaler FAQ,
 # "What types of pods can prevent CA from removing a node?").
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"

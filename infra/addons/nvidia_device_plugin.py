@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.addons import images, k8s
-from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
+from infra.addons.labels import DEVICE_PLUGIN_DIR, NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
 from infra.addons.settings import section
 from infra.config import ClusterConfig
 from infra.labels import ROLE_GPU, ROLE_LABEL
@@ -45,7 +45,7 @@ def objects() -> list[k8s.Obj]:
         ],
         "resources": k8s.resources("50m", "64Mi", "256Mi"),
         "securityContext": k8s.locked_down(as_nobody=False),
-        "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
+        "volumeMounts": [{"name": "device-plugin", "mountPath": DEVICE_PLUGIN_DIR}],
     }
     pod = k8s.pod_spec(
         [container], priority_class=NODE_CRITICAL, service_account=NAME,
@@ -53,7 +53,7 @@ def objects() -> list[k8s.Obj]:
         runtimeClassName=NVIDIA_RUNTIME_CLASS,
         nodeSelector=dict(GPU_NODE_SELECTOR),
         tolerations=k8s.tolerate_everything(),
-        volumes=[{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins",
+        volumes=[{"name": "device-plugin", "hostPath": {"path": DEVICE_PLUGIN_DIR,
                                                         "type": "Directory"}}],
     )
     return [

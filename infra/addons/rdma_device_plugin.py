@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.addons import images, k8s
-from infra.addons.labels import NODE_CRITICAL, SYSTEM_NAMESPACE
+from infra.addons.labels import DEVICE_PLUGIN_DIR, NODE_CRITICAL, SYSTEM_NAMESPACE
 from infra.addons.settings import section
 from infra.config import ClusterConfig
 from infra.labels import INFINIBAND_LABEL, RDMA_RESOURCE
@@ -75,7 +75,7 @@ def objects(settings: Settings) -> list[k8s.Obj]:
         "resources": k8s.resources("10m", "32Mi", "128Mi"),
         "securityContext": {"privileged": True},
         "volumeMounts": [
-            {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
+            {"name": "device-plugin", "mountPath": DEVICE_PLUGIN_DIR},
             {"name": "plugins-registry", "mountPath": "/var/lib/kubelet/plugins_registry"},
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "dev", "mountPath": "/dev"},
@@ -87,7 +87,7 @@ def objects(settings: Settings) -> list[k8s.Obj]:
         nodeSelector=dict(INFINIBAND_NODE_SELECTOR),
         tolerations=k8s.tolerate_everything(),
         volumes=[
-            {"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}},
+            {"name": "device-plugin", "hostPath": {"path": DEVICE_PLUGIN_DIR, "type": "Directory"}},
             {"name": "plugins-registry", "hostPath": {"path": "/var/lib/kubelet/plugins_registry",
                                                       "type": "DirectoryOrCreate"}},
             {"name": "config", "configMap": {"name": CONFIG_MAP, "items": [{"key": "config.json",

@@ -38,17 +38,15 @@ from typing import Any
 
 import yaml
 
-from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.cluster import ClusterSpec
 from infra.control_plane import pki as cluster_pki
-from infra.config import decode_cli_value
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
-from infra.errors import NAMESPACE
 from infra.etcd.machine import ETCD_UNIT
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
 from infra.labels import GPU_RESOURCE, RDMA_RESOURCE
 from infra.node import kubelet
 from infra.vm_sizes import VM_SIZES
-from plan.stackfile import PROJECT_DIR, load_stack_config
+from plan.stackfile import PROJECT_DIR, stack_cluster_spec
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
 from tests.e2e.pki import TestPki, issue_pki
 from tests.e2e.plan_machines import Machine, Plan
@@ -71,14 +69,6 @@ def plan_stack(stack: str, out: Path, overrides: list[str]) -> Plan:
         argv += ["--config", override]
     subprocess.run(argv, check=True, capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)
     return Plan.load(out)
-
-
-def cluster_spec(stack: str, overrides: list[str]) -> ClusterSpec:
-    values = load_stack_config(stack, overrides)
-    prefix = f"{NAMESPACE}:"
-    return build_cluster_spec({k[len(prefix):]: decode_cli_value(v) for k, v in values.items()
-                               if k.startswith(prefix)},
-                              values.get("azure-native:location"))
 
 
 @dataclass
@@ -175,7 +165,7 @@ def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = ()
         raise FileExistsError(f"{workdir} already holds a booted cluster; boot into an empty folder")
     overrides = list(overrides)
     plan = plan_stack(stack, workdir / "plan", overrides)
-    spec = cluster_spec(stack, overrides)
+    spec = stack_cluster_spec(stack, overrides)
     config = spec.config
     members = [m for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members]
     token_id = _bootstrap_token_id(plan)
@@ -372,13 +362,18 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | N
         bootstrap = host.root / "etc/kubernetes/bootstrap-kubelet.conf"
         if machine.name not in cluster.network.hosts or not bootstrap.exists():
             install(machine, host, cluster.pki)
-        capacity = _capacity(vm_size, cluster.spec.addons.rdma_device_plugin.pods_per_node)
+        capacity = _capacity(vm_size, _rdma_pods_per_node(cluster.spec))
         argv = ["/usr/local/bin/nodesim", *machine.unit(KUBELET_UNIT).exec_start[1:],
                 f"--hostname-override={machine.name}", f"--node-ip={machine.ip}", f"--sim-capacity={capacity}"]
         cluster.nodes.append(Node(machine, host, start_unit(cluster, machine, host, KUBELET_UNIT, argv), pool))
     names = {n.machine.name for n in cluster.nodes}
     wait_for(f"{len(names)} nodes to register Ready", lambda: names <= _ready_nodes(cluster),
              timeout=BOOT_TIMEOUT, interval=1, on_timeout=cluster.describe)
+
+
+def _rdma_pods_per_node(spec: ClusterSpec) -> int:
+    """The RDMA plugin's rdmaHcaMax, or 0 when the add-on is off (then nothing advertises the resource)."""
+    return spec.addons.rdma_device_plugin.pods_per_node if spec.config.addons.rdma_device_plugin.enabled else 0
 
 
 def _capacity(vm_size: str, rdma_pods_per_node: int) -> str:
@@ -389,7 +384,7 @@ def _capacity(vm_size: str, rdma_pods_per_node: int) -> str:
     capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_gib}Gi", "ephemeral-storage": "500Gi"}
     if size.gpus:
         capacity[GPU_RESOURCE] = str(size.gpus)
-    if size.infiniband:
+    if size.infiniband and rdma_pods_per_node:
         capacity[RDMA_RESOURCE] = str(rdma_pods_per_node)
     return ",".join(f"{k}={v}" for k, v in capacity.items())
 

@@ -14,9 +14,11 @@ from collections import Counter
 import pytest
 import yaml
 
+from infra.control_plane.scheduler import POD_GROUP_LABEL
 from infra.jobs import infiniband_job
 from infra.labels import GPU_STARTUP_TAINT_KEY, INFINIBAND_DOMAIN_LABEL, POOL_LABEL
-from infra.sizing import MAX_VMS_PER_PLACEMENT_GROUP
+from infra.node.pool import infiniband_domain
+from infra.sizing import MAX_VMS_PER_PLACEMENT_GROUP, shards
 from tests.e2e.cluster import Cluster, boot
 from tests.e2e.hosts import wait_for
 
@@ -53,20 +55,21 @@ def _submit(cluster: Cluster, name: str, nodes: int) -> None:
 
 
 def _placed(cluster: Cluster, name: str) -> list[str | None]:
-    pods = cluster.get_json("pods", "-n", "default", "-l", f"scheduling.x-k8s.io/pod-group={name}")["items"]
+    pods = cluster.get_json("pods", "-n", "default", "-l", f"{POD_GROUP_LABEL}={name}")["items"]
     return [p["spec"].get("nodeName") for p in pods]
 
 
 def _delete(cluster: Cluster, *names: str) -> None:
     for name in names:
         cluster.kubectl("delete", "job,service,podgroup", name, "-n", "default", "--wait=false", check=False)
-        cluster.kubectl("delete", "pods", "-n", "default", "-l", f"scheduling.x-k8s.io/pod-group={name}",
+        cluster.kubectl("delete", "pods", "-n", "default", "-l", f"{POD_GROUP_LABEL}={name}",
                         "--wait=false", check=False)
 
 
 def test_each_shard_registers_as_its_own_infiniband_domain(ib: Cluster):
-    domains = _domains(ib)
-    assert Counter(domains.values()) == {f"{GPU_POOL}-s000": NODES_PER_DOMAIN, f"{GPU_POOL}-s001": NODES_PER_DOMAIN}
+    expected = {infiniband_domain(shard): NODES_PER_DOMAIN for shard in shards(ib.spec.config.pool(GPU_POOL))}
+    assert len(expected) == 2
+    assert Counter(_domains(ib).values()) == expected
 
 
 def test_a_gang_lands_whole_inside_one_domain_and_one_that_no_domain_holds_waits(ib: Cluster):

@@ -48,7 +48,7 @@ def test_every_azure_resource_of_the_plans_has_its_azure_model(stack_resources):
 @pytest.mark.parametrize("token", sorted(MODELS))
 def test_each_model_is_of_the_api_version_pulumi_sends(token):
     spec = MODELS[token]
-    metadata.version(spec.distribution)  # installed: requirements.txt pins it
+    metadata.version(spec.distribution)  # installed: requirements.in pins it
     if spec.api_version:  # no SDK release carries pulumi's version: the nearest, said so and why
         assert spec.sdk_api_version == spec.api_version != pulumi_api_version(token) and spec.why
     else:
@@ -260,7 +260,7 @@ def test_the_documented_rules_are_the_ones_checked():
 
 
 def test_the_pinned_packages_are_the_ones_installed():
-    pins = dict(re.findall(r"^(azure-mgmt-[a-z]+)==(\S+)$", (PROJECT_DIR / "requirements.txt").read_text(), re.M))
+    pins = dict(re.findall(r"^(azure-mgmt-[a-z]+)==(\S+)$", (PROJECT_DIR / "requirements.in").read_text(), re.M))
     assert set(pins) == {spec.distribution for spec in MODELS.values()}
     assert all(metadata.version(name) == version for name, version in pins.items()), pins
 

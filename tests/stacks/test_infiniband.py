@@ -122,3 +122,25 @@ def test_a_job_refuses_a_pool_without_infiniband_or_more_nodes_than_a_domain_hol
         infiniband_job(name="r", namespace="t", pool=spec.config.pool("cpu"), nodes=2, image="i", command=["x"])
     with pytest.raises(ValueError, match="nodes 101: expected 1 to 100"):
         infiniband_job(name="r", namespace="t", pool=spec.config.pool("h100a"), nodes=101, image="i", command=["x"])
+
+
+def test_the_job_command_prints_the_job_for_a_pool_of_the_stack_and_refuses_bad_arguments_in_one_line():
+    import subprocess
+    import sys
+
+    from plan.stackfile import PROJECT_DIR
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "plan.job", "--stack", "prod", "--name", "run1",
+                               "--namespace", "team-a", "--image", "img", *argv], capture_output=True, text=True,
+                              cwd=PROJECT_DIR, timeout=120)
+
+    printed = run("--pool", "h100a", "--nodes", "4", "--", "torchrun", "train.py")
+    assert printed.returncode == 0, printed.stderr
+    pool = build_cluster_spec(raw_stack("prod"), "eastus").config.pool("h100a")
+    assert list(yaml.safe_load_all(printed.stdout)) == infiniband_job(
+        name="run1", namespace="team-a", pool=pool, nodes=4, image="img", command=["torchrun", "train.py"])
+    for argv, message in ((("--pool", "cpu", "--nodes", "2", "x"), "pool cpu has no InfiniBand"),
+                          (("--pool", "nope", "--nodes", "2", "x"), "--pool nope: expected a pool of stack prod")):
+        refused = run(*argv)
+        assert refused.returncode == 2 and message in refused.stderr.strip().splitlines()[-1], refused.stderr
