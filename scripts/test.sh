@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+# promtool and amtool with Kubernetes discovery, built from their Go modules (cached per machine).
+SUPERCLUSTER_MONITORING_TOOLS=$(bash scripts/build-monitoring-tools.sh)
+export SUPERCLUSTER_MONITORING_TOOLS
 # One worker per core (pytest-xdist): the suite is CPU-bound, each test planning the stack under mocks.
 .venv/bin/python -m pytest -n auto "$@"
 if [ "${SKIP_E2E:-0}" != 1 ]; then
