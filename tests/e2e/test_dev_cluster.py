@@ -16,7 +16,9 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from infra.addons import monitoring
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
+from infra.control_plane.scheduler import SECURE_PORT as SCHEDULER_SECURE_PORT
 from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
 from tests.e2e.cluster import (APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install)
 from tests.e2e.hosts import wait_for
@@ -65,6 +67,20 @@ def test_every_rendered_object_is_accepted_by_server_side_apply_with_no_refusal(
     objects = dev.plan.kubernetes_objects()
     assert len(lines) == len(objects)
     assert all(line.endswith("serverside-applied") for line in lines), lines
+
+
+def test_the_scheduler_answers_prometheus_on_metrics_and_refuses_an_unknown_caller(dev: Cluster):
+    """The scheduler delegates authentication and authorization to the apiserver: Prometheus's
+    ServiceAccount token (its ClusterRole grants get on /metrics) is answered, no token is not."""
+    token = dev.kubectl("create", "token", monitoring.SERVICE_ACCOUNT, "-n", monitoring.NAMESPACE).stdout.strip()
+    for machine, host, _ in dev.control_plane:
+        def status(*headers: str) -> str:
+            return dev.network.run(host, ["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
+                                          *headers, f"https://127.0.0.1:{SCHEDULER_SECURE_PORT}/metrics"],
+                                   check=False, timeout=20).stdout
+
+        assert status("-H", f"Authorization: Bearer {token}") == "200", machine.name
+        assert status() in ("401", "403"), machine.name
 
 
 def test_events_are_stored_in_the_events_etcd_and_never_in_the_main_etcd(dev: Cluster):
@@ -176,11 +192,11 @@ def _csr_of(dev: Cluster, common_name: str) -> dict | None:
 
 def _workloads(dev: Cluster):
     return [(d["kind"], d["metadata"]["namespace"], d["metadata"]["name"])
-            for _, d in dev.plan.kubernetes_objects() if d["kind"] in ("Deployment", "DaemonSet")]
+            for _, d in dev.plan.kubernetes_objects() if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet")]
 
 
 def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Cluster):
-    """Walks every Deployment and DaemonSet of the plan: a new add-on is covered without a new test.
+    """Walks every Deployment, DaemonSet and StatefulSet of the plan: a new add-on is covered without a new test.
     A selector naming a label no node registers leaves its pods Pending, and fails here."""
     workloads = _workloads(dev)
     assert workloads
@@ -188,8 +204,14 @@ def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Clus
     def unbound() -> list[str]:
         problems = []
         for kind, namespace, name in workloads:
-            status = dev.get_json(kind.lower(), name, "-n", namespace)["status"]
-            if kind == "DaemonSet":
+            workload = dev.get_json(kind.lower(), name, "-n", namespace)
+            status = workload["status"]
+            if kind == "StatefulSet":
+                wanted = workload["spec"]["replicas"]
+                if status.get("availableReplicas", 0) < wanted:
+                    problems.append(f"StatefulSet {namespace}/{name}: {status.get('availableReplicas', 0)} of "
+                                    f"{wanted} replicas bound and running")
+            elif kind == "DaemonSet":
                 if not status.get("desiredNumberScheduled"):
                     problems.append(f"DaemonSet {namespace}/{name} selects no node")
                 elif status.get("numberAvailable", 0) != status["desiredNumberScheduled"]:

@@ -1,53 +1,57 @@
-"""Prometheus and the rules that say the control plane is in trouble before researchers do.
+"""Monitoring that pages a human, sized for the pools' maxNodes (docs/monitoring.md).
 
-One Prometheus Deployment (a cluster-level reader: the only component here that discovers
-targets through the apiserver, with one watch per resource type, never one per node). It
-scrapes the apiservers, both etcd clusters, CoreDNS, NodeLocal DNS, the traffic exporters and
-the autoscaler. Rules are plain rule files in a ConfigMap (no operator, no CRD):
-- apiserver 429 and 5xx rates: the 7,500-node post's "high-level signal of failure";
-- apiserver error-budget burn, multi-window and multi-burn-rate as in kubernetes-mixin
-  (99% over 30 days; here errors are 5xx *and* 429);
-- etcd: backend commit latency, WAL fsync latency, database size against the quota (the
-  2,500-node post's outage), predicted growth, leader changes, no leader.
+- **Prometheus, sharded** (``shards``): one control-plane shard and N node shards, N derived from
+  the pools' ``maxNodes`` and the bounded series per node; each shard a StatefulSet of
+  ``replicas`` identical servers (an HA pair: both scrape and alert, Alertmanager de-duplicates).
+- **Alertmanager** (``alertmanager``): a StatefulSet of two gossiping replicas; the receivers
+  and routing tree come from config, their secrets from Key Vault, never from the plan.
+- **Exporters** (``exporters``): node-exporter on every node, DCGM exporter on GPU nodes,
+  kube-state-metrics; kubelet, cAdvisor, NodeLocal DNS and the iptables exporter are scraped
+  where they already run.
+- **Rules** (``rules``) and **dashboards** (``dashboards``), rendered by the program.
+
+Storage: each Prometheus keeps its TSDB on its node's OS managed disk (a hostPath), which
+survives container and pod restarts and VM reboots; no Azure Disk CSI driver runs in this
+cluster, and losing one node loses one replica's history, not the shard's.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from infra import yaml_text
-from infra.addons import cluster_autoscaler, images, k8s, node_local_dns
+from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
 from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
-from infra.labels import ROLE_CPU, ROLE_LABEL
+from infra.addons.monitoring import alertmanager, exporters, rules, shards
+from infra.addons.monitoring.alertmanager import Receiver
 from infra.addons.settings import duration, section
 from infra.config import ClusterConfig
+from infra.errors import ConfigError
+from infra.etcd import backup_metrics
+from infra.labels import ROLE_CPU, ROLE_LABEL
+from infra.schema import Section
 
 if TYPE_CHECKING:
     from infra.cluster import ClusterSpec
 
 KEY = "monitoring"
 NAME = "prometheus"
+SERVICE_ACCOUNT = NAME
 NAMESPACE = "monitoring"
 PORT = 9090
 CONFIG_DIR = "/etc/prometheus"
 RULES_DIR = f"{CONFIG_DIR}/rules"
-ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DATA_DIR = "/prometheus"
+# Where each shard's TSDB lives on its node: the OS managed disk, kept across reboots.
+HOST_DATA_DIR = "/var/lib/supercluster/prometheus"
+CONTROL_PLANE_SHARD = "control-plane"
 # etcd serves plain-HTTP /metrics on its --listen-metrics-urls port (etcd op-guide/configuration);
 # the etcd VMs listen on this port for the cluster's pods.
 ETCD_METRICS_PORT = 2381
-# kubernetes-mixin's apiserver availability SLO (config.libsonnet: SLO 99% over 30 days).
-APISERVER_SLO = 0.99
-# (long window, short window, burn-rate factor, for, severity): kubernetes-mixin kube_apiserver.libsonnet.
-BURN_ALERTS = (("1h", "5m", 14.4, "2m", "critical"), ("6h", "30m", 6, "15m", "critical"),
-               ("1d", "2h", 3, "1h", "warning"), ("3d", "6h", 1, "3h", "warning"))
-# The etcd mixin's thresholds (etcd-io/etcd contrib/mixin/alerts/alerts.libsonnet).
-ETCD_COMMIT_P99_SECONDS = 0.25
-ETCD_FSYNC_P99_SECONDS = 0.5
-ETCD_QUOTA_CRITICAL_PERCENT = 95
-ETCD_QUOTA_WARNING_PERCENT = 80  # early warning: compaction and defrag take time at 8 GiB
+# PodSecurity: the shards' hostPath data directory is refused under "baseline" (the cluster default).
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,12 @@ class Settings:
     retention: str = "15d"
     storage_gib: int = 200
     memory_gib: int = 16
+    # The active series one shard is sized for (this project's budget, not a Prometheus limit):
+    # memoryGiB must hold it; check with prometheus_tsdb_head_series on a running shard.
+    series_per_shard: int = 4_000_000
+    node_shards: int | None = None  # None: derived from the pools' maxNodes
+    replicas: int = 2
+    receivers: tuple[Receiver, ...] = field(default_factory=tuple)
 
 
 def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
@@ -67,168 +77,127 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
                            accepted="a retention such as 15d, 2w or 72h"),
         storage_gib=s.integer("storageGiB", x.storage_gib, minimum=10, maximum=10_000),
         memory_gib=s.integer("memoryGiB", x.memory_gib, minimum=2, maximum=1_024),
+        series_per_shard=s.integer("seriesPerShard", x.series_per_shard, minimum=100_000, maximum=50_000_000),
+        node_shards=s.integer("nodeShards", None, minimum=1, maximum=256) if "nodeShards" in s.raw else None,
+        replicas=s.integer("replicas", x.replicas, minimum=1, maximum=3),
+        receivers=s.items("receivers", _parse_receiver, default=[]),
     )
     s.done()
+    names = [r.name for r in settings.receivers]
+    if len(set(names)) != len(names) or alertmanager.NULL_RECEIVER in names:
+        raise ConfigError(s.key("receivers"), names,
+                          f"unique receiver names other than {alertmanager.NULL_RECEIVER!r}")
+    needed = node_shard_count(settings, config)
+    if settings.node_shards is not None and settings.node_shards < needed:
+        raise ConfigError(s.key("nodeShards"), settings.node_shards,
+                          f"at least {needed} (the pools' maxNodes x {series_per_node(config)} series per node "
+                          f"/ seriesPerShard {settings.series_per_shard})")
     return settings
 
 
-# ----------------------------------------------------------------------------- rules
-
-def _ratio(selector: str, window: str) -> str:
-    return (f'sum(rate(apiserver_request_total{{job="apiserver",{selector}}}[{window}])) / '
-            f'sum(rate(apiserver_request_total{{job="apiserver"}}[{window}]))')
-
-
-def rule_files() -> dict[str, str]:
-    windows = sorted({w for alert in BURN_ALERTS for w in alert[:2]}, key=_window_seconds)
-    budget = round(1 - APISERVER_SLO, 6)
-    throttled, failed = _ratio('code="429"', "5m"), _ratio('code=~"5.."', "5m")
-    apiserver = {"groups": [
-        {"name": "apiserver-errors.rules", "rules": [
-            *({"record": f"apiserver_request:error_ratio_rate{w}", "expr": _ratio('code=~"5..|429"', w)}
-              for w in windows),
-        ]},
-        {"name": "apiserver-errors", "rules": [
-            {"alert": "APIServerThrottling", "expr": f"{throttled} > 0.01", "for": "10m",
-             "labels": {"severity": "warning"},
-             "annotations": {"summary": "More than 1% of apiserver requests are rejected with 429.",
-                             "description": "Clients are being throttled (APF or max-requests-inflight); "
-                                            "look for a client whose load grows with the cluster."}},
-            {"alert": "APIServerErrors", "expr": f"{failed} > 0.01", "for": "10m",
-             "labels": {"severity": "warning"},
-             "annotations": {"summary": "More than 1% of apiserver requests fail with 5xx."}},
-            {"alert": "APIServerErrorsHigh", "expr": f"{failed} > 0.05", "for": "5m",
-             "labels": {"severity": "critical"},
-             "annotations": {"summary": "More than 5% of apiserver requests fail with 5xx."}},
-            *({"alert": "APIServerErrorBudgetBurn",
-               "expr": f"apiserver_request:error_ratio_rate{long} > ({factor} * {budget}) and "
-                       f"apiserver_request:error_ratio_rate{short} > ({factor} * {budget})",
-               "for": wait, "labels": {"severity": severity, "long": long, "short": short},
-               "annotations": {"summary": f"The apiserver is burning its {APISERVER_SLO:.0%} availability "
-                                          f"budget {factor}x too fast ({long}/{short} windows)."}}
-              for long, short, factor, wait, severity in BURN_ALERTS),
-        ]},
-    ]}
-    etcd = {"groups": [{"name": "etcd", "rules": [
-        {"alert": "EtcdNoLeader", "expr": "etcd_server_has_leader == 0", "for": "1m",
-         "labels": {"severity": "critical"}, "annotations": {"summary": "An etcd member has no leader."}},
-        {"alert": "EtcdMembersDown", "expr": 'up{job=~"etcd-.*"} == 0', "for": "3m",
-         "labels": {"severity": "critical"}, "annotations": {"summary": "An etcd member cannot be scraped."}},
-        {"alert": "EtcdHighNumberOfLeaderChanges",
-         "expr": "increase((max without (instance) (etcd_server_leader_changes_seen_total))[15m:1m]) >= 4",
-         "for": "5m", "labels": {"severity": "warning"},
-         "annotations": {"summary": "etcd changed leader 4+ times in 15 minutes (disk or network latency)."}},
-        {"alert": "EtcdHighCommitDurations",
-         "expr": "histogram_quantile(0.99, sum by (job, instance, le) "
-                 f"(rate(etcd_disk_backend_commit_duration_seconds_bucket[5m]))) > {ETCD_COMMIT_P99_SECONDS}",
-         "for": "10m", "labels": {"severity": "warning"},
-         "annotations": {"summary": "etcd backend commit p99 is above 250ms (local SSD gives ~200us)."}},
-        {"alert": "EtcdHighFsyncDurations",
-         "expr": "histogram_quantile(0.99, sum by (job, instance, le) "
-                 f"(rate(etcd_disk_wal_fsync_duration_seconds_bucket[5m]))) > {ETCD_FSYNC_P99_SECONDS}",
-         "for": "10m", "labels": {"severity": "warning"},
-         "annotations": {"summary": "etcd WAL fsync p99 is above 500ms."}},
-        *({"alert": name,
-           "expr": "(last_over_time(etcd_mvcc_db_total_size_in_bytes[5m]) / "
-                   f"last_over_time(etcd_server_quota_backend_bytes[5m])) * 100 > {percent}",
-           "for": "10m", "labels": {"severity": severity},
-           "annotations": {"summary": f"etcd's database is above {percent}% of its quota; at 100% etcd "
-                                      "stops taking writes (compact, defrag, then disarm the alarm)."}}
-          for name, percent, severity in (("EtcdDatabaseQuotaLowSpace", ETCD_QUOTA_CRITICAL_PERCENT, "critical"),
-                                          ("EtcdDatabaseQuotaFilling", ETCD_QUOTA_WARNING_PERCENT, "warning"))),
-        {"alert": "EtcdExcessiveDatabaseGrowth",
-         "expr": "predict_linear(etcd_mvcc_db_total_size_in_bytes[4h], 4 * 60 * 60) > "
-                 "etcd_server_quota_backend_bytes",
-         "for": "10m", "labels": {"severity": "warning"},
-         "annotations": {"summary": "At its current growth etcd's database reaches its quota within 4 hours."}},
-    ]}]}
-    return {"apiserver.yaml": _dump(apiserver), "etcd.yaml": _dump(etcd)}
+def _parse_receiver(s: Section) -> Receiver:
+    kind = s.choice("type", alertmanager.RECEIVER_TYPES)
+    email = kind == "email"
+    receiver = Receiver(
+        name=s.string("name", pattern=r"[a-z0-9][a-z0-9-]{0,62}", accepted="a lowercase name (letters, digits, '-')"),
+        type=kind,
+        secret=s.string("keyVaultSecret", pattern=r"[A-Za-z0-9-]{1,127}",
+                        accepted="a Key Vault secret name (1-127 letters, digits and '-')"),
+        severities=tuple(s.string_list("severities", list(alertmanager.SEVERITIES))),
+        to=s.string("to") if email else "",
+        sender=s.string("from") if email else "",
+        smarthost=s.string("smarthost", pattern=r"[^\s:]+:[0-9]+", accepted="host:port") if email else "",
+        username=s.string("username", "", allow_empty=True) if email else "",
+    )
+    for severity in receiver.severities:
+        if severity not in alertmanager.SEVERITIES:
+            raise ConfigError(s.key("severities"), list(receiver.severities),
+                              "a list of " + ", ".join(alertmanager.SEVERITIES))
+    s.done()
+    return receiver
 
 
-def _window_seconds(window: str) -> int:
-    return int(window[:-1]) * {"m": 60, "h": 3600, "d": 86_400}[window[-1]]
+# ----------------------------------------------------------------------------- sizing
+
+def _node_jobs(config: ClusterConfig) -> tuple[shards.NodeJob, ...]:
+    # The raw setting: trafficAccounting's own parse (which runs first) has validated it.
+    port = config.addons.traffic_accounting.settings.get("port", traffic_accounting.DEFAULT_PORT)
+    return shards.node_jobs(node_local_dns.METRICS_PORT, port)
 
 
-def _dump(document: Any) -> str:
-    return yaml_text.dump(document, sort_keys=False, default_flow_style=False, width=120)
+def series_per_node(config: ClusterConfig) -> int:
+    return shards.series_per_node(_node_jobs(config))
 
 
-# ----------------------------------------------------------------------------- scrape config
-
-def _node_job(job: str, port: int, keep: str | None = None) -> dict[str, Any]:
-    """Scrape a host-network agent on every node: the node's address with the agent's port."""
-    config: dict[str, Any] = {
-        "job_name": job, "kubernetes_sd_configs": [{"role": "node"}],
-        "relabel_configs": [
-            {"source_labels": ["__address__"], "regex": "(.+):[0-9]+", "replacement": f"${{1}}:{port}",
-             "target_label": "__address__"},
-            {"source_labels": ["__meta_kubernetes_node_name"], "target_label": "node"},
-            {"source_labels": [f"__meta_kubernetes_node_label_{_label_name(ROLE_LABEL)}"], "target_label": "role"},
-        ],
-    }
-    if keep:
-        config["metric_relabel_configs"] = [{"source_labels": ["__name__"], "regex": keep, "action": "keep"}]
-    return config
+def node_shard_count(settings: Settings, config: ClusterConfig) -> int:
+    """The node shards needed so that no shard holds more than ``seriesPerShard`` series at maxNodes."""
+    return shards.node_shard_count(config.max_nodes_total, series_per_node(config), settings.series_per_shard)
 
 
-def _pod_job(job: str, namespace: str, selector: str, port_name: str) -> dict[str, Any]:
-    return {
-        "job_name": job,
-        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]},
-                                   "selectors": [{"role": "pod", "label": selector}]}],
-        "relabel_configs": [
-            {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": port_name, "action": "keep"},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-        ],
-    }
+def shard_names(spec: ClusterSpec) -> list[str]:
+    settings: Settings = spec.addons.monitoring
+    count = settings.node_shards or node_shard_count(settings, spec.config)
+    return [CONTROL_PLANE_SHARD, *(f"nodes-{i}" for i in range(count))]
 
 
-def _label_name(label: str) -> str:
-    return "".join(ch if ch.isalnum() else "_" for ch in label)
+# ----------------------------------------------------------------------------- configuration
 
-
-def prometheus_config(spec: ClusterSpec) -> str:
+def prometheus_configs(spec: ClusterSpec) -> dict[str, str]:
+    """``{shard name: prometheus.yml}``."""
     settings: Settings = spec.addons.monitoring
     config, addresses = spec.config, spec.addresses
-    etcd = {"etcd-main": addresses.etcd_ips("etcd", config.etcd.members),
-            "etcd-events": addresses.etcd_ips("events-etcd", config.events_etcd.members)}
-    document = {
-        "global": {"scrape_interval": settings.scrape_interval, "evaluation_interval": settings.scrape_interval,
-                   "external_labels": {"cluster": config.cluster_name}},
-        "rule_files": [f"{RULES_DIR}/*.yaml"],
-        "scrape_configs": [
-            {"job_name": "apiserver", "scheme": "https",
-             "kubernetes_sd_configs": [{"role": "endpointslice", "namespaces": {"names": ["default"]}}],
-             "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
-             "tls_config": {"ca_file": f"{ACCOUNT_DIR}/ca.crt"},
-             "relabel_configs": [{"source_labels": ["__meta_kubernetes_service_name",
-                                                    "__meta_kubernetes_endpointslice_port_name"],
-                                  "regex": "kubernetes;https", "action": "keep"}]},
-            *({"job_name": job, "static_configs": [{"targets": [f"{ip}:{ETCD_METRICS_PORT}" for ip in ips]}]}
-              for job, ips in etcd.items()),
-            _pod_job("coredns", SYSTEM_NAMESPACE, "k8s-app=kube-dns", "metrics"),
-            _pod_job("cluster-autoscaler", SYSTEM_NAMESPACE, f"app={cluster_autoscaler.NAME}", "metrics"),
-            _node_job("node-local-dns", node_local_dns.METRICS_PORT),
-            _node_job("iptables-exporter", spec.addons.traffic_accounting.port,
-                      keep="iptables_rule_.*|iptables_exporter_.*"),
-        ],
-    }
-    return _dump(document)
+    names = shard_names(spec)
+    node_count = len(names) - 1
+    etcd_ips = {"main": addresses.etcd_ips("etcd", config.etcd.members),
+                "events": addresses.etcd_ips("events-etcd", config.events_etcd.members)}
+    documents = {}
+    for index, name in enumerate(names):
+        if name == CONTROL_PLANE_SHARD:
+            jobs = [
+                shards.apiserver_scrape_config(),
+                *(shards.static_scrape_config(rules.JOB_ETCD[cluster], [f"{ip}:{ETCD_METRICS_PORT}" for ip in ips])
+                  for cluster, ips in etcd_ips.items()),
+                # Every etcd machine publishes the backup age (infra/etcd/backup_metrics.py).
+                shards.etcd_backup_scrape_config([f"{ip}:{backup_metrics.METRICS_PORT}"
+                                                  for ips in etcd_ips.values() for ip in ips]),
+                shards.pod_scrape_config(rules.JOB_COREDNS, SYSTEM_NAMESPACE, "k8s-app=kube-dns", "metrics"),
+                shards.pod_scrape_config(rules.JOB_AUTOSCALER, SYSTEM_NAMESPACE,
+                                         f"app={cluster_autoscaler.NAME}", "metrics"),
+                shards.pod_scrape_config(rules.JOB_KUBE_STATE_METRICS, NAMESPACE,
+                                         f"app.kubernetes.io/name={exporters.KUBE_STATE_METRICS}", "http-metrics"),
+            ]
+        else:
+            jobs = [shards.node_scrape_config(job, index - 1, node_count) for job in _node_jobs(config)]
+        documents[name] = rules.dump({
+            "global": {"scrape_interval": settings.scrape_interval, "evaluation_interval": settings.scrape_interval,
+                       "external_labels": {"cluster": config.cluster_name, "shard": name}},
+            "alerting": {"alertmanagers": [{"static_configs": [{"targets": alertmanager.api_addresses(
+                NAMESPACE, ALERTMANAGER_REPLICAS)}]}]},
+            "rule_files": [f"{RULES_DIR}/*.yaml"],
+            "scrape_configs": jobs,
+        })
+    return documents
+
+
+def rule_files(spec: ClusterSpec) -> dict[str, dict[str, str]]:
+    return rules.rule_files(spec.addons.cluster_autoscaler.max_total_unready_percentage)
+
+
+ALERTMANAGER_REPLICAS = 2
 
 
 # ----------------------------------------------------------------------------- objects
 
-def objects(spec: ClusterSpec) -> list[k8s.Obj]:
+def _shard_objects(spec: ClusterSpec, shard: str, config_text: str, rule_texts: dict[str, str]) -> list[k8s.Obj]:
     settings: Settings = spec.addons.monitoring
-    ns = NAMESPACE
-    config_text = prometheus_config(spec)
-    rules = rule_files()
-    checksum = hashlib.sha256((config_text + "".join(rules.values())).encode()).hexdigest()[:16]
+    name = f"{NAME}-{shard}"
+    checksum = hashlib.sha256((config_text + "".join(rule_texts.values())).encode()).hexdigest()[:16]
+    labels = {"app.kubernetes.io/name": NAME, "supercluster.io/shard": shard}
     container = {
         "name": NAME, "image": images.PROMETHEUS,
-        "args": [f"--config.file={CONFIG_DIR}/prometheus.yml", "--storage.tsdb.path=/prometheus",
+        "args": [f"--config.file={CONFIG_DIR}/prometheus.yml", f"--storage.tsdb.path={DATA_DIR}",
                  f"--storage.tsdb.retention.time={settings.retention}",
-                 # Leave room below the volume's limit so kubelet never evicts the pod for it.
+                 # Leave room below the disk budget so the node's disk never fills.
                  f"--storage.tsdb.retention.size={int(settings.storage_gib * 0.85)}GB"],
         "ports": [{"name": "web", "containerPort": PORT, "protocol": "TCP"}],
         "resources": k8s.resources("1", f"{settings.memory_gib}Gi"),
@@ -238,45 +207,131 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
         "volumeMounts": [
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "rules", "mountPath": RULES_DIR, "readOnly": True},
-            {"name": "data", "mountPath": "/prometheus"},
+            {"name": "data", "mountPath": DATA_DIR},
         ],
     }
+    # The hostPath directory is created root-owned; the init container hands it to Prometheus's uid.
+    prepare = {
+        "name": "data-owner", "image": images.PROMETHEUS, "command": ["chown", "-R", "65534:65534", DATA_DIR],
+        "resources": k8s.resources("10m", "16Mi"),
+        "securityContext": k8s.locked_down("CHOWN", "DAC_OVERRIDE", "FOWNER", as_nobody=False),
+        "volumeMounts": [{"name": "data", "mountPath": DATA_DIR}],
+    }
     pod = k8s.pod_spec(
-        [container], priority_class=SYSTEM_PRIORITY, service_account=NAME,
+        [container], priority_class=SYSTEM_PRIORITY, service_account=SERVICE_ACCOUNT,
         nodeSelector={ROLE_LABEL: ROLE_CPU},
-        securityContext={"fsGroup": 65534},
+        # The two replicas of a shard never share a node: one node's loss leaves the other's history.
+        affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
+        initContainers=[prepare],
         volumes=[
-            {"name": "config", "configMap": {"name": NAME}},
-            {"name": "rules", "configMap": {"name": f"{NAME}-rules"}},
-            # The node's local SSD: no CSI driver is needed, and losing history on a reschedule
-            # is acceptable for alerting (not for capacity planning: remote-write for that).
-            {"name": "data", "emptyDir": {"sizeLimit": f"{settings.storage_gib}Gi"}},
+            {"name": "config", "configMap": {"name": name}},
+            {"name": "rules", "configMap": {"name": f"{name}-rules"}},
+            {"name": "data", "hostPath": {"path": f"{HOST_DATA_DIR}/{shard}", "type": "DirectoryOrCreate"}},
         ],
     )
     return [
-        k8s.namespace(ns),
-        k8s.service_account(NAME, ns),
+        k8s.config_map(name, NAMESPACE, {"prometheus.yml": config_text}, app=NAME),
+        k8s.config_map(f"{name}-rules", NAMESPACE, rule_texts, app=NAME),
+        stateful_set(name, NAMESPACE, settings.replicas, pod, labels, service=name,
+                     pod_annotations={SAFE_TO_EVICT: "false", "supercluster.io/config-sha256": checksum}, app=NAME),
+        headless_service(name, NAMESPACE, labels, [("web", PORT)], app=NAME),
+    ]
+
+
+def stateful_set(name: str, ns: str, replicas: int, pod: k8s.Obj, match_labels: Mapping[str, str], *, service: str,
+                 pod_annotations: Mapping[str, str] | None = None, app: str | None = None) -> k8s.Obj:
+    """Stable pod names (``<name>-0``...) under a headless Service; replicas replaced one at a time."""
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": k8s.metadata(name, ns, app=app),
+            "spec": {"replicas": replicas, "serviceName": service, "podManagementPolicy": "Parallel",
+                     "selector": {"matchLabels": dict(match_labels)},
+                     "updateStrategy": {"type": "RollingUpdate"},
+                     "template": k8s.template(app or name, pod, match_labels, pod_annotations)}}
+
+
+def headless_service(name: str, ns: str, selector: Mapping[str, str], ports: list[tuple[str, int]],
+                     app: str | None = None) -> k8s.Obj:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": k8s.metadata(name, ns, app=app),
+            "spec": {"clusterIP": "None", "selector": dict(selector), "publishNotReadyAddresses": True,
+                     "ports": [{"name": n, "port": p, "protocol": "TCP", "targetPort": p} for n, p in ports]}}
+
+
+def _alertmanager_objects(spec: ClusterSpec) -> list[k8s.Obj]:
+    settings: Settings = spec.addons.monitoring
+    name, ns = alertmanager.NAME, NAMESPACE
+    text = alertmanager.config(settings.receivers, spec.config.cluster_name)
+    labels = {"app.kubernetes.io/name": name}
+    container = {
+        "name": name, "image": images.ALERTMANAGER,
+        "args": [f"--config.file={alertmanager.CONFIG_DIR}/alertmanager.yml", "--storage.path=/alertmanager",
+                 f"--cluster.listen-address=0.0.0.0:{alertmanager.CLUSTER_PORT}",
+                 *(f"--cluster.peer={peer}" for peer in alertmanager.peer_addresses(ns, ALERTMANAGER_REPLICAS))],
+        "ports": [{"name": "web", "containerPort": alertmanager.PORT, "protocol": "TCP"},
+                  {"name": "cluster", "containerPort": alertmanager.CLUSTER_PORT, "protocol": "TCP"}],
+        "resources": k8s.resources("100m", "256Mi"),
+        "securityContext": k8s.locked_down(),
+        "readinessProbe": {"httpGet": {"path": "/-/ready", "port": alertmanager.PORT}},
+        "volumeMounts": [
+            {"name": "config", "mountPath": alertmanager.CONFIG_DIR, "readOnly": True},
+            {"name": "secrets", "mountPath": alertmanager.SECRETS_DIR, "readOnly": True},
+            {"name": "data", "mountPath": "/alertmanager"},
+        ],
+    }
+    pod = k8s.pod_spec(
+        [container], priority_class=SYSTEM_PRIORITY, automountServiceAccountToken=False,
+        nodeSelector={ROLE_LABEL: ROLE_CPU},
+        affinity={"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
+                  "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
+                                      "topologyKey": "kubernetes.io/hostname"}}]}},
+        volumes=[
+            {"name": "config", "configMap": {"name": name}},
+            # Never declared by the plan (the receivers' secrets): see docs/monitoring.md "Receivers".
+            {"name": "secrets", "secret": {"secretName": alertmanager.RECEIVER_SECRET, "optional": True}},
+            # Silences and notification log: replicated between the two replicas by gossip.
+            {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+    )
+    checksum = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return [
+        k8s.config_map(name, ns, {"alertmanager.yml": text}, app=name),
+        stateful_set(name, ns, ALERTMANAGER_REPLICAS, pod, labels, service=name,
+                     pod_annotations={"supercluster.io/config-sha256": checksum}, app=name),
+        headless_service(name, ns, labels, [("web", alertmanager.PORT), ("cluster", alertmanager.CLUSTER_PORT)],
+                         app=name),
+    ]
+
+
+def objects(spec: ClusterSpec) -> list[k8s.Obj]:
+    ns = NAMESPACE
+    configs = prometheus_configs(spec)
+    rule_sets = rule_files(spec)
+    namespace = k8s.namespace(ns)
+    namespace["metadata"]["labels"] = {POD_SECURITY_ENFORCE: "privileged"}
+    objs: list[k8s.Obj] = [
+        namespace,
+        k8s.service_account(SERVICE_ACCOUNT, ns),
         k8s.cluster_role(f"supercluster-{NAME}", [
             k8s.rule([""], ["nodes"], ["list", "watch"]),
+            # The kubelet authorizes /metrics and /metrics/cadvisor as get on nodes/metrics.
+            k8s.rule([""], ["nodes/metrics"], ["get"]),
+            # The apiserver's, scheduler's and controller-manager's /metrics (delegated authorization).
             {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
         ], app=NAME),
-        k8s.binding("ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}", NAME, ns,
-                    app=NAME),
+        k8s.binding("ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}",
+                    SERVICE_ACCOUNT, ns, app=NAME),
         # Target discovery is namespaced wherever it can be.
-        k8s.role(f"supercluster-{NAME}", SYSTEM_NAMESPACE, [k8s.rule([""], ["pods"], ["list", "watch"])], app=NAME),
-        k8s.binding("RoleBinding", f"supercluster-{NAME}", "Role", f"supercluster-{NAME}", NAME, ns,
-                    ns=SYSTEM_NAMESPACE, app=NAME),
-        k8s.role(f"supercluster-{NAME}", "default", [
-            k8s.rule(["discovery.k8s.io"], ["endpointslices"], ["list", "watch"]),
-            k8s.rule([""], ["services", "pods"], ["list", "watch"]),
-        ], app=NAME),
-        k8s.binding("RoleBinding", f"supercluster-{NAME}", "Role", f"supercluster-{NAME}", NAME, ns,
-                    ns="default", app=NAME),
-        k8s.config_map(NAME, ns, {"prometheus.yml": config_text}),
-        k8s.config_map(f"{NAME}-rules", ns, rules, app=NAME),
-        k8s.deployment(NAME, ns, 1, pod, {"app.kubernetes.io/name": NAME}, strategy={"type": "Recreate"},
-                       pod_annotations={SAFE_TO_EVICT: "false", "supercluster.io/config-sha256": checksum}),
-        {"apiVersion": "v1", "kind": "Service", "metadata": k8s.metadata(NAME, ns),
-         "spec": {"selector": {"app.kubernetes.io/name": NAME},
-                  "ports": [{"name": "web", "port": PORT, "protocol": "TCP", "targetPort": PORT}]}},
+        *(obj for target_ns, rules_ in (
+            (SYSTEM_NAMESPACE, [k8s.rule([""], ["pods"], ["list", "watch"])]),
+            (ns, [k8s.rule([""], ["pods"], ["list", "watch"])]),
+            ("default", [k8s.rule(["discovery.k8s.io"], ["endpointslices"], ["list", "watch"]),
+                         k8s.rule([""], ["services", "pods"], ["list", "watch"])]))
+          for obj in (k8s.role(f"supercluster-{NAME}", target_ns, rules_, app=NAME),
+                      k8s.binding("RoleBinding", f"supercluster-{NAME}", "Role", f"supercluster-{NAME}",
+                                  SERVICE_ACCOUNT, ns, ns=target_ns, app=NAME))),
     ]
+    for shard, config_text in configs.items():
+        kind = "control-plane" if shard == CONTROL_PLANE_SHARD else "nodes"
+        objs += _shard_objects(spec, shard, config_text, rule_sets[kind])
+    objs += _alertmanager_objects(spec)
+    objs += exporters.objects(spec, NAMESPACE)
+    return objs
