@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds promtool and amtool from their Go modules, at the versions tests/tools/go/*/go.mod pin
+# Builds promtool, amtool and dashboard-check (tests/tools/go/grafana) from their Go modules, at the
+# versions tests/tools/go/*/go.mod pin
 # (the Prometheus and Alertmanager releases infra/addons/images.py runs), and prints the folder
 # that holds them. Debian's promtool is built without Kubernetes service discovery, so it cannot
 # check the rendered scrape configuration; this one can.
@@ -14,7 +15,7 @@ export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false"
 command -v go >/dev/null || { echo "build-monitoring-tools: the Go toolchain is missing (https://go.dev/doc/install)" >&2; exit 1; }
 
 cache=${SUPERCLUSTER_CACHE:-$HOME/.cache/supercluster}/bin
-key=$( { echo monitoring-tools; go env GOVERSION; find prometheus alertmanager -type f \( -name go.mod -o -name go.sum \) -print0 \
+key=$( { echo monitoring-tools; go env GOVERSION; find prometheus alertmanager grafana -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 \
           | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
 out="$cache/$key"
 if [ -f "$out/.complete" ]; then
@@ -26,6 +27,7 @@ started=$(date +%s)
 echo "build-monitoring-tools: building promtool and amtool into $out" >&2
 (cd prometheus && go build -trimpath -ldflags "-s -w" -o "$out/promtool" github.com/prometheus/prometheus/cmd/promtool)
 (cd alertmanager && go build -trimpath -ldflags "-s -w" -o "$out/amtool" github.com/prometheus/alertmanager/cmd/amtool)
+(cd grafana && go build -trimpath -ldflags "-s -w" -o "$out/dashboard-check" ./cmd/dashboard-check)
 echo "build-monitoring-tools: built in $(( $(date +%s) - started )) s" >&2
 touch "$out/.complete"
 echo "$out"

@@ -31,6 +31,7 @@ PROMETHEUS = "quay.io/prometheus/prometheus:v3.5.0"
 ALERTMANAGER = "quay.io/prometheus/alertmanager:v0.28.1"
 NODE_EXPORTER = "quay.io/prometheus/node-exporter:v1.9.1"
 KUBE_STATE_METRICS = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.15.0"
+GRAFANA = "docker.io/grafana/grafana:11.6.0"
 # dcgm-exporter tags are <DCGM version>-<exporter version>: the DCGM the health check runs (DCGM above).
 DCGM_EXPORTER = "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
 # The balloon pods' only container does nothing; the pause image is preloaded on every node.

@@ -3,7 +3,9 @@ promtool and amtool, the shard arithmetic, what each shard scrapes, and the obje
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -224,3 +226,47 @@ def test_prometheus_may_read_kubelet_metrics_and_component_metrics():
 def test_scrape_interval_bounds(value):
     with pytest.raises(ConfigError, match="addons.monitoring.scrapeInterval"):
         spec_for("dev", addons={"monitoring": {"scrapeInterval": value}})
+
+
+def test_dashboards_load_in_grafanas_dashboard_model_and_their_queries_parse(tmp_path: Path):
+    """dashboard-check decodes each board strictly with the Grafana Foundation SDK's dashboard model
+    (an unknown field, a wrong type or a missing required field fails); every panel query is then
+    parsed by promtool as a recording rule."""
+    check, promtool = monitoring_tool("dashboard-check"), monitoring_tool("promtool")
+    boards = find(groups_for("prod"), "ConfigMap", "grafana-dashboards")["data"]
+    assert sorted(boards) == ["control-plane.json", "gpus.json", "nodes.json", "traffic.json"]
+    for name, text in boards.items():
+        (tmp_path / name).write_text(text)
+    result = subprocess.run([check, *sorted(str(p) for p in tmp_path.glob("*.json"))], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and result.stdout.count("OK ") == 4, result.stdout
+    queries = [t["expr"] for text in boards.values() for p in json.loads(text)["panels"] for t in p["targets"]]
+    rules_file = tmp_path / "queries.yaml"
+    rules_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": [
+        {"record": f"dashboard:query{i}", "expr": q} for i, q in enumerate(queries)]}]}))
+    parsed = subprocess.run([promtool, "check", "rules", str(rules_file)], capture_output=True, text=True, timeout=60)
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr
+
+
+def test_dashboard_check_refuses_what_grafana_would_not_load(tmp_path: Path):
+    check = monitoring_tool("dashboard-check")
+    board = json.loads(find(groups_for("prod"), "ConfigMap", "grafana-dashboards")["data"]["gpus.json"])
+    board["panels"][0]["gridPos"]["h"] = "eight"
+    del board["templating"]
+    (tmp_path / "broken.json").write_text(json.dumps(board))
+    result = subprocess.run([check, str(tmp_path / "broken.json")], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "gridPos.h" in result.stdout and "templating" in result.stdout
+
+
+def test_grafana_has_one_data_source_per_shard_matching_the_dashboards_selectors():
+    groups = groups_for("prod")
+    sources = yaml.safe_load(find(groups, "ConfigMap", "grafana-datasources")["data"]["prometheus.yaml"])
+    names = [s["name"] for s in sources["datasources"]]
+    assert names == [f"prometheus-{shard}" for shard in monitoring.shard_names(spec_for("prod"))]
+    assert sources["datasources"][1]["url"] == "http://prometheus-nodes-0.monitoring.svc:9090"
+    boards = find(groups, "ConfigMap", "grafana-dashboards")["data"]
+    for file, text in boards.items():
+        (variable,) = json.loads(text)["templating"]["list"]
+        pattern = re.compile(variable["regex"].strip("/"))
+        selected = [n for n in names if pattern.fullmatch(n)]
+        assert selected == (names[:1] if file == "control-plane.json" else names[1:]), file

@@ -8,7 +8,8 @@
 - **Exporters** (``exporters``): node-exporter on every node, DCGM exporter on GPU nodes,
   kube-state-metrics; kubelet, cAdvisor, NodeLocal DNS and the iptables exporter are scraped
   where they already run.
-- **Rules** (``rules``) and **dashboards** (``dashboards``), rendered by the program.
+- **Rules** (``rules``) and **dashboards** (``dashboards``), rendered by the program; a read-only
+  **Grafana** (``grafana``) with one data source per shard shows the dashboards.
 
 Storage: each Prometheus keeps its TSDB on its node's OS managed disk (a hostPath), which
 survives container and pod restarts and VM reboots; no Azure Disk CSI driver runs in this
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
 from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
-from infra.addons.monitoring import alertmanager, exporters, rules, shards
+from infra.addons.monitoring import alertmanager, exporters, grafana, rules, shards
 from infra.addons.monitoring.alertmanager import Receiver
 from infra.addons.settings import duration, section
 from infra.config import ClusterConfig
@@ -334,4 +335,5 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
         objs += _shard_objects(spec, shard, config_text, rule_sets[kind])
     objs += _alertmanager_objects(spec)
     objs += exporters.objects(spec, NAMESPACE)
+    objs += grafana.objects(NAMESPACE, list(configs), NAME, PORT)
     return objs
