@@ -270,3 +270,20 @@ def test_grafana_has_one_data_source_per_shard_matching_the_dashboards_selectors
         pattern = re.compile(variable["regex"].strip("/"))
         selected = [n for n in names if pattern.fullmatch(n)]
         assert selected == (names[:1] if file == "control-plane.json" else names[1:]), file
+
+
+def test_the_docs_show_the_same_series_arithmetic_the_code_uses():
+    from infra.plan.stackfile import PROJECT_DIR
+
+    doc = (PROJECT_DIR / "docs" / "monitoring.md").read_text()
+    spec = spec_for("prod")
+    jobs = shards.node_jobs(9253, 9119)
+    for job in jobs:
+        assert f"| {job.job} | {job.port} | {job.sample_limit:,} |" in doc, job.job
+    per_node = monitoring.series_per_node(spec.config)
+    total = spec.config.max_nodes_total * per_node
+    budget = monitoring.Settings().series_per_shard
+    count = len(monitoring.shard_names(spec)) - 1
+    assert f"| **per node** | | **{per_node:,}** |" in doc
+    assert f"{spec.config.max_nodes_total:,} × {per_node:,} = **{total:,}**" in doc
+    assert f"N = ⌈{total:,} / {budget:,}⌉ = **{count}** node shards" in doc

@@ -246,3 +246,22 @@ def test_rule_files_pass_promtool_check(rendered, tmp_path: Path):
             paths.append(str(tmp_path / name))
     result = subprocess.run([promtool, "check", "rules", *paths], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_has_a_runbook_row_in_docs_that_its_annotation_points_to(rendered):
+    from infra.plan.stackfile import PROJECT_DIR
+
+    doc = (PROJECT_DIR / "docs" / "monitoring.md").read_text()
+    rows = {}
+    for line in doc.splitlines():
+        match = __import__("re").match(r'\| <a id="([a-z0-9]+)"></a>(\w+) \| [^|]+ \| [^|]+ \| (.+) \|$', line)
+        if match:
+            rows[match.group(2)] = (match.group(1), match.group(3))
+    alerts = {name: found for files in rendered.values() for text in files.values()
+              for name, found in _alert_rules(text).items()}
+    assert sorted(rows) == sorted(alerts)
+    for name, variants in alerts.items():
+        anchor, runbook = rows[name]
+        assert anchor == name.lower() and len(runbook) > 20
+        for rule in variants:
+            assert rule["annotations"]["runbook"] == f"docs/monitoring.md#{anchor}"
