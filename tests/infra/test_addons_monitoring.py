@@ -287,3 +287,9 @@ def test_the_docs_show_the_same_series_arithmetic_the_code_uses():
     assert f"| **per node** | | **{per_node:,}** |" in doc
     assert f"{spec.config.max_nodes_total:,} × {per_node:,} = **{total:,}**" in doc
     assert f"N = ⌈{total:,} / {budget:,}⌉ = **{count}** node shards" in doc
+
+
+def test_the_tsdb_size_cap_must_fit_half_the_smallest_cpu_nodes_local_disk():
+    with pytest.raises(ConfigError, match=r"addons.monitoring.storageGiB = 400: expected at most 300 .*D16ds_v5"):
+        spec_for("dev", addons={"monitoring": {"storageGiB": 400}})
+    assert spec_for("dev", addons={"monitoring": {"storageGiB": 300}}).addons.monitoring.storage_gib == 300

@@ -11,9 +11,9 @@
 - **Rules** (``rules``) and **dashboards** (``dashboards``), rendered by the program; a read-only
   **Grafana** (``grafana``) with one data source per shard shows the dashboards.
 
-Storage: each Prometheus keeps its TSDB on its node's OS managed disk (a hostPath), which
-survives container and pod restarts and VM reboots; no Azure Disk CSI driver runs in this
-cluster, and losing one node loses one replica's history, not the shard's.
+Storage: each Prometheus keeps its TSDB on its node's local SSD (a hostPath), which survives
+container and pod restarts and VM reboots; no Azure Disk CSI driver runs in this cluster. The
+two replicas of a shard are the replication: losing one node loses one replica's history.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from infra.config import ClusterConfig
 from infra.errors import ConfigError
 from infra.etcd import backup_metrics
 from infra.labels import ROLE_CPU, ROLE_LABEL
+from infra.node import local_disk
 from infra.schema import Section
 
 if TYPE_CHECKING:
@@ -45,8 +46,12 @@ PORT = 9090
 CONFIG_DIR = "/etc/prometheus"
 RULES_DIR = f"{CONFIG_DIR}/rules"
 DATA_DIR = "/prometheus"
-# Where each shard's TSDB lives on its node: the OS managed disk, kept across reboots.
-HOST_DATA_DIR = "/var/lib/supercluster/prometheus"
+# Where each shard's TSDB lives on its node: the node's local SSD (NVMe or temp disk), where
+# kubelet and containerd keep their state too (infra/node/local_disk.py).
+HOST_DATA_DIR = f"{local_disk.MOUNT}/prometheus"
+# The TSDB may take at most this share of the smallest CPU node's temp disk (containerd's images
+# and the pods' emptyDirs share it).
+MAX_LOCAL_DISK_SHARE = 0.5
 CONTROL_PLANE_SHARD = "control-plane"
 # etcd serves plain-HTTP /metrics on its --listen-metrics-urls port (etcd op-guide/configuration);
 # the etcd VMs listen on this port for the cluster's pods.
@@ -88,6 +93,12 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     if len(set(names)) != len(names) or alertmanager.NULL_RECEIVER in names:
         raise ConfigError(s.key("receivers"), names,
                           f"unique receiver names other than {alertmanager.NULL_RECEIVER!r}")
+    smallest = min((pool.size for pool in config.node_pools if pool.role == ROLE_CPU and not pool.size.nvme_disks),
+                   key=lambda size: size.temp_disk_gib, default=None)
+    if smallest is not None and settings.storage_gib > smallest.temp_disk_gib * MAX_LOCAL_DISK_SHARE:
+        raise ConfigError(s.key("storageGiB"), settings.storage_gib,
+                          f"at most {int(smallest.temp_disk_gib * MAX_LOCAL_DISK_SHARE)} (half the local disk of "
+                          f"{smallest.name}, the smallest CPU node Prometheus may run on)")
     needed = node_shard_count(settings, config)
     if settings.node_shards is not None and settings.node_shards < needed:
         raise ConfigError(s.key("nodeShards"), settings.node_shards,
