@@ -29,6 +29,10 @@ RECEIVERS = [
 ]
 
 
+def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
+
+
 def _configs(stack: str = "prod", **settings) -> dict[str, dict]:
     spec = spec_for(stack, addons={"monitoring": settings} if settings else None)
     return {name: yaml.safe_load(text) for name, text in monitoring.prometheus_configs(spec).items()}
@@ -42,8 +46,7 @@ def test_every_shard_config_passes_the_real_promtool_with_kubernetes_discovery(s
     for name, text in monitoring.prometheus_configs(spec_for(stack)).items():
         (tmp_path / f"{name}.yml").write_text(text)
         paths.append(str(tmp_path / f"{name}.yml"))
-    result = subprocess.run([promtool, "check", "config", "--syntax-only", *paths], capture_output=True, text=True,
-                            timeout=120)
+    result = _run([promtool, "check", "config", "--syntax-only", *paths], 120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == len(paths)
 
@@ -53,8 +56,7 @@ def test_promtool_refuses_a_broken_shard_config(tmp_path: Path):
     document = _configs()["nodes-0"]
     document["scrape_configs"][0]["relabel_configs"][0]["action"] = "hashmodulo"
     (tmp_path / "broken.yml").write_text(yaml.safe_dump(document))
-    result = subprocess.run([promtool, "check", "config", "--syntax-only", str(tmp_path / "broken.yml")],
-                            capture_output=True, text=True, timeout=60)
+    result = _run([promtool, "check", "config", "--syntax-only", str(tmp_path / "broken.yml")], 60)
     assert result.returncode != 0
 
 
@@ -90,7 +92,8 @@ def test_the_node_shards_scrape_kubelet_cadvisor_dcgm_node_exporter_and_the_exis
     assert jobs["node-exporter"]["relabel_configs"][2]["replacement"] == f"${{1}}:{shards.NODE_EXPORTER_PORT}"
     assert jobs["iptables-exporter"]["relabel_configs"][2]["replacement"] == "${1}:9119"
     assert jobs["node-local-dns"]["relabel_configs"][2]["replacement"] == "${1}:9253"
-    gpu_keep = {"source_labels": [f"__meta_kubernetes_node_label_{GPU_PRESENT_LABEL.replace('.', '_').replace('/', '_')}"],
+    gpu_label = GPU_PRESENT_LABEL.replace(".", "_").replace("/", "_")
+    gpu_keep = {"source_labels": [f"__meta_kubernetes_node_label_{gpu_label}"],
                 "regex": "true", "action": "keep"}
     assert gpu_keep in jobs["dcgm-exporter"]["relabel_configs"]
 
@@ -129,12 +132,11 @@ def _alertmanager_config(tmp_path: Path, receivers=RECEIVERS) -> Path:
 def test_the_alertmanager_config_passes_amtool_and_routes_each_severity_to_the_receivers_that_asked(tmp_path):
     amtool = monitoring_tool("amtool")
     path = _alertmanager_config(tmp_path)
-    check = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True, timeout=60)
+    check = _run([amtool, "check-config", str(path)], 60)
     assert check.returncode == 0, check.stdout + check.stderr
 
     def routed(*labels: str) -> str:
-        result = subprocess.run([amtool, "config", "routes", "test", f"--config.file={path}", *labels],
-                                capture_output=True, text=True, timeout=60)
+        result = _run([amtool, "config", "routes", "test", f"--config.file={path}", *labels], 60)
         return result.stdout.strip()
 
     assert routed("alertname=EtcdNoLeader", "severity=critical") == "oncall,team-chat,mail"
@@ -146,7 +148,7 @@ def test_amtool_refuses_an_alertmanager_config_it_cannot_load(tmp_path):
     amtool = monitoring_tool("amtool")
     path = _alertmanager_config(tmp_path)
     path.write_text(path.read_text().replace("routing_key_file", "routing_key_path"))
-    assert subprocess.run([amtool, "check-config", str(path)], capture_output=True, timeout=60).returncode != 0
+    assert _run([amtool, "check-config", str(path)], 60).returncode != 0
 
 
 def test_receiver_secrets_are_files_named_after_key_vault_secrets_never_values():
@@ -164,7 +166,8 @@ def test_receiver_secrets_are_files_named_after_key_vault_secrets_never_values()
 
 @pytest.mark.parametrize("receivers,key", [
     ([{"name": "x", "type": "sms", "keyVaultSecret": "a"}], "addons.monitoring.receivers[0].type"),
-    ([{"name": "x", "type": "webhook", "keyVaultSecret": "not/valid"}], "addons.monitoring.receivers[0].keyVaultSecret"),
+    ([{"name": "x", "type": "webhook", "keyVaultSecret": "not/valid"}],
+     "addons.monitoring.receivers[0].keyVaultSecret"),
     ([{"name": "x", "type": "email", "keyVaultSecret": "a"}], "addons.monitoring.receivers[0].to"),
     ([{"name": "x", "type": "webhook", "keyVaultSecret": "a", "severities": ["info"]}],
      "addons.monitoring.receivers[0].severities"),
@@ -237,14 +240,13 @@ def test_dashboards_load_in_grafanas_dashboard_model_and_their_queries_parse(tmp
     assert sorted(boards) == ["control-plane.json", "gpus.json", "nodes.json", "traffic.json"]
     for name, text in boards.items():
         (tmp_path / name).write_text(text)
-    result = subprocess.run([check, *sorted(str(p) for p in tmp_path.glob("*.json"))], capture_output=True, text=True,
-                            timeout=60)
+    result = _run([check, *sorted(str(p) for p in tmp_path.glob("*.json"))], 60)
     assert result.returncode == 0 and result.stdout.count("OK ") == 4, result.stdout
     queries = [t["expr"] for text in boards.values() for p in json.loads(text)["panels"] for t in p["targets"]]
     rules_file = tmp_path / "queries.yaml"
     rules_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": [
         {"record": f"dashboard:query{i}", "expr": q} for i, q in enumerate(queries)]}]}))
-    parsed = subprocess.run([promtool, "check", "rules", str(rules_file)], capture_output=True, text=True, timeout=60)
+    parsed = _run([promtool, "check", "rules", str(rules_file)], 60)
     assert parsed.returncode == 0, parsed.stdout + parsed.stderr
 
 
@@ -254,7 +256,7 @@ def test_dashboard_check_refuses_what_grafana_would_not_load(tmp_path: Path):
     board["panels"][0]["gridPos"]["h"] = "eight"
     del board["templating"]
     (tmp_path / "broken.json").write_text(json.dumps(board))
-    result = subprocess.run([check, str(tmp_path / "broken.json")], capture_output=True, text=True, timeout=60)
+    result = _run([check, str(tmp_path / "broken.json")], 60)
     assert result.returncode != 0 and "gridPos.h" in result.stdout and "templating" in result.stdout
 
 

@@ -23,6 +23,10 @@ ETCD = 'job="etcd-main",instance="10.0.0.4:2381"'
 ETCD_LABELS = {"job": "etcd-main", "instance": "10.0.0.4:2381"}
 
 
+def _run(argv: list[str], timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, check=False, capture_output=True, text=True, timeout=timeout)
+
+
 @dataclass(frozen=True)
 class Case:
     """Series that make ``alert`` fire at ``at`` with ``labels`` (besides the rule's own), and
@@ -36,11 +40,16 @@ class Case:
 
 
 def _requests(code_rates: dict[str, int], samples: int = 30) -> dict[str, str]:
-    return {f'apiserver_request_total{{{API},code="{code}"}}': f"0+{rate}x{samples}" for code, rate in code_rates.items()}
+    return {f'apiserver_request_total{{{API},code="{code}"}}': f"0+{rate}x{samples}"
+            for code, rate in code_rates.items()}
 
 
 def _histogram(name: str, labels: str, counts: dict[str, int]) -> dict[str, str]:
     return {f'{name}_bucket{{{labels},le="{le}"}}': f"0+{n}x30" for le, n in counts.items()}
+
+
+def _db(size: str, quota: str) -> dict[str, str]:
+    return {f"etcd_mvcc_db_total_size_in_bytes{{{ETCD}}}": size, f"etcd_server_quota_backend_bytes{{{ETCD}}}": quota}
 
 
 def _nodes_ready(ready: int, unready: int) -> dict[str, str]:
@@ -71,7 +80,8 @@ CONTROL_PLANE = [
          [{"long": "1h", "short": "5m"}]),
     Case("APIServerLatencyHigh",
          _histogram("apiserver_request_duration_seconds", f'{API},verb="GET"', {"0.5": 0, "1": 0, "5": 10, "+Inf": 10}),
-         _histogram("apiserver_request_duration_seconds", f'{API},verb="GET"', {"0.5": 10, "1": 10, "5": 10, "+Inf": 10}),
+         _histogram("apiserver_request_duration_seconds", f'{API},verb="GET"',
+                    {"0.5": 10, "1": 10, "5": 10, "+Inf": 10}),
          "20m", [{"verb": "GET"}]),
     Case("EtcdNoLeader", {f"etcd_server_has_leader{{{ETCD}}}": "0x10"}, {f"etcd_server_has_leader{{{ETCD}}}": "1x10"},
          "5m", [ETCD_LABELS]),
@@ -87,16 +97,16 @@ CONTROL_PLANE = [
          _histogram("etcd_disk_wal_fsync_duration_seconds", ETCD, {"0.256": 10, "1.024": 10, "+Inf": 10}),
          "20m", [ETCD_LABELS]),
     Case("EtcdDatabaseQuotaLowSpace",
-         {f"etcd_mvcc_db_total_size_in_bytes{{{ETCD}}}": "97x30", f"etcd_server_quota_backend_bytes{{{ETCD}}}": "100x30"},
-         {f"etcd_mvcc_db_total_size_in_bytes{{{ETCD}}}": "90x30", f"etcd_server_quota_backend_bytes{{{ETCD}}}": "100x30"},
+         _db("97x30", "100x30"),
+         _db("90x30", "100x30"),
          "20m", [ETCD_LABELS]),
     Case("EtcdDatabaseQuotaFilling",
-         {f"etcd_mvcc_db_total_size_in_bytes{{{ETCD}}}": "85x30", f"etcd_server_quota_backend_bytes{{{ETCD}}}": "100x30"},
-         {f"etcd_mvcc_db_total_size_in_bytes{{{ETCD}}}": "50x30", f"etcd_server_quota_backend_bytes{{{ETCD}}}": "100x30"},
+         _db("85x30", "100x30"),
+         _db("50x30", "100x30"),
          "20m", [ETCD_LABELS]),
     Case("EtcdExcessiveDatabaseGrowth",
-         {f"etcd_mvcc_db_total_size_in_bytes{{{ETCD}}}": "0+1x90", f"etcd_server_quota_backend_bytes{{{ETCD}}}": "200x90"},
-         {f"etcd_mvcc_db_total_size_in_bytes{{{ETCD}}}": "10x90", f"etcd_server_quota_backend_bytes{{{ETCD}}}": "200x90"},
+         _db("0+1x90", "200x90"),
+         _db("10x90", "200x90"),
          "60m", [ETCD_LABELS]),
     # The newest snapshot stays at time 0 (fire) or keeps up with the clock (silent).
     Case("EtcdBackupStale", {f'{LAST_SUCCESS_METRIC}{{job="etcd-backup",etcd_cluster="main"}}': "0x200"},
@@ -144,7 +154,8 @@ NODES = [
     Case("GPUXidError", {'DCGM_FI_DEV_XID_ERRORS{job="dcgm-exporter",node="g1",gpu="3"}': "0x5 79x5 0x20"},
          {'DCGM_FI_DEV_XID_ERRORS{job="dcgm-exporter",node="g1",gpu="3"}': "0x30"}, "12m",
          [{"job": "dcgm-exporter", "node": "g1", "gpu": "3"}]),
-    Case("KubeletClientCertificateExpiring", {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "500000x30"},
+    Case("KubeletClientCertificateExpiring",
+         {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "500000x30"},
          {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "2000000x30"}, "10m",
          [{"job": "kubelet", "node": "n1"}]),
     Case("KubeletClientCertificateExpiringSoon",
@@ -177,11 +188,11 @@ def _alert_rules(text: str) -> dict[str, list[dict]]:
 def _test_file(rule_file: str, alert_rules: dict[str, list[dict]], cases: list[Case]) -> dict:
     tests = []
     for case in cases:
-        (rule, *_) = alert_rules[case.alert]
-        variants = {tuple(sorted(r["labels"].items())): r for r in alert_rules[case.alert]}
+        variants = alert_rules[case.alert]
 
-        def expected(labels: dict[str, str]) -> dict:
-            own = next(r for r in variants.values() if all(r["labels"].get(k, v) == v for k, v in labels.items()))
+        def expected(labels: dict[str, str], variants: list[dict] = variants) -> dict:
+            """The rule (of those sharing the name) whose own labels agree with ``labels``."""
+            own = next(r for r in variants if all(r["labels"].get(k, v) == v for k, v in labels.items()))
             return {"exp_labels": {**labels, **own["labels"]}, "exp_annotations": own["annotations"]}
 
         for kind, series, alerts in (("fires", case.fire, [expected(labels) for labels in case.labels]),
@@ -191,7 +202,6 @@ def _test_file(rule_file: str, alert_rules: dict[str, list[dict]], cases: list[C
                 "input_series": [{"series": s, "values": v} for s, v in series.items()],
                 "alert_rule_test": [{"eval_time": case.at, "alertname": case.alert, "exp_alerts": alerts}],
             })
-        del rule
     return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
 
 
@@ -212,8 +222,7 @@ def test_every_alert_fires_when_it_should_and_stays_silent_otherwise(rendered, k
     ((name, text),) = rendered[kind].items()
     (tmp_path / name).write_text(text)
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(_test_file(name, _alert_rules(text), cases), sort_keys=False))
-    result = subprocess.run([promtool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300)
+    result = _run([promtool, "test", "rules", "tests.yaml"], 300, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
 
 
@@ -229,8 +238,7 @@ def test_every_case_tells_firing_from_silent(rendered, kind, cases, tmp_path: Pa
         for check in test["alert_rule_test"]:
             check["exp_alerts"] = [] if check["exp_alerts"] else [{"exp_labels": {"inverted": "true"}}]
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    result = subprocess.run([promtool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300)
+    result = _run([promtool, "test", "rules", "tests.yaml"], 300, cwd=tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     for test in document["tests"]:
@@ -244,7 +252,7 @@ def test_rule_files_pass_promtool_check(rendered, tmp_path: Path):
         for name, text in files.items():
             (tmp_path / name).write_text(text)
             paths.append(str(tmp_path / name))
-    result = subprocess.run([promtool, "check", "rules", *paths], capture_output=True, text=True, timeout=120)
+    result = _run([promtool, "check", "rules", *paths], 120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

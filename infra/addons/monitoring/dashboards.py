@@ -55,8 +55,8 @@ def control_plane() -> dict[str, Any]:
             (f'sum(rate(apiserver_request_total{{{api},code=~"5.."}}[5m])) / sum(rate(apiserver_request_total{{{api}}}[5m]))',
              "5xx")], "percentunit"),
         _panel("apiserver p99 latency by verb", [
-            ("histogram_quantile(0.99, sum by (verb, le) (rate(apiserver_request_duration_seconds_bucket"
-             f'{{{api},verb!~"WATCH|CONNECT"}}[5m])))', "{{verb}}")], "s"),
+            (("histogram_quantile(0.99, sum by (verb, le) (rate(apiserver_request_duration_seconds_bucket"
+             f'{{{api},verb!~"WATCH|CONNECT"}}[5m])))'), "{{verb}}")], "s"),
         _panel("apiserver requests in flight (APF)", [
             (f"sum by (instance, request_kind) (apiserver_current_inflight_requests{{{api}}})",
              "{{instance}} {{request_kind}}")]),
@@ -64,11 +64,11 @@ def control_plane() -> dict[str, Any]:
             (f"etcd_mvcc_db_total_size_in_bytes{{{etcd}}}", "{{job}} {{instance}}"),
             (f"max by (job) (etcd_server_quota_backend_bytes{{{etcd}}})", "{{job}} quota")], "bytes"),
         _panel("etcd backend commit p99", [
-            (f"histogram_quantile(0.99, sum by (job, instance, le) (rate(etcd_disk_backend_commit_duration_seconds_bucket"
-             f"{{{etcd}}}[5m])))", "{{job}} {{instance}}")], "s"),
+            ((f"histogram_quantile(0.99, sum by (job, instance, le) (rate(etcd_disk_backend_commit_duration_seconds_bucket"
+             f"{{{etcd}}}[5m])))"), "{{job}} {{instance}}")], "s"),
         _panel("etcd WAL fsync p99", [
-            (f"histogram_quantile(0.99, sum by (job, instance, le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket"
-             f"{{{etcd}}}[5m])))", "{{job}} {{instance}}")], "s"),
+            ((f"histogram_quantile(0.99, sum by (job, instance, le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket"
+             f"{{{etcd}}}[5m])))"), "{{job}} {{instance}}")], "s"),
         _panel("etcd leader changes (1h)", [
             (f"max by (job) (increase(etcd_server_leader_changes_seen_total{{{etcd}}}[1h]))", "{{job}}")]),
         _panel("etcd backup age", [(f"time() - max by (etcd_cluster) ({LAST_SUCCESS_METRIC})", "{{etcd_cluster}}")],
@@ -76,8 +76,8 @@ def control_plane() -> dict[str, Any]:
         _panel("nodes Ready / not Ready", [
             (f'sum(kube_node_status_condition{{job="{rules.JOB_KUBE_STATE_METRICS}",condition="Ready",status="true"}})',
              "Ready"),
-            (f'count(kube_node_status_condition{{job="{rules.JOB_KUBE_STATE_METRICS}",condition="Ready",status="true"}} '
-             "== 0)", "not Ready")]),
+            ((f'count(kube_node_status_condition{{job="{rules.JOB_KUBE_STATE_METRICS}",condition="Ready",status="true"}} '
+             "== 0)"), "not Ready")]),
     ], "/.*control-plane.*/")
 
 
@@ -91,16 +91,16 @@ def nodes() -> dict[str, Any]:
             (f"avg by (pool) (node_memory_MemAvailable_bytes{{{ne}}} / node_memory_MemTotal_bytes{{{ne}}})", "{{pool}}")],
             "percentunit"),
         _panel("root disk used, worst node per pool", [
-            (f'max by (pool) (1 - node_filesystem_avail_bytes{{{ne},mountpoint="/"}} / '
-             f'node_filesystem_size_bytes{{{ne},mountpoint="/"}})', "{{pool}}")], "percentunit"),
+            ((f'max by (pool) (1 - node_filesystem_avail_bytes{{{ne},mountpoint="/"}} / '
+             f'node_filesystem_size_bytes{{{ne},mountpoint="/"}})'), "{{pool}}")], "percentunit"),
         _panel("pods running per node, by pool", [
             (f'avg by (pool) (kubelet_running_pods{{job="{rules.JOB_KUBELET}"}})', "{{pool}}")]),
         _panel("kubelet client certificate lifetime left (lowest)", [
             (f'min by (pool) (kubelet_certificate_manager_client_ttl_seconds{{job="{rules.JOB_KUBELET}"}})', "{{pool}}")],
             "s"),
         _panel("NodeLocal DNS queries to Azure DNS, busiest node", [
-            (f'max(sum by (node) (rate(coredns_proxy_request_duration_seconds_count{{job="{rules.JOB_NODE_LOCAL_DNS}",'
-             f'to="{rules.AZURE_DNS}:53"}}[5m])))', "busiest node")], "reqps"),
+            ((f'max(sum by (node) (rate(coredns_proxy_request_duration_seconds_count{{job="{rules.JOB_NODE_LOCAL_DNS}",'
+             f'to="{rules.AZURE_DNS}:53"}}[5m])))'), "busiest node")], "reqps"),
         _panel("NAT hosts: conntrack use", [
             (f'node_nf_conntrack_entries{{{ne},role="nat-host"}} / node_nf_conntrack_entries_limit{{{ne},role="nat-host"}}',
              "{{node}}")], "percentunit"),

@@ -37,8 +37,8 @@ def node_exporter() -> list[k8s.Obj]:
         "name": NODE_EXPORTER, "image": images.NODE_EXPORTER,
         "args": ["--path.rootfs=/host", f"--web.listen-address=:{NODE_EXPORTER_PORT}",
                  # Container and pod mounts are the kubelet's business (cAdvisor), not the node's.
-                 "--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|run|var/lib/kubelet/.+|"
-                 "var/lib/containerd/.+)($|/)"],
+                 ("--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|run|var/lib/kubelet/.+|"
+                 "var/lib/containerd/.+)($|/)")],
         "ports": [{"name": "metrics", "containerPort": NODE_EXPORTER_PORT, "protocol": "TCP"}],
         "resources": k8s.resources("50m", "64Mi", "128Mi"),
         "securityContext": k8s.locked_down(),
