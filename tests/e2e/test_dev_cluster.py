@@ -299,13 +299,44 @@ def _bound(dev: Cluster, selector: str) -> dict[str, str | None]:
             for p in dev.get_json("pods", "-n", "default", "-l", selector)["items"]}
 
 
+def _free(dev: Cluster, node: str) -> tuple[int, int]:
+    """``(free CPU in millicores, free pod slots)`` of a node: allocatable less what its pods request."""
+    def millis(quantity: str) -> int:
+        return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+    allocatable = dev.get_json("node", node)["status"]["allocatable"]
+    pods = [p for p in dev.get_json("pods", "-A", f"--field-selector=spec.nodeName={node}")["items"]
+            if p["status"].get("phase") not in ("Succeeded", "Failed")]
+    requested = sum(millis(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+                    for p in pods for c in p["spec"]["containers"])
+    return millis(allocatable["cpu"]) - requested, int(allocatable["pods"]) - len(pods)
+
+
 def test_most_allocated_packs_small_pods_onto_the_fewest_nodes(dev: Cluster):
+    """Scores are whole numbers and equal scores are broken at random, so two CPU nodes the add-ons
+    left allocated alike could share the pods. The first small pod lands on a fullest node; an
+    anchor pinned there with half its free CPU puts it far ahead; the next pods fill it up to its
+    maxPods and only then overflow, all onto one other node. Spreading (LeastAllocated) would send
+    them to the emptiest nodes instead."""
     run = uuid.uuid4().hex[:6]
-    pods = [_pod(f"pack-{run}-{i}", cpu="100m", labels={"box": f"pack-{run}"}) for i in range(6)]
+    first = _pod(f"pack-{run}-0", cpu="100m", labels={"box": f"pack-{run}"})
+    dev.kubectl("create", "-f", "-", input=yaml.safe_dump(first))
+    (node,) = wait_for("the first small pod to bind", lambda: [n for n in _bound(dev, f"box=pack-{run}").values() if n],
+                       timeout=60)
+    free_cpu, free_slots = _free(dev, node)
+    assert free_slots >= 3, f"{node} has {free_slots} pod slots left: too few to show packing"
+    anchor = _pod(f"pack-{run}-anchor", cpu=f"{free_cpu // 2}m", labels={"box": f"pack-{run}"})
+    anchor["spec"]["nodeSelector"]["kubernetes.io/hostname"] = node
+    dev.kubectl("create", "-f", "-", input=yaml.safe_dump(anchor))
+    wait_for("the anchor to bind", lambda: _bound(dev, f"box=pack-{run}").get(f"pack-{run}-anchor"), timeout=60)
+    pods = [_pod(f"pack-{run}-{i}", cpu="100m", labels={"box": f"pack-{run}"}) for i in range(1, 6)]
     dev.kubectl("create", "-f", "-", input=yaml.safe_dump_all(pods))
     bound = wait_for("six small pods to bind", lambda: (b := _bound(dev, f"box=pack-{run}")) and all(b.values())
-                     and len(b) == 6 and b, timeout=60)
-    assert len(set(bound.values())) == 1, f"MostAllocated should pack them onto one node: {bound}"
+                     and len(b) == 7 and b, timeout=60)
+    small = [n for name, n in bound.items() if not name.endswith("-anchor")]
+    on_node = min(len(small), 1 + free_slots - 1)  # the first pod, then the slots left once the anchor took one
+    assert small.count(node) == on_node, f"MostAllocated should fill {node} ({free_slots} slots) first: {bound}"
+    assert len(set(small) - {node}) <= 1, f"the overflow should pack onto one other node: {bound}"
     dev.kubectl("delete", "pods", "-n", "default", "-l", f"box=pack-{run}", "--wait=false")
 
 
