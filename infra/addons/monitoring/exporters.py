@@ -45,10 +45,11 @@ def node_exporter() -> list[k8s.Obj]:
         "readinessProbe": {"httpGet": {"path": "/", "port": NODE_EXPORTER_PORT}, "periodSeconds": 30},
         "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True, "mountPropagation": "HostToContainer"}],
     }
-    pod = k8s.pod_spec([container], priority_class=NODE_CRITICAL, host_network=True, hostPID=True,
-                       automountServiceAccountToken=False, tolerations=k8s.tolerate_everything(),
+    pod = k8s.pod_spec([container], priority_class=NODE_CRITICAL, service_account=NODE_EXPORTER, host_network=True,
+                       hostPID=True, automountServiceAccountToken=False, tolerations=k8s.tolerate_everything(),
                        volumes=[{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}])
-    return [k8s.daemon_set(NODE_EXPORTER, SYSTEM_NAMESPACE, pod, {"app.kubernetes.io/name": NODE_EXPORTER}, "10%")]
+    return [k8s.service_account(NODE_EXPORTER, SYSTEM_NAMESPACE, automount=False),
+            k8s.daemon_set(NODE_EXPORTER, SYSTEM_NAMESPACE, pod, {"app.kubernetes.io/name": NODE_EXPORTER}, "10%")]
 
 
 def dcgm_exporter() -> list[k8s.Obj]:
@@ -63,10 +64,11 @@ def dcgm_exporter() -> list[k8s.Obj]:
         "securityContext": k8s.locked_down("SYS_ADMIN", as_nobody=False, read_only_root=False),
         "readinessProbe": {"httpGet": {"path": "/health", "port": DCGM_EXPORTER_PORT}, "periodSeconds": 30},
     }
-    pod = k8s.pod_spec([container], priority_class=NODE_CRITICAL, host_network=True,
+    pod = k8s.pod_spec([container], priority_class=NODE_CRITICAL, service_account=DCGM_EXPORTER, host_network=True,
                        automountServiceAccountToken=False, runtimeClassName=NVIDIA_RUNTIME_CLASS,
                        nodeSelector={GPU_PRESENT_LABEL: "true"}, tolerations=k8s.tolerate_everything())
-    return [k8s.daemon_set(DCGM_EXPORTER, SYSTEM_NAMESPACE, pod, {"app.kubernetes.io/name": DCGM_EXPORTER}, "10%")]
+    return [k8s.service_account(DCGM_EXPORTER, SYSTEM_NAMESPACE, automount=False),
+            k8s.daemon_set(DCGM_EXPORTER, SYSTEM_NAMESPACE, pod, {"app.kubernetes.io/name": DCGM_EXPORTER}, "10%")]
 
 
 def kube_state_metrics(namespace: str) -> list[k8s.Obj]:
