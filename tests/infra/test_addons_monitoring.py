@@ -295,3 +295,16 @@ def test_the_tsdb_size_cap_must_fit_half_the_smallest_cpu_nodes_local_disk():
     with pytest.raises(ConfigError, match=r"addons.monitoring.storageGiB = 400: expected at most 300 .*D16ds_v5"):
         spec_for("dev", addons={"monitoring": {"storageGiB": 400}})
     assert spec_for("dev", addons={"monitoring": {"storageGiB": 300}}).addons.monitoring.storage_gib == 300
+
+
+def test_every_job_a_rule_reads_is_scraped_by_the_shard_that_evaluates_it():
+    """Rules run where their data is: a rule naming a job its shard does not scrape never fires."""
+    spec = spec_for("prod")
+    configs = _configs()
+    for kind, files in monitoring.rule_files(spec).items():
+        shard = "control-plane" if kind == "control-plane" else "nodes-0"
+        scraped = {job["job_name"] for job in configs[shard]["scrape_configs"]}
+        (text,) = files.values()
+        named = set(re.findall(r'job(?:=~?)"([^"]+)"', text))
+        jobs = {job for pattern in named for job in pattern.split("|")}
+        assert jobs and jobs <= scraped, (kind, sorted(jobs - scraped))
