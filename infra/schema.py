@@ -105,6 +105,8 @@ class Section:
         accepted = _range_text(minimum, maximum)
         self._record(name, "integer", default, accepted, description)
         value = self._take(name, default)
+        if value is None and default is None:
+            return None  # type: ignore[return-value]
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(self.key(name), value, accepted)
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):

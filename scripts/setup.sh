@@ -22,8 +22,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # Debian packages whose binaries the tests run (see README.md, "Tests").
-packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2 procps prometheus openssl systemd curl)
-binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip sysctl promtool openssl systemd-analyze curl)
+packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2 procps openssl systemd curl)
+binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip sysctl openssl systemd-analyze curl)
 missing=()
 for i in "${!packages[@]}"; do
   command -v "${binaries[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")

@@ -7,6 +7,12 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+# promtool (with Kubernetes discovery), amtool and dashboard-check, built from their Go modules
+# (cached per machine). Without Go the tests that need them skip, or fail with CI=true.
+if command -v go >/dev/null || [ "${CI:-}" = true ]; then
+  SUPERCLUSTER_MONITORING_TOOLS=$(bash scripts/build-monitoring-tools.sh)
+  export SUPERCLUSTER_MONITORING_TOOLS
+fi
 # One worker per core (pytest-xdist): the suite is CPU-bound, each test planning the stack under mocks.
 .venv/bin/python -m pytest -n auto "$@"
 if [ "${SKIP_E2E:-0}" != 1 ]; then

@@ -62,3 +62,30 @@ def doc_table_rows(page: str, heading: str, row_prefix: str) -> dict[str, list[s
         elif rows and not line.startswith("|"):
             break
     return rows
+
+
+def monitoring_tool(binary: str) -> str:
+    """``promtool`` or ``amtool`` built from their Go modules (scripts/build-monitoring-tools.sh,
+    cached per machine; scripts/test.sh builds them before the suite). Outside CI a machine
+    without Go skips the test; in CI it fails."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    folder = os.environ.get("SUPERCLUSTER_MONITORING_TOOLS")
+    if not folder:
+        if shutil.which("go") is None:
+            if os.environ.get("CI") == "true":
+                pytest.fail("the Go toolchain is missing; promtool and amtool are built from their Go modules")
+            pytest.skip("the Go toolchain is missing (promtool and amtool are built from their Go modules)")
+        result = subprocess.run(["bash", str(PROJECT_DIR / "scripts" / "build-monitoring-tools.sh")],
+                                capture_output=True, text=True, timeout=1800)
+        if result.returncode != 0:
+            pytest.fail(f"scripts/build-monitoring-tools.sh failed:\n{result.stderr[-3000:]}")
+        folder = result.stdout.strip().splitlines()[-1]
+    path = Path(folder) / binary
+    assert path.is_file(), f"{path} missing"
+    return str(path)

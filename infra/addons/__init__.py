@@ -103,7 +103,7 @@ def build_addon_objects(config: ClusterConfig, addresses: AddressPlan, settings:
         "gpu_health_check": lambda: gpu_health_check.objects(config, settings.gpu_health_check),
         "traffic_accounting": lambda: traffic_accounting.objects(settings.traffic_accounting),
         "monitoring": lambda: monitoring.objects(config, addresses, settings.monitoring,
-                                                 settings.traffic_accounting.port),
+                                                 settings.cluster_autoscaler.max_total_unready_percentage),
     }
     groups = {BASE: base.objects(config)}
     for attr in MODULES:

@@ -30,6 +30,13 @@ DCGM = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
 # Runs the small stdlib-only scripts in infra/addons/scripts (node taint, iptables exporter).
 PYTHON = "docker.io/library/python:3.12.11-slim-bookworm"
 PROMETHEUS = "quay.io/prometheus/prometheus:v3.5.0"
+# amtool is built at the same release (tests/tools/go/alertmanager/go.mod).
+ALERTMANAGER = "quay.io/prometheus/alertmanager:v0.28.1"
+NODE_EXPORTER = "quay.io/prometheus/node-exporter:v1.9.1"
+KUBE_STATE_METRICS = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.15.0"
+GRAFANA = "docker.io/grafana/grafana:11.6.0"
+# dcgm-exporter tags are <DCGM version>-<exporter version>: the DCGM the health check runs (DCGM above).
+DCGM_EXPORTER = "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
 # The balloon pods' only container does nothing; the pause image is preloaded on every node.
 PAUSE = PAUSE_IMAGE
 

@@ -74,6 +74,16 @@ DESCRIPTIONS = {
     "addons.trafficAccounting.port": "the traffic exporter's port on every node (host network)",
     "addons.monitoring.scrapeInterval": "Prometheus scrape and rule interval",
     "addons.monitoring.retention": "how long Prometheus keeps samples",
-    "addons.monitoring.storageGiB": "Prometheus's local-SSD volume",
-    "addons.monitoring.memoryGiB": "Prometheus's memory",
+    "addons.monitoring.storageGiB": "each Prometheus's TSDB size budget on its node's local SSD (at most half "
+                                    "the smallest CPU size's temp disk)",
+    "addons.monitoring.memoryGiB": "each Prometheus's memory",
+    "addons.monitoring.seriesPerShard": "active series one Prometheus shard is sized for; the node shards are "
+                                        "derived from it and the pools' maxNodes (docs/monitoring.md)",
+    "addons.monitoring.nodeShards": "node shards (none: derived from the pools' maxNodes and seriesPerShard; "
+                                    "fewer than derived is refused)",
+    "addons.monitoring.replicas": "identical Prometheus servers per shard (an HA pair by default)",
+    "addons.monitoring.receivers": "who Alertmanager pages: each {name, type (webhook, email, pagerduty or "
+                                   "msteams), keyVaultSecret (the Key Vault secret holding the URL, key or "
+                                   "SMTP password), severities (default critical and warning); for email also "
+                                   "to, from, smarthost (host:port), username} (docs/monitoring.md)",
 }

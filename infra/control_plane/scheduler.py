@@ -43,6 +43,9 @@ BINPACK_RESOURCES = (("nvidia.com/gpu", 5), ("cpu", 1), ("memory", 1))
 PERMIT_WAITING_TIME_SECONDS = 60
 # After a gang fails to fit, skip it for this long so smaller work is not starved behind it.
 POD_GROUP_BACKOFF_SECONDS = 30
+# HTTPS port of /healthz and /metrics: kube-scheduler's --secure-port default (kube-scheduler
+# command-line reference), left at its default.
+SECURE_PORT = 10259
 
 
 def scheduler_image(kubernetes_version: str) -> tuple[str, str, str]:
@@ -98,6 +101,12 @@ def render_scheduler_config() -> str:
 
 def scheduler_flags() -> dict[str, str]:
     return {
+        # Delegated authentication and authorization (TokenReview, SubjectAccessReview) through the
+        # scheduler's own kubeconfig. Without them every request to /metrics is refused with 403, an
+        # admin certificate or Prometheus's token included; with them RBAC decides (Prometheus's
+        # ClusterRole grants get on the /metrics non-resource URL).
+        "authentication-kubeconfig": paths.SCHEDULER_KUBECONFIG,
+        "authorization-kubeconfig": paths.SCHEDULER_KUBECONFIG,
         # Serving (healthz, metrics) on loopback only (CIS 1.4.2); the config file holds the rest.
         "bind-address": "127.0.0.1",
         "config": paths.SCHEDULER_CONFIG,

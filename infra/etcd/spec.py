@@ -10,10 +10,11 @@ zone forever, so growing a cluster only adds members.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from infra import naming
-from infra.cluster import ClusterSpec
-from infra.config import EtcdConfig
+from infra.addressing import AddressPlan
+from infra.config import ClusterConfig, EtcdConfig
 from infra.secret_names import (
     APISERVER_ETCD_CLIENT_CERT,
     APISERVER_ETCD_CLIENT_FILES,
@@ -91,7 +92,19 @@ class EtcdClusterSpec:
         return self.role
 
 
-def etcd_cluster_spec(spec: ClusterSpec, role: str) -> EtcdClusterSpec:
+class Planned(Protocol):
+    """What the members are derived from: config and the address plan (a ``ClusterSpec`` is one).
+    Not ``ClusterSpec`` itself, so ``infra.etcd`` stays below ``infra.cluster`` and the add-ons
+    (monitoring scrapes the backup metrics, ``infra.etcd.backup_metrics``) may read it."""
+
+    @property
+    def config(self) -> ClusterConfig: ...
+
+    @property
+    def addresses(self) -> AddressPlan: ...
+
+
+def etcd_cluster_spec(spec: Planned, role: str) -> EtcdClusterSpec:
     """The members of the ``etcd`` or ``events-etcd`` cluster, from config and the address plan."""
     if role not in ROLES:
         raise ValueError(f"unknown etcd role {role!r}")

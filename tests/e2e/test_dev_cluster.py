@@ -16,7 +16,9 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from infra.addons import monitoring
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
+from infra.control_plane.scheduler import SECURE_PORT as SCHEDULER_SECURE_PORT
 from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
 from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install
 from tests.e2e.hosts import wait_for
@@ -65,6 +67,20 @@ def test_every_rendered_object_is_accepted_by_server_side_apply_with_no_refusal(
     objects = dev.plan.kubernetes_objects()
     assert len(lines) == len(objects)
     assert all(line.endswith("serverside-applied") for line in lines), lines
+
+
+def test_the_scheduler_answers_prometheus_on_metrics_and_refuses_an_unknown_caller(dev: Cluster):
+    """The scheduler delegates authentication and authorization to the apiserver: Prometheus's
+    ServiceAccount token (its ClusterRole grants get on /metrics) is answered, no token is not."""
+    token = dev.kubectl("create", "token", monitoring.SERVICE_ACCOUNT, "-n", monitoring.NAMESPACE).stdout.strip()
+    for machine, host, _ in dev.control_plane:
+        def status(*headers: str, host=host) -> str:  # bound now: called before the loop moves on
+            return dev.network.run(host, ["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
+                                          *headers, f"https://127.0.0.1:{SCHEDULER_SECURE_PORT}/metrics"],
+                                   check=False, timeout=20).stdout
+
+        assert status("-H", f"Authorization: Bearer {token}") == "200", machine.name
+        assert status() in ("401", "403"), machine.name
 
 
 def test_events_are_stored_in_the_events_etcd_and_never_in_the_main_etcd(dev: Cluster):
@@ -179,11 +195,11 @@ def _csr_of(dev: Cluster, common_name: str) -> dict | None:
 
 def _workloads(dev: Cluster):
     return [(d["kind"], d["metadata"]["namespace"], d["metadata"]["name"])
-            for _, d in dev.plan.kubernetes_objects() if d["kind"] in ("Deployment", "DaemonSet")]
+            for _, d in dev.plan.kubernetes_objects() if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet")]
 
 
 def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Cluster):
-    """Walks every Deployment and DaemonSet of the plan: a new add-on is covered without a new test.
+    """Walks every Deployment, DaemonSet and StatefulSet of the plan: a new add-on is covered without a new test.
     A selector naming a label no node registers leaves its pods Pending, and fails here."""
     workloads = _workloads(dev)
     assert workloads
@@ -191,8 +207,14 @@ def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Clus
     def unbound() -> list[str]:
         problems = []
         for kind, namespace, name in workloads:
-            status = dev.get_json(kind.lower(), name, "-n", namespace)["status"]
-            if kind == "DaemonSet":
+            workload = dev.get_json(kind.lower(), name, "-n", namespace)
+            status = workload["status"]
+            if kind == "StatefulSet":
+                wanted = workload["spec"]["replicas"]
+                if status.get("availableReplicas", 0) < wanted:
+                    problems.append(f"StatefulSet {namespace}/{name}: {status.get('availableReplicas', 0)} of "
+                                    f"{wanted} replicas bound and running")
+            elif kind == "DaemonSet":
                 if not status.get("desiredNumberScheduled"):
                     problems.append(f"DaemonSet {namespace}/{name} selects no node")
                 elif status.get("numberAvailable", 0) != status["desiredNumberScheduled"]:
@@ -280,13 +302,44 @@ def _bound(dev: Cluster, selector: str) -> dict[str, str | None]:
             for p in dev.get_json("pods", "-n", "default", "-l", selector)["items"]}
 
 
+def _free(dev: Cluster, node: str) -> tuple[int, int]:
+    """``(free CPU in millicores, free pod slots)`` of a node: allocatable less what its pods request."""
+    def millis(quantity: str) -> int:
+        return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+    allocatable = dev.get_json("node", node)["status"]["allocatable"]
+    pods = [p for p in dev.get_json("pods", "-A", f"--field-selector=spec.nodeName={node}")["items"]
+            if p["status"].get("phase") not in ("Succeeded", "Failed")]
+    requested = sum(millis(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+                    for p in pods for c in p["spec"]["containers"])
+    return millis(allocatable["cpu"]) - requested, int(allocatable["pods"]) - len(pods)
+
+
 def test_most_allocated_packs_small_pods_onto_the_fewest_nodes(dev: Cluster):
+    """Scores are whole numbers and equal scores are broken at random, so two CPU nodes the add-ons
+    left allocated alike could share the pods. The first small pod lands on a fullest node; an
+    anchor pinned there with half its free CPU puts it far ahead; the next pods fill it up to its
+    maxPods and only then overflow, all onto one other node. Spreading (LeastAllocated) would send
+    them to the emptiest nodes instead."""
     run = uuid.uuid4().hex[:6]
-    pods = [_pod(f"pack-{run}-{i}", cpu="100m", labels={"box": f"pack-{run}"}) for i in range(6)]
+    first = _pod(f"pack-{run}-0", cpu="100m", labels={"box": f"pack-{run}"})
+    dev.kubectl("create", "-f", "-", input=yaml.safe_dump(first))
+    (node,) = wait_for("the first small pod to bind", lambda: [n for n in _bound(dev, f"box=pack-{run}").values() if n],
+                       timeout=60)
+    free_cpu, free_slots = _free(dev, node)
+    assert free_slots >= 3, f"{node} has {free_slots} pod slots left: too few to show packing"
+    anchor = _pod(f"pack-{run}-anchor", cpu=f"{free_cpu // 2}m", labels={"box": f"pack-{run}"})
+    anchor["spec"]["nodeSelector"]["kubernetes.io/hostname"] = node
+    dev.kubectl("create", "-f", "-", input=yaml.safe_dump(anchor))
+    wait_for("the anchor to bind", lambda: _bound(dev, f"box=pack-{run}").get(f"pack-{run}-anchor"), timeout=60)
+    pods = [_pod(f"pack-{run}-{i}", cpu="100m", labels={"box": f"pack-{run}"}) for i in range(1, 6)]
     dev.kubectl("create", "-f", "-", input=yaml.safe_dump_all(pods))
     bound = wait_for("six small pods to bind", lambda: (b := _bound(dev, f"box=pack-{run}")) and all(b.values())
-                     and len(b) == 6 and b, timeout=60)
-    assert len(set(bound.values())) == 1, f"MostAllocated should pack them onto one node: {bound}"
+                     and len(b) == 7 and b, timeout=60)
+    small = [n for name, n in bound.items() if not name.endswith("-anchor")]
+    on_node = min(len(small), 1 + free_slots - 1)  # the first pod, then the slots left once the anchor took one
+    assert small.count(node) == on_node, f"MostAllocated should fill {node} ({free_slots} slots) first: {bound}"
+    assert len(set(small) - {node}) <= 1, f"the overflow should pack onto one other node: {bound}"
     dev.kubectl("delete", "pods", "-n", "default", "-l", f"box=pack-{run}", "--wait=false")
 
 

@@ -30,9 +30,17 @@ def groups_of(spec: ClusterSpec) -> dict[str, list[Obj]]:
     return build_addon_objects(spec.config, spec.addresses, spec.addons, AZURE)
 
 
-def prometheus_config_of(spec: ClusterSpec) -> str:
-    return monitoring.prometheus_config(spec.config, spec.addresses, spec.addons.monitoring,
-                                        spec.addons.traffic_accounting.port)
+def prometheus_configs_of(spec: ClusterSpec) -> dict[str, str]:
+    """``{shard name: prometheus.yml}`` of a built spec."""
+    return monitoring.prometheus_configs(spec.config, spec.addresses, spec.addons.monitoring)
+
+
+def shard_names_of(spec: ClusterSpec) -> list[str]:
+    return monitoring.shard_names(spec.config, spec.addons.monitoring)
+
+
+def rule_files_of(spec: ClusterSpec) -> dict[str, dict[str, str]]:
+    return monitoring.rule_files(spec.addons.cluster_autoscaler.max_total_unready_percentage)
 
 
 def all_objects(groups: dict[str, list[Obj]]) -> list[Obj]:

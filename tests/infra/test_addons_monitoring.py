@@ -1,97 +1,318 @@
-"""Prometheus: the rules the 7,500-node post alerts on, checked by promtool, and what it scrapes."""
+"""Monitoring: each shard's configuration and the Alertmanager configuration checked by the real
+promtool and amtool, the shard arithmetic, what each shard scrapes, and the objects that run it."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
-from infra.addons import monitoring
-from tests.helpers import require_tool
-from tests.infra.addon_fixtures import find, groups_for, prometheus_config_of, spec_for
+from infra.addons import images, monitoring
+from infra.addons.monitoring import alertmanager, exporters, rules, shards
+from infra.errors import ConfigError
+from infra.etcd import backup_metrics
+from infra.labels import GPU_PRESENT_LABEL
+from infra.node import local_disk
+from tests.helpers import PROJECT_DIR, monitoring_tool
+from tests.infra.addon_fixtures import (
+    find,
+    groups_for,
+    prometheus_configs_of,
+    rule_files_of,
+    shard_names_of,
+    spec_for,
+)
+
+RECEIVERS = [
+    {"name": "oncall", "type": "pagerduty", "keyVaultSecret": "alerting-pagerduty-key", "severities": ["critical"]},
+    {"name": "team-chat", "type": "msteams", "keyVaultSecret": "alerting-teams-url"},
+    {"name": "hook", "type": "webhook", "keyVaultSecret": "alerting-webhook-url", "severities": ["warning"]},
+    {"name": "mail", "type": "email", "keyVaultSecret": "alerting-smtp-password", "to": "oncall@example.com",
+     "from": "cluster@example.com", "smarthost": "smtp.example.com:587"},
+]
 
 
-def _rules() -> dict[str, dict]:
-    rules = {}
-    for text in monitoring.rule_files().values():
-        for group in yaml.safe_load(text)["groups"]:
-            for rule in group["rules"]:
-                rules.setdefault(rule.get("alert") or rule["record"], []).append(rule)
-    return rules
+def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
 
 
-def test_rule_files_pass_promtool(tmp_path):
-    promtool = require_tool("promtool")
-    for name, text in monitoring.rule_files().items():
-        (tmp_path / name).write_text(text)
-    result = subprocess.run([promtool, "check", "rules", *sorted(map(str, tmp_path.iterdir()))],
-                            capture_output=True, text=True)
+def _configs(stack: str = "prod", **settings) -> dict[str, dict]:
+    spec = spec_for(stack, addons={"monitoring": settings} if settings else None)
+    return {name: yaml.safe_load(text) for name, text in prometheus_configs_of(spec).items()}
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_shard_config_passes_the_real_promtool_with_kubernetes_discovery(stack, tmp_path: Path):
+    """promtool built from Prometheus's Go module knows kubernetes_sd_configs: the rendered files go in unchanged."""
+    promtool = monitoring_tool("promtool")
+    paths = []
+    for name, text in prometheus_configs_of(spec_for(stack)).items():
+        (tmp_path / f"{name}.yml").write_text(text)
+        paths.append(str(tmp_path / f"{name}.yml"))
+    result = _run([promtool, "check", "config", "--syntax-only", *paths], 120)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("SUCCESS") == len(paths)
 
 
-def test_scrape_config_passes_promtool(tmp_path):
-    """Debian's promtool is built without Kubernetes discovery, so each kubernetes_sd_configs block is
-    swapped for a static target and everything else (relabelling, auth, globals) is checked as is."""
-    promtool = require_tool("promtool")
-    document = yaml.safe_load(prometheus_config_of(spec_for("prod")))
-    discovered = 0
-    for job in document["scrape_configs"]:
-        if job.pop("kubernetes_sd_configs", None) is not None:
-            job["static_configs"] = [{"targets": ["127.0.0.1:9090"]}]
-            discovered += 1
-    assert discovered == 5
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(document))
-    result = subprocess.run([promtool, "check", "config", "--syntax-only", str(tmp_path / "prometheus.yml")],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_promtool_refuses_a_broken_shard_config(tmp_path: Path):
+    promtool = monitoring_tool("promtool")
+    document = _configs()["nodes-0"]
+    document["scrape_configs"][0]["relabel_configs"][0]["action"] = "hashmodulo"
+    (tmp_path / "broken.yml").write_text(yaml.safe_dump(document))
+    result = _run([promtool, "check", "config", "--syntax-only", str(tmp_path / "broken.yml")], 60)
+    assert result.returncode != 0
 
 
-def test_apiserver_429_and_5xx_rates_and_error_budget_burn_are_alerted_on():
-    rules = _rules()
-    assert 'code="429"' in rules["APIServerThrottling"][0]["expr"]
-    assert 'code=~"5.."' in rules["APIServerErrors"][0]["expr"]
-    burns = rules["APIServerErrorBudgetBurn"]
-    assert {(b["labels"]["long"], b["labels"]["short"]) for b in burns} == {("1h", "5m"), ("6h", "30m"),
-                                                                           ("1d", "2h"), ("3d", "6h")}
-    assert "apiserver_request:error_ratio_rate1h > (14.4 * 0.01)" in burns[0]["expr"]
-    assert 'code=~"5..|429"' in rules["apiserver_request:error_ratio_rate5m"][0]["expr"]
-
-
-def test_etcd_commit_latency_quota_and_leader_changes_are_alerted_on():
-    rules = _rules()
-    assert "etcd_disk_backend_commit_duration_seconds_bucket" in rules["EtcdHighCommitDurations"][0]["expr"]
-    quota = rules["EtcdDatabaseQuotaLowSpace"][0]["expr"]
-    assert "etcd_mvcc_db_total_size_in_bytes" in quota and "etcd_server_quota_backend_bytes" in quota
-    assert "> 95" in quota
-    assert "etcd_server_leader_changes_seen_total" in rules["EtcdHighNumberOfLeaderChanges"][0]["expr"]
-    assert rules["EtcdNoLeader"][0]["labels"]["severity"] == "critical"
-
-
-def test_both_etcd_clusters_and_every_agent_are_scraped():
+def test_prod_is_split_into_shards_derived_from_max_nodes_and_the_series_bound():
     spec = spec_for("prod")
-    document = yaml.safe_load(prometheus_config_of(spec))
-    jobs = {job["job_name"]: job for job in document["scrape_configs"]}
-    assert set(jobs) == {"apiserver", "etcd-main", "etcd-events", "coredns", "cluster-autoscaler",
-                         "node-local-dns", "iptables-exporter"}
+    per_node = sum(job.sample_limit for job in shards.node_jobs(9253, 9119))
+    assert monitoring.series_per_node(spec.config) == per_node == 5_200
+    expected = math.ceil(spec.config.max_nodes_total * per_node / monitoring.Settings().series_per_shard)
+    assert spec.config.max_nodes_total == 7_500 and expected == 10
+    assert shard_names_of(spec) == ["control-plane", *(f"nodes-{i}" for i in range(expected))]
+    assert shard_names_of(spec_for("dev")) == ["control-plane", "nodes-0"]
+
+
+def test_each_node_shard_keeps_its_own_hash_bucket_of_every_node_job():
+    configs = _configs()
+    node_shards = [name for name in configs if name != "control-plane"]
+    for index, name in enumerate(node_shards):
+        jobs = configs[name]["scrape_configs"]
+        assert {job["job_name"] for job in jobs} == {j.job for j in shards.node_jobs(9253, 9119)}
+        for job in jobs:
+            hashmod, keep = job["relabel_configs"][:2]
+            assert hashmod == {"source_labels": ["__meta_kubernetes_node_name"], "modulus": len(node_shards),
+                               "target_label": "__tmp_shard", "action": "hashmod"}
+            assert keep == {"source_labels": ["__tmp_shard"], "regex": str(index), "action": "keep"}
+            assert job["sample_limit"] > 0
+
+
+def test_the_node_shards_scrape_kubelet_cadvisor_dcgm_node_exporter_and_the_existing_agents():
+    jobs = {job["job_name"]: job for job in _configs()["nodes-0"]["scrape_configs"]}
+    assert jobs["kubelet"]["scheme"] == jobs["cadvisor"]["scheme"] == "https"
+    assert jobs["cadvisor"]["metrics_path"] == "/metrics/cadvisor"
+    assert jobs["kubelet"]["relabel_configs"][2]["replacement"] == "${1}:10250"
+    assert jobs["node-exporter"]["relabel_configs"][2]["replacement"] == f"${{1}}:{shards.NODE_EXPORTER_PORT}"
+    assert jobs["iptables-exporter"]["relabel_configs"][2]["replacement"] == "${1}:9119"
+    assert jobs["node-local-dns"]["relabel_configs"][2]["replacement"] == "${1}:9253"
+    gpu_label = GPU_PRESENT_LABEL.replace(".", "_").replace("/", "_")
+    gpu_keep = {"source_labels": [f"__meta_kubernetes_node_label_{gpu_label}"],
+                "regex": "true", "action": "keep"}
+    assert gpu_keep in jobs["dcgm-exporter"]["relabel_configs"]
+
+
+def test_the_control_plane_shard_scrapes_both_etcd_clusters_their_backup_age_and_the_cluster_readers():
+    spec = spec_for("prod")
+    jobs = {job["job_name"]: job for job in _configs()["control-plane"]["scrape_configs"]}
+    assert set(jobs) == {"apiserver", "etcd-main", "etcd-events", "etcd-backup", "coredns", "cluster-autoscaler",
+                         "kube-state-metrics"}
     assert len(jobs["etcd-main"]["static_configs"][0]["targets"]) == 5
-    assert jobs["etcd-events"]["static_configs"][0]["targets"][0] == \
-        f"{spec.addresses.etcd_ips('events-etcd', 3)[0]}:2381"
-    assert jobs["iptables-exporter"]["relabel_configs"][0]["replacement"] == "${1}:9119"
+    etcd_ips = spec.addresses.etcd_ips("etcd", 5) + spec.addresses.etcd_ips("events-etcd", 3)
+    assert jobs["etcd-backup"]["static_configs"][0]["targets"] == \
+        [f"{ip}:{backup_metrics.METRICS_PORT}" for ip in etcd_ips]
+    assert jobs["etcd-events"]["static_configs"][0]["targets"][0] == f"{etcd_ips[5]}:2381"
 
 
-def test_prometheus_survives_scale_down_and_reloads_on_config_change():
-    deployment = find(groups_for("prod"), "Deployment", "prometheus")
-    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
-    other = find(groups_for("prod", addons={"monitoring": {"scrapeInterval": "15s"}}), "Deployment", "prometheus")
-    assert other["spec"]["template"]["metadata"]["annotations"]["supercluster.io/config-sha256"] != \
-        annotations["supercluster.io/config-sha256"]
+def test_every_shard_sends_alerts_to_both_alertmanagers_and_loads_its_rules():
+    for name, document in _configs().items():
+        targets = document["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+        assert targets == [f"alertmanager-{i}.alertmanager.monitoring.svc:9093" for i in range(2)]
+        assert document["global"]["external_labels"]["shard"] == name
+    groups = groups_for("prod")
+    assert rules.CONTROL_PLANE_FILE in find(groups, "ConfigMap", "prometheus-control-plane-rules")["data"]
+    assert rules.NODES_FILE in find(groups, "ConfigMap", "prometheus-nodes-3-rules")["data"]
+
+
+def _alertmanager_config(tmp_path: Path, receivers=RECEIVERS) -> Path:
+    spec = spec_for("prod", addons={"monitoring": {"receivers": receivers}})
+    text = find(groups_for("prod", addons={"monitoring": {"receivers": receivers}}),
+                "ConfigMap", "alertmanager")["data"]["alertmanager.yml"]
+    assert text == alertmanager.config(spec.addons.monitoring.receivers, spec.config.cluster_name)
+    (tmp_path / "alertmanager.yml").write_text(text)
+    return tmp_path / "alertmanager.yml"
+
+
+def test_the_alertmanager_config_passes_amtool_and_routes_each_severity_to_the_receivers_that_asked(tmp_path):
+    amtool = monitoring_tool("amtool")
+    path = _alertmanager_config(tmp_path)
+    check = _run([amtool, "check-config", str(path)], 60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    def routed(*labels: str) -> str:
+        result = _run([amtool, "config", "routes", "test", f"--config.file={path}", *labels], 60)
+        return result.stdout.strip()
+
+    assert routed("alertname=EtcdNoLeader", "severity=critical") == "oncall,team-chat,mail"
+    assert routed("alertname=NodeNotReady", "severity=warning") == "team-chat,hook,mail"
+    assert routed("alertname=Other", "severity=info") == alertmanager.NULL_RECEIVER
+
+
+def test_amtool_refuses_an_alertmanager_config_it_cannot_load(tmp_path):
+    amtool = monitoring_tool("amtool")
+    path = _alertmanager_config(tmp_path)
+    path.write_text(path.read_text().replace("routing_key_file", "routing_key_path"))
+    assert _run([amtool, "check-config", str(path)], 60).returncode != 0
+
+
+def test_receiver_secrets_are_files_named_after_key_vault_secrets_never_values():
+    groups = groups_for("prod", addons={"monitoring": {"receivers": RECEIVERS}})
+    document = yaml.safe_load(find(groups, "ConfigMap", "alertmanager")["data"]["alertmanager.yml"])
+    by_name = {r["name"]: r for r in document["receivers"]}
+    assert by_name["oncall"]["pagerduty_configs"][0] == {
+        "routing_key_file": f"{alertmanager.SECRETS_DIR}/alerting-pagerduty-key", "send_resolved": True}
+    assert by_name["mail"]["email_configs"][0]["auth_password_file"].endswith("/alerting-smtp-password")
+    pod = find(groups, "StatefulSet", "alertmanager")["spec"]["template"]["spec"]
+    (secret,) = [v for v in pod["volumes"] if "secret" in v]
+    assert secret["secret"] == {"secretName": alertmanager.RECEIVER_SECRET, "optional": True}
+    assert not [o for objs in groups.values() for o in objs if o["kind"] == "Secret"]
+
+
+@pytest.mark.parametrize("receivers,key", [
+    ([{"name": "x", "type": "sms", "keyVaultSecret": "a"}], "addons.monitoring.receivers[0].type"),
+    ([{"name": "x", "type": "webhook", "keyVaultSecret": "not/valid"}],
+     "addons.monitoring.receivers[0].keyVaultSecret"),
+    ([{"name": "x", "type": "email", "keyVaultSecret": "a"}], "addons.monitoring.receivers[0].to"),
+    ([{"name": "x", "type": "webhook", "keyVaultSecret": "a", "severities": ["info"]}],
+     "addons.monitoring.receivers[0].severities"),
+    ([{"name": "x", "type": "webhook", "keyVaultSecret": "a"}] * 2, "addons.monitoring.receivers"),
+])
+def test_bad_receivers_are_refused_naming_the_key(receivers, key):
+    with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
+        spec_for("dev", addons={"monitoring": {"receivers": receivers}})
+
+
+def test_too_few_node_shards_are_refused():
+    with pytest.raises(ConfigError, match="addons.monitoring.nodeShards.*at least 10"):
+        spec_for("prod", addons={"monitoring": {"nodeShards": 4}})
+    assert len(shard_names_of(spec_for("prod", addons={"monitoring": {"nodeShards": 12}}))) == 13
+
+
+def test_each_shard_is_a_pair_on_two_nodes_with_its_data_on_the_node_disk_and_kept_by_the_autoscaler():
+    groups = groups_for("prod")
+    workload = find(groups, "StatefulSet", "prometheus-nodes-0")
+    assert workload["spec"]["replicas"] == 2
+    pod = workload["spec"]["template"]
+    assert pod["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+    (data,) = [v for v in pod["spec"]["volumes"] if v["name"] == "data"]
+    assert data["hostPath"] == {"path": f"{monitoring.HOST_DATA_DIR}/nodes-0", "type": "DirectoryOrCreate"}
+    # The node's local SSD as the node renderers mount it (spelled in monitoring: infra.node sits above the add-ons).
+    assert f"{local_disk.MOUNT}/prometheus" == monitoring.HOST_DATA_DIR
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == workload["spec"]["selector"]["matchLabels"]
+    assert not [o for objs in groups.values() for o in objs if o["kind"] == "Deployment" and
+                o["metadata"]["name"] == "prometheus"]
+
+
+def test_a_config_change_rolls_the_shard():
+    before = find(groups_for("prod"), "StatefulSet", "prometheus-control-plane")
+    after = find(groups_for("prod", addons={"monitoring": {"scrapeInterval": "15s"}}), "StatefulSet",
+                 "prometheus-control-plane")
+    key = "supercluster.io/config-sha256"
+    assert before["spec"]["template"]["metadata"]["annotations"][key] != \
+        after["spec"]["template"]["metadata"]["annotations"][key]
+
+
+def test_exporters_run_where_their_targets_are():
+    groups = groups_for("prod")
+    node_exporter = find(groups, "DaemonSet", exporters.NODE_EXPORTER)["spec"]["template"]["spec"]
+    assert node_exporter["tolerations"] == [{"operator": "Exists"}] and node_exporter["hostNetwork"]
+    dcgm = find(groups, "DaemonSet", exporters.DCGM_EXPORTER)["spec"]["template"]["spec"]
+    assert dcgm["nodeSelector"] == {GPU_PRESENT_LABEL: "true"}
+    assert dcgm["containers"][0]["image"] == images.DCGM_EXPORTER
+    ksm = find(groups, "Deployment", exporters.KUBE_STATE_METRICS)["spec"]["template"]["spec"]
+    assert "--resources=nodes,pods,deployments,daemonsets,statefulsets,namespaces" in ksm["containers"][0]["args"]
+
+
+def test_prometheus_may_read_kubelet_metrics_and_component_metrics():
+    role = find(groups_for("prod"), "ClusterRole", "supercluster-prometheus")
+    assert {"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]} in role["rules"]
+    assert {"nonResourceURLs": ["/metrics"], "verbs": ["get"]} in role["rules"]
 
 
 @pytest.mark.parametrize("value", ["0s", "10m"])
 def test_scrape_interval_bounds(value):
-    from infra.errors import ConfigError
-
     with pytest.raises(ConfigError, match="addons.monitoring.scrapeInterval"):
         spec_for("dev", addons={"monitoring": {"scrapeInterval": value}})
+
+
+def test_dashboards_load_in_grafanas_dashboard_model_and_their_queries_parse(tmp_path: Path):
+    """dashboard-check decodes each board strictly with the Grafana Foundation SDK's dashboard model
+    (an unknown field, a wrong type or a missing required field fails); every panel query is then
+    parsed by promtool as a recording rule."""
+    check, promtool = monitoring_tool("dashboard-check"), monitoring_tool("promtool")
+    boards = find(groups_for("prod"), "ConfigMap", "grafana-dashboards")["data"]
+    assert sorted(boards) == ["control-plane.json", "gpus.json", "nodes.json", "traffic.json"]
+    for name, text in boards.items():
+        (tmp_path / name).write_text(text)
+    result = _run([check, *sorted(str(p) for p in tmp_path.glob("*.json"))], 60)
+    assert result.returncode == 0 and result.stdout.count("OK ") == 4, result.stdout
+    queries = [t["expr"] for text in boards.values() for p in json.loads(text)["panels"] for t in p["targets"]]
+    rules_file = tmp_path / "queries.yaml"
+    rules_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": [
+        {"record": f"dashboard:query{i}", "expr": q} for i, q in enumerate(queries)]}]}))
+    parsed = _run([promtool, "check", "rules", str(rules_file)], 60)
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr
+
+
+def test_dashboard_check_refuses_what_grafana_would_not_load(tmp_path: Path):
+    check = monitoring_tool("dashboard-check")
+    board = json.loads(find(groups_for("prod"), "ConfigMap", "grafana-dashboards")["data"]["gpus.json"])
+    board["panels"][0]["gridPos"]["h"] = "eight"
+    del board["templating"]
+    (tmp_path / "broken.json").write_text(json.dumps(board))
+    result = _run([check, str(tmp_path / "broken.json")], 60)
+    assert result.returncode != 0 and "gridPos.h" in result.stdout and "templating" in result.stdout
+
+
+def test_grafana_has_one_data_source_per_shard_matching_the_dashboards_selectors():
+    groups = groups_for("prod")
+    sources = yaml.safe_load(find(groups, "ConfigMap", "grafana-datasources")["data"]["prometheus.yaml"])
+    names = [s["name"] for s in sources["datasources"]]
+    assert names == [f"prometheus-{shard}" for shard in shard_names_of(spec_for("prod"))]
+    assert sources["datasources"][1]["url"] == "http://prometheus-nodes-0.monitoring.svc:9090"
+    boards = find(groups, "ConfigMap", "grafana-dashboards")["data"]
+    for file, text in boards.items():
+        (variable,) = json.loads(text)["templating"]["list"]
+        pattern = re.compile(variable["regex"].strip("/"))
+        selected = [n for n in names if pattern.fullmatch(n)]
+        assert selected == (names[:1] if file == "control-plane.json" else names[1:]), file
+
+
+def test_the_docs_show_the_same_series_arithmetic_the_code_uses():
+    doc = (PROJECT_DIR / "docs" / "monitoring.md").read_text()
+    spec = spec_for("prod")
+    jobs = shards.node_jobs(9253, 9119)
+    for job in jobs:
+        assert f"| {job.job} | {job.port} | {job.sample_limit:,} |" in doc, job.job
+    per_node = monitoring.series_per_node(spec.config)
+    total = spec.config.max_nodes_total * per_node
+    budget = monitoring.Settings().series_per_shard
+    count = len(shard_names_of(spec)) - 1
+    assert f"| **per node** | | **{per_node:,}** |" in doc
+    assert f"{spec.config.max_nodes_total:,} × {per_node:,} = **{total:,}**" in doc
+    assert f"N = ⌈{total:,} / {budget:,}⌉ = **{count}** node shards" in doc
+
+
+def test_the_tsdb_size_cap_must_fit_half_the_smallest_cpu_nodes_local_disk():
+    with pytest.raises(ConfigError, match=r"addons.monitoring.storageGiB = 400: expected at most 300 .*D16ds_v5"):
+        spec_for("dev", addons={"monitoring": {"storageGiB": 400}})
+    assert spec_for("dev", addons={"monitoring": {"storageGiB": 300}}).addons.monitoring.storage_gib == 300
+
+
+def test_every_job_a_rule_reads_is_scraped_by_the_shard_that_evaluates_it():
+    """Rules run where their data is: a rule naming a job its shard does not scrape never fires."""
+    spec = spec_for("prod")
+    configs = _configs()
+    for kind, files in rule_files_of(spec).items():
+        shard = "control-plane" if kind == "control-plane" else "nodes-0"
+        scraped = {job["job_name"] for job in configs[shard]["scrape_configs"]}
+        (text,) = files.values()
+        named = set(re.findall(r'job(?:=~?)"([^"]+)"', text))
+        jobs = {job for pattern in named for job in pattern.split("|")}
+        assert jobs and jobs <= scraped, (kind, sorted(jobs - scraped))

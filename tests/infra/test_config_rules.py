@@ -116,12 +116,12 @@ def test_pod_budget_counts_the_daemonsets_each_pool_kind_runs():
 
 def test_pod_ips_per_node_must_leave_room_for_a_workload():
     raw = raw_stack("dev")
-    raw["nodePools"][1]["podIpsPerNode"] = 2
+    raw["nodePools"][1]["podIpsPerNode"] = 3
     message = refused(raw)
-    assert "nodePools[1].podIpsPerNode = 2: expected at least 3: it is also kubelet's maxPods" in message
-    assert "(node-local-dns, iptables-exporter)" in message
+    assert "nodePools[1].podIpsPerNode = 3: expected at least 4: it is also kubelet's maxPods" in message
+    assert "(node-local-dns, iptables-exporter, node-exporter)" in message
     raw["addons"]["trafficAccounting"] = {"enabled": False}
-    build_cluster_spec(raw, "eastus")  # one DaemonSet fewer: 2 fits
+    build_cluster_spec(raw, "eastus")  # one DaemonSet fewer: 3 fits
 
 
 # ------------------------------------------------------------------ keys, versions, regions, durations
