@@ -18,7 +18,7 @@ from pathlib import Path
 
 from infra import naming, systemd
 from infra.cloudinit import CloudConfig, render
-from infra.etcd import backup
+from infra.etcd import backup, backup_metrics
 from infra.etcd.config_file import BACKUP_DIR, CONFIG_PATH, MOUNT_POINT, etcd_config, render_config
 from infra.etcd.pki import member_secret_files
 from infra.etcd.spec import EtcdClusterSpec, EtcdMember
@@ -36,6 +36,10 @@ DISK_UNIT = "etcd-disk.service"
 ETCD_UNIT = "etcd.service"
 BACKUP_UNIT = "etcd-backup.service"
 BACKUP_TIMER = "etcd-backup.timer"
+METRICS_UNIT = "etcd-backup-metrics.service"
+# The operator creates this file (on every member) to let an empty cluster start although the backup
+# container shows the cluster existed (docs/runbooks/etcd.md); the first backup afterwards removes it.
+NEW_CLUSTER_OVERRIDE_PATH = "/etc/etcd/start-empty-cluster"
 
 # Azure's local NVMe disks identify as "Microsoft NVMe Direct Disk" (and "... v2" on newer sizes);
 # remote disks on NVMe sizes are "MSFT NVMe Accelerator v1.0" (Azure/azure-vm-utils,
@@ -72,6 +76,7 @@ def tool_settings(cluster: EtcdClusterSpec) -> dict:
         "etcdctl": f"{BIN_DIR}/etcdctl",
         "etcdutl": f"{BIN_DIR}/etcdutl",
         "endpoints": cluster.client_urls,
+        "new_cluster_override": NEW_CLUSTER_OVERRIDE_PATH,
         "disk": disk_settings(cluster),
         "backup": {
             "account_url": backup.account_url(cluster.cluster_name),
@@ -82,6 +87,17 @@ def tool_settings(cluster: EtcdClusterSpec) -> dict:
             "local_dir": BACKUP_DIR,
             "keep_local": backup.LOCAL_SNAPSHOTS_KEPT,
             "restore_revision_bump": backup.RESTORE_REVISION_BUMP,
+            "snapshot_prefix": backup.SNAPSHOT_PREFIX,
+            "formed_marker": backup.FORMED_MARKER,
+            "takeover_after_seconds": backup.TAKEOVER_AFTER_SECONDS,
+            "attempt_file": f"{BACKUP_DIR}/last-attempt.json",
+        },
+        "metrics": {
+            "port": backup_metrics.METRICS_PORT,
+            "last_success": backup_metrics.LAST_SUCCESS_METRIC,
+            "last_attempt": backup_metrics.LAST_ATTEMPT_METRIC,
+            "cluster": backup.METRICS_CLUSTER_LABELS[cluster.role],
+            "cache_seconds": backup.METRICS_LISTING_CACHE_SECONDS,
         },
     }
 
@@ -156,8 +172,22 @@ def backup_unit() -> str:
     )
 
 
+def metrics_unit() -> str:
+    """Backup freshness for Prometheus on every member (so the alert never depends on which member
+    uploads). NSG: only the monitoring source needs METRICS_PORT (infra/etcd/backup_metrics.py);
+    the monitoring engineer adds the scrape job, the alert and the rule."""
+    return systemd.unit(
+        "Serve etcd backup freshness (newest snapshot in Blob storage, this member's last attempt)",
+        [TOOL_PATH, "metrics"],
+        after=["network-online.target", DISK_UNIT],
+        wants=["network-online.target"],
+        service={"Restart": "always", "RestartSec": "10", "NoNewPrivileges": "true",
+                 "ProtectSystem": "strict", "ProtectHome": "true", "PrivateTmp": "true"},
+    )
+
+
 def backup_timer() -> str:
-    return systemd.timer("Snapshot etcd every 30 minutes", backup.SNAPSHOT_SCHEDULE,
+    return systemd.timer(f"Snapshot etcd every {backup.SNAPSHOT_INTERVAL_MINUTES} minutes", backup.SNAPSHOT_SCHEDULE,
                          timer_settings={"Persistent": "true", "AccuracySec": "1min"})
 
 
@@ -173,14 +203,15 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
     cloud.add(f"/etc/systemd/system/{ETCD_UNIT}", etcd_unit(cluster))
     cloud.add(f"/etc/systemd/system/{BACKUP_UNIT}", backup_unit())
     cloud.add(f"/etc/systemd/system/{BACKUP_TIMER}", backup_timer())
+    cloud.add(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit())
     add_secret_fetching(cloud, vault_name, member_secret_files(member), before=[ETCD_UNIT],
                         identity_name=naming.role_identity(cluster.cluster_name, cluster.role))
     cloud.runcmd += [
         [INSTALL_PATH],
         ["systemctl", "daemon-reload"],
-        ["systemctl", "enable", DISK_UNIT, ETCD_UNIT, BACKUP_TIMER],
+        ["systemctl", "enable", DISK_UNIT, ETCD_UNIT, BACKUP_TIMER, METRICS_UNIT],
         # etcd reports ready only once a quorum exists; cloud-init must not wait for the other members.
-        ["systemctl", "start", "--no-block", ETCD_UNIT, BACKUP_TIMER],
+        ["systemctl", "start", "--no-block", ETCD_UNIT, BACKUP_TIMER, METRICS_UNIT],
     ]
     return cloud
 

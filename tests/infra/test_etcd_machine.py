@@ -23,6 +23,7 @@ from infra.etcd.machine import (
     EFFECTIVE_CONFIG_PATH,
     ETCD_UNIT,
     INSTALL_PATH,
+    METRICS_UNIT,
     TOOL_PATH,
     TOOL_SETTINGS_PATH,
     install_script,
@@ -126,8 +127,8 @@ def test_boot_order():
         ["systemctl", "enable", "--now", FETCH_UNIT],
         [INSTALL_PATH],
         ["systemctl", "daemon-reload"],
-        ["systemctl", "enable", DISK_UNIT, ETCD_UNIT, BACKUP_TIMER],
-        ["systemctl", "start", "--no-block", ETCD_UNIT, BACKUP_TIMER],
+        ["systemctl", "enable", DISK_UNIT, ETCD_UNIT, BACKUP_TIMER, METRICS_UNIT],
+        ["systemctl", "start", "--no-block", ETCD_UNIT, BACKUP_TIMER, METRICS_UNIT],
     ]
 
 
@@ -211,7 +212,7 @@ def test_systemd_accepts_every_rendered_unit(tmp_path):
             unit = tmp_path / os.path.basename(path)
             unit.write_text(entry["content"])
             units.append(str(unit))
-    assert len(units) == 5
+    assert len(units) == 6
     result = subprocess.run(["systemd-analyze", "verify", "--man=no", *units], capture_output=True, text=True)
     complaints = [line for line in result.stderr.splitlines()
                   if line.strip() and not line.endswith("is not executable: No such file or directory")]

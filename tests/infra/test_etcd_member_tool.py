@@ -74,14 +74,15 @@ def test_restore_with_etcdutl_bumps_the_revision_and_marks_it_compacted():
     _, main, _ = clusters()
     settings = tool_settings(main)
     conf = etcd_config(main, main.members[0])
-    argv = tool.restore_argv(settings, conf, "/s.db")
+    argv = tool.restore_argv(settings, conf, "/s.db", "/scratch", "m=https://a:2380")
     assert argv[:4] == ["/usr/local/bin/etcdutl", "snapshot", "restore", "/s.db"]
-    assert f"--initial-cluster={main.initial_cluster}" in argv
+    # The snapshot's membership, not the (possibly stale) rendered initial-cluster; into the scratch dir.
+    assert "--initial-cluster=m=https://a:2380" in argv and "--data-dir=/scratch" in argv
     assert "--initial-cluster-token=prod-etcd" in argv and "--name=prod-etcd-0" in argv
     assert "--bump-revision=1000000000" in argv and "--mark-compacted" in argv
     settings["etcdutl"] = None  # etcd 3.4: etcdctl restores, without those flags
-    assert tool.restore_argv(settings, conf, "/s.db")[0] == "/usr/local/bin/etcdctl"
-    assert "--mark-compacted" not in tool.restore_argv(settings, conf, "/s.db")
+    assert tool.restore_argv(settings, conf, "/s.db", "/scratch", "m=u")[0] == "/usr/local/bin/etcdctl"
+    assert "--mark-compacted" not in tool.restore_argv(settings, conf, "/s.db", "/scratch", "m=u")
 
 
 def test_latest_snapshot_is_the_newest_timestamp():
@@ -154,7 +155,7 @@ def test_first_bootstrap_when_nobody_answers_and_no_snapshot_exists(tmp_path, bl
 
 
 def test_an_empty_member_never_starts_a_new_cluster_once_snapshots_exist(tmp_path, blobs):
-    blobs.blobs["20260101T000000Z-prod-etcd-1.db"] = StoredBlob(b"db", {})
+    blobs.blobs["snapshots/20260101T000000Z-prod-etcd-1.db"] = StoredBlob(b"db", {})
     with pytest.raises(tool.Refusal, match="etcd-member restore"):
         tool.prepare(local_settings(tmp_path, blobs))
 
