@@ -8,6 +8,7 @@ import json
 import pytest
 import yaml
 
+from infra.etcd import backup, backup_metrics
 from infra.etcd import member_tool as tool
 from infra.etcd.config_file import etcd_config
 from infra.etcd.machine import tool_settings
@@ -232,3 +233,42 @@ def test_listing_follows_pages(blobs):
 def test_settings_file_is_plain_json():
     _, main, _ = clusters()
     assert json.loads(json.dumps(tool_settings(main))) == tool_settings(main)
+
+
+# --------------------------------------------------------------------------- backups that cannot stop
+
+def test_every_member_takes_over_once_the_newest_snapshot_missed_a_round():
+    after = backup.TAKEOVER_AFTER_SECONDS
+    assert after > backup.SNAPSHOT_INTERVAL_MINUTES * 60  # never in a round the designated member made
+    assert not tool.overdue(newest=1000.0, formed=0.0, now=1000.0 + after, takeover_after=after)
+    assert tool.overdue(newest=1000.0, formed=0.0, now=1001.0 + after, takeover_after=after)
+    # Before the first snapshot the cluster's forming is the reference; before that, nothing is late.
+    assert tool.overdue(newest=None, formed=1000.0, now=1001.0 + after, takeover_after=after)
+    assert not tool.overdue(newest=None, formed=None, now=1e12, takeover_after=after)
+
+
+def test_the_cluster_existed_if_the_marker_or_any_snapshot_is_there():
+    settings = tool_settings(clusters()[1])["backup"]
+    assert tool.cluster_existed(settings, []) is None
+    assert "cluster-formed" in tool.cluster_existed(settings, [backup.FORMED_MARKER])
+    assert "snapshots exist" in tool.cluster_existed(settings, [f"{backup.SNAPSHOT_PREFIX}20260101T000000Z-m.db"])
+
+
+def test_freshness_metrics_follow_the_shared_contract():
+    _, main, events = clusters()
+    metrics = tool_settings(main)["metrics"]
+    assert metrics["port"] == backup_metrics.METRICS_PORT
+    assert tool_settings(events)["metrics"]["cluster"] == "events"
+    text = tool.metrics_text(metrics, newest=1700000000.5, attempt=None)
+    assert f'{backup_metrics.LAST_SUCCESS_METRIC}{{cluster="main"}} 1700000000.500' in text.splitlines()
+    # No attempt yet: the series is absent (an absent() alert fires), never a made-up value.
+    assert f"{backup_metrics.LAST_ATTEMPT_METRIC}{{" not in text
+    assert f"# TYPE {backup_metrics.LAST_ATTEMPT_METRIC} gauge" in text
+
+
+def test_listing_reports_last_modified(blobs):
+    blobs.blobs["snapshots/a.db"] = StoredBlob(b"", {}, last_modified=1700000000.0)
+    blobs.blobs["cluster-formed.json"] = StoredBlob(b"", {}, last_modified=1600000000.0)
+    client = blob_client(blobs)
+    assert client.modified_times() == {"cluster-formed.json": 1600000000.0, "snapshots/a.db": 1700000000.0}
+    assert client.list(prefix="snapshots/") == ["snapshots/a.db"]
