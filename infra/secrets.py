@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+import machine
 from infra import systemd
 from infra.cloudinit import CloudConfig
 
@@ -24,7 +24,7 @@ FETCH_UNIT = "supercluster-secrets.service"
 KEY_VAULT_API_VERSION = "7.4"
 IMDS_TOKEN_SCRIPT = "/usr/local/sbin/supercluster-imds-token"
 IDENTITY_FILE = "/etc/supercluster/identity"
-_IMDS_TOKEN_SOURCE = Path(__file__).with_name("scripts") / "imds-token.py"
+_IMDS_TOKEN_SOURCE = machine.path("shared/imds_token.py")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,6 @@
 - ``config_file``: etcd's own YAML config file, with every setting that matters at scale.
 - ``backup``: where snapshots go and how long they are kept.
 - ``machine``: the member's cloud-init: units, install script, settings of the member tool.
-- ``member_tool``: the program that runs on each member (disk, start decision, backup, restore),
+- ``machine/etcd/member.py`` (not here): the program that runs on each member (disk, start decision, backup, restore),
   shipped verbatim; it is plain Python 3 with PyYAML, both present on Ubuntu's cloud images.
 """

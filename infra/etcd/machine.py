@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 import json
 import shlex
-from pathlib import Path
 
+import machine
 from infra import naming, systemd
 from infra.cloudinit import CloudConfig, render
 from infra.etcd import backup, backup_metrics
@@ -51,7 +51,7 @@ RESOURCE_DISK_MOUNT = "/mnt"
 
 @functools.cache
 def member_tool_source() -> str:
-    return (Path(__file__).with_name("member_tool.py")).read_text()
+    return machine.source("etcd/member.py")
 
 
 def etcd_release_url(version: str = ETCD_VERSION) -> str:

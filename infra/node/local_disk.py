@@ -10,8 +10,8 @@ several) or, on sizes without NVMe, on the temp disk. The unit assembles, format
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 
+import machine
 from infra import systemd
 from infra.cloudinit import CloudConfig
 from infra.vm_sizes import VmSize
@@ -59,7 +59,7 @@ def render_environment(values: dict[str, str]) -> str:
 
 
 def add_local_disk(cloud: CloudConfig, disks: LocalDisks) -> None:
-    script = resources.files("infra.node").joinpath("scripts/local-disk.sh").read_text()
+    script = machine.source("node/local_disk.sh")
     cloud.add(SCRIPT_PATH, script, permissions="0755")
     cloud.add(ENV_PATH, render_environment(environment(disks)))
     cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(

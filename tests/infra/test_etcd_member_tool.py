@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from infra.etcd import backup, backup_metrics
-from infra.etcd import member_tool as tool
+from machine.etcd import member as tool
 from infra.etcd.config_file import etcd_config
 from infra.etcd.machine import tool_settings
 from tests.etcd_local import free_ports
