@@ -16,7 +16,7 @@ import json
 import shlex
 
 import machine
-from infra import naming, systemd
+from infra import local_disk, naming, systemd
 from infra.cloudinit import CloudConfig, render
 from infra.etcd import backup, backup_metrics
 from infra.etcd.config_file import BACKUP_DIR, CONFIG_PATH, MOUNT_POINT, etcd_config, render_config
@@ -41,12 +41,8 @@ METRICS_UNIT = "etcd-backup-metrics.service"
 # container shows the cluster existed (docs/runbooks/etcd.md); the first backup afterwards removes it.
 NEW_CLUSTER_OVERRIDE_PATH = "/etc/etcd/start-empty-cluster"
 
-# Azure's local NVMe disks identify as "Microsoft NVMe Direct Disk" (and "... v2" on newer sizes);
-# remote disks on NVMe sizes are "MSFT NVMe Accelerator v1.0" (Azure/azure-vm-utils,
-# udev/80-azure-disk.rules), so a prefix match never picks the OS or a data disk.
-NVME_MODEL_PREFIX = "Microsoft NVMe Direct Disk"
-# Ubuntu's cloud-init formats and mounts the temp (resource) disk here on every fresh allocation.
-RESOURCE_DISK_MOUNT = "/mnt"
+# The label of the file system on the member's local disks (infra/local_disk.py).
+DISK_LABEL = "etcd"
 
 
 @functools.cache
@@ -59,14 +55,6 @@ def etcd_release_url(version: str = ETCD_VERSION) -> str:
             f"etcd-v{version}-linux-amd64.tar.gz")
 
 
-def disk_settings(cluster: EtcdClusterSpec) -> dict:
-    size = cluster.vm_size
-    if size.nvme_disks:
-        return {"mount": MOUNT_POINT, "kind": "nvme", "nvme_count": size.nvme_disks,
-                "nvme_model_prefix": NVME_MODEL_PREFIX}
-    return {"mount": MOUNT_POINT, "kind": "resource", "resource_mount": RESOURCE_DISK_MOUNT}
-
-
 def tool_settings(cluster: EtcdClusterSpec) -> dict:
     """``/etc/etcd/member.json``: what the member tool needs besides etcd's own config file."""
     return {
@@ -77,7 +65,8 @@ def tool_settings(cluster: EtcdClusterSpec) -> dict:
         "etcdutl": f"{BIN_DIR}/etcdutl",
         "endpoints": cluster.client_urls,
         "new_cluster_override": NEW_CLUSTER_OVERRIDE_PATH,
-        "disk": disk_settings(cluster),
+        # prepare refuses to start etcd unless this is a mount point (never the OS disk).
+        "disk": {"mount": MOUNT_POINT},
         "backup": {
             "account_url": backup.account_url(cluster.cluster_name),
             "container": cluster.backup_container,
@@ -124,17 +113,6 @@ def install_script(version: str = ETCD_VERSION, sha256: str = ETCD_SHA256) -> st
         f"--shell /usr/sbin/nologin {ETCD_USER}",
     ]
     return "\n".join(lines) + "\n"
-
-
-def disk_unit() -> str:
-    return systemd.unit(
-        "Mount etcd's local SSD (formatted again whenever Azure hands over a wiped disk)",
-        [TOOL_PATH, "disk"],
-        # The temp disk is mounted on /mnt by cloud-init; NVMe disks need only udev.
-        after=["local-fs.target", "cloud-init.service"],
-        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
-        unit_extra={"Before": ETCD_UNIT},
-    )
 
 
 def etcd_unit(cluster: EtcdClusterSpec) -> str:
@@ -199,7 +177,10 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
     cloud.add(TOOL_SETTINGS_PATH, json.dumps(tool_settings(cluster), indent=2, sort_keys=True) + "\n")
     cloud.add(TOOL_PATH, member_tool_source(), permissions="0755")
     cloud.add(INSTALL_PATH, install_script(), permissions="0755")
-    cloud.add(f"/etc/systemd/system/{DISK_UNIT}", disk_unit())
+    local_disk.add_local_disk(cloud, local_disk.LocalDisks.of(cluster.vm_size), unit=DISK_UNIT, mount=MOUNT_POINT,
+                              label=DISK_LABEL, before=[ETCD_UNIT],
+                              description="Mount etcd's local SSD (formatted again whenever Azure hands over a "
+                                          "wiped disk)")
     cloud.add(f"/etc/systemd/system/{ETCD_UNIT}", etcd_unit(cluster))
     cloud.add(f"/etc/systemd/system/{BACKUP_UNIT}", backup_unit())
     cloud.add(f"/etc/systemd/system/{BACKUP_TIMER}", backup_timer())

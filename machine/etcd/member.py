@@ -1,7 +1,6 @@
 #!/usr/bin/python3
 """etcd-member: keeps one supercluster etcd member's disk, membership and backups in order.
 
-  etcd-member disk      every boot, before etcd: assemble, format if wiped, and mount the local SSD
   etcd-member prepare   before every etcd start: decide how this member starts
   etcd-member backup    on the timer: snapshot (one designated member, or any member once the newest
                         snapshot is overdue), verify, upload to Blob storage
@@ -44,7 +43,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
 
 import yaml
 
@@ -652,108 +650,12 @@ def serve_metrics(settings: dict) -> None:
     server.serve_forever()
 
 
-# --------------------------------------------------------------------------- disk
-
-LABEL = "etcd"
-MD_DEVICE = "/dev/md/etcd"
-
-
-@dataclass(frozen=True)
-class Command:
-    argv: tuple[str, ...]
-    check: bool = True
-
-
-def local_nvme_devices(model_prefix: str, sys_block: str = "/sys/block") -> list[str]:
-    """Azure's local NVMe disks (model "Microsoft NVMe Direct Disk..."), never a remote NVMe OS disk."""
-    devices = []
-    for entry in sorted(os.listdir(sys_block)):
-        if not entry.startswith("nvme"):
-            continue
-        try:
-            with open(os.path.join(sys_block, entry, "device", "model")) as handle:
-                model = handle.read().strip()
-        except OSError:
-            continue
-        if model.startswith(model_prefix):
-            devices.append(f"/dev/{entry}")
-    return devices
-
-
-def format_plan(devices: list[str]) -> tuple[list[Command], str]:
-    """Commands that turn blank local disks into one ext4 file system labelled ``etcd``: RAID 0 over
-    several disks (etcd op-guide/hardware.md: RAID 0 suits etcd), and the device to mount."""
-    commands: list[Command] = []
-    target = devices[0]
-    if len(devices) > 1:
-        target = MD_DEVICE
-        # A half-assembled array from before the wipe would hold the disks; the data is gone anyway.
-        commands.append(Command(("mdadm", "--stop", "--scan"), check=False))
-        commands += [Command(("mdadm", "--zero-superblock", "--force", device), check=False) for device in devices]
-        commands.append(Command(("mdadm", "--create", MD_DEVICE, "--run", "--force", "--level=0",
-                                 f"--raid-devices={len(devices)}", f"--name={LABEL}", *devices)))
-        commands.append(Command(("udevadm", "settle")))
-    commands.append(Command(("mkfs.ext4", "-F", "-q", "-L", LABEL, "-E", "nodiscard", target)))
-    return commands, target
-
-
-def run(command: Command) -> None:
-    result = subprocess.run(command.argv, capture_output=True, text=True)
-    if command.check and result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command.argv)}: {result.stderr.strip()}")
-
-
-def labelled_device() -> str | None:
-    """The file system made by ``format_plan``, if the disks still hold it (a plain reboot)."""
-    result = subprocess.run(["blkid", "-L", LABEL], capture_output=True, text=True)
-    if result.returncode != 0:
-        return None
-    return result.stdout.strip() or None
-
-
-def disk(settings: dict) -> str:
-    """Idempotent; Azure wipes local NVMe and temp disks on deallocation and redeployment."""
-    spec = settings["disk"]
-    mount = spec["mount"]
-    if os.path.ismount(mount):
-        return f"{mount} already mounted"
-    os.makedirs(mount, exist_ok=True)
-    if spec["kind"] == "resource":
-        return bind_resource_disk(spec)
-    device = labelled_device()
-    if device is None:
-        devices = local_nvme_devices(spec["nvme_model_prefix"])
-        if len(devices) != spec["nvme_count"]:
-            raise RuntimeError(f"expected {spec['nvme_count']} local NVMe disks, found {devices}")
-        commands, device = format_plan(devices)
-        log(f"local disks {devices} are blank (new VM, or wiped by Azure): formatting")
-        for command in commands:
-            run(command)
-    run(Command(("mount", "-o", "noatime", device, mount)))
-    return f"{device} mounted on {mount}"
-
-
-def bind_resource_disk(spec: dict) -> str:
-    """The temp (resource) disk is formatted and mounted by cloud-init on every fresh allocation;
-    etcd gets a directory on it."""
-    deadline = time.monotonic() + 600
-    while not os.path.ismount(spec["resource_mount"]):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{spec['resource_mount']} (the Azure temp disk) never got mounted")
-        time.sleep(5)
-    source = os.path.join(spec["resource_mount"], "etcd")
-    os.makedirs(source, mode=0o700, exist_ok=True)
-    run(Command(("mount", "--bind", source, spec["mount"])))
-    return f"{source} bound on {spec['mount']}"
-
-
 # --------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="etcd-member", description=__doc__.splitlines()[0])
     parser.add_argument("--settings", default=SETTINGS_PATH)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("disk")
     commands.add_parser("prepare")
     commands.add_parser("backup")
     commands.add_parser("metrics")
@@ -764,9 +666,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = load_settings(args.settings)
     try:
-        if args.command == "disk":
-            log(disk(settings))
-        elif args.command == "prepare":
+        if args.command == "prepare":
             log(prepare(settings))
         elif args.command == "backup":
             log(backup(settings))

@@ -93,31 +93,6 @@ def test_latest_snapshot_is_the_newest_timestamp():
         tool.latest([])
 
 
-# --------------------------------------------------------------------------- disks
-
-def test_local_nvme_disks_are_recognised_by_model(tmp_path):
-    for name, model in (("nvme0n1", "Microsoft NVMe Direct Disk"), ("nvme1n1", "MSFT NVMe Accelerator v1.0"),
-                        ("nvme2n1", "Microsoft NVMe Direct Disk v2"), ("sda", "Virtual_Disk")):
-        (tmp_path / name / "device").mkdir(parents=True)
-        (tmp_path / name / "device" / "model").write_text(model + "  \n")
-    assert tool.local_nvme_devices("Microsoft NVMe Direct Disk", str(tmp_path)) == ["/dev/nvme0n1", "/dev/nvme2n1"]
-
-
-def test_one_disk_is_formatted_directly():
-    commands, device = tool.format_plan(["/dev/nvme0n1"])
-    assert device == "/dev/nvme0n1"
-    assert [c.argv for c in commands] == [("mkfs.ext4", "-F", "-q", "-L", "etcd", "-E", "nodiscard", "/dev/nvme0n1")]
-
-
-def test_several_disks_become_one_raid0():
-    commands, device = tool.format_plan(["/dev/nvme0n1", "/dev/nvme1n1"])
-    assert device == tool.MD_DEVICE
-    create = next(c.argv for c in commands if "--create" in c.argv)
-    assert "--level=0" in create and "--raid-devices=2" in create and create[-2:] == ("/dev/nvme0n1", "/dev/nvme1n1")
-    assert commands[-1].argv[0] == "mkfs.ext4" and commands[-1].argv[-1] == tool.MD_DEVICE
-    assert all(c.check for c in commands if c.argv[1] in ("--create",) or c.argv[0] == "mkfs.ext4")
-
-
 # --------------------------------------------------------------------------- prepare
 
 @pytest.fixture

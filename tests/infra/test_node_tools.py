@@ -94,7 +94,7 @@ def test_conflist_hands_secondary_ips_to_pods():
     assert json.loads(cni.render_conflist(None))["plugins"][0]["ipsToRouteViaHost"] == []
 
 
-@pytest.mark.parametrize("script", ["local_disk.sh", "gpu_check.sh"])
+@pytest.mark.parametrize("script", ["gpu_check.sh"])
 def test_shell_scripts_parse(script):
     bash = require_tool("bash")
     result = subprocess.run([bash, "-n", str(SCRIPTS.joinpath(script))], capture_output=True, text=True)
