@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import machine
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
-from infra.labels import GPU_STARTUP_TAINT_EFFECT, GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_GPU, ROLE_LABEL
 from infra.addons.settings import section
 from infra.config import ClusterConfig, NodePoolConfig
+from infra.labels import GPU_STARTUP_TAINT_EFFECT, GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_GPU, ROLE_LABEL
 
 if TYPE_CHECKING:
     from infra.cluster import ClusterSpec

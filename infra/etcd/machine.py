@@ -24,9 +24,11 @@ from infra.etcd.pki import member_secret_files
 from infra.etcd.spec import EtcdClusterSpec, EtcdMember
 from infra.secrets import FETCH_UNIT, add_secret_fetching
 from infra.versions import ETCD_SHA256, ETCD_VERSION
+from machine.etcd import member
 
 TOOL_PATH = "/usr/local/sbin/etcd-member"
-TOOL_SETTINGS_PATH = "/etc/etcd/member.json"
+# The tool finds its settings here without being told (an operator runs `etcd-member restore` by hand).
+TOOL_SETTINGS_PATH = member.SETTINGS_PATH
 INSTALL_PATH = "/usr/local/sbin/etcd-install"
 EFFECTIVE_CONFIG_PATH = "/run/etcd/etcd.yaml"
 BIN_DIR = "/usr/local/bin"

@@ -9,7 +9,6 @@ removes it once the GPUs pass, so no job lands on a node with a bad GPU.
 
 from __future__ import annotations
 
-
 import machine
 from infra import labels, systemd
 from infra.cloudinit import CloudConfig

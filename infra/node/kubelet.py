@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import machine
-from infra import systemd
-from infra import yaml_text
+from infra import systemd, yaml_text
 from infra.addressing import CLUSTER_DOMAIN
 from infra.cloudinit import CloudConfig
 from infra.config import Taint

@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime
-import glob
 import email.utils
+import glob
 import hashlib
 import http.server
 import json
@@ -35,9 +35,9 @@ import os
 import pwd
 import shutil
 import socket
-import tempfile
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
