@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""etcd-member: keeps one supercluster etcd member's disk, membership and backups in order.
+"""etcd-member: keeps one supercluster etcd member's membership and backups in order (its disk: local_disk.py).
 
   etcd-member prepare   before every etcd start: decide how this member starts
   etcd-member backup    on the timer: snapshot (one designated member, or any member once the newest
