@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -37,15 +38,32 @@ OPENSSL_USES = {"digital_signature": "digitalSignature", "key_encipherment": "ke
                 "server_auth": "serverAuth", "client_auth": "clientAuth"}
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
+def _ephemeral_floor() -> int:
     try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default ip_local_port_range starts here
+
+
+def free_ports(count: int) -> list[int]:
+    """Free loopback ports below the kernel's ephemeral range: a member stopped and started again
+    (a restore) needs its ports back, and a port from the ephemeral range may meanwhile have been
+    handed to some outgoing connection, which made etcd exit with "address already in use"."""
+    rng = random.Random()
+    floor = _ephemeral_floor()
+    ports: list[int] = []
+    while len(ports) < count:
+        port = rng.randrange(20000 if floor > 21000 else 1024, floor)
+        if port in ports:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
+    return ports
 
 
 def openssl_cert(directory: Path, stem: str, profile: pki.CertProfile, ip: str,
