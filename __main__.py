@@ -22,6 +22,7 @@ from components.stack_config import load_cluster_spec
 from infra import naming
 from infra.addons import AzureAccess
 from infra.etcd.backup import account_url
+from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import EVENTS, MAIN
 from infra.images import cache_prefixes
 from infra.machines import render_machines
@@ -132,5 +133,6 @@ pulumi.export("network", {
     "egressPrefixes": network.egress_prefixes,
     "hub": hub.contract,
 })
-pulumi.export("etcdClientUrls", etcd_clusters[MAIN].client_urls)
-pulumi.export("eventsEtcdClientUrls", etcd_clusters[EVENTS].client_urls)
+# Also the last deploy's member counts for the next one (infra/etcd/membership_change.py).
+for role, output_name in CLIENT_URL_OUTPUTS.items():
+    pulumi.export(output_name, etcd_clusters[role].client_urls)

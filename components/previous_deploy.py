@@ -2,8 +2,9 @@
 
 A ``StackReference`` to the stack itself reads the outputs of its last deploy: the program's
 new outputs are written only when it finishes, so during a run the reference still sees the
-previous ones (none on the first deploy). Today one check uses them: a node pool may leave the
-config only if the last deploy had retired it (``infra/pool_retirement.py``).
+previous ones (none on the first deploy). Two checks use them: a node pool may leave the
+config only if the last deploy had retired it (``infra/pool_retirement.py``), and an etcd
+cluster grows or shrinks by one member per deploy (``infra/etcd/membership_change.py``).
 
 A refused change must change nothing. Pulumi deletes what the program no longer declares only
 after the program has finished without error (pulumi/pulumi
@@ -23,6 +24,7 @@ from components.stack_config import ConfigRunError
 from infra.config import ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
+from infra.etcd.membership_change import CLIENT_URL_OUTPUTS, check_member_changes
 from infra.pool_retirement import check_pool_removals
 
 T = TypeVar("T")
@@ -33,9 +35,10 @@ def own_stack_name() -> str:
     return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
 
 
-def _checked(cluster_output: Any, config: ClusterConfig) -> bool:
+def _checked(outputs: dict[str, Any], config: ClusterConfig) -> bool:
     try:
-        check_pool_removals(cluster_output, config)
+        check_pool_removals(outputs[OUTPUT_NAME], config)
+        check_member_changes(outputs, config)
     except ConfigError as error:
         raise ConfigRunError(error) from None
     return True
@@ -48,7 +51,9 @@ class PreviousDeploy(pulumi.ComponentResource):
         super().__init__("supercluster:previous_deploy:PreviousDeploy", name, None, opts)
         reference = pulumi.StackReference(f"{name}-stack", stack_name=own_stack_name(),
                                           opts=pulumi.ResourceOptions(parent=self))
-        self.checked = reference.get_output(OUTPUT_NAME).apply(lambda output: _checked(output, config))
+        names = [OUTPUT_NAME, *CLIENT_URL_OUTPUTS.values()]
+        outputs = pulumi.Output.all(*[reference.get_output(name) for name in names])
+        self.checked = outputs.apply(lambda values: _checked(dict(zip(names, values)), config))
         self.register_outputs({})
 
     def gate(self, value: T) -> pulumi.Output[T]:

@@ -62,8 +62,8 @@ def test_a_directory_that_is_not_a_plan_is_a_clear_error(tmp_path, capsys):
 
 def test_bad_config_with_diff_still_exits_2(dev_plan_dir, tmp_path, capsys):
     assert main(["--stack", "dev", "--out", str(tmp_path / "new"), "--diff", str(dev_plan_dir),
-                 "--config", "etcd.members=2"]) == EXIT_BAD_INPUT
-    assert "etcd.members = 2" in capsys.readouterr().err
+                 "--config", "etcd.members=3"]) == EXIT_BAD_INPUT  # dev runs 1: one member per deploy
+    assert "etcd.members = 3" in capsys.readouterr().err
 
 
 def test_renaming_the_cluster_flags_every_protected_resource_it_would_replace(dev_plan_dir, tmp_path, capsys):
