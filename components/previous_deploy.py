@@ -19,18 +19,13 @@ from typing import Any, TypeVar
 
 import pulumi
 
-from components.stack_config import ConfigRunError
+from components.stack_config import ConfigRunError, own_stack_name
 from infra.config import ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
 from infra.pool_retirement import check_pool_removals
 
 T = TypeVar("T")
-
-
-def own_stack_name() -> str:
-    """This stack, fully qualified (a DIY backend's organization is ``organization``)."""
-    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
 
 
 def _checked(cluster_output: Any, config: ClusterConfig) -> bool:

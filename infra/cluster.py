@@ -19,6 +19,7 @@ from infra.addons import AddonSettings, parse_addon_settings
 from infra.addressing import AddressPlan, plan_addresses
 from infra.cloudinit import render
 from infra.config import ClusterConfig, parse_config
+from infra.day2 import LastDeploy, check_live_changes, last_deploy
 from infra.nat_hosts import nat_host_cloud_config
 from infra.node import node_cloud_config
 from infra.node.pool import check_custom_data, check_pool_tags, node_spec
@@ -31,12 +32,18 @@ class ClusterSpec:
     addons: AddonSettings  # every add-on's validated settings (infra/addons)
     node_cloud_inits: Mapping[str, str] = field(default_factory=dict)  # pool name -> its nodes' cloud-init
     nat_host_cloud_init: str = ""
+    last_deploy: LastDeploy = LastDeploy()  # what the last deploy exported (infra/day2.py)
 
 
-def build_cluster_spec(raw: Mapping[str, Any], location: Any) -> ClusterSpec:
+def build_cluster_spec(raw: Mapping[str, Any], location: Any,
+                       previous_outputs: Mapping[str, Any] | None = None) -> ClusterSpec:
+    """``previous_outputs``: the stack's outputs from its last deploy (``{}``/None before the first)."""
     config = parse_config(raw, location)
     check_pool_tags(config)
-    spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config))
+    last = last_deploy(previous_outputs)
+    check_live_changes(last, config)
+    spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config),
+                       last_deploy=last)
     return _with_machine_cloud_inits(spec)
 
 
