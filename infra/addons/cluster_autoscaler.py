@@ -168,7 +168,7 @@ def environment(s: Settings, azure: AzureAccess) -> list[k8s.Obj]:
 def objects(spec: ClusterSpec, azure: AzureAccess) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     container = {
-        "name": NAME, "image": images.cluster_autoscaler(spec.config.kubernetes_version),
+        "name": NAME, "image": images.cluster_autoscaler(spec.node_kubernetes_version),
         "command": ["/cluster-autoscaler", *flags(spec)],
         "env": environment(spec.addons.cluster_autoscaler, azure),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.day2 import MACHINE_ROLE_TAG, RESTARTING_VM_INPUTS, ROLLED_ROLES
+from infra.day2 import CLOUD_INIT_TAG, CUSTOM_DATA_PATH, MACHINE_ROLE_TAG, RESTARTING_VM_INPUTS, ROLLED_ROLES
 from infra.plan.replacements import Replacement, covers, in_place_note, is_azure_id_input, replacements
 
 # Resources whose replacement loses something even when nobody protected them: a new private
@@ -182,6 +182,10 @@ def _same_azure_resource(resource: dict[str, Any], gone: dict[str, dict[str, Any
     return next((urn for urn, old in gone.items() if _identity(old) == identity), None)
 
 
+def _cloud_init_tag(resource: dict[str, Any]) -> str | None:
+    return (resource["inputs"].get("tags") or {}).get(CLOUD_INIT_TAG)
+
+
 def _stateful(resource: dict[str, Any]) -> str | None:
     options = resource["options"]
     if options.get("protect"):
@@ -208,6 +212,10 @@ def _deleted(resource: dict[str, Any]) -> ResourceChange:
 def _compare(old: dict[str, Any], new: dict[str, Any], aliased: bool) -> ResourceChange | None:
     urn_changed = old["urn"] != new["urn"]
     input_paths = changed_paths(old["inputs"], new["inputs"])
+    if new["type"] == VM_TYPE and _cloud_init_tag(old) != _cloud_init_tag(new) and CUSTOM_DATA_PATH not in input_paths:
+        # A VM that ignored its customData holds, in the state, the cloud-init its tag names, not the one the old
+        # plan declared: a new tag is a new customData for pulumi up.
+        input_paths.append(CUSTOM_DATA_PATH)
     option_paths = [f"options.{path}" for path in changed_paths(
         {k: v for k, v in old["options"].items() if k != "aliases"},
         {k: v for k, v in new["options"].items() if k != "aliases"})]

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from infra.config import LOCATION_KEY
-from infra.day2 import REFUSED, check_live_changes, last_deploy
+from infra.day2 import REFUSED, STAGED, check_live_changes, last_deploy
 from infra.errors import ConfigError
 from infra.plan.runner import own_stack_name, run_program
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
@@ -60,3 +60,5 @@ def test_every_refused_rule_has_a_row_in_docs():
     rows = _doc_rows()
     for key in REFUSED:
         assert rows.get(key) == "refused", f"docs/day2.md has no 'refused' row for {key}"
+    for key in STAGED:
+        assert rows.get(key) == "staged", f"docs/day2.md has no 'staged' row for {key}"
