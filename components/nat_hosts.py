@@ -35,8 +35,8 @@ class NatHosts(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, config: ClusterConfig, plan: AddressPlan, resource_group_name: pulumi.Input[str],
                  location: str, subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                 identity_id: pulumi.Input[str], cloud_init: str, kubernetes_version: str,
-                 last_deploy: LastDeploy, opts: pulumi.ResourceOptions | None = None) -> None:
+                 identity_id: pulumi.Input[str], cloud_init: str, kubernetes_version: str | None = None,
+                 last_deploy: LastDeploy = LastDeploy(), opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nat:NatHosts", name, None, opts)
         cluster = config.cluster_name
         self.load_balancer_ip = plan.nat_lb_ip()
@@ -82,7 +82,7 @@ class NatHosts(pulumi.ComponentResource):
         # One cloud-init for every host (rendered once, by infra.cluster): nothing in it is host-specific.
         encoded, digest = custom_data(cloud_init, f"{name} cloud-init"), fingerprint(cloud_init)
         # Rolled one host per deploy (infra/day2.py): the others keep serving flows behind the load balancer.
-        want = MachineState(digest, config.network.nat_hosts.vm_size, kubernetes_version)
+        want = MachineState(digest, config.network.nat_hosts.vm_size, kubernetes_version or config.kubernetes_version)
         self.staged = stage(previous_machines(last_deploy, NAT_HOST_ROLE), [want] * len(self.host_ips))
         self.records = [staged.state.record(naming.nat_host(cluster, index))
                         for index, staged in enumerate(self.staged)]

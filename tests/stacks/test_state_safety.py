@@ -107,8 +107,8 @@ class Change:
 
 
 SWEEP = {
-    # Rendered into every machine: node models update in place (Manual upgrade policy), the control plane and
-    # etcd ignore customData (their tags show it), NAT hosts are stateless and re-created.
+    # Rendered into every machine: apiservers first, one per deploy (docs/day2.md), then node models (Manual
+    # upgrade policy) and NAT hosts one per deploy; etcd ignores customData (its tags show it).
     "kubernetesVersion": Change(("kubernetesVersion=1.33.5",), rf"{NODES}|{VMS}"),
     # Azure refuses new keys on an existing VM: every VM ignores them, scale sets take them in their model.
     "adminSshPublicKey": Change((f"adminSshPublicKey={NEW_KEY}",), rf"{NODES}|{VMS}"),
