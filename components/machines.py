@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components import declare
-
-from infra.day2 import CLOUD_INIT_TAG, CUSTOM_DATA_PATH
+from infra.day2 import CUSTOM_DATA_PATH
+from infra.node.pool import CLOUD_INIT_TAG
 from infra.versions import UBUNTU_IMAGE
 from infra.vm_sizes import VM_SIZES
 

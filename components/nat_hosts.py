@@ -18,7 +18,7 @@ from infra import naming
 from infra.addressing import AddressPlan
 from infra.cloudinit import custom_data, fingerprint
 from infra.config import ClusterConfig
-from infra.day2 import NAT_HOST_ROLE, MACHINE_ROLE_TAG, LastDeploy, MachineState, previous_machines, stage
+from infra.day2 import MACHINE_ROLE_TAG, NAT_HOST_ROLE, LastDeploy, MachineState, previous_machines, stage
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PATH, KUBE_PROXY_HEALTHZ_PORT
 
 FRONTEND = "services"
@@ -36,7 +36,7 @@ class NatHosts(pulumi.ComponentResource):
     def __init__(self, name: str, *, config: ClusterConfig, plan: AddressPlan, resource_group_name: pulumi.Input[str],
                  location: str, subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
                  identity_id: pulumi.Input[str], cloud_init: str, kubernetes_version: str | None = None,
-                 last_deploy: LastDeploy = LastDeploy(), opts: pulumi.ResourceOptions | None = None) -> None:
+                 last_deploy: LastDeploy | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nat:NatHosts", name, None, opts)
         cluster = config.cluster_name
         self.load_balancer_ip = plan.nat_lb_ip()
@@ -83,7 +83,7 @@ class NatHosts(pulumi.ComponentResource):
         encoded, digest = custom_data(cloud_init, f"{name} cloud-init"), fingerprint(cloud_init)
         # Rolled one host per deploy (infra/day2.py): the others keep serving flows behind the load balancer.
         want = MachineState(digest, config.network.nat_hosts.vm_size, kubernetes_version or config.kubernetes_version)
-        self.staged = stage(previous_machines(last_deploy, NAT_HOST_ROLE), [want] * len(self.host_ips))
+        self.staged = stage(previous_machines(last_deploy or LastDeploy(), NAT_HOST_ROLE), [want] * len(self.host_ips))
         self.records = [staged.state.record(naming.nat_host(cluster, index))
                         for index, staged in enumerate(self.staged)]
         self.hosts = [

@@ -32,7 +32,7 @@ class ClusterSpec:
     addons: AddonSettings  # every add-on's validated settings (infra/addons)
     node_cloud_inits: Mapping[str, str] = field(default_factory=dict)  # pool name -> its nodes' cloud-init
     nat_host_cloud_init: str = ""
-    last_deploy: LastDeploy = LastDeploy()  # what the last deploy exported (infra/day2.py)
+    last_deploy: LastDeploy = field(default_factory=LastDeploy)  # what the last deploy exported (infra/day2.py)
     # What nodes, NAT hosts and the autoscaler run: kubernetesVersion once every apiserver does (infra/day2.py).
     node_kubernetes_version: str = ""
 

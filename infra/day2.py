@@ -13,7 +13,6 @@ from typing import Any
 from infra.config import LOCATION_KEY, ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
-from infra.node.pool import CLOUD_INIT_TAG
 
 # Every dedicated VM carries its role in this tag (Azure tag names cannot hold "/"). The plan diff and
 # the policy pack group machines by it: no deploy may restart more than one machine of a role.
@@ -55,8 +54,10 @@ class MachineState:
     def parse(record: Any) -> MachineState | None:
         if not isinstance(record, Mapping):
             return None
-        values = [record.get(k) for k in ("cloudInit", "vmSize", "kubernetesVersion")]
-        return MachineState(*values) if all(isinstance(v, str) for v in values) else None
+        cloud_init, vm_size, version = (record.get(k) for k in ("cloudInit", "vmSize", "kubernetesVersion"))
+        if isinstance(cloud_init, str) and isinstance(vm_size, str) and isinstance(version, str):
+            return MachineState(cloud_init, vm_size, version)
+        return None
 
 
 @dataclass(frozen=True)
@@ -119,14 +120,14 @@ def last_deploy(outputs: Mapping[str, Any] | None) -> LastDeploy:
 # rebuild path). docs/day2.md has a row for each (tests/infra/test_day2.py checks it).
 _NEW_CLUSTER = "build a new cluster beside this one (a new stack), move the workloads, then retire this one"
 REFUSED: dict[str, tuple[str, str]] = {
-    "clusterName": ("every Azure name derives from it: each resource would be replaced, etcd and the pools "
-                    "with them", _NEW_CLUSTER),
+    "clusterName": (("every Azure name derives from it: each resource would be replaced, etcd and the pools "
+                     "with them"), _NEW_CLUSTER),
     LOCATION_KEY: ("Azure resources cannot move regions: everything would be re-created", _NEW_CLUSTER),
-    "network.serviceCidr": ("running apiservers (their cloud-init is ignored), every Service's ClusterIP and "
-                            "every pod's DNS keep the old range while nodes move to the new one: a cluster-wide "
-                            "DNS outage", _NEW_CLUSTER),
-    "network.addressSpace": ("every subnet holding NICs would move (Azure refuses a subnet prefix change while "
-                             "it holds NICs)", _NEW_CLUSTER),
+    "network.serviceCidr": (("running apiservers (their cloud-init is ignored), every Service's ClusterIP and "
+                             "every pod's DNS keep the old range while nodes move to the new one: a cluster-wide "
+                             "DNS outage"), _NEW_CLUSTER),
+    "network.addressSpace": (("every subnet holding NICs would move (Azure refuses a subnet prefix change while "
+                              "it holds NICs)"), _NEW_CLUSTER),
 }
 
 

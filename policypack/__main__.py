@@ -7,8 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: infra/ and policypack/
 
-from pulumi_policy import PolicyPack  # noqa: E402
+from pulumi_policy import PolicyPack
 
-from policypack.rules import PACK_NAME, POLICIES  # noqa: E402
+from policypack.rules import PACK_NAME, POLICIES
 
 PolicyPack(name=PACK_NAME, policies=POLICIES)

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.day2 import CLOUD_INIT_TAG, CUSTOM_DATA_PATH, MACHINE_ROLE_TAG, RESTARTING_VM_INPUTS, ROLLED_ROLES
+from infra.day2 import CUSTOM_DATA_PATH, MACHINE_ROLE_TAG, RESTARTING_VM_INPUTS, ROLLED_ROLES
+from infra.node.pool import CLOUD_INIT_TAG
 from infra.plan.replacements import Replacement, covers, in_place_note, is_azure_id_input, replacements
 
 # Resources whose replacement loses something even when nobody protected them: a new private

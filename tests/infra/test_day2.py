@@ -6,11 +6,12 @@ import re
 
 import pytest
 
-from infra.config import LOCATION_KEY
-from infra.day2 import REFUSED, STAGED, check_live_changes, last_deploy
+from infra.config import LOCATION_KEY, parse_config
+from infra.day2 import REFUSED, STAGED, MachineState, check_kubernetes_upgrade, check_live_changes, last_deploy, stage
 from infra.errors import ConfigError
 from infra.plan.runner import own_stack_name, run_program
 from infra.plan.stackfile import PROJECT_DIR, load_stack_config
+from tests.helpers import raw_stack
 
 DOC = PROJECT_DIR / "docs" / "day2.md"
 
@@ -40,14 +41,36 @@ def test_changes_a_live_cluster_cannot_take_are_refused(key, dev_plan):
     run_program("dev", config, {})  # the same config is fine for a first deploy
 
 
-def test_an_unreadable_or_absent_last_deploy_refuses_nothing(dev_plan):
-    config = load_stack_config("dev", ["network.serviceCidr=172.21.0.0/20"])
-    parsed_outputs = [None, {}, {"cluster": "not a mapping"}, {"cluster": {"clusterName": 7}}]
-    for outputs in parsed_outputs:
-        assert not last_deploy(outputs).exists or last_deploy(outputs).cluster_name is None
-    from infra.config import parse_config
-    from infra.plan.__main__ import _namespace_values
-    check_live_changes(last_deploy(None), parse_config(_namespace_values(config), config[LOCATION_KEY]))
+def test_an_unreadable_or_absent_last_deploy_refuses_nothing():
+    for outputs in (None, {}, {"cluster": "not a mapping"}, {"cluster": {"clusterName": 7}}):
+        last = last_deploy(outputs)
+        assert not last.exists and last.scale_sets == frozenset() and last.machines is None
+        check_kubernetes_upgrade(last, parse_config(raw_stack("dev"), "eastus"))
+        check_live_changes(last, parse_config(raw_stack("dev"), "eastus"))
+
+
+def test_the_last_deploy_is_read_from_the_contract_and_the_rollout_record(dev_plan):
+    last = last_deploy(dev_plan.outputs)
+    assert (last.cluster_name, last.location, last.kubernetes_version) == ("dev", "eastus", "1.33.4")
+    assert (last.service_cidr, last.address_space) == ("172.20.0.0/20", "10.64.0.0/10")
+    assert last.scale_sets == {"gpu-s000", "cpu-s000"}
+    assert [m.kubernetes_version for m in last.machines["apiserver"]] == ["1.33.4"]
+    assert last.node_kubernetes_version == "1.33.4"
+
+
+A, B = MachineState("a", "S1", "1.33.4"), MachineState("b", "S1", "1.34.1")
+
+
+@pytest.mark.parametrize(("previous", "desired", "expected"), [
+    (None, [B, B], [(B, False), (B, False)]),  # no record: nothing moves
+    ([A, A, A], [B, B, B], [(B, True), (A, False), (A, False)]),
+    ([B, A, A], [B, B, B], [(B, False), (B, True), (A, False)]),
+    ([B, B, B], [B, B, B], [(B, False)] * 3),
+    ([B], [B, B], [(B, False), (B, False)]),  # a new machine is created as desired
+    ([A], [B, B], [(B, True), (B, False)]),
+])
+def test_stage_moves_the_first_machine_that_differs_and_keeps_the_rest(previous, desired, expected):
+    assert [(s.state, s.moves) for s in stage(previous, desired)] == expected
 
 
 def _doc_rows() -> dict[str, str]:

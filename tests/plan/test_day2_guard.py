@@ -10,9 +10,8 @@ import copy
 
 import pytest
 
-from infra.day2 import MACHINE_ROLE_TAG
+from infra.day2 import ETCD_ROLES, MACHINE_ROLE_TAG
 from infra.etcd.spec import EVENTS, MAIN
-from infra.day2 import ETCD_ROLES
 from infra.plan.__main__ import EXIT_CHANGED, EXIT_DANGER, exit_code
 from infra.plan.diff import SCALE_SET_TYPE, VM_TYPE, Plan, diff_plans
 from infra.plan.diff_report import render_diff

@@ -143,8 +143,8 @@ NOT_SWEPT = {
         "another team's hub: only our peerings and route in it",
         "test_another_teams_hub_is_read_by_stack_reference_and_changed_only_through_its_subscription"),
     "network.natHosts": (
-        "stateless NAT host VMs behind their load balancer",
-        "test_each_host_forwards_from_its_static_address_in_the_backend_pool"),
+        "NAT host VMs behind their load balancer, rolled one per deploy (docs/day2.md)",
+        "test_a_patch_release_replaces_one_nat_host_per_deploy_never_all"),
     "network.maxPrivateIps": (
         "validation limits only; no resource reads them",
         "test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_raising_the_limit_passes"),
@@ -157,8 +157,8 @@ NOT_SWEPT = {
     "eventsEtcd": (
         "the same component as etcd", "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
     "controlPlane.vmSize": (
-        "an in-place resize of the stateless apiserver VMs (roll them instead: README)",
-        "test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_the_runbook"),
+        "staged: one apiserver resized per deploy (docs/day2.md)",
+        "test_a_control_plane_resize_is_staged_one_apiserver_per_deploy"),
     "nodePools[].name": (
         "a new name is a new pool, and the old one is removed: refused unless retired",
         "test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line"),
