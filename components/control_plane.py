@@ -1,9 +1,10 @@
 """The control plane: dedicated apiserver VMs outside the cluster, behind an internal load balancer.
 
 Each VM runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
-(``infra.control_plane.machine``). The VMs are created in parallel (none waits for another) and
-ignore changes to their cloud-init: a change is rolled out one VM at a time by the README runbook,
-never by a `pulumi up` that would take every apiserver down at once. Each VM has a readiness gate, a
+(``infra.control_plane.machine``). The VMs are created in parallel (none waits for another). A later
+change to their cloud-init or size reaches one VM per deploy (``infra.day2.stage``, docs/day2.md): the
+first VM that lacks it is replaced (or resized), the others ignore their customData and keep their size,
+never a `pulumi up` that takes every apiserver down at once. Each VM has a readiness gate, a
 CustomScript extension that re-fetches the secrets, restarts the components and waits for the local
 ``/readyz``. The gates run in a chain, gate ``i`` after gate ``i-1``: when a secret the apiservers
 read gets a new version (a renewed certificate) every gate runs again, one apiserver at a time, and

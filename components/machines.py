@@ -42,9 +42,9 @@ class VmArgs:
     # Stateful roles (etcd) keep running when their cloud-init changes; the change is rolled
     # out one member at a time by the runbook instead of by a replacement of every member.
     ignore_custom_data_changes: bool = False
-    # Stateless roles (apiservers) are rolled by `pulumi up --replace`, one VM at a time (README runbook):
-    # the old VM is deleted first (its name and static IP are fixed) and its NIC is detached, not
-    # deleted, so the IP and load-balancer membership carry over to the new VM.
+    # Stateless roles (apiservers, NAT hosts) are replaced one VM per deploy (infra.day2.stage): the old VM is
+    # deleted first (its name and static IP are fixed) and its NIC is detached, not deleted, so the IP and
+    # load-balancer membership carry over to the new VM.
     replaceable: bool = False
     # A resize restarts the VM, on a host whose local NVMe is blank, and `pulumi up` would resize every member
     # of a role at once. For etcd that loses quorum, so a size change is declared a replacement: protection

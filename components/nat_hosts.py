@@ -6,6 +6,10 @@ to a healthy host, and the packet keeps its service IP as destination
 (learn.microsoft.com/azure/load-balancer/load-balancer-ha-ports-overview). The hosts
 translate it (``infra/nat_hosts.py``). Health is kube-proxy's own health endpoint, so a
 host whose service rules are stale gets no new flows.
+
+A new cloud-init (every Kubernetes release reaches it) or size is rolled one host per deploy
+(``infra.day2.stage``, docs/day2.md): Azure refuses a customData change on an existing VM, so the
+host is replaced, deleted first, while the others carry the flows.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 A ``StackReference`` to the stack itself reads the outputs of its last deploy: the program's
 new outputs are written only when it finishes, so during a run the reference still sees the
-previous ones (none on the first deploy). Today one check uses them: a node pool may leave the
-config only if the last deploy had retired it (``infra/pool_retirement.py``).
+previous ones (none on the first deploy). This component runs one check on them: a node pool may
+leave the config only if the last deploy had retired it (``infra/pool_retirement.py``). The day-2
+rules (``infra/day2.py``) read the same outputs synchronously, before anything is declared
+(``components/stack_config.previous_outputs``).
 
 A refused change must change nothing. Pulumi deletes what the program no longer declares only
 after the program has finished without error (pulumi/pulumi
