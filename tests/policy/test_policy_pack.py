@@ -8,7 +8,13 @@ import pytest
 
 from infra.plan.diff import SCALE_SET_TYPE, VM_TYPE
 from policypack.rules import POLICIES
-from tests.policy.analyzer import analyze
+from tests.policy.analyzer import analyze, pack
+
+
+@pytest.fixture(scope="module")
+def served():
+    with pack() as stub:
+        yield stub
 
 
 def resources(run) -> list[dict]:
@@ -20,8 +26,8 @@ def stack_resources(request, dev_plan, prod_plan):
     return resources({"dev": dev_plan, "prod": prod_plan}[request.param])
 
 
-def test_the_real_plans_pass_every_policy(stack_resources):
-    assert analyze(stack_resources) == []
+def test_the_real_plans_pass_every_policy(served, stack_resources):
+    assert analyze(served, stack_resources) == []
 
 
 def _first(items, typ, where=lambda r: True):
@@ -80,8 +86,8 @@ def test_every_policy_has_a_seeded_violation():
 
 
 @pytest.mark.parametrize("seed", list(SEEDED), ids=lambda seed: seed.__name__)
-def test_a_seeded_violation_is_caught(seed, prod_plan):
+def test_a_seeded_violation_is_caught(seed, served, prod_plan):
     items = resources(prod_plan)
     seed(items)
-    assert {v.policy for v in analyze(items)} == {SEEDED[seed]}
+    assert {v.policy for v in analyze(served, items)} == {SEEDED[seed]}
 
