@@ -5,10 +5,12 @@ from __future__ import annotations
 import copy
 
 import pytest
+import yaml
 
 from infra.plan.diff import SCALE_SET_TYPE, VM_TYPE
+from infra.plan.stackfile import PROJECT_DIR
 from policypack.rules import POLICIES
-from tests.policy.analyzer import analyze, pack
+from tests.policy.analyzer import PACK_DIR, analyze, pack
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +93,12 @@ def test_a_seeded_violation_is_caught(seed, served, prod_plan):
     seed(items)
     assert {v.policy for v in analyze(served, items)} == {SEEDED[seed]}
 
+
+
+def test_the_cli_runs_the_pack_from_the_projects_venv():
+    """The CLI reads PulumiPolicy.yaml: a Python pack run from the venv setup.sh and the workflows fill from
+    requirements.txt, which pins pulumi-policy."""
+    manifest = yaml.safe_load((PACK_DIR / "PulumiPolicy.yaml").read_text())
+    assert manifest["runtime"]["name"] == "python"
+    assert (PACK_DIR / manifest["runtime"]["options"]["virtualenv"]).resolve() == (PROJECT_DIR / ".venv").resolve()
+    assert "pulumi-policy==" in (PROJECT_DIR / "requirements.txt").read_text()
