@@ -2,9 +2,11 @@
 
 A ``StackReference`` to the stack itself reads the outputs of its last deploy: the program's
 new outputs are written only when it finishes, so during a run the reference still sees the
-previous ones (none on the first deploy). Two checks use them: a node pool may leave the
-config only if the last deploy had retired it (``infra/pool_retirement.py``), and an etcd
-cluster grows or shrinks by one member per deploy (``infra/etcd/membership_change.py``).
+previous ones (none on the first deploy). This component runs two checks on them: a node pool may
+leave the config only if the last deploy had retired it (``infra/pool_retirement.py``), and an etcd
+cluster grows or shrinks by one member per deploy (``infra/etcd/membership_change.py``). The day-2
+rules (``infra/day2.py``) read the same outputs synchronously, before anything is declared
+(``components/stack_config.previous_outputs``).
 
 A refused change must change nothing. Pulumi deletes what the program no longer declares only
 after the program has finished without error (pulumi/pulumi
@@ -20,7 +22,7 @@ from typing import Any, TypeVar
 
 import pulumi
 
-from components.stack_config import ConfigRunError
+from components.stack_config import ConfigRunError, own_stack_name
 from infra.config import ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
@@ -28,11 +30,6 @@ from infra.etcd.membership_change import CLIENT_URL_OUTPUTS, check_member_change
 from infra.pool_retirement import check_pool_removals
 
 T = TypeVar("T")
-
-
-def own_stack_name() -> str:
-    """This stack, fully qualified (a DIY backend's organization is ``organization``)."""
-    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
 
 
 def _checked(outputs: dict[str, Any], config: ClusterConfig) -> bool:
