@@ -201,9 +201,9 @@ class ControlPlane(pulumi.ComponentResource):
         self.staged = stage(previous_machines(self._last_deploy, APISERVER_ROLE),
                             [MachineState(m.fingerprint, config.control_plane.vm_size, config.kubernetes_version)
                              for m in machines])
-        self.records = [staged.state.record(m.vm_name) for m, staged in zip(machines, self.staged)]
+        self.records = [staged.state.record(m.vm_name) for m, staged in zip(machines, self.staged, strict=True)]
         self.vms, self.ready = [], []
-        for m, staged in zip(machines, self.staged):
+        for m, staged in zip(machines, self.staged, strict=True):
             vm = DedicatedVm(
                 f"{self._name}-vm-{m.index}",
                 VmArgs(

@@ -50,7 +50,7 @@ class PreviousDeploy(pulumi.ComponentResource):
                                           opts=pulumi.ResourceOptions(parent=self))
         names = [OUTPUT_NAME, *CLIENT_URL_OUTPUTS.values()]
         outputs = pulumi.Output.all(*[reference.get_output(name) for name in names])
-        self.checked = outputs.apply(lambda values: _checked(dict(zip(names, values)), config))
+        self.checked = outputs.apply(lambda values: _checked(dict(zip(names, values, strict=True)), config))
         self.register_outputs({})
 
     def gate(self, value: T) -> pulumi.Output[T]:
