@@ -21,7 +21,9 @@ from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
 from infra import naming
 from infra.addons import AzureAccess
+from infra.day2 import APISERVER_ROLE, NAT_HOST_ROLE, ROLLOUT_OUTPUT
 from infra.etcd.backup import account_url
+from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import EVENTS, MAIN
 from infra.images import cache_prefixes
 from infra.machines import render_machines
@@ -60,6 +62,7 @@ nat_hosts = NatHosts(
     f"{config.cluster_name}-nat-hosts", config=config, plan=plan, resource_group_name=group_name,
     location=config.location, subscription_id=subscription_id, subnet_id=network.subnet_ids["nat"],
     identity_id=identities.ids["nat"], cloud_init=spec.nat_host_cloud_init,
+    kubernetes_version=spec.node_kubernetes_version, last_deploy=spec.last_deploy,
 )
 registry = ImageRegistry(
     f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group_name,
@@ -132,5 +135,11 @@ pulumi.export("network", {
     "egressPrefixes": network.egress_prefixes,
     "hub": hub.contract,
 })
-pulumi.export("etcdClientUrls", etcd_clusters[MAIN].client_urls)
-pulumi.export("eventsEtcdClientUrls", etcd_clusters[EVENTS].client_urls)
+# What each rolled machine runs, read back by the next deploy to stage the next one (docs/day2.md).
+pulumi.export(ROLLOUT_OUTPUT, {
+    "machines": {APISERVER_ROLE: control_plane.records, NAT_HOST_ROLE: nat_hosts.records},
+    "nodeKubernetesVersion": spec.node_kubernetes_version,
+})
+# Also the last deploy's member counts for the next one (infra/etcd/membership_change.py).
+for role, output_name in CLIENT_URL_OUTPUTS.items():
+    pulumi.export(output_name, etcd_clusters[role].client_urls)

@@ -26,7 +26,8 @@ class ClusterAddons(pulumi.ComponentResource):
                  azure: AzureAccess | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:addons:ClusterAddons", name, None, opts)
-        groups = build_addon_objects(spec.config, spec.addresses, spec.addons, azure)
+        groups = build_addon_objects(spec.config, spec.addresses, spec.addons, azure,
+                                    node_kubernetes_version=spec.node_kubernetes_version)
         ordered = [obj for objs in groups.values() for obj in objs]
         ordered.sort(key=lambda obj: obj["kind"] not in FOUNDATION_KINDS)  # stable: foundation first
         self.resources = {}

@@ -1,9 +1,11 @@
 """The control plane: dedicated apiserver VMs outside the cluster, behind an internal load balancer.
 
 Each VM runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
-(``infra.control_plane.machine``). The VMs are created in parallel (none waits for another) and
-ignore changes to their cloud-init: a change is rolled out one VM at a time by the runbook (docs/runbooks/replace-an-apiserver.md),
-never by a `pulumi up` that would take every apiserver down at once. Each VM has a readiness gate, a
+(``infra.control_plane.machine``). The VMs are created in parallel (none waits for another). A later
+change to their cloud-init or size reaches one VM per deploy (``infra.day2.stage``, docs/day2.md): the
+first VM that lacks it is replaced (or resized), the others ignore their customData and keep their size,
+never a `pulumi up` that takes every apiserver down at once (a VM to replace by hand:
+docs/runbooks/replace-an-apiserver.md). Each VM has a readiness gate, a
 CustomScript extension that re-fetches the secrets, restarts the components and waits for the local
 ``/readyz``. The gates run in a chain, gate ``i`` after gate ``i-1``: when a secret the apiservers
 read gets a new version (a renewed certificate) every gate runs again, one apiserver at a time, and
@@ -36,6 +38,7 @@ from infra import naming, secret_names
 from infra.cluster import ClusterSpec
 from infra.control_plane import apiserver, cluster_objects, machine, pki
 from infra.control_plane.kubeconfig import embedded_kubeconfig
+from infra.day2 import APISERVER_ROLE, MACHINE_ROLE_TAG, MachineState, previous_machines, stage
 
 # Probe: the apiserver's own readiness over HTTPS (Azure does not validate the certificate).
 PROBE_INTERVAL_SECONDS = 5
@@ -67,7 +70,7 @@ class ControlPlane(pulumi.ComponentResource):
         """``apiservers``: each apiserver's address and cloud-init, rendered up front by
         ``infra.machines.render_machines``."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
-        self._name, self._config = name, spec.config
+        self._name, self._config, self._last_deploy = name, spec.config, spec.last_deploy
         self._resource_group_name = resource_group_name
         addresses = spec.addresses
         machines = apiservers
@@ -193,17 +196,24 @@ class ControlPlane(pulumi.ComponentResource):
         secrets_version = pulumi.Output.unsecret(pulumi.Output.all(
             *[secret.output("properties").apply(lambda p: p["secretUriWithVersion"]) for secret in fetched]
         ).apply(_digest))
+        # Rolled one apiserver per deploy (infra/day2.py): a new cloud-init (a Kubernetes release, a flag) or size
+        # reaches the first VM that lacks it; the others keep running what they run.
+        self.staged = stage(previous_machines(self._last_deploy, APISERVER_ROLE),
+                            [MachineState(m.fingerprint, config.control_plane.vm_size, config.kubernetes_version)
+                             for m in machines])
+        self.records = [staged.state.record(m.vm_name) for m, staged in zip(machines, self.staged, strict=True)]
         self.vms, self.ready = [], []
-        for m in machines:
+        for m, staged in zip(machines, self.staged, strict=True):
             vm = DedicatedVm(
                 f"{self._name}-vm-{m.index}",
                 VmArgs(
                     resource_group_name=self._resource_group_name, location=config.location, vm_name=m.vm_name,
-                    vm_size=config.control_plane.vm_size, subnet_id=subnet_id, private_ip=m.ip,
-                    identity_id=identity_id, custom_data=m.custom_data, custom_data_fingerprint=m.fingerprint,
+                    vm_size=staged.state.vm_size, subnet_id=subnet_id, private_ip=m.ip,
+                    identity_id=identity_id, custom_data=m.custom_data, custom_data_fingerprint=staged.state.cloud_init,
                     admin_ssh_public_key=config.admin_ssh_public_key, zone=m.zone, os_disk_gb=OS_DISK_GB,
-                    backend_pool_ids=[backend_pool_id], tags={"supercluster.io_role": "apiserver"},
-                    ignore_custom_data_changes=True, replaceable=True,
+                    backend_pool_ids=[backend_pool_id], tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
+                    ignore_custom_data_changes=not staged.moves, replace_on_custom_data_change=staged.moves,
+                    replaceable=True,
                 ),
                 # The first boot must find its secrets (no VM waits for another VM).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),

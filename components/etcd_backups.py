@@ -16,6 +16,7 @@ from components import declare
 from components.grants import grant
 from components.private_link import private_link
 from infra.etcd import backup
+from infra.etcd.spec import ROLES
 
 # Built-in role "Storage Blob Data Contributor": read, write and delete blobs
 # (learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage#storage-blob-data-contributor).
@@ -71,7 +72,8 @@ class EtcdBackupStore(pulumi.ComponentResource):
                 "type": "Lifecycle",
                 "enabled": True,
                 "definition": {
-                    "filters": {"blobTypes": ["blockBlob"]},
+                    # Snapshots only: the cluster-formed marker must outlive them (infra/etcd/backup.py).
+                    "filters": {"blobTypes": ["blockBlob"], "prefixMatch": backup.lifecycle_prefixes(list(ROLES))},
                     "actions": {
                         "baseBlob": {"delete": {"daysAfterModificationGreaterThan": backup.RETENTION_DAYS}},
                         "version": {"delete": {"daysAfterCreationGreaterThan": backup.RETENTION_DAYS}},

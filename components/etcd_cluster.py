@@ -18,6 +18,7 @@ from components.etcd_pki import EtcdPki
 from components.machines import DedicatedVm, VmArgs
 from components.secret_store import SecretStore
 from infra import cloudinit
+from infra.day2 import MACHINE_ROLE_TAG
 from infra.etcd import pki
 from infra.etcd.spec import EtcdClusterSpec
 
@@ -60,7 +61,7 @@ class EtcdCluster(pulumi.ComponentResource):
                     custom_data_fingerprint=cloudinit.fingerprint(text),
                     admin_ssh_public_key=admin_ssh_public_key,
                     zone=member.zone,
-                    tags={"supercluster.io_role": cluster.role},
+                    tags={MACHINE_ROLE_TAG: cluster.role},
                     ignore_custom_data_changes=True,
                     resize_replaces=True,
                 ),

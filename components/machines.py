@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components import declare
+from infra.day2 import CUSTOM_DATA_PATH
+from infra.node.pool import CLOUD_INIT_TAG
 from infra.versions import UBUNTU_IMAGE
 from infra.vm_sizes import VM_SIZES
 
@@ -40,14 +42,17 @@ class VmArgs:
     # Stateful roles (etcd) keep running when their cloud-init changes; the change is rolled
     # out one member at a time by the runbook instead of by a replacement of every member.
     ignore_custom_data_changes: bool = False
-    # Stateless roles (apiservers) are rolled by `pulumi up --replace`, one VM at a time (docs/runbooks/replace-an-apiserver.md):
-    # the old VM is deleted first (its name and static IP are fixed) and its NIC is detached, not
-    # deleted, so the IP and load-balancer membership carry over to the new VM.
+    # Stateless roles (apiservers, NAT hosts) are replaced one VM per deploy (infra.day2.stage; by hand,
+    # docs/runbooks/replace-an-apiserver.md): the old VM is deleted first (its name and static IP are fixed)
+    # and its NIC is detached, not deleted, so the IP and load-balancer membership carry over to the new VM.
     replaceable: bool = False
     # A resize restarts the VM, on a host whose local NVMe is blank, and `pulumi up` would resize every member
     # of a role at once. For etcd that loses quorum, so a size change is declared a replacement: protection
     # stops it, the plan diff flags it, and the runbook resizes one member at a time.
     resize_replaces: bool = False
+    # The one machine of its role this deploy rolls (infra/day2.py ``stage``): its new cloud-init replaces it
+    # (Azure refuses a customData change on an existing VM: 409 PropertyChangeNotAllowed).
+    replace_on_custom_data_change: bool = False
 
 
 def linux_ssh_only(admin_ssh_public_key: str) -> dict:
@@ -111,13 +116,14 @@ class DedicatedVm(pulumi.ComponentResource):
                 "linuxConfiguration": linux_ssh_only(args.admin_ssh_public_key),
             },
             # Azure tag names cannot hold "/".
-            "tags": {**args.tags, "supercluster.io_cloud-init": args.custom_data_fingerprint},
+            "tags": {**args.tags, CLOUD_INIT_TAG: args.custom_data_fingerprint},
         }, pulumi.ResourceOptions(
             parent=self,
             # Azure refuses to change a VM's SSH keys (PropertyChangeNotAllowed): a new adminSshPublicKey
             # reaches VMs created afterwards; existing ones get it with `az vm user update` (docs/runbooks/rotate-ssh-key.md).
-            ignore_changes=(["osProfile.customData"] if args.ignore_custom_data_changes else []) + [SSH_KEYS_PATH],
-            replace_on_changes=["hardwareProfile.vmSize"] if args.resize_replaces else None,
+            ignore_changes=([CUSTOM_DATA_PATH] if args.ignore_custom_data_changes else []) + [SSH_KEYS_PATH],
+            replace_on_changes=(["hardwareProfile.vmSize"] if args.resize_replaces else [])
+            + ([CUSTOM_DATA_PATH] if args.replace_on_custom_data_change else []) or None,
             delete_before_replace=args.replaceable,
         ))
         self.register_outputs({"privateIp": self.private_ip, "vmId": self.vm.id})

@@ -6,6 +6,10 @@ to a healthy host, and the packet keeps its service IP as destination
 (learn.microsoft.com/azure/load-balancer/load-balancer-ha-ports-overview). The hosts
 translate it (``infra/nat_hosts.py``). Health is kube-proxy's own health endpoint, so a
 host whose service rules are stale gets no new flows.
+
+A new cloud-init (every Kubernetes release reaches it) or size is rolled one host per deploy
+(``infra.day2.stage``, docs/day2.md): Azure refuses a customData change on an existing VM, so the
+host is replaced, deleted first, while the others carry the flows.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from infra import naming
 from infra.addressing import AddressPlan
 from infra.cloudinit import custom_data, fingerprint
 from infra.config import ClusterConfig
+from infra.day2 import MACHINE_ROLE_TAG, NAT_HOST_ROLE, LastDeploy, MachineState, previous_machines, stage
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PATH, KUBE_PROXY_HEALTHZ_PORT
 
 FRONTEND = "services"
@@ -34,8 +39,8 @@ class NatHosts(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, config: ClusterConfig, plan: AddressPlan, resource_group_name: pulumi.Input[str],
                  location: str, subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                 identity_id: pulumi.Input[str], cloud_init: str,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 identity_id: pulumi.Input[str], cloud_init: str, kubernetes_version: str | None = None,
+                 last_deploy: LastDeploy | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nat:NatHosts", name, None, opts)
         cluster = config.cluster_name
         self.load_balancer_ip = plan.nat_lb_ip()
@@ -80,6 +85,11 @@ class NatHosts(pulumi.ComponentResource):
         pool_id = lb.id.apply(lambda i: f"{i}/backendAddressPools/{BACKEND_POOL}")
         # One cloud-init for every host (rendered once, by infra.cluster): nothing in it is host-specific.
         encoded, digest = custom_data(cloud_init, f"{name} cloud-init"), fingerprint(cloud_init)
+        # Rolled one host per deploy (infra/day2.py): the others keep serving flows behind the load balancer.
+        want = MachineState(digest, config.network.nat_hosts.vm_size, kubernetes_version or config.kubernetes_version)
+        self.staged = stage(previous_machines(last_deploy or LastDeploy(), NAT_HOST_ROLE), [want] * len(self.host_ips))
+        self.records = [staged.state.record(naming.nat_host(cluster, index))
+                        for index, staged in enumerate(self.staged)]
         self.hosts = [
             DedicatedVm(
                 f"{name}-{index}",
@@ -87,16 +97,20 @@ class NatHosts(pulumi.ComponentResource):
                     resource_group_name=resource_group_name,
                     location=location,
                     vm_name=naming.nat_host(cluster, index),
-                    vm_size=config.network.nat_hosts.vm_size,
+                    vm_size=self.staged[index].state.vm_size,
                     subnet_id=subnet_id,
                     private_ip=ip,
                     identity_id=identity_id,
                     custom_data=encoded,
-                    custom_data_fingerprint=digest,
+                    custom_data_fingerprint=self.staged[index].state.cloud_init,
                     admin_ssh_public_key=config.admin_ssh_public_key,
                     enable_ip_forwarding=True,
                     backend_pool_ids=[pool_id],
-                    tags={"supercluster.io_role": "nat-host"},
+                    tags={MACHINE_ROLE_TAG: NAT_HOST_ROLE},
+                    # Fixed name and static IP: the old VM goes first, its NIC (and pool membership) stays.
+                    replaceable=True,
+                    ignore_custom_data_changes=not self.staged[index].moves,
+                    replace_on_custom_data_change=self.staged[index].moves,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -7,8 +7,10 @@ adds scale sets and never touches existing ones. Each scale set:
   InfiniBand domain label; its fingerprint is a tag, so a preview shows a model change);
 - gives every NIC ``1 + podIpsPerNode`` IP configurations in its shard's subnet (alias IPs
   for Azure CNI), and no public IP;
-- leaves its capacity to the cluster-autoscaler (``ignore_changes`` on ``sku.capacity``;
-  set only at creation, to the shard's ``minNodes``) and carries the autoscaler's tags;
+- leaves its capacity to the cluster-autoscaler: ``sku.capacity`` (the shard's ``minNodes``) is sent
+  only when the scale set is created, i.e. when the last deploy's outputs do not list its shard.
+  Never ``ignoreChanges``: Pulumi would send the capacity stored at creation with every later
+  model update, scaling the live pool back to it (docs/day2.md, "Scale-set capacity");
 - upgrades manually: a changed model never reimages a running GPU job (docs/runbooks/
   roll-out-a-node-change.md).
 Resources grow with shards, never with nodes.
@@ -70,8 +72,9 @@ class NodePool(pulumi.ComponentResource):
             "vmScaleSetName": naming.scale_set(config.cluster_name, shard.name),
             "resourceGroupName": resource_group_name,
             "location": config.location,
-            # Set once, at creation; from then on the cluster-autoscaler owns it (see ignore_changes).
-            "sku": {"name": pool.vm_size, "tier": "Standard", "capacity": shard.min_nodes},
+            # Sent only at creation; afterwards Azure keeps the live capacity, which the autoscaler owns.
+            "sku": {"name": pool.vm_size, "tier": "Standard",
+                    **({} if shard.name in cluster.last_deploy.scale_sets else {"capacity": shard.min_nodes})},
             "orchestrationMode": "Uniform",
             "singlePlacementGroup": shape.single_placement_group,
             "platformFaultDomainCount": shape.platform_fault_domain_count,
@@ -100,7 +103,6 @@ class NodePool(pulumi.ComponentResource):
             # A scale set holds running jobs: deleting or replacing one needs a deliberate unprotect
             # (docs/runbooks/remove-a-pool.md).
             protect=True,
-            ignore_changes=["sku.capacity"],
         ))
 
 

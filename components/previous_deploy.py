@@ -2,8 +2,11 @@
 
 A ``StackReference`` to the stack itself reads the outputs of its last deploy: the program's
 new outputs are written only when it finishes, so during a run the reference still sees the
-previous ones (none on the first deploy). Today one check uses them: a node pool may leave the
-config only if the last deploy had retired it (``infra/pool_retirement.py``).
+previous ones (none on the first deploy). This component runs two checks on them: a node pool may
+leave the config only if the last deploy had retired it (``infra/pool_retirement.py``), and an etcd
+cluster grows or shrinks by one member per deploy (``infra/etcd/membership_change.py``). The day-2
+rules (``infra/day2.py``) read the same outputs synchronously, before anything is declared
+(``components/stack_config.previous_outputs``).
 
 A refused change must change nothing. Pulumi deletes what the program no longer declares only
 after the program has finished without error (pulumi/pulumi
@@ -19,23 +22,20 @@ from typing import Any, TypeVar
 
 import pulumi
 
-from components.stack_config import ConfigRunError
+from components.stack_config import ConfigRunError, own_stack_name
 from infra.config import ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
+from infra.etcd.membership_change import CLIENT_URL_OUTPUTS, check_member_changes
 from infra.pool_retirement import check_pool_removals
 
 T = TypeVar("T")
 
 
-def own_stack_name() -> str:
-    """This stack, fully qualified (a DIY backend's organization is ``organization``)."""
-    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-
-
-def _checked(cluster_output: Any, config: ClusterConfig) -> bool:
+def _checked(outputs: dict[str, Any], config: ClusterConfig) -> bool:
     try:
-        check_pool_removals(cluster_output, config)
+        check_pool_removals(outputs[OUTPUT_NAME], config)
+        check_member_changes(outputs, config)
     except ConfigError as error:
         raise ConfigRunError(error) from None
     return True
@@ -48,7 +48,9 @@ class PreviousDeploy(pulumi.ComponentResource):
         super().__init__("supercluster:previous_deploy:PreviousDeploy", name, None, opts)
         reference = pulumi.StackReference(f"{name}-stack", stack_name=own_stack_name(),
                                           opts=pulumi.ResourceOptions(parent=self))
-        self.checked = reference.get_output(OUTPUT_NAME).apply(lambda output: _checked(output, config))
+        names = [OUTPUT_NAME, *CLIENT_URL_OUTPUTS.values()]
+        outputs = pulumi.Output.all(*[reference.get_output(name) for name in names])
+        self.checked = outputs.apply(lambda values: _checked(dict(zip(names, values, strict=True)), config))
         self.register_outputs({})
 
     def gate(self, value: T) -> pulumi.Output[T]:

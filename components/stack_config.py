@@ -39,10 +39,28 @@ class ConfigRunError(pulumi.RunError):
         self.config_error = error
 
 
+# The engine's builtin provider answers it with a stack's outputs (what a StackReference reads), synchronously:
+# pulumi/pulumi pkg/resource/deploy/builtins.go (readStackOutputs); the Node.js SDK's StackReference uses it too.
+READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
+
+
+def own_stack_name() -> str:
+    """This stack, fully qualified (a DIY backend's organization is ``organization``)."""
+    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+
+
+def previous_outputs() -> dict[str, Any]:
+    """What the last ``pulumi up`` of this stack exported (``{}`` before the first). Read before any resource
+    is declared, so a change the live cluster cannot take stops the program with nothing declared."""
+    result = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": own_stack_name()})
+    outputs = (result.value or {}).get("outputs")
+    return dict(outputs) if isinstance(outputs, dict) else {}
+
+
 def load_cluster_spec() -> ClusterSpec:
     """The validated config and plan, or a ``pulumi.RunError`` (printed without a traceback) naming the key."""
     raw, location = raw_stack_config()
     try:
-        return build_cluster_spec(raw, location)
+        return build_cluster_spec(raw, location, previous_outputs())
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from error

@@ -19,6 +19,7 @@ from infra.addons import AddonSettings, parse_addon_settings
 from infra.addressing import AddressPlan, plan_addresses
 from infra.cloudinit import render
 from infra.config import ClusterConfig, parse_config
+from infra.day2 import LastDeploy, check_kubernetes_upgrade, check_live_changes, last_deploy, node_kubernetes_version
 from infra.nat_hosts import nat_host_cloud_config
 from infra.node import node_cloud_config
 from infra.node.pool import check_custom_data, check_pool_tags, node_spec
@@ -33,18 +34,29 @@ class ClusterSpec:
     addons: AddonSettings  # every add-on's validated settings (infra/addons)
     node_cloud_inits: Mapping[str, str] = field(default_factory=dict)  # shard name -> its nodes' cloud-init
     nat_host_cloud_init: str = ""
+    last_deploy: LastDeploy = field(default_factory=LastDeploy)  # what the last deploy exported (infra/day2.py)
+    # What nodes, NAT hosts and the autoscaler run: kubernetesVersion once every apiserver does (infra/day2.py).
+    node_kubernetes_version: str = ""
 
 
-def build_cluster_spec(raw: Mapping[str, Any], location: Any) -> ClusterSpec:
+def build_cluster_spec(raw: Mapping[str, Any], location: Any,
+                       previous_outputs: Mapping[str, Any] | None = None) -> ClusterSpec:
+    """``previous_outputs``: the stack's outputs from its last deploy (``{}``/None before the first)."""
     config = parse_config(raw, location)
     check_pool_tags(config)
-    spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config))
+    last = last_deploy(previous_outputs)
+    check_live_changes(last, config)
+    check_kubernetes_upgrade(last, config)
+    spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config),
+                       last_deploy=last, node_kubernetes_version=node_kubernetes_version(last, config))
     check_nodes(spec.config, spec.addresses, spec.addons)  # host ports and pod budget, from what every node and add-on renders
     return _with_machine_cloud_inits(spec)
 
 
 def _with_machine_cloud_inits(spec: ClusterSpec) -> ClusterSpec:
-    config, addresses = spec.config, spec.addresses
+    addresses = spec.addresses
+    # Kubelets (node pools and NAT hosts) follow the apiservers: rendered with the nodes' release.
+    config = dataclasses.replace(spec.config, kubernetes_version=spec.node_kubernetes_version)
     vault_name = naming.key_vault(config.cluster_name)
     registry = naming.container_registry_login_server(config.cluster_name)
     boot_steps = traffic_accounting.boot_steps(config, addresses)

@@ -13,18 +13,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+import machine
 from infra import systemd
 from infra.cloudinit import CloudConfig
+from machine.shared import imds_token
 
 FETCH_SCRIPT_PATH = "/usr/local/sbin/supercluster-fetch-secrets"
 FETCH_UNIT = "supercluster-secrets.service"
 # Key Vault data-plane API version (learn.microsoft.com/rest/api/keyvault, "Get Secret").
 KEY_VAULT_API_VERSION = "7.4"
-IMDS_TOKEN_SCRIPT = "/usr/local/sbin/supercluster-imds-token"
-IDENTITY_FILE = "/etc/supercluster/identity"
-_IMDS_TOKEN_SOURCE = Path(__file__).with_name("scripts") / "imds-token.py"
+# Defined by the program itself (machine/shared/imds_token.py), which needs them without settings.
+IMDS_TOKEN_SCRIPT = imds_token.INSTALLED_PATH
+IDENTITY_FILE = imds_token.DEFAULT_IDENTITY_FILE
+_IMDS_TOKEN_SOURCE = machine.path("shared/imds_token.py")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ the output directory itself: it is read first), prints the diff and writes it to
 program reads as its own stack's previous outputs (a pool dropped without being retired
 there is refused, exit 2), unless ``--stack-outputs`` gives that stack's outputs.
 Exit 0: nothing changed; 1: something changed; 4: something changed that replaces,
-deletes or unprotects a protected or stateful resource; 2 when OLD_DIR is not a plan;
+deletes or unprotects a protected or stateful resource, takes more than one control-plane,
+etcd or NAT machine down, or sends a capacity to a live scale set; 2 when OLD_DIR is not a plan;
 2 and 3 as above.
 """
 
@@ -38,7 +39,7 @@ EXIT_OK = 0  # plan written; with --diff: nothing changed
 EXIT_CHANGED = 1  # --diff: something changed
 EXIT_BAD_INPUT = 2  # bad config, unknown stack, or --diff OLD_DIR is not a plan
 EXIT_SECRET_LEAK = 3  # a secret would have been written; the plan is not kept
-EXIT_DANGER = 4  # --diff: a protected or stateful resource would be replaced, deleted or unprotected
+EXIT_DANGER = 4  # --diff: a stateful resource replaced, deleted or unprotected, machines of a role down, a pool resized
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: example outputs for the hub stack, marked as such in the summary)")
     parser.add_argument("--diff", type=Path, metavar="OLD_DIR",
                         help="compare with an earlier plan directory; exit 0 unchanged, 1 changed, "
-                             "4 changed with a protected/stateful resource replaced, deleted or unprotected")
+                             "4 changed with a protected/stateful resource replaced, deleted or unprotected, more "
+                             "than one machine of a role down, or a live pool resized")
     args = parser.parse_args(argv)
     out = args.out or PROJECT_DIR / "build" / "plan" / args.stack
     try:

@@ -13,6 +13,7 @@ plans, so a changed secret is invisible; values only the cloud knows are the moc
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
@@ -21,11 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.day2 import CUSTOM_DATA_PATH, MACHINE_ROLE_TAG, RESTARTING_VM_INPUTS, ROLLED_ROLES
+from infra.node.pool import CLOUD_INIT_TAG
 from plan.replacements import Replacement, covers, in_place_note, is_azure_id_input, replacements
 
 # Resources whose replacement loses something even when nobody protected them: a new private
 # key invalidates every certificate it signed (the whole PKI below it is re-issued).
 STATEFUL_TYPES = {"tls:index/privateKey:PrivateKey": "a new key re-issues everything it signed"}
+VM_TYPE = "azure-native:compute:VirtualMachine"
+SCALE_SET_TYPE = "azure-native:compute:VirtualMachineScaleSet"
 
 
 class PlanDirectoryError(ValueError):
@@ -152,6 +157,8 @@ def diff_plans(old: Plan, new: Plan) -> PlanDiff:
         if change is not None:
             result.resources.append(change)
     result.resources += [_deleted(resource) for resource in gone.values()]
+    _flag_machine_wide_restarts(result, old, new)
+    _flag_capacity_sent(result, new)
     result.outputs = changed_paths(old.outputs, new.outputs)
     _diff_files(old.files, new.files, result)
     return result
@@ -174,6 +181,10 @@ def _same_azure_resource(resource: dict[str, Any], gone: dict[str, dict[str, Any
     if identity is None:
         return None
     return next((urn for urn, old in gone.items() if _identity(old) == identity), None)
+
+
+def _cloud_init_tag(resource: dict[str, Any]) -> str | None:
+    return (resource["inputs"].get("tags") or {}).get(CLOUD_INIT_TAG)
 
 
 def _stateful(resource: dict[str, Any]) -> str | None:
@@ -202,6 +213,10 @@ def _deleted(resource: dict[str, Any]) -> ResourceChange:
 def _compare(old: dict[str, Any], new: dict[str, Any], aliased: bool) -> ResourceChange | None:
     urn_changed = old["urn"] != new["urn"]
     input_paths = changed_paths(old["inputs"], new["inputs"])
+    if new["type"] == VM_TYPE and _cloud_init_tag(old) != _cloud_init_tag(new) and CUSTOM_DATA_PATH not in input_paths:
+        # A VM that ignored its customData holds, in the state, the cloud-init its tag names, not the one the old
+        # plan declared: a new tag is a new customData for pulumi up.
+        input_paths.append(CUSTOM_DATA_PATH)
     option_paths = [f"options.{path}" for path in changed_paths(
         {k: v for k, v in old["options"].items() if k != "aliases"},
         {k: v for k, v in new["options"].items() if k != "aliases"})]
@@ -226,6 +241,59 @@ def _compare(old: dict[str, Any], new: dict[str, Any], aliased: bool) -> Resourc
         previous_urn=old["urn"] if urn_changed else None, aliased=aliased, stateful=stateful,
         note=in_place_note(new["type"], applied), danger=danger,
     )
+
+
+# --------------------------------------------------------------------------- day 2: machines and pools
+
+def _role(resource: dict[str, Any] | None) -> str | None:
+    tags = (resource or {}).get("inputs", {}).get("tags") or {}
+    role = tags.get(MACHINE_ROLE_TAG)
+    return role if role in ROLLED_ROLES else None
+
+
+def _disruption(change: ResourceChange) -> str | None:
+    """How this change takes a VM down, if it does: replaced, deleted, or restarted by an in-place change."""
+    if change.type != VM_TYPE:
+        return None
+    if change.action in ("replace", "delete"):
+        return change.action + "d"
+    restarting = [p for p in change.changed if any(covers(path, p) for path in RESTARTING_VM_INPUTS)]
+    return f"restarted ({', '.join(restarting)})" if restarting else None
+
+
+def _flag_machine_wide_restarts(result: PlanDiff, old: Plan, new: Plan) -> None:
+    """More than one control-plane, etcd or NAT machine down in one deploy is a danger: the role's
+    capacity (quorum, for etcd) goes with them. Each change names every machine of its role that goes."""
+    by_role: dict[str, list[int]] = {}
+    for index, change in enumerate(result.resources):
+        role = _role(new.resources.get(change.urn)) or _role(old.resources.get(change.previous_urn or change.urn))
+        if role and _disruption(change):
+            by_role.setdefault(role, []).append(index)
+    for role, indexes in by_role.items():
+        if len(indexes) < 2:
+            continue
+        names = ", ".join(f"{result.resources[i].name} {_disruption(result.resources[i])}" for i in indexes)
+        for i in indexes:
+            change = result.resources[i]
+            danger = (f"{len(indexes)} {role} machines go down in one deploy ({names}); roll them one per "
+                      f"deploy (docs/day2.md)")
+            result.resources[i] = dataclasses.replace(
+                change, danger=f"{change.danger}; {danger}" if change.danger else danger)
+
+
+def _flag_capacity_sent(result: PlanDiff, new: Plan) -> None:
+    """A model update of a live scale set that carries ``sku.capacity`` sets the live capacity to it: with
+    ``ignoreChanges`` Pulumi sends the value stored at creation, not the autoscaler's (docs/day2.md)."""
+    for i, change in enumerate(result.resources):
+        if change.type != SCALE_SET_TYPE or change.action not in ("update", "replace"):
+            continue
+        capacity = (new.resources[change.urn]["inputs"].get("sku") or {}).get("capacity")
+        if capacity is None:
+            continue
+        danger = (f"sends sku.capacity={capacity} to a live scale set: Azure scales the pool to it, deleting "
+                  f"the nodes above it")
+        result.resources[i] = dataclasses.replace(
+            change, danger=f"{change.danger}; {danger}" if change.danger else danger)
 
 
 # --------------------------------------------------------------------------- rendered files

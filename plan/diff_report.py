@@ -28,7 +28,8 @@ def render_diff(stack: str, old_label: str, diff: PlanDiff, max_chars: int = DEF
               f"{counts['delete']} to delete; {len(diff.files_changed)} rendered files changed, "
               f"{len(diff.files_added)} added, {len(diff.files_removed)} removed.**", ""]
     if diff.dangers:
-        lines += ["> [!CAUTION]", "> **This change replaces, deletes or unprotects stateful resources.** "
+        lines += ["> [!CAUTION]", "> **This change replaces, deletes or unprotects stateful resources, takes more than "
+                  "one machine of a role down, or resizes a live pool.** "
                   "Read the runbook before `pulumi up`.", ">"]
         lines += [f"> - `{c.name}` (`{c.type}`): {c.danger}{_why(c)}" for c in diff.dangers]
         lines.append("")

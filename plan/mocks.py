@@ -137,6 +137,9 @@ class PlanMocks(pulumi.runtime.Mocks):
         if args.token == "azure-native:authorization:getClientConfig":
             return {"clientId": "mock-client", "objectId": "mock-object", "subscriptionId": MOCK_SUBSCRIPTION,
                     "tenantId": MOCK_TENANT}
+        if args.token == "pulumi:pulumi:readStackOutputs":  # components/stack_config.previous_outputs
+            name = args.args.get("name")
+            return {"name": name, "outputs": self.stack_outputs.get(name, {}), "secretOutputNames": []}
         return {}
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from plan.artifacts import collect_files
 from plan.diff import Plan
-from plan.runner import ProgramRun, run_program
+from plan.runner import ProgramRun, own_stack_name, run_program
 from plan.stackfile import load_stack_config
 
 # dev with its cpu pool retired (no new nodes, no warm nodes): the first of the two deploys that remove it.
@@ -18,6 +18,12 @@ RETIRE_CPU = ("nodePools[1].retired=true", "addons.balloons.headroomNodes.cpu=0"
 def plan_stack(stack: str, *overrides: str) -> ProgramRun:
     """Runs the real program for a stack file, with ``pulumi config set --path``-style overrides."""
     return run_program(stack, load_stack_config(stack, list(overrides)))
+
+
+def deploy_after(previous: ProgramRun, *overrides: str, stack: str | None = None) -> ProgramRun:
+    """The next deploy of ``previous``'s stack: the program reads ``previous``'s outputs as its last deploy's."""
+    stack = stack or previous.stack
+    return run_program(stack, load_stack_config(stack, list(overrides)), {own_stack_name(stack): previous.outputs})
 
 
 def as_plan(run: ProgramRun) -> Plan:
@@ -36,8 +42,8 @@ def prod_plan() -> ProgramRun:
 
 
 @pytest.fixture(scope="session")
-def retired_cpu_plan() -> ProgramRun:
-    return plan_stack("dev", *RETIRE_CPU)
+def retired_cpu_plan(dev_plan) -> ProgramRun:
+    return deploy_after(dev_plan, *RETIRE_CPU)
 
 
 def pytest_collection_finish(session) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -22,7 +23,13 @@ import yaml
 
 from infra.etcd import pki
 from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
-from infra.etcd.machine import EFFECTIVE_CONFIG_PATH, TOOL_PATH, TOOL_SETTINGS_PATH, member_cloud_init
+from infra.etcd.machine import (
+    EFFECTIVE_CONFIG_PATH,
+    NEW_CLUSTER_OVERRIDE_PATH,
+    TOOL_PATH,
+    TOOL_SETTINGS_PATH,
+    member_cloud_init,
+)
 from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, EtcdClusterSpec, EtcdMember
 from infra.secret_names import ETCD_PKI_DIR
 from tests.fake_azure_blob import FakeBlobService
@@ -31,15 +38,32 @@ OPENSSL_USES = {"digital_signature": "digitalSignature", "key_encipherment": "ke
                 "server_auth": "serverAuth", "client_auth": "clientAuth"}
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
+def _ephemeral_floor() -> int:
     try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default ip_local_port_range starts here
+
+
+def free_ports(count: int) -> list[int]:
+    """Free loopback ports below the kernel's ephemeral range: a member stopped and started again
+    (a restore) needs its ports back, and a port from the ephemeral range may meanwhile have been
+    handed to some outgoing connection, which made etcd exit with "address already in use"."""
+    rng = random.Random()
+    floor = _ephemeral_floor()
+    ports: list[int] = []
+    while len(ports) < count:
+        port = rng.randrange(20000 if floor > 21000 else 1024, floor)
+        if port in ports:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
+    return ports
 
 
 def openssl_cert(directory: Path, stem: str, profile: pki.CertProfile, ip: str,
@@ -70,7 +94,7 @@ class LocalMember:
     def __init__(self, root: Path, member: EtcdMember) -> None:
         self.member = member
         self.root = root
-        self.ports = dict(zip(("client", "peer", "metrics"), free_ports(3), strict=True))
+        self.ports = dict(zip(("client", "peer", "metrics", "backup_metrics"), free_ports(4), strict=True))
         self.process: subprocess.Popen | None = None
         self.log = root / "etcd.log"
 
@@ -92,7 +116,13 @@ class LocalMember:
         text = text.replace(ETCD_PKI_DIR, str(self.root / "pki"))
         text = text.replace(MOUNT_POINT, str(self.root / "disk"))
         text = text.replace(EFFECTIVE_CONFIG_PATH, str(self.root / "run" / "etcd.yaml"))
+        text = text.replace(NEW_CLUSTER_OVERRIDE_PATH, str(self.override))
         return text.replace(CONFIG_PATH, str(self.root / "etcd.yaml"))
+
+    @property
+    def override(self) -> Path:
+        """Where the operator's start-an-empty-cluster file lives on this member."""
+        return self.root / "start-empty-cluster"
 
     @property
     def data_dir(self) -> Path:
@@ -124,19 +154,26 @@ class LocalCluster:
         client = openssl_cert(ca_dir, "client", pki.apiserver_client_profile(), "", ca)
         self.client_tls = [f"--cacert={ca[0]}", f"--cert={client[0]}", f"--key={client[1]}"]
         for local in self.members:
-            files = self._rendered_files(cluster, local.member)
-            self.tool.write_text(files[TOOL_PATH])
             (local.root / "pki").mkdir(parents=True)
             (local.root / "disk").mkdir()
-            (local.root / "etcd.yaml").write_text(self._rewrite(local, files[CONFIG_PATH]))
-            settings = json.loads(self._rewrite(local, files[TOOL_SETTINGS_PATH]))
-            settings.update(etcd_user=None, etcdctl=shutil.which("etcdctl"), etcdutl=shutil.which("etcdutl"))
-            settings["disk"]["mount"] = "/"  # a real mount point, so prepare's mount check holds
-            settings["backup"].update(account_url=blobs.url, imds_token_url=blobs.imds_token_url, block_bytes=16384)
-            (local.root / "member.json").write_text(json.dumps(settings))
+            self.install(local, cluster)
             shutil.copy(ca[0], local.root / "pki" / "ca.crt")
             openssl_cert(local.root / "pki", "server", pki.server_profile(local.member), "127.0.0.1", ca)
             openssl_cert(local.root / "pki", "peer", pki.peer_profile(local.member), "127.0.0.1", ca)
+
+    def install(self, local: LocalMember, cluster: EtcdClusterSpec) -> None:
+        """Writes the files ``cluster``'s rendering gives ``local`` (e.g. the config of the deploy that
+        created that member: a grown cluster's older members keep their first config)."""
+        files = self._rendered_files(cluster, local.member)
+        self.tool.write_text(files[TOOL_PATH])
+        (local.root / "etcd.yaml").write_text(self._rewrite(local, files[CONFIG_PATH]))
+        settings = json.loads(self._rewrite(local, files[TOOL_SETTINGS_PATH]))
+        settings.update(etcd_user=None, etcdctl=shutil.which("etcdctl"), etcdutl=shutil.which("etcdutl"))
+        settings["disk"]["mount"] = "/"  # a real mount point, so prepare's mount check holds
+        settings["backup"].update(account_url=self.blobs.url, imds_token_url=self.blobs.imds_token_url,
+                                  block_bytes=16384)
+        settings["metrics"]["port"] = local.ports["backup_metrics"]
+        (local.root / "member.json").write_text(json.dumps(settings))
 
     @staticmethod
     def _rendered_files(cluster: EtcdClusterSpec, member: EtcdMember) -> dict[str, str]:
@@ -160,10 +197,11 @@ class LocalCluster:
         return subprocess.run([sys.executable, str(self.tool), f"--settings={local.root / 'member.json'}", *args],
                               capture_output=True, text=True, timeout=60)
 
-    def tool_all(self, *args: str) -> list[subprocess.CompletedProcess]:
-        """Runs the tool on every member at once, as the members' own boots would."""
+    def tool_all(self, *args: str, members: list[LocalMember] | None = None) -> list[subprocess.CompletedProcess]:
+        """Runs the tool on every member (or ``members``) at once, as the members' own boots would."""
         procs = [subprocess.Popen([sys.executable, str(self.tool), f"--settings={m.root / 'member.json'}", *args],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for m in self.members]
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for m in (self.members if members is None else members)]
         results = []
         for proc in procs:
             out, err = proc.communicate(timeout=60)

@@ -8,9 +8,11 @@ the bearer token, the API version header, each block's Content-MD5, and ``If-Non
 from __future__ import annotations
 
 import base64
+import email.utils
 import hashlib
 import json
 import threading
+import time
 import urllib.parse
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ TOKEN = "fake-storage-token"
 class StoredBlob:
     data: bytes
     metadata: dict[str, str]
+    last_modified: float = field(default_factory=time.time)  # Unix time; listed as Last-Modified
 
 
 @dataclass
@@ -33,6 +36,8 @@ class FakeBlobService:
     page_size: int = 5000  # List Blobs returns at most 5,000 names per page
     token_requests: int = 0
     rejected: list[str] = field(default_factory=list)
+    # Uploads whose x-ms-meta-member is listed here fail with 403, as a member without its role would.
+    refuse_uploads_from: set[str] = field(default_factory=set)
     server: ThreadingHTTPServer | None = None
 
     @property
@@ -113,6 +118,10 @@ class FakeBlobService:
                     self._reply(201)
                     return
                 if query.get("comp") == "blocklist":
+                    if self.headers.get("x-ms-meta-member") in service.refuse_uploads_from:
+                        service.rejected.append(f"{name}: upload refused")
+                        self._reply(403)
+                        return
                     if self.headers.get("If-None-Match") == "*" and name in service.blobs:
                         service.rejected.append(f"{name}: already exists")
                         self._reply(409)
@@ -136,13 +145,17 @@ class FakeBlobService:
             self.server.server_close()
 
     def _listing(self, query: dict[str, str]) -> bytes:
-        names = sorted(self.blobs)
+        names = sorted(name for name in self.blobs if name.startswith(query.get("prefix", "")))
         start = names.index(query["marker"]) if query.get("marker") in names else 0
         limit = min(int(query.get("maxresults", self.page_size)), self.page_size)
         page, rest = names[start:start + limit], names[start + limit:]
         root = ElementTree.Element("EnumerationResults")
         blobs = ElementTree.SubElement(root, "Blobs")
         for name in page:
-            ElementTree.SubElement(ElementTree.SubElement(blobs, "Blob"), "Name").text = name
+            blob = ElementTree.SubElement(blobs, "Blob")
+            ElementTree.SubElement(blob, "Name").text = name
+            properties = ElementTree.SubElement(blob, "Properties")
+            ElementTree.SubElement(properties, "Last-Modified").text = email.utils.formatdate(
+                self.blobs[name].last_modified, usegmt=True)
         ElementTree.SubElement(root, "NextMarker").text = rest[0] if rest else ""
         return ElementTree.tostring(root, xml_declaration=True, encoding="utf-8")

@@ -89,14 +89,18 @@ def _check_dependencies(config: ClusterConfig) -> None:
 
 
 def build_addon_objects(config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings,
-                        azure: AzureAccess | None = None, skip: Collection[str] = ()) -> dict[str, list[k8s.Obj]]:
+                        azure: AzureAccess | None = None, skip: Collection[str] = (),
+                        node_kubernetes_version: str | None = None) -> dict[str, list[k8s.Obj]]:
     """``{"base": [...], "<enabled add-on>": [...]}``; ``azure`` is needed when the autoscaler is enabled.
-    Each builder is handed only what it reads. ``skip``: add-ons (by attribute) not to render."""
+    Each builder is handed only what it reads. ``skip``: add-ons (by attribute) not to render.
+    ``node_kubernetes_version``: the release the nodes run (``ClusterSpec.node_kubernetes_version``,
+    behind ``kubernetesVersion`` while the apiservers upgrade; infra/day2.py), default ``kubernetesVersion``."""
+    node_release = node_kubernetes_version or config.kubernetes_version
     builders: dict[str, Callable[[], list[k8s.Obj]]] = {
         "coredns": lambda: coredns.objects(config, addresses, settings.coredns),
         "node_local_dns": lambda: node_local_dns.objects(addresses, settings.node_local_dns),
         "cluster_autoscaler": lambda: cluster_autoscaler.objects(config, settings.cluster_autoscaler,
-                                                                 _require(azure)),
+                                                                 _require(azure), node_release),
         "balloons": lambda: balloons.objects(config, settings.balloons),
         "nvidia_device_plugin": nvidia_device_plugin.objects,
         "rdma_device_plugin": lambda: rdma_device_plugin.objects(settings.rdma_device_plugin),

@@ -161,10 +161,12 @@ def environment(s: Settings, azure: AzureAccess) -> list[k8s.Obj]:
     return [{"name": name, "value": value} for name, value in values]
 
 
-def objects(config: ClusterConfig, settings: Settings, azure: AzureAccess) -> list[k8s.Obj]:
+def objects(config: ClusterConfig, settings: Settings, azure: AzureAccess, kubernetes_version: str) -> list[k8s.Obj]:
+    """``kubernetes_version``: the release the nodes run (``ClusterSpec.node_kubernetes_version``): the
+    autoscaler's image moves only after every apiserver runs the new release (infra/day2.py)."""
     ns = SYSTEM_NAMESPACE
     container = {
-        "name": NAME, "image": images.cluster_autoscaler(config.kubernetes_version),
+        "name": NAME, "image": images.cluster_autoscaler(kubernetes_version),
         "command": ["/cluster-autoscaler", *flags(config, settings)],
         "env": environment(settings, azure),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],

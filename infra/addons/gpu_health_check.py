@@ -5,7 +5,7 @@ pod runs two containers sharing a verdict file:
 - ``dcgm`` (NVIDIA's DCGM image, all GPUs visible through the ``nvidia`` runtime without
   requesting any) checks that the pool's GPU count is visible and that ``dcgmi diag --run 1``
   passes, every ``intervalSeconds``;
-- ``node-taint`` (scripts/node_taint.py) removes the taint when the verdict is healthy and
+- ``node-taint`` (machine/addons/node_taint.py) removes the taint when the verdict is healthy and
   puts it back on errors.
 
 Least privilege: only ``node-taint`` gets a service-account token (projected, short-lived);
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import machine
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
 from infra.addons.settings import section
@@ -29,7 +29,7 @@ from infra.labels import GPU_STARTUP_TAINT_EFFECT, GPU_STARTUP_TAINT_KEY, POOL_L
 
 KEY = "gpuHealthCheck"
 NAME = "gpu-health-check"
-SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPTS = machine.PROGRAMS_DIR / "addons"
 STATUS_DIR = "/run/gpu-health"
 TOKEN_SECONDS = 3600
 # Kubernetes binds the pod's node into service-account tokens

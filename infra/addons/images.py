@@ -27,7 +27,7 @@ NVIDIA_DEVICE_PLUGIN = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
 RDMA_SHARED_DEVICE_PLUGIN = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
 # DCGM: nv-hostengine and dcgmi (diagnostics); nvidia-smi comes from the driver via the runtime.
 DCGM = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
-# Runs the small stdlib-only scripts in infra/addons/scripts (node taint, iptables exporter).
+# Runs the small stdlib-only scripts in machine/addons (node taint, iptables exporter).
 PYTHON = "docker.io/library/python:3.12.11-slim-bookworm"
 PROMETHEUS = "quay.io/prometheus/prometheus:v3.5.0"
 # amtool is built at the same release (tests/tools/go/alertmanager/go.mod).

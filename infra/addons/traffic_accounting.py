@@ -2,7 +2,7 @@
 
 The node network renderer installs the 7,500-node post's mangle rules, each carrying a
 comment ``iptables-exporter ... traffic=internet-in`` (or ``internet-out``); iptables counts
-packets and bytes per rule. This DaemonSet runs scripts/iptables_exporter.py on every node:
+packets and bytes per rule. This DaemonSet runs machine/addons/iptables_exporter.py on every node:
 host network (it must see the host's tables), the host's root mounted read-only so it can
 run the node's own ``iptables-save`` (nf_tables on Ubuntu 24.04, which the original
 python-iptables exporter cannot read), and no apiserver access at all.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import machine
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, SYSTEM_NAMESPACE
 from infra.addons.settings import section
@@ -22,7 +22,7 @@ from infra.config import ClusterConfig
 
 KEY = "trafficAccounting"
 NAME = "iptables-exporter"
-SCRIPT = Path(__file__).parent / "scripts" / "iptables_exporter.py"
+SCRIPT = machine.path("addons/iptables_exporter.py")
 DEFAULT_PORT = 9119  # the port iptables-exporter has always used
 
 

@@ -6,6 +6,9 @@
 - ``config_file``: etcd's own YAML config file, with every setting that matters at scale.
 - ``backup``: where snapshots go and how long they are kept.
 - ``machine``: the member's cloud-init: units, install script, settings of the member tool.
-- ``member_tool``: the program that runs on each member (disk, start decision, backup, restore),
-  shipped verbatim; it is plain Python 3 with PyYAML, both present on Ubuntu's cloud images.
+- ``backup_metrics``: the backup freshness metrics every member serves (shared with monitoring).
+- ``membership_change``: growing or shrinking a cluster by one member per deploy.
+- ``machine/etcd/member.py`` (not here): the program that runs on each member (start decision, join,
+  backup, restore, freshness metrics), shipped verbatim; plain Python 3 with PyYAML, both present on
+  Ubuntu's cloud images.
 """

@@ -8,12 +8,27 @@ refuses shared keys and public network access, so there is no key to leak.
 from __future__ import annotations
 
 from infra import naming
+from infra.etcd.spec import EVENTS, MAIN
 
 # Storage account name purpose (naming.storage_account keeps the first 6 characters: "etcdbk").
 STORAGE_PURPOSE = naming.ETCD_BACKUP_STORAGE_PURPOSE
 # Every 30 minutes: the worst case loses 30 minutes of cluster state in a total loss
 # (a single member's loss loses nothing: it rejoins from its peers).
-SNAPSHOT_SCHEDULE = "*:0/30"
+SNAPSHOT_INTERVAL_MINUTES = 30
+SNAPSHOT_SCHEDULE = f"*:0/{SNAPSHOT_INTERVAL_MINUTES}"
+# One member (the designated follower) snapshots each round. Once the newest snapshot is older than
+# a round and a half, the designated member has missed one, and every member takes a snapshot
+# until one gets through: backups keep flowing whichever member cannot upload.
+TAKEOVER_AFTER_SECONDS = SNAPSHOT_INTERVAL_MINUTES * 60 * 3 // 2
+# Snapshots live under this prefix, the only one the lifecycle rule ages out ...
+SNAPSHOT_PREFIX = "snapshots/"
+# ... so this marker, written by the first backup of a formed cluster, stays for the cluster's life:
+# a member that finds it (or any snapshot) never bootstraps an empty cluster without the operator.
+FORMED_MARKER = "cluster-formed.json"
+# Backup freshness metrics carry the cluster label "main" or "events" (infra/etcd/backup_metrics.py).
+METRICS_CLUSTER_LABELS = {MAIN: "main", EVENTS: "events"}
+# The freshness service lists the container at most once a minute, whatever the scrape rate.
+METRICS_LISTING_CACHE_SECONDS = 60
 # Snapshots older than this are deleted by the account's lifecycle policy.
 RETENTION_DAYS = 7
 # Deleted (or overwritten) snapshots and containers stay recoverable for this long; Azure allows 1-365.
@@ -43,3 +58,10 @@ def storage_account_name(cluster_name: str) -> str:
 def account_url(cluster_name: str) -> str:
     """Resolves to the private endpoint inside the cluster (privatelink.blob.core.windows.net)."""
     return f"https://{storage_account_name(cluster_name)}.blob.core.windows.net"
+
+
+def lifecycle_prefixes(containers: list[str]) -> list[str]:
+    """The lifecycle rule's ``prefixMatch``: snapshots only, never the marker. Azure's prefixes start
+    with the container name (learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview,
+    "prefixMatch")."""
+    return [f"{container}/{SNAPSHOT_PREFIX}" for container in sorted(containers)]

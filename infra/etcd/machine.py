@@ -14,20 +14,22 @@ from __future__ import annotations
 import functools
 import json
 import shlex
-from pathlib import Path
 from typing import Any
 
-from infra import naming, systemd
+import machine
+from infra import local_disk, naming, systemd
 from infra.cloudinit import CloudConfig, render
-from infra.etcd import backup
+from infra.etcd import backup, backup_metrics
 from infra.etcd.config_file import BACKUP_DIR, CONFIG_PATH, MOUNT_POINT, etcd_config, render_config
 from infra.etcd.pki import member_secret_files
 from infra.etcd.spec import EtcdClusterSpec, EtcdMember
 from infra.secrets import FETCH_UNIT, add_secret_fetching
 from infra.versions import ETCD_SHA256, ETCD_VERSION
+from machine.etcd import member
 
 TOOL_PATH = "/usr/local/sbin/etcd-member"
-TOOL_SETTINGS_PATH = "/etc/etcd/member.json"
+# The tool finds its settings here without being told (an operator runs `etcd-member restore` by hand).
+TOOL_SETTINGS_PATH = member.SETTINGS_PATH
 INSTALL_PATH = "/usr/local/sbin/etcd-install"
 EFFECTIVE_CONFIG_PATH = "/run/etcd/etcd.yaml"
 BIN_DIR = "/usr/local/bin"
@@ -37,31 +39,23 @@ DISK_UNIT = "etcd-disk.service"
 ETCD_UNIT = "etcd.service"
 BACKUP_UNIT = "etcd-backup.service"
 BACKUP_TIMER = "etcd-backup.timer"
+METRICS_UNIT = "etcd-backup-metrics.service"
+# The operator creates this file (on every member) to let an empty cluster start although the backup
+# container shows the cluster existed (docs/runbooks/etcd.md); the first backup afterwards removes it.
+NEW_CLUSTER_OVERRIDE_PATH = "/etc/etcd/start-empty-cluster"
 
-# Azure's local NVMe disks identify as "Microsoft NVMe Direct Disk" (and "... v2" on newer sizes);
-# remote disks on NVMe sizes are "MSFT NVMe Accelerator v1.0" (Azure/azure-vm-utils,
-# udev/80-azure-disk.rules), so a prefix match never picks the OS or a data disk.
-NVME_MODEL_PREFIX = "Microsoft NVMe Direct Disk"
-# Ubuntu's cloud-init formats and mounts the temp (resource) disk here on every fresh allocation.
-RESOURCE_DISK_MOUNT = "/mnt"
+# The label of the file system on the member's local disks (infra/local_disk.py).
+DISK_LABEL = "etcd"
 
 
 @functools.cache
 def member_tool_source() -> str:
-    return (Path(__file__).with_name("member_tool.py")).read_text()
+    return machine.source("etcd/member.py")
 
 
 def etcd_release_url(version: str = ETCD_VERSION) -> str:
     return (f"https://github.com/etcd-io/etcd/releases/download/v{version}/"
             f"etcd-v{version}-linux-amd64.tar.gz")
-
-
-def disk_settings(cluster: EtcdClusterSpec) -> dict[str, Any]:
-    size = cluster.vm_size
-    if size.nvme_disks:
-        return {"mount": MOUNT_POINT, "kind": "nvme", "nvme_count": size.nvme_disks,
-                "nvme_model_prefix": NVME_MODEL_PREFIX}
-    return {"mount": MOUNT_POINT, "kind": "resource", "resource_mount": RESOURCE_DISK_MOUNT}
 
 
 def tool_settings(cluster: EtcdClusterSpec) -> dict[str, Any]:
@@ -73,7 +67,9 @@ def tool_settings(cluster: EtcdClusterSpec) -> dict[str, Any]:
         "etcdctl": f"{BIN_DIR}/etcdctl",
         "etcdutl": f"{BIN_DIR}/etcdutl",
         "endpoints": cluster.client_urls,
-        "disk": disk_settings(cluster),
+        "new_cluster_override": NEW_CLUSTER_OVERRIDE_PATH,
+        # prepare refuses to start etcd unless this is a mount point (never the OS disk).
+        "disk": {"mount": MOUNT_POINT},
         "backup": {
             "account_url": backup.account_url(cluster.cluster_name),
             "container": cluster.backup_container,
@@ -83,6 +79,17 @@ def tool_settings(cluster: EtcdClusterSpec) -> dict[str, Any]:
             "local_dir": BACKUP_DIR,
             "keep_local": backup.LOCAL_SNAPSHOTS_KEPT,
             "restore_revision_bump": backup.RESTORE_REVISION_BUMP,
+            "snapshot_prefix": backup.SNAPSHOT_PREFIX,
+            "formed_marker": backup.FORMED_MARKER,
+            "takeover_after_seconds": backup.TAKEOVER_AFTER_SECONDS,
+            "attempt_file": f"{BACKUP_DIR}/last-attempt.json",
+        },
+        "metrics": {
+            "port": backup_metrics.METRICS_PORT,
+            "last_success": backup_metrics.LAST_SUCCESS_METRIC,
+            "last_attempt": backup_metrics.LAST_ATTEMPT_METRIC,
+            "cluster": backup.METRICS_CLUSTER_LABELS[cluster.role],
+            "cache_seconds": backup.METRICS_LISTING_CACHE_SECONDS,
         },
     }
 
@@ -109,17 +116,6 @@ def install_script(version: str = ETCD_VERSION, sha256: str = ETCD_SHA256) -> st
         f"--shell /usr/sbin/nologin {ETCD_USER}",
     ]
     return "\n".join(lines) + "\n"
-
-
-def disk_unit() -> str:
-    return systemd.unit(
-        "Mount etcd's local SSD (formatted again whenever Azure hands over a wiped disk)",
-        [TOOL_PATH, "disk"],
-        # The temp disk is mounted on /mnt by cloud-init; NVMe disks need only udev.
-        after=["local-fs.target", "cloud-init.service"],
-        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
-        unit_extra={"Before": ETCD_UNIT},
-    )
 
 
 def etcd_unit(cluster: EtcdClusterSpec) -> str:
@@ -157,8 +153,22 @@ def backup_unit() -> str:
     )
 
 
+def metrics_unit() -> str:
+    """Backup freshness for Prometheus on every member (so the alert never depends on which member
+    uploads). NSG: only the monitoring source needs METRICS_PORT (infra/etcd/backup_metrics.py);
+    the monitoring engineer adds the scrape job, the alert and the rule."""
+    return systemd.unit(
+        "Serve etcd backup freshness (newest snapshot in Blob storage, this member's last attempt)",
+        [TOOL_PATH, "metrics"],
+        after=["network-online.target", DISK_UNIT],
+        wants=["network-online.target"],
+        service={"Restart": "always", "RestartSec": "10", "NoNewPrivileges": "true",
+                 "ProtectSystem": "strict", "ProtectHome": "true", "PrivateTmp": "true"},
+    )
+
+
 def backup_timer() -> str:
-    return systemd.timer("Snapshot etcd every 30 minutes", backup.SNAPSHOT_SCHEDULE,
+    return systemd.timer(f"Snapshot etcd every {backup.SNAPSHOT_INTERVAL_MINUTES} minutes", backup.SNAPSHOT_SCHEDULE,
                          timer_settings={"Persistent": "true", "AccuracySec": "1min"})
 
 
@@ -170,18 +180,22 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
     cloud.add(TOOL_SETTINGS_PATH, json.dumps(tool_settings(cluster), indent=2, sort_keys=True) + "\n")
     cloud.add(TOOL_PATH, member_tool_source(), permissions="0755")
     cloud.add(INSTALL_PATH, install_script(), permissions="0755")
-    cloud.add(f"/etc/systemd/system/{DISK_UNIT}", disk_unit())
+    local_disk.add_local_disk(cloud, local_disk.LocalDisks.of(cluster.vm_size), unit=DISK_UNIT, mount=MOUNT_POINT,
+                              label=DISK_LABEL, before=[ETCD_UNIT],
+                              description="Mount etcd's local SSD (formatted again whenever Azure hands over a "
+                                          "wiped disk)")
     cloud.add(f"/etc/systemd/system/{ETCD_UNIT}", etcd_unit(cluster))
     cloud.add(f"/etc/systemd/system/{BACKUP_UNIT}", backup_unit())
     cloud.add(f"/etc/systemd/system/{BACKUP_TIMER}", backup_timer())
+    cloud.add(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit())
     add_secret_fetching(cloud, vault_name, member_secret_files(member), before=[ETCD_UNIT],
                         identity_name=naming.role_identity(cluster.cluster_name, cluster.role))
     cloud.runcmd += [
         [INSTALL_PATH],
         ["systemctl", "daemon-reload"],
-        ["systemctl", "enable", DISK_UNIT, ETCD_UNIT, BACKUP_TIMER],
+        ["systemctl", "enable", DISK_UNIT, ETCD_UNIT, BACKUP_TIMER, METRICS_UNIT],
         # etcd reports ready only once a quorum exists; cloud-init must not wait for the other members.
-        ["systemctl", "start", "--no-block", ETCD_UNIT, BACKUP_TIMER],
+        ["systemctl", "start", "--no-block", ETCD_UNIT, BACKUP_TIMER, METRICS_UNIT],
     ]
     return cloud
 

@@ -9,8 +9,7 @@ removes it once the GPUs pass, so no job lands on a node with a bad GPU.
 
 from __future__ import annotations
 
-from importlib import resources
-
+import machine
 from infra import labels, systemd
 from infra.cloudinit import CloudConfig
 from infra.config import Taint
@@ -21,7 +20,7 @@ UNIT = "supercluster-gpu-check.service"
 SCRIPT_PATH = "/usr/local/sbin/supercluster-gpu-check"
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
 def add_gpu_check(cloud: CloudConfig, gpus: int, nvswitch: bool) -> None:
-    cloud.add(SCRIPT_PATH, resources.files("infra.node").joinpath("scripts/gpu-check.sh").read_text(),
+    cloud.add(SCRIPT_PATH, machine.source("node/gpu_check.sh"),
               permissions="0755")
     # NVSwitch systems (8-GPU ND sizes) need the fabric manager running before CUDA can use the GPUs.
     fabric = [FABRIC_MANAGER_UNIT] if nvswitch else []

@@ -12,9 +12,9 @@ and pins them (``io.cri-containerd.pinned``), which kubelet's image GC respects
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any
 
+import machine
 from infra import systemd
 from infra.cloudinit import CloudConfig
 from infra.images import parse_image
@@ -36,7 +36,7 @@ def manifest(registry_login_server: str, images: tuple[str, ...]) -> dict[str, A
 
 
 def add_preload(cloud: CloudConfig, registry_login_server: str, images: tuple[str, ...]) -> None:
-    cloud.add(SCRIPT_PATH, resources.files("infra.node").joinpath("scripts/preload-images.py").read_text(),
+    cloud.add(SCRIPT_PATH, machine.source("node/preload_images.py"),
               permissions="0755")
     cloud.add(MANIFEST_PATH, json.dumps(manifest(registry_login_server, images), indent=1) + "\n")
     cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(

@@ -3,15 +3,15 @@
 The manifest (a pure function of the Kubernetes version and ``infra/versions.py``) lists
 each artifact's URL, its sha256 (pinned, or the ``.sha256`` file Kubernetes publishes
 beside its binaries, the check kubernetes.io documents for them) and the version the
-installed binary must report. ``scripts/install.py`` applies it on every boot.
+installed binary must report. ``machine/node/install.py`` applies it on every boot.
 """
 
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any
 
+import machine
 from infra import systemd, versions
 from infra.cloudinit import CloudConfig
 
@@ -67,7 +67,7 @@ def manifest(kubernetes_version: str) -> dict[str, Any]:
 
 
 def add_install(cloud: CloudConfig, kubernetes_version: str) -> None:
-    cloud.add(SCRIPT_PATH, resources.files("infra.node").joinpath("scripts/install.py").read_text(),
+    cloud.add(SCRIPT_PATH, machine.source("node/install.py"),
               permissions="0755")
     cloud.add(MANIFEST_PATH, json.dumps(manifest(kubernetes_version), indent=1) + "\n")
     cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(

@@ -8,9 +8,9 @@ kubelet then requests its client certificate and rotates it (``rotateCertificate
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
+import machine
 from infra import systemd, yaml_text
 from infra.addressing import CLUSTER_DOMAIN
 from infra.cloudinit import CloudConfig
@@ -133,6 +133,6 @@ def add_kubelet(cloud: CloudConfig, *, server: str, cluster_dns: str, max_pods: 
               permissions=PRIVATE)
     cloud.add(BOOTSTRAP_KUBECONFIG, yaml_text.dump(bootstrap_kubeconfig(server), sort_keys=False),
               permissions=PRIVATE)
-    cloud.add(PROVIDER_ID_SCRIPT, resources.files("infra.node").joinpath("scripts/provider-id.py").read_text(),
+    cloud.add(PROVIDER_ID_SCRIPT, machine.source("node/provider_id.py"),
               permissions="0755")
     cloud.add(f"/etc/systemd/system/{UNIT}", unit(labels, gpu), permissions=PRIVATE)

@@ -116,6 +116,25 @@ def test_deploys_dev_on_merge_then_prod_behind_its_environment():
         assert jobs[name]["concurrency"] == {"group": f"pulumi-{stack}", "cancel-in-progress": False}
 
 
+def test_every_job_that_reaches_the_cluster_runs_inside_the_network_with_the_policy_pack():
+    """pulumi up/preview apply and diff in-cluster objects through the private apiserver: only a self-hosted
+    runner inside the network reaches it (docs/day2.md); every real preview runs the state-safety pack."""
+    jobs = {f"{name}/{job_name}": job for name in ("deploy.yml", "preview.yml")
+            for job_name, job in workflow(name)["jobs"].items()}
+    pulumi_jobs = {name: job for name, job in jobs.items() if steps_using(job, "pulumi/actions")}
+    assert set(pulumi_jobs) == {"deploy.yml/dev", "deploy.yml/prod-preview", "deploy.yml/prod", "preview.yml/preview"}
+    for name, job in pulumi_jobs.items():
+        assert job["runs-on"] == ["self-hosted", "linux", "x64"], name
+        [pulumi] = steps_using(job, "pulumi/actions")
+        assert pulumi["with"]["policyPacks"] == "policypack", name
+        assert (PROJECT_DIR / "policypack" / "PulumiPolicy.yaml").is_file()
+    # A fork's code never runs on them (GitHub: self-hosted runners are for private or trusted code only).
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in jobs["preview.yml/preview"]["if"]
+    for name, job in jobs.items():
+        if name not in pulumi_jobs:
+            assert job["runs-on"] == "ubuntu-latest", name
+
+
 def test_touched_stacks():
     stacks = ["dev", "prod"]
     assert touched_stacks(["README.md", "tests/x.py", ".github/workflows/preview.yml", "benchmarks/b.py"],

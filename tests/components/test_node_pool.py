@@ -6,7 +6,7 @@ from collections import Counter
 
 from infra.labels import INFINIBAND_DOMAIN_LABEL
 from plan.artifacts import custom_data_of
-from tests.conftest import plan_stack
+from tests.conftest import deploy_after, plan_stack
 from tests.helpers import cluster_subnets
 
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
@@ -47,7 +47,7 @@ def test_every_nic_has_one_ip_per_pod_plus_its_own_in_the_shard_subnet(prod_plan
 
 def test_every_scale_set_leaves_capacity_to_the_autoscaler(prod_plan):
     for vmss in prod_plan.of_type(VMSS):
-        assert vmss.options["ignoreChanges"] == ["sku.capacity"]
+        assert "sku.capacity" not in vmss.options["ignoreChanges"]  # Pulumi would send the stored value
         assert vmss.options["protect"] is True
         assert vmss.inputs["upgradePolicy"] == {"mode": "Manual"}
         assert vmss.inputs["orchestrationMode"] == "Uniform"
@@ -101,6 +101,15 @@ def test_resources_grow_with_shards_never_with_nodes():
     grown = counts("nodePools[0].maxNodes=101")  # one more InfiniBand shard
     assert grown[VMSS] == small[VMSS] + 1
     assert sum(grown.values()) == sum(small.values()) + 1  # its scale set (its subnet is inline in the VNet)
+
+
+def test_capacity_is_sent_only_to_a_scale_set_the_last_deploy_did_not_have(dev_plan):
+    """The first deploy creates each shard at minNodes; the next one sends no capacity to those (Azure keeps the
+    live count the autoscaler set) and the initial one only to the shard it adds."""
+    assert all("capacity" in v.inputs["sku"] for v in dev_plan.of_type(VMSS))
+    grown = deploy_after(dev_plan, "nodePools[0].maxNodes=101", "nodePools[1].labels.team=vision")
+    sent = {v.name: v.inputs["sku"].get("capacity") for v in grown.of_type(VMSS)}
+    assert sent == {"dev-pool-gpu-s000": None, "dev-pool-gpu-s001": 0, "dev-pool-cpu-s000": None}
 
 
 def test_growing_a_pool_appends_shards_and_keeps_the_existing_ones():

@@ -27,7 +27,8 @@ def groups_for(stack: str = "dev", addons: dict[str, Any] | None = None, **chang
 
 def groups_of(spec: ClusterSpec) -> dict[str, list[Obj]]:
     """Every add-on group of a built spec, as ``components/addons.py`` declares them."""
-    return build_addon_objects(spec.config, spec.addresses, spec.addons, AZURE)
+    return build_addon_objects(spec.config, spec.addresses, spec.addons, AZURE,
+                               node_kubernetes_version=spec.node_kubernetes_version)
 
 
 def prometheus_configs_of(spec: ClusterSpec) -> dict[str, str]:

@@ -10,11 +10,11 @@ import re
 import subprocess
 import sys
 import threading
-from importlib import resources
 
 import pytest
 import yaml
 
+import machine
 from infra import naming
 from infra.cloudinit import render
 from infra.node import kubelet, node_cloud_config
@@ -126,7 +126,7 @@ def test_the_provider_id_drop_in_is_written_readable_by_root_only(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         script = tmp_path / "provider-id.py"
-        script.write_text(resources.files("infra.node").joinpath("scripts/provider-id.py").read_text())
+        script.write_text(machine.source("node/provider_id.py"))
         drop_in = tmp_path / "kubelet.conf.d" / "10-provider-id.conf"
         subprocess.run([sys.executable, str(script), str(drop_in)], check=True, timeout=30,
                        env={**os.environ, "IMDS_ENDPOINT": f"http://127.0.0.1:{server.server_port}"})

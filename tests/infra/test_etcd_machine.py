@@ -13,6 +13,8 @@ import tarfile
 import pytest
 import yaml
 
+import machine
+from infra import local_disk
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, custom_data
 from infra.etcd import backup
 from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
@@ -23,6 +25,7 @@ from infra.etcd.machine import (
     EFFECTIVE_CONFIG_PATH,
     ETCD_UNIT,
     INSTALL_PATH,
+    METRICS_UNIT,
     TOOL_PATH,
     TOOL_SETTINGS_PATH,
     install_script,
@@ -77,16 +80,18 @@ def test_ships_the_config_file_the_tool_and_its_settings():
 
 def test_local_disk_settings_follow_the_vm_size():
     _, _, _, document, files = cloud_init()  # Standard_L16s_v3: two local NVMe disks
-    disk = json.loads(files[TOOL_SETTINGS_PATH]["content"])["disk"]
-    assert disk == {"mount": MOUNT_POINT, "kind": "nvme", "nvme_count": 2,
-                    "nvme_model_prefix": "Microsoft NVMe Direct Disk"}
+    disk = json.loads(files[local_disk.SETTINGS_PATH]["content"])
+    assert disk["mount"] == MOUNT_POINT and disk["label"] == "etcd" and disk["nvme_disks"] == 2
+    assert disk["bind_dirs"] == [] and "mounts" not in document
+    assert json.loads(files[TOOL_SETTINGS_PATH]["content"])["disk"] == {"mount": MOUNT_POINT}  # prepare's check
+    assert files[local_disk.SCRIPT_PATH]["content"] == machine.source(local_disk.PROGRAM)
     assert "mdadm" in document["packages"]  # RAID 0 over both
     _, _, _, document, files = cloud_init("dev")  # Standard_L8s_v3: one NVMe disk, no RAID
-    assert json.loads(files[TOOL_SETTINGS_PATH]["content"])["disk"]["nvme_count"] == 1
+    assert json.loads(files[local_disk.SETTINGS_PATH]["content"])["nvme_disks"] == 1
     assert "packages" not in document
-    _, _, _, _, files = cloud_init(vmSize="Standard_D16ds_v5")  # temp disk only
-    assert json.loads(files[TOOL_SETTINGS_PATH]["content"])["disk"] == {
-        "mount": MOUNT_POINT, "kind": "resource", "resource_mount": "/mnt"}
+    _, _, _, document, files = cloud_init(vmSize="Standard_D16ds_v5")  # temp disk only
+    assert json.loads(files[local_disk.SETTINGS_PATH]["content"])["nvme_disks"] == 0
+    assert document["mounts"] == [["ephemeral0"]]  # cloud-init leaves the temp disk to the program
 
 
 def test_etcd_unit_starts_from_the_prepared_config_after_disk_and_secrets():
@@ -105,7 +110,8 @@ def test_etcd_unit_starts_from_the_prepared_config_after_disk_and_secrets():
 def test_disk_unit_runs_every_boot_before_etcd():
     _, _, _, _, files = cloud_init()
     lines = unit_lines(files, DISK_UNIT)
-    assert f"ExecStart={TOOL_PATH} \\" in lines and "  disk" in lines
+    # The one local-disk program nodes run too, with this machine's settings.
+    assert f"ExecStart={local_disk.SCRIPT_PATH} \\" in lines and f"  {local_disk.SETTINGS_PATH}" in lines
     assert f"Before={ETCD_UNIT}" in lines and "Type=oneshot" in lines
     assert "WantedBy=multi-user.target" in lines
 
@@ -126,8 +132,8 @@ def test_boot_order():
         ["systemctl", "enable", "--now", FETCH_UNIT],
         [INSTALL_PATH],
         ["systemctl", "daemon-reload"],
-        ["systemctl", "enable", DISK_UNIT, ETCD_UNIT, BACKUP_TIMER],
-        ["systemctl", "start", "--no-block", ETCD_UNIT, BACKUP_TIMER],
+        ["systemctl", "enable", DISK_UNIT, ETCD_UNIT, BACKUP_TIMER, METRICS_UNIT],
+        ["systemctl", "start", "--no-block", ETCD_UNIT, BACKUP_TIMER, METRICS_UNIT],
     ]
 
 
@@ -211,7 +217,7 @@ def test_systemd_accepts_every_rendered_unit(tmp_path):
             unit = tmp_path / os.path.basename(path)
             unit.write_text(entry["content"])
             units.append(str(unit))
-    assert len(units) == 5
+    assert len(units) == 6
     result = subprocess.run(["systemd-analyze", "verify", "--man=no", *units], capture_output=True, text=True)
     complaints = [line for line in result.stderr.splitlines()
                   if line.strip() and not line.endswith("is not executable: No such file or directory")]

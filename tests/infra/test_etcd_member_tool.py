@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.etcd import member_tool as tool
+from infra.etcd import backup, backup_metrics
 from infra.etcd.config_file import etcd_config
 from infra.etcd.machine import tool_settings
+from machine.etcd import member as tool
 from tests.etcd_local import free_ports
 from tests.etcd_specs import clusters
 from tests.fake_azure_blob import FakeBlobService, StoredBlob
@@ -75,14 +76,15 @@ def test_restore_with_etcdutl_bumps_the_revision_and_marks_it_compacted():
     _, main, _ = clusters()
     settings = tool_settings(main)
     conf = etcd_config(main, main.members[0])
-    argv = tool.restore_argv(settings, conf, "/s.db")
+    argv = tool.restore_argv(settings, conf, "/s.db", "/scratch", "m=https://a:2380")
     assert argv[:4] == ["/usr/local/bin/etcdutl", "snapshot", "restore", "/s.db"]
-    assert f"--initial-cluster={main.initial_cluster}" in argv
+    # The snapshot's membership, not the (possibly stale) rendered initial-cluster; into the scratch dir.
+    assert "--initial-cluster=m=https://a:2380" in argv and "--data-dir=/scratch" in argv
     assert "--initial-cluster-token=prod-etcd" in argv and "--name=prod-etcd-0" in argv
     assert "--bump-revision=1000000000" in argv and "--mark-compacted" in argv
     settings["etcdutl"] = None  # etcd 3.4: etcdctl restores, without those flags
-    assert tool.restore_argv(settings, conf, "/s.db")[0] == "/usr/local/bin/etcdctl"
-    assert "--mark-compacted" not in tool.restore_argv(settings, conf, "/s.db")
+    assert tool.restore_argv(settings, conf, "/s.db", "/scratch", "m=u")[0] == "/usr/local/bin/etcdctl"
+    assert "--mark-compacted" not in tool.restore_argv(settings, conf, "/s.db", "/scratch", "m=u")
 
 
 def test_latest_snapshot_is_the_newest_timestamp():
@@ -90,31 +92,6 @@ def test_latest_snapshot_is_the_newest_timestamp():
         == "20260102T000000Z-b.db"
     with pytest.raises(tool.Refusal):
         tool.latest([])
-
-
-# --------------------------------------------------------------------------- disks
-
-def test_local_nvme_disks_are_recognised_by_model(tmp_path):
-    for name, model in (("nvme0n1", "Microsoft NVMe Direct Disk"), ("nvme1n1", "MSFT NVMe Accelerator v1.0"),
-                        ("nvme2n1", "Microsoft NVMe Direct Disk v2"), ("sda", "Virtual_Disk")):
-        (tmp_path / name / "device").mkdir(parents=True)
-        (tmp_path / name / "device" / "model").write_text(model + "  \n")
-    assert tool.local_nvme_devices("Microsoft NVMe Direct Disk", str(tmp_path)) == ["/dev/nvme0n1", "/dev/nvme2n1"]
-
-
-def test_one_disk_is_formatted_directly():
-    commands, device = tool.format_plan(["/dev/nvme0n1"])
-    assert device == "/dev/nvme0n1"
-    assert [c.argv for c in commands] == [("mkfs.ext4", "-F", "-q", "-L", "etcd", "-E", "nodiscard", "/dev/nvme0n1")]
-
-
-def test_several_disks_become_one_raid0():
-    commands, device = tool.format_plan(["/dev/nvme0n1", "/dev/nvme1n1"])
-    assert device == tool.MD_DEVICE
-    create = next(c.argv for c in commands if "--create" in c.argv)
-    assert "--level=0" in create and "--raid-devices=2" in create and create[-2:] == ("/dev/nvme0n1", "/dev/nvme1n1")
-    assert commands[-1].argv[0] == "mkfs.ext4" and commands[-1].argv[-1] == tool.MD_DEVICE
-    assert all(c.check for c in commands if c.argv[1] in ("--create",) or c.argv[0] == "mkfs.ext4")
 
 
 # --------------------------------------------------------------------------- prepare
@@ -155,7 +132,7 @@ def test_first_bootstrap_when_nobody_answers_and_no_snapshot_exists(tmp_path, bl
 
 
 def test_an_empty_member_never_starts_a_new_cluster_once_snapshots_exist(tmp_path, blobs):
-    blobs.blobs["20260101T000000Z-prod-etcd-1.db"] = StoredBlob(b"db", {})
+    blobs.blobs["snapshots/20260101T000000Z-prod-etcd-1.db"] = StoredBlob(b"db", {})
     with pytest.raises(tool.Refusal, match="etcd-member restore"):
         tool.prepare(local_settings(tmp_path, blobs))
 
@@ -232,3 +209,42 @@ def test_listing_follows_pages(blobs):
 def test_settings_file_is_plain_json():
     _, main, _ = clusters()
     assert json.loads(json.dumps(tool_settings(main))) == tool_settings(main)
+
+
+# --------------------------------------------------------------------------- backups that cannot stop
+
+def test_every_member_takes_over_once_the_newest_snapshot_missed_a_round():
+    after = backup.TAKEOVER_AFTER_SECONDS
+    assert after > backup.SNAPSHOT_INTERVAL_MINUTES * 60  # never in a round the designated member made
+    assert not tool.overdue(newest=1000.0, formed=0.0, now=1000.0 + after, takeover_after=after)
+    assert tool.overdue(newest=1000.0, formed=0.0, now=1001.0 + after, takeover_after=after)
+    # Before the first snapshot the cluster's forming is the reference; before that, nothing is late.
+    assert tool.overdue(newest=None, formed=1000.0, now=1001.0 + after, takeover_after=after)
+    assert not tool.overdue(newest=None, formed=None, now=1e12, takeover_after=after)
+
+
+def test_the_cluster_existed_if_the_marker_or_any_snapshot_is_there():
+    settings = tool_settings(clusters()[1])["backup"]
+    assert tool.cluster_existed(settings, []) is None
+    assert "cluster-formed" in tool.cluster_existed(settings, [backup.FORMED_MARKER])
+    assert "snapshots exist" in tool.cluster_existed(settings, [f"{backup.SNAPSHOT_PREFIX}20260101T000000Z-m.db"])
+
+
+def test_freshness_metrics_follow_the_shared_contract():
+    _, main, events = clusters()
+    metrics = tool_settings(main)["metrics"]
+    assert metrics["port"] == backup_metrics.METRICS_PORT
+    assert tool_settings(events)["metrics"]["cluster"] == "events"
+    text = tool.metrics_text(metrics, newest=1700000000.5, attempt=None)
+    assert f'{backup_metrics.LAST_SUCCESS_METRIC}{{cluster="main"}} 1700000000.500' in text.splitlines()
+    # No attempt yet: the series is absent (an absent() alert fires), never a made-up value.
+    assert f"{backup_metrics.LAST_ATTEMPT_METRIC}{{" not in text
+    assert f"# TYPE {backup_metrics.LAST_ATTEMPT_METRIC} gauge" in text
+
+
+def test_listing_reports_last_modified(blobs):
+    blobs.blobs["snapshots/a.db"] = StoredBlob(b"", {}, last_modified=1700000000.0)
+    blobs.blobs["cluster-formed.json"] = StoredBlob(b"", {}, last_modified=1600000000.0)
+    client = blob_client(blobs)
+    assert client.modified_times() == {"cluster-formed.json": 1600000000.0, "snapshots/a.db": 1700000000.0}
+    assert client.list(prefix="snapshots/") == ["snapshots/a.db"]

@@ -16,6 +16,7 @@ import shutil
 
 import pytest
 
+from infra.etcd.backup import FORMED_MARKER, SNAPSHOT_PREFIX
 from tests.etcd_local import LocalCluster
 from tests.etcd_specs import clusters
 from tests.fake_azure_blob import FakeBlobService
@@ -38,6 +39,10 @@ def cluster(tmp_path):
             local.stop_all()  # never leave an etcd behind
     finally:
         blobs.stop()
+
+
+def snapshots(cluster) -> dict:
+    return {name: blob for name, blob in cluster.blobs.blobs.items() if name.startswith(SNAPSHOT_PREFIX)}
 
 
 def get(cluster, member, key) -> str | None:
@@ -69,8 +74,10 @@ def test_members_rejoin_after_losing_their_disk_and_restore_after_losing_quorum(
     results = cluster.tool_all("backup")
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
     assert sum("uploaded" in r.stderr for r in results) == 1, [r.stderr for r in results]
-    assert len(cluster.blobs.blobs) == 1 and not cluster.blobs.rejected
-    (snapshot,) = cluster.blobs.blobs.values()
+    (snapshot,) = snapshots(cluster).values()
+    # Every member that found no marker raced to write it; exactly one write won, none was overwritten.
+    assert FORMED_MARKER in cluster.blobs.blobs
+    assert all(r.endswith(f"{FORMED_MARKER}: already exists") for r in cluster.blobs.rejected), cluster.blobs.rejected
     assert len(snapshot.data) > 16384, "the upload should have taken several blocks"
     assert snapshot.metadata["member"] != leader_name(cluster)  # a follower reads the whole database
 

@@ -8,6 +8,8 @@ import tomllib
 import pytest
 import yaml
 
+import machine
+from infra import local_disk
 from infra.cloudinit import CloudConfig, custom_data, render
 from infra.config import Taint
 from infra.labels import ROLE_CPU, ROLE_GPU, node_labels
@@ -188,10 +190,10 @@ def test_preload_runs_before_kubelet():
 
 def test_state_dirs_on_local_disks_with_raid0_for_several_nvme():
     node_files = files(spec())
-    env = node_files["/etc/supercluster/local-disk.env"]
-    assert 'NVME_DISKS="8"' in env and "kubelet:/var/lib/kubelet" in env and "pod-logs:/var/log/pods" in env
-    script = node_files["/usr/local/sbin/supercluster-local-disk"]
-    assert "--level=0" in script and "mkfs.ext4" in script
+    settings = json.loads(node_files[local_disk.SETTINGS_PATH])
+    assert settings["nvme_disks"] == 8 and settings["mount"] == "/var/lib/local-ssd"
+    assert settings["bind_dirs"] == [["kubelet", "/var/lib/kubelet"], ["pod-logs", "/var/log/pods"]]
+    assert node_files[local_disk.SCRIPT_PATH] == machine.source(local_disk.PROGRAM)  # the one program
     assert "Before=containerd.service kubelet.service" in node_files[
         "/etc/systemd/system/supercluster-local-disk.service"]
     assert node_cloud_config(spec()).mounts == []
@@ -200,7 +202,7 @@ def test_state_dirs_on_local_disks_with_raid0_for_several_nvme():
 def test_temp_disk_sizes_keep_cloud_init_off_the_temp_disk():
     cloud = node_cloud_config(spec(local_disks=LocalDisks(nvme_disks=0), gpus=0))
     assert cloud.mounts == [["ephemeral0"]]
-    assert 'NVME_DISKS="0"' in {f.path: f.content for f in cloud.files}["/etc/supercluster/local-disk.env"]
+    assert json.loads({f.path: f.content for f in cloud.files}[local_disk.SETTINGS_PATH])["nvme_disks"] == 0
 
 
 # ------------------------------------------------------------------ GPU

@@ -9,17 +9,17 @@ import re
 import subprocess
 import sys
 import tarfile
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
+import machine
 from infra.cloudinit import render
 from infra.node import cni, containerd, node_cloud_config
 from tests.helpers import require_tool
 from tests.infra.test_node_bootstrap import spec
 
-SCRIPTS = resources.files("infra.node").joinpath("scripts")
+SCRIPTS = machine.PROGRAMS_DIR / "node"
 
 
 def test_every_rendered_node_cloud_init_passes_the_schema(dev_plan, prod_plan, tmp_path):
@@ -99,7 +99,7 @@ def test_conflist_hands_secondary_ips_to_pods():
     assert json.loads(cni.render_conflist(None))["plugins"][0]["ipsToRouteViaHost"] == []
 
 
-@pytest.mark.parametrize("script", ["local-disk.sh", "gpu-check.sh"])
+@pytest.mark.parametrize("script", ["gpu_check.sh"])
 def test_shell_scripts_parse(script):
     bash = require_tool("bash")
     result = subprocess.run([bash, "-n", str(SCRIPTS.joinpath(script))], capture_output=True, text=True)

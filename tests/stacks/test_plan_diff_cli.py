@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -12,8 +13,12 @@ from plan.diff import diff_plans, load_plan
 
 @pytest.fixture(scope="module")
 def dev_plan_dir(tmp_path_factory):
+    """dev as deployed twice: the first deploy creates the scale sets with their initial capacity, every later
+    one sends none (docs/day2.md), so a steady stack is the second."""
     out = tmp_path_factory.mktemp("plans") / "dev"
     assert main(["--stack", "dev", "--out", str(out)]) == EXIT_OK
+    assert main(["--stack", "dev", "--out", str(out), "--diff", str(out)]) == EXIT_CHANGED
+    assert main(["--stack", "dev", "--out", str(out), "--diff", str(out)]) == EXIT_OK
     return out
 
 
@@ -25,11 +30,15 @@ def test_an_unchanged_stack_exits_0(dev_plan_dir, tmp_path, capsys):
 
 def test_diff_against_the_output_directory_itself(dev_plan_dir, tmp_path):
     out = tmp_path / "dev"
-    assert main(["--stack", "dev", "--out", str(out)]) == EXIT_OK
-    assert main(["--stack", "dev", "--out", str(out), "--diff", str(out),
-                 "--config", "nodePools[0].maxNodes=150"]) == EXIT_CHANGED
-    assert main(["--stack", "dev", "--out", str(out), "--diff", str(out),
-                 "--config", "nodePools[0].maxNodes=150"]) == EXIT_OK
+    shutil.copytree(dev_plan_dir, out)
+    grow = ["--stack", "dev", "--out", str(out), "--diff", str(out), "--config", "nodePools[0].maxNodes=150"]
+    assert main(grow) == EXIT_CHANGED
+    created = load_plan(out)
+    # The next deploy no longer sends the new shard its initial capacity (docs/day2.md); then nothing changes.
+    assert main(grow) == EXIT_CHANGED
+    assert [(c.name, c.changed) for c in diff_plans(created, load_plan(out)).resources] == [
+        ("dev-pool-gpu-s001", ("sku.capacity",))]
+    assert main(grow) == EXIT_OK
 
 
 def test_growing_a_pool_names_exactly_the_resources_it_touches(dev_plan_dir, tmp_path, capsys):
@@ -62,13 +71,23 @@ def test_a_directory_that_is_not_a_plan_is_a_clear_error(tmp_path, capsys):
 
 def test_bad_config_with_diff_still_exits_2(dev_plan_dir, tmp_path, capsys):
     assert main(["--stack", "dev", "--out", str(tmp_path / "new"), "--diff", str(dev_plan_dir),
-                 "--config", "etcd.members=2"]) == EXIT_BAD_INPUT
-    assert "etcd.members = 2" in capsys.readouterr().err
+                 "--config", "etcd.members=3"]) == EXIT_BAD_INPUT  # dev runs 1: one member per deploy
+    assert "etcd.members = 3" in capsys.readouterr().err
+
+
+def test_renaming_a_deployed_cluster_is_refused_naming_the_rebuild_path(dev_plan_dir, tmp_path, capsys):
+    code = main(["--stack", "dev", "--out", str(tmp_path / "renamed"), "--diff", str(dev_plan_dir),
+                 "--config", "clusterName=dev2"])
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT and err.count("\n") == 1
+    assert err.startswith("error: invalid config supercluster:clusterName = 'dev2': expected 'dev' as in the last "
+                          "deploy: it cannot change on a live cluster") and "build a new cluster beside" in err
 
 
 def test_renaming_the_cluster_flags_every_protected_resource_it_would_replace(dev_plan_dir, tmp_path, capsys):
+    """Without the last deploy's outputs (another stack's plan as OLD_DIR), the diff itself still flags it."""
     code = main(["--stack", "dev", "--out", str(tmp_path / "renamed"), "--diff", str(dev_plan_dir),
-                 "--config", "clusterName=dev2"])
+                 "--stack-outputs", str(_no_previous_outputs(tmp_path)), "--config", "clusterName=dev2"])
     report = capsys.readouterr().out
     assert code == EXIT_DANGER
     diff = diff_plans(load_plan(dev_plan_dir), load_plan(tmp_path / "renamed"))
@@ -96,3 +115,9 @@ def test_a_rendered_file_change_names_exactly_the_pool_and_its_files(dev_plan_di
     assert sorted(diff.files_changed) == [f"{scale_set.name}/cloud-init.yaml",
                                           f"{scale_set.name}/etc/systemd/system/kubelet.service"]
     assert "+  --node-labels=" in report and "team=vision" in report
+
+
+def _no_previous_outputs(tmp_path):
+    path = tmp_path / "none.json"
+    path.write_text(json.dumps({"organization/supercluster/dev": {}}))
+    return path

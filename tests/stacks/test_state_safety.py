@@ -18,7 +18,7 @@ import pytest
 from plan.diff import diff_plans
 from plan.runner import ProgramRun
 from plan.stackfile import PROJECT_DIR
-from tests.conftest import RETIRE_CPU, as_plan, plan_stack
+from tests.conftest import RETIRE_CPU, as_plan, deploy_after
 
 # --------------------------------------------------------------------------- what must be protected
 
@@ -76,10 +76,11 @@ def test_backups_are_retained_even_when_deleted_on_purpose(stack_plan):
 
 
 def test_what_others_own_is_ignored(stack_plan):
-    """The autoscaler owns capacity; stateful and rolled machines never take a cloud-init change from `pulumi up`;
-    Azure refuses new SSH keys on an existing VM."""
+    """The autoscaler owns capacity (never ignored: Pulumi would send the stored creation value, docs/day2.md);
+    stateful and rolled machines never take a cloud-init change from `pulumi up`; Azure refuses new SSH keys on
+    an existing VM."""
     for vmss in stack_plan.of_type("azure-native:compute:VirtualMachineScaleSet"):
-        assert "sku.capacity" in vmss.options["ignoreChanges"], vmss.name
+        assert "sku.capacity" not in vmss.options["ignoreChanges"], vmss.name
     for vm in stack_plan.of_type("azure-native:compute:VirtualMachine"):
         assert "osProfile.linuxConfiguration.ssh.publicKeys" in vm.options["ignoreChanges"], vm.name
         if re.fullmatch(r"(events-)?etcd-\d+-vm|control-plane-vm-\d+-vm", _short_name(stack_plan, vm.name)):
@@ -108,16 +109,15 @@ class Change:
 
 
 SWEEP = {
-    # Rendered into every machine: node models update in place (Manual upgrade policy), the control plane and
-    # etcd ignore customData (their tags show it), NAT hosts are stateless and re-created.
+    # Rendered into every machine: apiservers first, one per deploy (docs/day2.md), then node models (Manual
+    # upgrade policy) and NAT hosts one per deploy; etcd ignores customData (its tags show it).
     "kubernetesVersion": Change(("kubernetesVersion=1.33.5",), rf"{NODES}|{VMS}"),
     # Azure refuses new keys on an existing VM: every VM ignores them, scale sets take them in their model.
     "adminSshPublicKey": Change((f"adminSshPublicKey={NEW_KEY}",), rf"{NODES}|{VMS}"),
-    # New members join; the existing one only shows a new cloud-init fingerprint.
-    "etcd.members": Change(("etcd.members=3",), r"etcd-\d+(-.+)?|control-plane-vm-0-vm"),
+    # New members join, one per deploy (infra/etcd/membership_change.py: 1 -> 2 is the step); the existing one only
+    # shows a new cloud-init fingerprint.
+    "etcd.members": Change(("etcd.members=2",), r"etcd-\d+(-.+)?|control-plane-vm-0-vm"),
     "controlPlane.apiservers": Change(("controlPlane.apiservers=3",), r"control-plane-.+"),
-    "network.serviceCidr": Change(("network.serviceCidr=172.21.0.0/20",),
-                                  rf"{NODES}|{VMS}|nat-nsg|hub-peerings-services|control-plane-pki-apiserver-csr"),
     # The hub's own subnet moves with it (flagged); the NSG rules that name the hub follow.
     "network.hub.addressSpace": Change(("network.hub.addressSpace=10.251.0.0/22",),
                                        r"hub-vnet|hub-researchers|[\w-]+-nsg", dangers=r"hub-researchers"),
@@ -134,6 +134,8 @@ SWEEP = {
 
 # Keys the sweep does not run, each with where its behaviour is pinned down.
 NOT_SWEPT = {
+    "network.serviceCidr": (
+        "refused on a live cluster (docs/day2.md)", "test_changes_a_live_cluster_cannot_take_are_refused"),
     "azure-native:location": (
         "every Azure resource moves region, i.e. is replaced", "test_replacement_table"),
     "clusterName": (
@@ -144,8 +146,8 @@ NOT_SWEPT = {
         "another team's hub: only our peerings and route in it",
         "test_another_teams_hub_is_read_by_stack_reference_and_changed_only_through_its_subscription"),
     "network.natHosts": (
-        "stateless NAT host VMs behind their load balancer",
-        "test_each_host_forwards_from_its_static_address_in_the_backend_pool"),
+        "NAT host VMs behind their load balancer, rolled one per deploy (docs/day2.md)",
+        "test_a_patch_release_replaces_one_nat_host_per_deploy_never_all"),
     "network.maxPrivateIps": (
         "validation limits only; no resource reads them",
         "test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_raising_the_limit_passes"),
@@ -158,14 +160,14 @@ NOT_SWEPT = {
     "eventsEtcd": (
         "the same component as etcd", "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
     "controlPlane.vmSize": (
-        "an in-place resize of the stateless apiserver VMs (roll them instead: docs/runbooks/replace-an-apiserver.md)",
-        "test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_the_runbook"),
+        "staged: one apiserver resized per deploy (docs/day2.md)",
+        "test_a_control_plane_resize_is_staged_one_apiserver_per_deploy"),
     "nodePools[].name": (
         "a new name is a new pool, and the old one is removed: refused unless retired",
         "test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line"),
     "nodePools[].minNodes": (
         "the scale set's min tag; capacity is the autoscaler's",
-        "test_autoscaler_owned_capacity_is_reported_as_ignored"),
+        "test_autoscaler_owned_capacity_is_never_sent_to_a_live_scale_set"),
     "nodePools[].maxNodes": (
         "the max tag, and new shards appended", "test_growing_a_pool_names_exactly_the_resources_it_touches"),
     "nodePools[].labels": (
@@ -189,13 +191,15 @@ IN_CLUSTER_OR_COMPONENT = ("kubernetes:", "pulumi:providers:kubernetes", "superc
 
 @pytest.fixture(scope="module")
 def dev_before(dev_plan):
-    return as_plan(dev_plan)
+    """dev as a later deploy sees it (no capacity sent to its scale sets any more, docs/day2.md)."""
+    return as_plan(deploy_after(dev_plan))
 
 
 @pytest.mark.parametrize("key", list(SWEEP))
-def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, dev_before, retired_cpu_plan):
+def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, dev_plan, dev_before,
+                                                                         retired_cpu_plan):
     change = SWEEP[key]
-    after = retired_cpu_plan if change.overrides == RETIRE_CPU else plan_stack("dev", *change.overrides)
+    after = retired_cpu_plan if change.overrides == RETIRE_CPU else deploy_after(dev_plan, *change.overrides)
     diff = diff_plans(dev_before, as_plan(after))
     touched = [c for c in diff.resources if not c.type.startswith(IN_CLUSTER_OR_COMPONENT)]
     assert touched, f"{key}: the change reached no resource"

@@ -1,19 +1,21 @@
 #!/usr/bin/python3
-"""etcd-member: keeps one supercluster etcd member's disk, membership and backups in order.
+"""etcd-member: keeps one supercluster etcd member's membership and backups in order (its disk: local_disk.py).
 
-  etcd-member disk      every boot, before etcd: assemble, format if wiped, and mount the local SSD
   etcd-member prepare   before every etcd start: decide how this member starts
-  etcd-member backup    on the timer: snapshot (one designated member), verify, upload to Blob storage
-  etcd-member restore   runbook only: rebuild this member's data directory from a snapshot
+  etcd-member backup    on the timer: snapshot (one designated member, or any member once the newest
+                        snapshot is overdue), verify, upload to Blob storage
+  etcd-member metrics   a service: backup freshness for Prometheus (plain HTTP, /metrics)
+  etcd-member restore   runbook only: rebuild this member's data directory from a snapshot, atomically
 
 How a member starts (``prepare``), read from etcd's own config file and the data directory:
   - data present                    -> start as is
   - data empty, the cluster is up   -> rejoin: remove this member's stale entry, add it again, start
                                        with initial-cluster-state=existing (also how a new member joins)
-  - data empty, the cluster has not  -> first bootstrap (initial-cluster-state=new), unless snapshots
-    formed (nobody answers, or no      exist in Blob storage: then the cluster did exist and lost
-    member has ever started)           quorum, and this refuses to start an empty one (docs/runbooks/
-                                       etcd-quorum-lost.md)
+  - data empty, the cluster has not  -> first bootstrap (initial-cluster-state=new), unless the backup
+    formed (nobody answers, or no      container shows the cluster existed (the marker its first backup
+    member has ever started)           wrote, or any snapshot): then it lost quorum, and this refuses to
+                                       start an empty one unless the operator created the override file
+                                       (docs/runbooks/etcd.md)
 
 Settings: /etc/etcd/member.json (written by supercluster; see infra/etcd/machine.py). Needs only
 Python 3 and PyYAML, both on every Ubuntu cloud image (cloud-init depends on them).
@@ -24,24 +26,30 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime
+import email.utils
 import glob
 import hashlib
+import http.server
 import json
 import os
 import pwd
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
 
 import yaml
 
 SETTINGS_PATH = "/etc/etcd/member.json"
+# Blob metadata (and the local ``.json`` next to a snapshot) naming the members the snapshot was
+# taken with: every member restores with the same membership, so they agree on one cluster ID.
+MEMBERSHIP_METADATA = "initialcluster"
 
 
 class Refusal(Exception):
@@ -185,11 +193,18 @@ def empty_start(settings: dict, conf: dict) -> tuple[dict, str]:
     members = member_list(settings, conf, others)
     if members is None or not any(member.get("clientURLs") for member in members):
         # Nobody answers, or nobody has ever started (members publish their client URLs once the
-        # cluster has formed): this is the first bootstrap, unless snapshots say otherwise.
-        if Blobs(settings["backup"]).list(max_results=1):
-            raise Refusal("data directory empty, no running cluster to rejoin, and snapshots exist: the "
-                          "cluster lost quorum. Waiting for peers; to recover, run `etcd-member restore` on "
-                          "every member (docs/runbooks/etcd-quorum-lost.md)")
+        # cluster has formed): this is the first bootstrap, unless the backup container says the
+        # cluster existed. Snapshots age out; the marker does not (its name is outside the
+        # lifecycle rule's prefix), so a cluster whose backups stopped long ago is still known.
+        existed = cluster_existed(settings["backup"], Blobs(settings["backup"]).list())
+        override = settings["new_cluster_override"]
+        if existed and not os.path.exists(override):
+            raise Refusal(f"data directory empty, no running cluster to rejoin, and {existed}: the cluster "
+                          f"lost quorum. Waiting for peers; to recover, run `etcd-member restore` on every "
+                          f"member, or to start an EMPTY cluster create {override} on every member "
+                          f"(docs/runbooks/etcd.md)")
+        if existed:
+            return conf, f"first bootstrap of an EMPTY cluster, as {override} asks, although {existed}"
         return conf, "first bootstrap: the cluster has not formed yet and no snapshot exists"
     my_peer_url = conf["initial-advertise-peer-urls"]
     stale_id, add = rejoin_steps(my_peer_url, members)
@@ -205,6 +220,15 @@ def empty_start(settings: dict, conf: dict) -> tuple[dict, str]:
     effective["initial-cluster-state"] = "existing"
     effective["initial-cluster"] = initial_cluster(members, conf)
     return effective, "data directory empty and the cluster is up: joining it as a fresh member"
+
+
+def cluster_existed(backup_settings: dict, names: list[str]) -> str | None:
+    """Why the backup container's blob ``names`` show that this cluster has existed, or None."""
+    if backup_settings["formed_marker"] in names:
+        return f"the backup container holds {backup_settings['formed_marker']} (written once the cluster had formed)"
+    if any(name.startswith(backup_settings["snapshot_prefix"]) for name in names):
+        return "snapshots exist in the backup container"
+    return None
 
 
 def give_to_etcd_user(settings: dict, paths: list[str]) -> None:
@@ -252,12 +276,50 @@ def designated_member(members: list[dict], statuses: list[dict]) -> str | None:
     return names.get(leader)
 
 
+def overdue(newest: float | None, formed: float | None, now: float, takeover_after: float) -> bool:
+    """Whether the newest snapshot (or, before the first one, the cluster's forming) is so old that
+    the designated member has missed a round: then every member takes a snapshot."""
+    reference = newest if newest is not None else formed
+    return reference is not None and now - reference > takeover_after
+
+
+def record_attempt(settings: dict) -> None:
+    path = settings["backup"]["attempt_file"]
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(f"{path}.tmp", "w") as handle:
+        json.dump({"time": time.time()}, handle)
+    os.replace(f"{path}.tmp", path)
+
+
+def mark_formed(store: Blobs, marker: str, conf: dict, listing: dict[str, float]) -> None:
+    """The cluster answers: record that it exists, once, where every future member looks."""
+    if marker in listing:
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
+        json.dump({"token": conf["initial-cluster-token"], "by": conf["name"]}, handle)
+        handle.flush()
+        try:
+            store.upload(handle.name, marker, {"member": conf["name"]})
+        except BlobExists:
+            return  # another member wrote it first
+    log(f"wrote {marker}: from now on an empty start needs the operator's override")
+
+
 def backup(settings: dict) -> str:
+    record_attempt(settings)
     conf = load_etcd_config(settings)
     mine = own_client_url(conf)
     members = member_list(settings, conf, [mine])
     if members is None:
         raise RuntimeError(f"this member ({mine}) does not answer; no snapshot taken")
+    backup_settings = settings["backup"]
+    store = Blobs(backup_settings)
+    listing = store.modified_times()
+    mark_formed(store, backup_settings["formed_marker"], conf, listing)
+    override = settings["new_cluster_override"]
+    if os.path.exists(override):
+        os.remove(override)
+        log(f"removed {override}: the cluster is up, so an empty start is refused again")
     statuses = []
     for member in members:
         for url in member.get("clientURLs", [])[:1]:
@@ -265,23 +327,38 @@ def backup(settings: dict) -> str:
             if result.returncode == 0:
                 statuses += json.loads(result.stdout)
     chosen = designated_member(members, statuses)
-    if chosen != conf["name"]:
+    late = overdue(newest_snapshot(listing, backup_settings["snapshot_prefix"]),
+                   listing.get(backup_settings["formed_marker"]), time.time(),
+                   backup_settings["takeover_after_seconds"])
+    if chosen != conf["name"] and not late:
         return f"{chosen} takes this snapshot, not {conf['name']}"
-    path, name = take_snapshot(settings, conf)
+    if chosen != conf["name"]:
+        log(f"the newest snapshot is overdue ({chosen} should have taken it): taking one too")
+    membership = initial_cluster(members, conf)
+    path, name = take_snapshot(settings, conf, membership)
     status = snapshot_status(settings, path)
-    Blobs(settings["backup"]).upload(path, name, {"member": conf["name"], "revision": str(status["revision"])})
+    store.upload(path, name, {"member": conf["name"], "revision": str(status["revision"]),
+                              MEMBERSHIP_METADATA: membership})
     prune_local(settings)
     return f"snapshot {name} (revision {status['revision']}, {status['totalKey']} keys) uploaded"
 
 
-def take_snapshot(settings: dict, conf: dict) -> tuple[str, str]:
+def newest_snapshot(listing: dict[str, float], prefix: str) -> float | None:
+    times = [modified for name, modified in listing.items() if name.startswith(prefix)]
+    return max(times) if times else None
+
+
+def take_snapshot(settings: dict, conf: dict, membership: str) -> tuple[str, str]:
+    """A snapshot file, and next to it (``.json``) the membership it must be restored with."""
     directory = settings["backup"]["local_dir"]
     os.makedirs(directory, mode=0o700, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    name = f"{stamp}-{conf['name']}.db"
-    path = os.path.join(directory, name)
+    file_name = f"{stamp}-{conf['name']}.db"
+    path = os.path.join(directory, file_name)
     etcdctl(settings, conf, [own_client_url(conf)], "snapshot", "save", path, timeout="30m")
-    return path, name
+    with open(f"{path}.json", "w") as handle:
+        json.dump({MEMBERSHIP_METADATA: membership}, handle)
+    return path, settings["backup"]["snapshot_prefix"] + file_name
 
 
 def snapshot_tool(settings: dict) -> list[str]:
@@ -302,15 +379,17 @@ def prune_local(settings: dict) -> None:
     snapshots = sorted(glob.glob(os.path.join(settings["backup"]["local_dir"], "*.db")))
     for old in snapshots[:-keep] if keep else snapshots:
         os.remove(old)
+        if os.path.exists(f"{old}.json"):
+            os.remove(f"{old}.json")
 
 
 # --------------------------------------------------------------------------- restore
 
-def restore_argv(settings: dict, conf: dict, snapshot: str) -> list[str]:
+def restore_argv(settings: dict, conf: dict, snapshot: str, data_dir: str, membership: str) -> list[str]:
     argv = [*snapshot_tool(settings), "snapshot", "restore", snapshot,
             f"--name={conf['name']}",
-            f"--data-dir={conf['data-dir']}",
-            f"--initial-cluster={conf['initial-cluster']}",
+            f"--data-dir={data_dir}",
+            f"--initial-cluster={membership}",
             f"--initial-cluster-token={conf['initial-cluster-token']}",
             f"--initial-advertise-peer-urls={conf['initial-advertise-peer-urls']}"]
     if settings.get("etcdutl"):
@@ -325,23 +404,59 @@ def restore(settings: dict, snapshot: str | None, blob: str | None) -> str:
         raise Refusal(f"etcd answers on {mine}: stop it on every member first (systemctl stop etcd)")
     if snapshot is None:
         store = Blobs(settings["backup"])
-        blob = blob or latest(store.list())
+        blob = blob or latest(store.list(prefix=settings["backup"]["snapshot_prefix"]))
         snapshot = os.path.join(settings["backup"]["local_dir"], os.path.basename(blob))
         os.makedirs(os.path.dirname(snapshot), mode=0o700, exist_ok=True)
-        store.download(blob, snapshot)
+        metadata = store.download(blob, snapshot)
+        membership = metadata.get(MEMBERSHIP_METADATA)
+    else:
+        membership = recorded_membership(snapshot)
+    if not membership:
+        raise Refusal(f"{snapshot} does not record the membership it was taken with; restore a snapshot "
+                      f"taken by this version of etcd-member")
     status = snapshot_status(settings, snapshot)
     data_dir = conf["data-dir"]
+    peers = dict(entry.split("=", 1) for entry in membership.split(","))
+    if conf["name"] not in peers:
+        move_aside(data_dir)
+        return (f"{conf['name']} joined after {os.path.basename(snapshot)} was taken: its data directory is "
+                f"empty, and it joins the restored cluster by itself once the others are up")
+    if peers[conf["name"]] != conf["initial-advertise-peer-urls"]:
+        raise Refusal(f"the snapshot has {conf['name']} at {peers[conf['name']]}, this machine is "
+                      f"{conf['initial-advertise-peer-urls']}")
+    # Restore into a scratch directory and move it into place only once etcd accepted the snapshot:
+    # a failed restore (a corrupt snapshot fails its hash check after the database was copied)
+    # must never leave a data directory that etcd would start from.
+    scratch = f"{data_dir}.restoring"
+    shutil.rmtree(scratch, ignore_errors=True)
+    result = subprocess.run(restore_argv(settings, conf, snapshot, scratch, membership), capture_output=True,
+                            text=True, env=dict(os.environ, ETCDCTL_API="3"))
+    if result.returncode != 0:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise RuntimeError(f"snapshot restore failed, {data_dir} left as it was: "
+                           f"{result.stderr.strip().splitlines()[-1:] or result.returncode}")
+    move_aside(data_dir)
+    os.rename(scratch, data_dir)
+    give_tree_to_etcd_user(settings, data_dir)
+    return (f"restored {os.path.basename(snapshot)} (revision {status['revision']}) into {data_dir} with the "
+            f"snapshot's membership ({len(peers)} members); start etcd once every member is restored "
+            f"from the same snapshot")
+
+
+def move_aside(data_dir: str) -> None:
     if os.path.exists(data_dir):
         aside = f"{data_dir}.before-restore-{int(time.time())}"
         os.rename(data_dir, aside)
         log(f"moved the old data directory to {aside}")
-    result = subprocess.run(restore_argv(settings, conf, snapshot), capture_output=True, text=True,
-                            env=dict(os.environ, ETCDCTL_API="3"))
-    if result.returncode != 0:
-        raise RuntimeError(f"snapshot restore failed: {result.stderr.strip()}")
-    give_tree_to_etcd_user(settings, data_dir)
-    return (f"restored {os.path.basename(snapshot)} (revision {status['revision']}) into {data_dir}; "
-            f"start etcd once every member is restored from the same snapshot")
+
+
+def recorded_membership(snapshot: str) -> str | None:
+    """The membership ``take_snapshot`` recorded next to a local snapshot file."""
+    try:
+        with open(f"{snapshot}.json") as handle:
+            return json.load(handle).get(MEMBERSHIP_METADATA)
+    except FileNotFoundError:
+        return None
 
 
 def latest(names: list[str]) -> str:
@@ -352,6 +467,10 @@ def latest(names: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------- Blob storage
+
+class BlobExists(RuntimeError):
+    """A blob of that name is already there (uploads never overwrite)."""
+
 
 class Blobs:
     """The cluster's backup container, reached with the VM's managed identity (no keys)."""
@@ -370,6 +489,8 @@ class Blobs:
             try:
                 return self._opener.open(request, timeout=120)
             except urllib.error.HTTPError as error:
+                if error.code == 409 and request.get_header("If-none-match") == "*":
+                    raise BlobExists(f"{request.full_url}: 409 already exists") from None
                 if error.code < 500 and error.code != 429:
                     raise RuntimeError(f"{request.get_method()} {request.full_url}: {error.code} "
                                        f"{error.read()[:300]!r}") from None
@@ -394,21 +515,30 @@ class Blobs:
         all_headers.update(headers or {})
         return urllib.request.Request(url, data=data, method=method, headers=all_headers)
 
-    def list(self, max_results: int | None = None) -> list[str]:
-        names: list[str] = []
+    def list(self, prefix: str = "", max_results: int | None = None) -> list[str]:
+        return list(self.modified_times(prefix, max_results))
+
+    def modified_times(self, prefix: str = "", max_results: int | None = None) -> dict[str, float]:
+        """``{blob name: Unix time of its last modification}`` (List Blobs' Last-Modified property)."""
+        found: dict[str, float] = {}
         marker = ""
         while True:
             query = {"restype": "container", "comp": "list"}
+            if prefix:
+                query["prefix"] = prefix
             if marker:
                 query["marker"] = marker
             if max_results:
                 query["maxresults"] = str(max_results)
             with self._call(self._request("GET", f"{self.base}?{urllib.parse.urlencode(query)}")) as response:
                 root = ElementTree.fromstring(response.read())
-            names += [node.text or "" for node in root.iterfind("./Blobs/Blob/Name")]
+            for blob in root.iterfind("./Blobs/Blob"):
+                modified = blob.findtext("./Properties/Last-Modified")
+                found[blob.findtext("Name") or ""] = (
+                    email.utils.parsedate_to_datetime(modified).timestamp() if modified else 0.0)
             marker = root.findtext("NextMarker") or ""
-            if not marker or (max_results and len(names) >= max_results):
-                return names
+            if not marker or (max_results and len(found) >= max_results):
+                return found
 
     def upload(self, path: str, name: str, metadata: dict[str, str]) -> None:
         """Block upload (files of any size), each block MD5-checked by the service, never overwriting."""
@@ -431,12 +561,14 @@ class Blobs:
         headers.update({f"x-ms-meta-{key}": value for key, value in metadata.items()})
         self._call(self._request("PUT", f"{self.base}/{name}?comp=blocklist", body, headers)).close()
 
-    def download(self, name: str, path: str) -> None:
-        """Downloads and checks the SHA-256 recorded at upload."""
+    def download(self, name: str, path: str) -> dict[str, str]:
+        """Downloads and checks the SHA-256 recorded at upload; returns the blob's metadata."""
         digest = hashlib.sha256()
         tmp = f"{path}.part"
         with self._call(self._request("GET", f"{self.base}/{name}")) as response, open(tmp, "wb") as handle:
-            expected = response.headers.get("x-ms-meta-sha256")
+            metadata = {key.lower()[len("x-ms-meta-"):]: value for key, value in response.headers.items()
+                        if key.lower().startswith("x-ms-meta-")}
+            expected = metadata.get("sha256")
             while chunk := response.read(1024 * 1024):
                 digest.update(chunk)
                 handle.write(chunk)
@@ -444,101 +576,78 @@ class Blobs:
             os.remove(tmp)
             raise RuntimeError(f"{name}: SHA-256 {digest.hexdigest()} does not match the uploaded {expected}")
         os.replace(tmp, path)
+        return metadata
 
 
-# --------------------------------------------------------------------------- disk
+# --------------------------------------------------------------------------- metrics
 
-LABEL = "etcd"
-MD_DEVICE = "/dev/md/etcd"
-
-
-@dataclass(frozen=True)
-class Command:
-    argv: tuple[str, ...]
-    check: bool = True
-
-
-def local_nvme_devices(model_prefix: str, sys_block: str = "/sys/block") -> list[str]:
-    """Azure's local NVMe disks (model "Microsoft NVMe Direct Disk..."), never a remote NVMe OS disk."""
-    devices = []
-    for entry in sorted(os.listdir(sys_block)):
-        if not entry.startswith("nvme"):
-            continue
-        try:
-            with open(os.path.join(sys_block, entry, "device", "model")) as handle:
-                model = handle.read().strip()
-        except OSError:
-            continue
-        if model.startswith(model_prefix):
-            devices.append(f"/dev/{entry}")
-    return devices
-
-
-def format_plan(devices: list[str]) -> tuple[list[Command], str]:
-    """Commands that turn blank local disks into one ext4 file system labelled ``etcd``: RAID 0 over
-    several disks (etcd op-guide/hardware.md: RAID 0 suits etcd), and the device to mount."""
-    commands: list[Command] = []
-    target = devices[0]
-    if len(devices) > 1:
-        target = MD_DEVICE
-        # A half-assembled array from before the wipe would hold the disks; the data is gone anyway.
-        commands.append(Command(("mdadm", "--stop", "--scan"), check=False))
-        commands += [Command(("mdadm", "--zero-superblock", "--force", device), check=False) for device in devices]
-        commands.append(Command(("mdadm", "--create", MD_DEVICE, "--run", "--force", "--level=0",
-                                 f"--raid-devices={len(devices)}", f"--name={LABEL}", *devices)))
-        commands.append(Command(("udevadm", "settle")))
-    commands.append(Command(("mkfs.ext4", "-F", "-q", "-L", LABEL, "-E", "nodiscard", target)))
-    return commands, target
-
-
-def run(command: Command) -> None:
-    result = subprocess.run(command.argv, capture_output=True, text=True)
-    if command.check and result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command.argv)}: {result.stderr.strip()}")
-
-
-def labelled_device() -> str | None:
-    """The file system made by ``format_plan``, if the disks still hold it (a plain reboot)."""
-    result = subprocess.run(["blkid", "-L", LABEL], capture_output=True, text=True)
-    if result.returncode != 0:
+def last_attempt(settings: dict) -> float | None:
+    try:
+        with open(settings["backup"]["attempt_file"]) as handle:
+            return float(json.load(handle)["time"])
+    except (OSError, ValueError, KeyError):
         return None
-    return result.stdout.strip() or None
 
 
-def disk(settings: dict) -> str:
-    """Idempotent; Azure wipes local NVMe and temp disks on deallocation and redeployment."""
-    spec = settings["disk"]
-    mount = spec["mount"]
-    if os.path.ismount(mount):
-        return f"{mount} already mounted"
-    os.makedirs(mount, exist_ok=True)
-    if spec["kind"] == "resource":
-        return bind_resource_disk(spec)
-    device = labelled_device()
-    if device is None:
-        devices = local_nvme_devices(spec["nvme_model_prefix"])
-        if len(devices) != spec["nvme_count"]:
-            raise RuntimeError(f"expected {spec['nvme_count']} local NVMe disks, found {devices}")
-        commands, device = format_plan(devices)
-        log(f"local disks {devices} are blank (new VM, or wiped by Azure): formatting")
-        for command in commands:
-            run(command)
-    run(Command(("mount", "-o", "noatime", device, mount)))
-    return f"{device} mounted on {mount}"
+def metrics_text(metrics: dict, newest: float | None, attempt: float | None) -> str:
+    """Prometheus text format. A value that is unknown (the container cannot be listed, no attempt
+    yet) is left out, so an alert on its absence fires as well as one on its age."""
+    labels = f'{{cluster="{metrics["cluster"]}"}}'
+    lines = []
+    for name, value, help_text in (
+            (metrics["last_success"], newest, "Unix time of the newest snapshot in the backup container."),
+            (metrics["last_attempt"], attempt, "Unix time of this machine's last backup attempt.")):
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+        if value is not None:
+            lines.append(f"{name}{labels} {value:.3f}")
+    return "\n".join(lines) + "\n"
 
 
-def bind_resource_disk(spec: dict) -> str:
-    """The temp (resource) disk is formatted and mounted by cloud-init on every fresh allocation;
-    etcd gets a directory on it."""
-    deadline = time.monotonic() + 600
-    while not os.path.ismount(spec["resource_mount"]):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{spec['resource_mount']} (the Azure temp disk) never got mounted")
-        time.sleep(5)
-    source = os.path.join(spec["resource_mount"], "etcd")
-    os.makedirs(source, mode=0o700, exist_ok=True)
-    run(Command(("mount", "--bind", source, spec["mount"])))
-    return f"{source} bound on {spec['mount']}"
+class FreshnessCache:
+    """The newest snapshot's time, listed at most once per ``ttl`` seconds whatever the scrape rate."""
+
+    def __init__(self, settings: dict, ttl: float) -> None:
+        self.settings, self.ttl = settings, ttl
+        self.value: float | None = None
+        self.listed_at = float("-inf")
+
+    def newest(self) -> float | None:
+        if time.monotonic() - self.listed_at >= self.ttl:
+            backup_settings = self.settings["backup"]
+            try:
+                listing = Blobs(backup_settings).modified_times(prefix=backup_settings["snapshot_prefix"])
+                self.value = newest_snapshot(listing, backup_settings["snapshot_prefix"])
+            except (RuntimeError, OSError) as error:
+                log(f"cannot list the backup container: {error}")
+                self.value = None
+            self.listed_at = time.monotonic()
+        return self.value
+
+
+def serve_metrics(settings: dict) -> None:
+    """Serves backup freshness on this member's own address (never a wildcard) until stopped."""
+    metrics = settings["metrics"]
+    host = urllib.parse.urlsplit(own_client_url(load_etcd_config(settings))).hostname
+    cache = FreshnessCache(settings, metrics["cache_seconds"])
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            return
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            body = metrics_text(metrics, cache.newest(), last_attempt(settings)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer((host, metrics["port"]), Handler)
+    log(f"serving backup freshness on http://{host}:{metrics['port']}/metrics")
+    server.serve_forever()
 
 
 # --------------------------------------------------------------------------- main
@@ -547,9 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="etcd-member", description=__doc__.splitlines()[0])
     parser.add_argument("--settings", default=SETTINGS_PATH)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("disk")
     commands.add_parser("prepare")
     commands.add_parser("backup")
+    commands.add_parser("metrics")
     restore_parser = commands.add_parser("restore")
     source = restore_parser.add_mutually_exclusive_group()
     source.add_argument("--snapshot", help="a local snapshot file (default: the latest in Blob storage)")
@@ -557,12 +666,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = load_settings(args.settings)
     try:
-        if args.command == "disk":
-            log(disk(settings))
-        elif args.command == "prepare":
+        if args.command == "prepare":
             log(prepare(settings))
         elif args.command == "backup":
             log(backup(settings))
+        elif args.command == "metrics":
+            serve_metrics(settings)
         else:
             log(restore(settings, args.snapshot, args.blob))
     except Refusal as refusal:

@@ -17,7 +17,10 @@ import urllib.parse
 import urllib.request
 
 IMDS = os.environ.get("IMDS_ENDPOINT", "http://169.254.169.254")
-IDENTITY_FILE = os.environ.get("IDENTITY_FILE", "/etc/supercluster/identity")
+# Where the program is installed, and the file naming its identity (infra/secrets.py imports both).
+INSTALLED_PATH = "/usr/local/sbin/supercluster-imds-token"
+DEFAULT_IDENTITY_FILE = "/etc/supercluster/identity"
+IDENTITY_FILE = os.environ.get("IDENTITY_FILE", DEFAULT_IDENTITY_FILE)
 ATTEMPTS = int(os.environ.get("IMDS_ATTEMPTS", "30"))
 
 

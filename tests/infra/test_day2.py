@@ -1,0 +1,87 @@
+"""Day-2 rules against the last deploy's outputs (infra/day2.py): refused changes, and docs/day2.md's table."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from infra.config import LOCATION_KEY, parse_config
+from infra.day2 import REFUSED, STAGED, MachineState, check_kubernetes_upgrade, check_live_changes, last_deploy, stage
+from infra.errors import ConfigError
+from plan.runner import own_stack_name, run_program
+from plan.stackfile import PROJECT_DIR, load_stack_config
+from tests.helpers import raw_stack
+
+DOC = PROJECT_DIR / "docs" / "day2.md"
+
+# One live-breaking value per refused key (dev's values are in Pulumi.dev.yaml).
+REFUSED_CHANGES = {
+    "clusterName": ["clusterName=dev2"],
+    LOCATION_KEY: [f"{LOCATION_KEY}=westus3"],
+    "network.serviceCidr": ["network.serviceCidr=172.21.0.0/20"],
+    "network.addressSpace": ["network.addressSpace=10.128.0.0/10"],
+}
+
+
+def test_every_refused_key_has_a_live_breaking_example():
+    assert set(REFUSED_CHANGES) == set(REFUSED)
+
+
+@pytest.mark.parametrize("key", list(REFUSED_CHANGES))
+def test_changes_a_live_cluster_cannot_take_are_refused(key, dev_plan):
+    """Refused before anything is declared, one line naming the key, both values and the rebuild path."""
+    config = load_stack_config("dev", REFUSED_CHANGES[key])
+    with pytest.raises(ConfigError) as refused:
+        run_program("dev", config, {own_stack_name("dev"): dev_plan.outputs})
+    message = str(refused.value)
+    assert "\n" not in message and refused.value.key == key
+    assert "as in the last deploy: it cannot change on a live cluster" in message
+    assert "build a new cluster beside this one" in message and "docs/day2.md" in message
+    run_program("dev", config, {})  # the same config is fine for a first deploy
+
+
+def test_an_unreadable_or_absent_last_deploy_refuses_nothing():
+    for outputs in (None, {}, {"cluster": "not a mapping"}, {"cluster": {"clusterName": 7}}):
+        last = last_deploy(outputs)
+        assert not last.exists and last.scale_sets == frozenset() and last.machines is None
+        check_kubernetes_upgrade(last, parse_config(raw_stack("dev"), "eastus"))
+        check_live_changes(last, parse_config(raw_stack("dev"), "eastus"))
+
+
+def test_the_last_deploy_is_read_from_the_contract_and_the_rollout_record(dev_plan):
+    last = last_deploy(dev_plan.outputs)
+    assert (last.cluster_name, last.location, last.kubernetes_version) == ("dev", "eastus", "1.33.4")
+    assert (last.service_cidr, last.address_space) == ("172.20.0.0/20", "10.64.0.0/10")
+    assert last.scale_sets == {"gpu-s000", "cpu-s000"}
+    assert [m.kubernetes_version for m in last.machines["apiserver"]] == ["1.33.4"]
+    assert last.node_kubernetes_version == "1.33.4"
+
+
+A, B = MachineState("a", "S1", "1.33.4"), MachineState("b", "S1", "1.34.1")
+
+
+@pytest.mark.parametrize(("previous", "desired", "expected"), [
+    (None, [B, B], [(B, False), (B, False)]),  # no record: nothing moves
+    ([A, A, A], [B, B, B], [(B, True), (A, False), (A, False)]),
+    ([B, A, A], [B, B, B], [(B, False), (B, True), (A, False)]),
+    ([B, B, B], [B, B, B], [(B, False)] * 3),
+    ([B], [B, B], [(B, False), (B, False)]),  # a new machine is created as desired
+    ([A], [B, B], [(B, True), (B, False)]),
+])
+def test_stage_moves_the_first_machine_that_differs_and_keeps_the_rest(previous, desired, expected):
+    assert [(s.state, s.moves) for s in stage(previous, desired)] == expected
+
+
+def _doc_rows() -> dict[str, str]:
+    """``{config key: kind}`` from docs/day2.md's table of changes (first column a `key`, second the kind)."""
+    rows = re.findall(r"^\| `([^`]+)`[^|]*\| \*\*(refused|staged|safe)\*\*", DOC.read_text(), flags=re.MULTILINE)
+    return dict(rows)
+
+
+def test_every_refused_rule_has_a_row_in_docs():
+    rows = _doc_rows()
+    for key in REFUSED:
+        assert rows.get(key) == "refused", f"docs/day2.md has no 'refused' row for {key}"
+    for key in STAGED:
+        assert rows.get(key) == "staged", f"docs/day2.md has no 'staged' row for {key}"
