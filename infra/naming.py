@@ -14,6 +14,12 @@ def resource_group(cluster: str) -> str:
     return f"{cluster}-rg"
 
 
+def node_resource_group(cluster: str) -> str:
+    """The node pools' scale sets, alone (as AKS keeps its node resource group): the only group the
+    cluster autoscaler's identity may change (docs/security.md, finding 1)."""
+    return f"{cluster}-nodes-rg"
+
+
 def vnet(cluster: str, vnet_key: str) -> str:
     """A cluster VNet: ``system`` or a node pool's name."""
     return f"{cluster}-{vnet_key}-vnet"
