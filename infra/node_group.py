@@ -36,15 +36,20 @@ def previous_scale_set_groups(cluster_output: Any) -> dict[str, str]:
 
 
 def check_scale_sets_stay(cluster_output: Any, cluster_name: str) -> None:
-    """Refuses a deploy that would move a running scale set into the node resource group."""
-    expected = naming.node_resource_group(cluster_name)
+    """Refuses a deploy that would move running scale sets out of the cluster's own resource group (where
+    releases before the node group put them) into the node resource group. Any other change of group
+    (renaming the cluster replaces everything) is the plan diff's to flag, not this check's."""
+    cluster_group = cluster_output.get("resourceGroupName") if isinstance(cluster_output, Mapping) else None
+    if not isinstance(cluster_group, str):
+        return
     # Azure resource group names are case-insensitive.
-    moved = sorted(i for i, group in previous_scale_set_groups(cluster_output).items()
-                   if group.lower() != expected.lower())
-    if moved:
+    legacy = sorted(i for i, group in previous_scale_set_groups(cluster_output).items()
+                    if group.lower() == cluster_group.lower())
+    if legacy:
+        expected = naming.node_resource_group(cluster_name)
         raise ConfigError(
             "clusterName", cluster_name,
-            f"a cluster whose scale sets are in {expected}; the last deploy left {len(moved)} in another group "
-            f"(e.g. {moved[0].rsplit('/', 1)[-1]}), and moving them replaces every node. Build the node "
+            f"a cluster whose scale sets are in {expected}; the last deploy left {len(legacy)} in {cluster_group} "
+            f"(e.g. {legacy[0].rsplit('/', 1)[-1]}), and moving them replaces every node. Build the node "
             f"resource group with a new cluster, or keep deploying this one with the release that created it "
             f"(docs/security.md, \"An existing cluster\")")

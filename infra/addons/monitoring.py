@@ -244,7 +244,7 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
     pod = k8s.pod_spec(
         [container], priority_class=SYSTEM_PRIORITY, service_account=NAME,
         nodeSelector={ROLE_LABEL: ROLE_CPU},
-        securityContext={"fsGroup": 65534},
+        securityContext={"fsGroup": 65534, **k8s.RUNTIME_DEFAULT_SECCOMP},
         volumes=[
             {"name": "config", "configMap": {"name": NAME}},
             {"name": "rules", "configMap": {"name": f"{NAME}-rules"}},
@@ -254,7 +254,7 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
         ],
     )
     return [
-        k8s.namespace(ns),
+        k8s.namespace(ns, "restricted"),
         k8s.service_account(NAME, ns),
         k8s.cluster_role(f"supercluster-{NAME}", [
             k8s.rule([""], ["nodes"], ["list", "watch"]),

@@ -30,6 +30,7 @@ def test_scale_set_groups_are_read_from_the_contract(dev_plan):
     assert groups and set(groups.values()) == {naming.node_resource_group("dev")}
     check_scale_sets_stay(dev_plan.outputs["cluster"], "dev")  # a redeploy of this release passes
     check_scale_sets_stay(None, "dev")
+    check_scale_sets_stay(dev_plan.outputs["cluster"], "dev2")  # a rename: the plan diff flags it, not this
 
 
 def test_scale_sets_in_another_group_are_refused_with_one_line(dev_plan):
