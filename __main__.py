@@ -24,6 +24,7 @@ from infra.addons import AzureAccess
 from infra.etcd.backup import account_url
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
 from infra.images import cache_prefixes
+from infra.network_security import monitoring_pools
 from infra.node.pool import preload_images
 from infra.sizing import shards
 
@@ -48,7 +49,7 @@ node_group = declare.azure("resources:ResourceGroup", f"{config.cluster_name}-no
 hub = Hub(f"{config.cluster_name}-hub", cluster_name=config.cluster_name, network=config.network, plan=plan,
           resource_group_name=group_name, location=config.location)
 network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=group_name, location=config.location,
-                         hub_prefixes=hub.address_prefixes)
+                         hub_prefixes=hub.address_prefixes, monitoring_pools=monitoring_pools(config))
 HubPeerings(f"{config.cluster_name}-hub-peerings", hub=hub, cluster_name=config.cluster_name, plan=plan,
             vnet_ids=network.vnet_ids, vnet_names=network.vnet_names, resource_group_name=group_name)
 identities = RoleIdentities(f"{config.cluster_name}-id", cluster_name=config.cluster_name,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from infra import yaml_text
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns
 from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
-from infra.labels import ROLE_CPU, ROLE_LABEL
+from infra.labels import MONITORING_ROLE, ROLE_LABEL
 from infra.addons.settings import duration, section
 from infra.config import ClusterConfig
 
@@ -243,7 +243,7 @@ def objects(spec: ClusterSpec) -> list[k8s.Obj]:
     }
     pod = k8s.pod_spec(
         [container], priority_class=SYSTEM_PRIORITY, service_account=NAME,
-        nodeSelector={ROLE_LABEL: ROLE_CPU},
+        nodeSelector={ROLE_LABEL: MONITORING_ROLE},
         securityContext={"fsGroup": 65534, **k8s.RUNTIME_DEFAULT_SECCOMP},
         volumes=[
             {"name": "config", "configMap": {"name": NAME}},
