@@ -80,7 +80,7 @@ def render_rules(cluster_cidr: str) -> str:
 
 
 def add_pod_network(cloud: CloudConfig, cluster_cidr: str, node_local_dns_ip: str | None) -> None:
-    cloud.add(CONFLIST_PATH, render_conflist(node_local_dns_ip))
+    cloud.add(CONFLIST_PATH, render_conflist(node_local_dns_ip), permissions="0600")  # CIS 1.1.9, root's only
     cloud.add(NFT_PATH, render_rules(cluster_cidr))
     cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
         "Pod egress masquerade and metadata/WireServer block (nftables)",
