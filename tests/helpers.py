@@ -48,11 +48,12 @@ def cluster_subnets(run) -> dict[str, tuple[Any, dict[str, Any]]]:
             for subnet in vnet.inputs.get("subnets", [])}
 
 
-def readme_table_rows(heading: str, row_prefix: str) -> dict[str, list[str]]:
-    """``{check id: [`code` spans of its third column]}`` of the README table under ``heading``."""
+def readme_table_rows(heading: str, row_prefix: str, document: str = "README.md") -> dict[str, list[str]]:
+    """``{check id: [`code` spans of its third column]}`` of the table under ``heading`` in ``document``
+    (a path from the project's root)."""
     import re
 
-    table = (PROJECT_DIR / "README.md").read_text().split(heading, 1)[1]
+    table = (PROJECT_DIR / document).read_text().split(heading, 1)[1]
     rows: dict[str, list[str]] = {}
     for line in table.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]

@@ -6,8 +6,8 @@ import importlib.util
 import subprocess
 
 from infra.addons import gpu_health_check
-from infra.labels import GPU_STARTUP_TAINT_KEY
 from infra.addons.k8s import pod_templates
+from infra.labels import GPU_STARTUP_TAINT_KEY
 from tests.helpers import raw_stack, require_tool
 from tests.infra.addon_fixtures import all_objects, find, groups_for
 

@@ -6,7 +6,6 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -126,8 +125,9 @@ def test_daemon_set_reads_one_host_directory_as_nobody_without_api_access():
 
 
 def test_every_node_publishes_the_counters():
-    from tests.infra.addon_fixtures import spec_for
     import yaml
+
+    from tests.infra.addon_fixtures import spec_for
 
     spec = spec_for("prod")
     for name, cloud_init in [*spec.node_cloud_inits.items(), ("nat", spec.nat_host_cloud_init)]:

@@ -14,8 +14,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 from infra.node import cni
 from infra.plan.artifacts import collect_files
 from tests.helpers import require_tool
