@@ -34,7 +34,7 @@ def test_row_matches_rendered_files(check):
             key, sep, value = claim[2:].partition("=")
             assert key in flags, f"{check}: --{key} is not set"
             if sep:
-                assert flags[key] == value, f"{check}: --{key}={flags[key]}, README says {value}"
+                assert flags[key] == value, f"{check}: --{key}={flags[key]}, docs/security.md says {value}"
         else:
             key, value = (part.strip() for part in claim.split(":", 1))
             config = yaml.safe_load(files(machine)[flags["config"]])
