@@ -168,14 +168,20 @@ def test_gpu_nodes_toolkit_ignores_the_environment_of_unprivileged_pods():
     from tests.infra.addon_fixtures import spec_for
 
     spec = spec_for("prod")
-    for pool in spec.config.node_pools:
-        files = _cloud_files(spec.node_cloud_inits[pool.name])
-        if not pool.size.gpus:
-            assert gpu.TOOLKIT_CONFIG_PATH not in files, pool.name
+    gpu_pools = {pool.name for pool in spec.config.node_pools if pool.size.gpus}
+    seen = set()
+    # Keyed by pool or by shard (``<pool>-sNNN``): every cloud-init a node of the pool can receive.
+    for key, cloud_init in spec.node_cloud_inits.items():
+        [pool] = [p.name for p in spec.config.node_pools if key == p.name or key.startswith(f"{p.name}-s")]
+        files = _cloud_files(cloud_init)
+        if pool not in gpu_pools:
+            assert gpu.TOOLKIT_CONFIG_PATH not in files, key
             continue
+        seen.add(pool)
         entry = files[gpu.TOOLKIT_CONFIG_PATH]
         assert entry.get("permissions") == "0644" and entry.get("owner", "root:root") == "root:root"
         config = tomllib.loads(entry["content"])
-        assert config["accept-nvidia-visible-devices-envvar-when-unprivileged"] is False, pool.name
-        assert config["accept-nvidia-visible-devices-as-volume-mounts"] is True, pool.name
+        assert config["accept-nvidia-visible-devices-envvar-when-unprivileged"] is False, key
+        assert config["accept-nvidia-visible-devices-as-volume-mounts"] is True, key
         assert config["nvidia-container-runtime"]["runtimes"] == [install.RUNC_PATH]
+    assert seen == gpu_pools

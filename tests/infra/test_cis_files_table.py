@@ -12,11 +12,8 @@ import pytest
 import yaml
 
 from infra import naming
-from infra.cloudinit import render
 from infra.etcd import machine as etcd_machine
 from infra.etcd.spec import MAIN, etcd_cluster_spec
-from infra.node import node_cloud_config
-from infra.node.pool import node_spec
 from infra.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
 from tests.helpers import readme_table_rows
 from tests.infra.control_plane_files import machines, spec
@@ -44,12 +41,8 @@ def etcd_member() -> dict[str, dict]:
 
 @functools.cache
 def node_pools() -> dict[str, dict[str, dict]]:
-    cluster = spec("prod")
-    name = cluster.config.cluster_name
-    return {pool.name: _entries(render(node_cloud_config(node_spec(
-        cluster, pool, vault_name=naming.key_vault(name),
-        registry_login_server=naming.container_registry_login_server(name)))))
-        for pool in cluster.config.node_pools}
+    """Every cloud-init a prod node receives (one per pool, or per shard where they differ)."""
+    return {key: _entries(text) for key, text in spec("prod").node_cloud_inits.items()}
 
 
 def _fetched(files: dict[str, dict]) -> list[tuple[str, str]]:
