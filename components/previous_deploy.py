@@ -2,8 +2,9 @@
 
 A ``StackReference`` to the stack itself reads the outputs of its last deploy: the program's
 new outputs are written only when it finishes, so during a run the reference still sees the
-previous ones (none on the first deploy). Today one check uses them: a node pool may leave the
-config only if the last deploy had retired it (``infra/pool_retirement.py``).
+previous ones (none on the first deploy). Two checks use them: a node pool may leave the
+config only if the last deploy had retired it (``infra/pool_retirement.py``), and no scale set
+may move into the node resource group (``infra/node_group.py``).
 
 A refused change must change nothing. Pulumi deletes what the program no longer declares only
 after the program has finished without error (pulumi/pulumi
@@ -23,6 +24,7 @@ from components.stack_config import ConfigRunError
 from infra.config import ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
+from infra.node_group import check_scale_sets_stay
 from infra.pool_retirement import check_pool_removals
 
 T = TypeVar("T")
@@ -36,6 +38,7 @@ def own_stack_name() -> str:
 def _checked(cluster_output: Any, config: ClusterConfig) -> bool:
     try:
         check_pool_removals(cluster_output, config)
+        check_scale_sets_stay(cluster_output, config.cluster_name)
     except ConfigError as error:
         raise ConfigRunError(error) from None
     return True

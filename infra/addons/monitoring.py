@@ -24,7 +24,7 @@ from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.settings import check_go_duration, duration, section
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
-from infra.labels import ROLE_CPU, ROLE_LABEL
+from infra.labels import MONITORING_ROLE, ROLE_LABEL
 
 KEY = "monitoring"
 NAME = "prometheus"
@@ -241,8 +241,8 @@ def objects(config: ClusterConfig, addresses: AddressPlan, settings: Settings,
     }
     pod = k8s.pod_spec(
         [container], priority_class=SYSTEM_PRIORITY, service_account=NAME,
-        nodeSelector={ROLE_LABEL: ROLE_CPU},
-        securityContext={"fsGroup": 65534},
+        nodeSelector={ROLE_LABEL: MONITORING_ROLE},
+        securityContext={"fsGroup": 65534, **k8s.RUNTIME_DEFAULT_SECCOMP},
         volumes=[
             {"name": "config", "configMap": {"name": NAME}},
             {"name": "rules", "configMap": {"name": f"{NAME}-rules"}},
@@ -252,7 +252,7 @@ def objects(config: ClusterConfig, addresses: AddressPlan, settings: Settings,
         ],
     )
     return [
-        k8s.namespace(ns),
+        k8s.namespace(ns, "restricted"),
         k8s.service_account(NAME, ns),
         k8s.cluster_role(f"supercluster-{NAME}", [
             k8s.rule([""], ["nodes"], ["list", "watch"]),

@@ -171,7 +171,8 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
     cloud.add(TOOL_PATH, member_tool_source(), permissions="0755")
     cloud.add(INSTALL_PATH, install_script(), permissions="0755")
     cloud.add(f"/etc/systemd/system/{DISK_UNIT}", disk_unit())
-    cloud.add(f"/etc/systemd/system/{ETCD_UNIT}", etcd_unit(cluster))
+    # CIS 1.1.7: the etcd "pod specification file" is root's only.
+    cloud.add(f"/etc/systemd/system/{ETCD_UNIT}", etcd_unit(cluster), permissions="0600")
     cloud.add(f"/etc/systemd/system/{BACKUP_UNIT}", backup_unit())
     cloud.add(f"/etc/systemd/system/{BACKUP_TIMER}", backup_timer())
     add_secret_fetching(cloud, vault_name, member_secret_files(member), before=[ETCD_UNIT],

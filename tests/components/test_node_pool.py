@@ -10,6 +10,7 @@ from tests.conftest import plan_stack
 from tests.helpers import cluster_subnets
 
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 
 def scale_sets(run, pool: str):
@@ -98,7 +99,9 @@ def test_resources_grow_with_shards_never_with_nodes():
     assert small == bigger  # still one scale set per pool
     grown = counts("nodePools[0].maxNodes=101")  # one more InfiniBand shard
     assert grown[VMSS] == small[VMSS] + 1
-    assert sum(grown.values()) == sum(small.values()) + 1  # its scale set (its subnet is inline in the VNet)
+    # Its scale set (its subnet is inline in the VNet) and the autoscaler's join grant on that subnet.
+    assert grown[ROLE_ASSIGNMENT] == small[ROLE_ASSIGNMENT] + 1
+    assert sum(grown.values()) == sum(small.values()) + 2
 
 
 def test_growing_a_pool_appends_shards_and_keeps_the_existing_ones():
