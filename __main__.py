@@ -27,7 +27,9 @@ from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import EVENTS, MAIN
 from infra.images import cache_prefixes
 from infra.machines import render_machines
+from infra.network_security import monitoring_pools
 from infra.node.pool import preload_images
+from infra.sizing import shards
 
 spec = load_cluster_spec()
 machines = render_machines(spec)  # every dedicated machine's cloud-init, before any resource
@@ -43,14 +45,21 @@ group = declare.azure("resources:ResourceGroup", config.cluster_name, {
     "location": config.location,
 }, pulumi.ResourceOptions(protect=True))
 group_name = group.output("name")
+# The node pools' scale sets alone: the only group the cluster autoscaler's identity may change.
+node_group = declare.azure("resources:ResourceGroup", f"{config.cluster_name}-nodes", {
+    "resourceGroupName": previous_deploy.gate(naming.node_resource_group(config.cluster_name)),
+    "location": config.location,
+}, pulumi.ResourceOptions(protect=True))
 hub = Hub(f"{config.cluster_name}-hub", cluster_name=config.cluster_name, network=config.network, plan=plan,
           resource_group_name=group_name, location=config.location)
 network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=group_name, location=config.location,
-                         hub_prefixes=hub.address_prefixes)
+                         hub_prefixes=hub.address_prefixes, monitoring_pools=monitoring_pools(config))
 HubPeerings(f"{config.cluster_name}-hub-peerings", hub=hub, cluster_name=config.cluster_name, plan=plan,
             vnet_ids=network.vnet_ids, vnet_names=network.vnet_names, resource_group_name=group_name)
 identities = RoleIdentities(f"{config.cluster_name}-id", cluster_name=config.cluster_name,
-                            resource_group_name=group_name, resource_group_id=group.id,
+                            resource_group_name=group_name, node_resource_group_id=node_group.id,
+                            node_subnet_ids={shard.name: network.subnet_ids[shard.name] for pool in config.node_pools
+                                             for shard in shards(pool)},
                             subscription_id=subscription_id, location=config.location)
 secrets = SecretStore(
     f"{config.cluster_name}-secrets", cluster_name=config.cluster_name, resource_group_name=group_name,
@@ -73,7 +82,8 @@ registry = ImageRegistry(
 )
 node_pools = {
     pool.name: NodePool(
-        f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool, resource_group_name=group_name,
+        f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool,
+        resource_group_name=node_group.output("name"),
         subnet_ids=network.subnet_ids,
         # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
         identity_ids=[identities.ids["node"]] + ([identities.ids["autoscaler"]] if pool.role == "cpu" else []),
@@ -114,7 +124,8 @@ ClusterBootstrap(
 )
 ClusterAddons(
     f"{config.cluster_name}-addons", spec=spec, provider=control_plane.kubernetes_provider,
-    azure=AzureAccess(subscription_id=subscription_id, resource_group=naming.resource_group(config.cluster_name),
+    azure=AzureAccess(subscription_id=subscription_id,
+                      resource_group=naming.node_resource_group(config.cluster_name),
                       identity_client_id=identities.client_ids["autoscaler"]),
 )
 

@@ -38,7 +38,8 @@ class ClusterNetwork(pulumi.ComponentResource):
     egress_prefixes: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, *, plan: AddressPlan, resource_group_name: pulumi.Input[str], location: str,
-                 hub_prefixes: pulumi.Input[Sequence[str]], opts: pulumi.ResourceOptions | None = None) -> None:
+                 hub_prefixes: pulumi.Input[Sequence[str]], monitoring_pools: Sequence[str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:network:ClusterNetwork", name, None, opts)
         self.vnet_ids, self.vnet_names, self.subnet_ids, self.egress_prefixes = {}, {}, {}, {}
         nsg_ids = {
@@ -48,7 +49,7 @@ class ClusterNetwork(pulumi.ComponentResource):
                 "location": location,
                 "securityRules": [_security_rule(rule, hub_prefixes) for rule in group.rules],
             }, pulumi.ResourceOptions(parent=self)).id
-            for group in security_groups(plan)
+            for group in security_groups(plan, monitoring_pools=monitoring_pools)
         }
         nsg_of_subnet = subnet_security_groups(plan)
         egress_of_subnet: dict[str, pulumi.Output[str]] = {}

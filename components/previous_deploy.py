@@ -2,9 +2,10 @@
 
 A ``StackReference`` to the stack itself reads the outputs of its last deploy: the program's
 new outputs are written only when it finishes, so during a run the reference still sees the
-previous ones (none on the first deploy). This component runs two checks on them: a node pool may
-leave the config only if the last deploy had retired it (``infra/pool_retirement.py``), and an etcd
-cluster grows or shrinks by one member per deploy (``infra/etcd/membership_change.py``). The day-2
+previous ones (none on the first deploy). This component runs three checks on them: a node
+pool may leave the config only if the last deploy had retired it (``infra/pool_retirement.py``),
+an etcd cluster grows or shrinks by one member per deploy (``infra/etcd/membership_change.py``),
+and no scale set may move into the node resource group (``infra/node_group.py``). The day-2
 rules (``infra/day2.py``) read the same outputs synchronously, before anything is declared
 (``components/stack_config.previous_outputs``).
 
@@ -27,6 +28,7 @@ from infra.config import ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS, check_member_changes
+from infra.node_group import check_scale_sets_stay
 from infra.pool_retirement import check_pool_removals
 
 T = TypeVar("T")
@@ -36,6 +38,7 @@ def _checked(outputs: dict[str, Any], config: ClusterConfig) -> bool:
     try:
         check_pool_removals(outputs[OUTPUT_NAME], config)
         check_member_changes(outputs, config)
+        check_scale_sets_stay(outputs[OUTPUT_NAME], config.cluster_name)
     except ConfigError as error:
         raise ConfigRunError(error) from None
     return True

@@ -19,6 +19,9 @@ from collections.abc import Mapping
 ROLE_LABEL = "supercluster.io/role"
 ROLE_GPU = "gpu"  # a GPU pool's node (nodePools[].role)
 ROLE_CPU = "cpu"  # a CPU pool's node (nodePools[].role)
+# Where Prometheus runs (its nodeSelector) and so the only pools whose subnets reach etcd's plain-HTTP
+# metrics port (infra/network_security.py): one fact, read by both.
+MONITORING_ROLE = ROLE_CPU
 ROLE_NAT_HOST = "nat-host"  # a NAT host: a tainted node that runs kube-proxy for the service range
 POOL_ROLES = (ROLE_GPU, ROLE_CPU)
 

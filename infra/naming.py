@@ -22,6 +22,12 @@ def resource_group(cluster: str) -> str:
     return f"{cluster}-rg"
 
 
+def node_resource_group(cluster: str) -> str:
+    """The node pools' scale sets, alone (as AKS keeps its node resource group): the only group the
+    cluster autoscaler's identity may change (docs/security.md, finding 1)."""
+    return f"{cluster}-nodes-rg"
+
+
 def vnet(cluster: str, vnet_key: str) -> str:
     """A cluster VNet: ``system`` or a node pool's name."""
     return f"{cluster}-{vnet_key}-vnet"
@@ -214,7 +220,8 @@ def derived_names(cluster: str, pools: Iterable[str]) -> list[tuple[str, str, st
     """``(the config key it derives from, the name, its rule's key in NAME_RULES)`` for every Azure name
     the program derives from the cluster's and the pools' names, in their longest forms."""
     c = "clusterName"
-    names = [(c, resource_group(cluster), "resource group"), (c, key_vault(cluster), "key vault"),
+    names = [(c, resource_group(cluster), "resource group"), (c, node_resource_group(cluster), "resource group"),
+             (c, key_vault(cluster), "key vault"),
              (c, storage_account(cluster, ETCD_BACKUP_STORAGE_PURPOSE), "storage account"),
              (c, container_registry(cluster), "container registry"),
              (c, apiserver(cluster, _WIDEST["apiserver"]), "virtual machine"),

@@ -15,9 +15,13 @@ another stack are only known at deploy time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.addressing import AddressPlan
+from infra.config import ClusterConfig
+from infra.etcd.spec import METRICS_PORT
+from infra.labels import MONITORING_ROLE
 
 # Symbolic source: the hub's address prefixes (researchers, VPN clients).
 HUB = "hub"
@@ -29,6 +33,7 @@ ANY = "*"
 APISERVER_PORT = "6443"
 ETCD_CLIENT_PORT = "2379"
 ETCD_PORTS = "2379-2380"  # client and peer
+ETCD_METRICS_PORT = str(METRICS_PORT)  # plain HTTP, no client certificate: scraped by Prometheus only
 SSH_PORT = "22"
 
 # Custom rule priorities run from 100 to 4096 (same page, "Security rules"). Allows come first,
@@ -58,14 +63,21 @@ class SecurityGroup:
     rules: tuple[SecurityRule, ...]
 
 
-def security_groups(plan: AddressPlan) -> tuple[SecurityGroup, ...]:
-    """One NSG per system subnet and one shared by every node-pool shard subnet."""
+def monitoring_pools(config: ClusterConfig) -> tuple[str, ...]:
+    """The pools Prometheus may be scheduled on (``MONITORING_ROLE``, its nodeSelector)."""
+    return tuple(pool.name for pool in config.node_pools if pool.role == MONITORING_ROLE)
+
+
+def security_groups(plan: AddressPlan, *, monitoring_pools: Sequence[str]) -> tuple[SecurityGroup, ...]:
+    """One NSG per system subnet and one shared by every node-pool shard subnet. ``monitoring_pools``
+    are the pools whose subnets (Prometheus's pod addresses) reach etcd's metrics port."""
     cluster = tuple(str(r) for r in plan.cluster_ranges)
     apiservers = str(plan.subnet("apiserver").cidr)
+    monitoring = tuple(str(s.cidr) for v in plan.vnets if v.pool in monitoring_pools for s in v.subnets)
     node_subnets = tuple(s.key for v in plan.vnets if v.pool is not None for s in v.subnets)
     groups = [
-        SecurityGroup("etcd", ("etcd",), _etcd_rules(plan, "etcd", apiservers)),
-        SecurityGroup("events-etcd", ("events-etcd",), _etcd_rules(plan, "events-etcd", apiservers)),
+        SecurityGroup("etcd", ("etcd",), _etcd_rules(plan, "etcd", apiservers, monitoring)),
+        SecurityGroup("events-etcd", ("events-etcd",), _etcd_rules(plan, "events-etcd", apiservers, monitoring)),
         SecurityGroup("apiserver", ("apiserver",), (
             SecurityRule("allow-apiserver-from-hub", _ALLOW, "Allow", "Tcp", (HUB,), (APISERVER_PORT,),
                          description="researchers' kubectl through the hub"),
@@ -97,8 +109,13 @@ def security_groups(plan: AddressPlan) -> tuple[SecurityGroup, ...]:
     return tuple(groups)
 
 
-def _etcd_rules(plan: AddressPlan, subnet_key: str, apiservers: str) -> tuple[SecurityRule, ...]:
+def _etcd_rules(plan: AddressPlan, subnet_key: str, apiservers: str,
+                monitoring: tuple[str, ...]) -> tuple[SecurityRule, ...]:
     members = str(plan.subnet(subnet_key).cidr)
+    # Without a monitoring pool nobody scrapes etcd, and the deny below closes 2381 to all.
+    metrics = (SecurityRule("allow-etcd-metrics-from-monitoring", _ALLOW + 20, "Allow", "Tcp", monitoring,
+                            (ETCD_METRICS_PORT,), description="Prometheus, on the monitoring pools' subnets"),) \
+        if monitoring else ()
     return (
         SecurityRule("allow-etcd-client-from-apiservers", _ALLOW, "Allow", "Tcp", (apiservers,),
                      (ETCD_CLIENT_PORT,), description="kube-apiserver is etcd's only client"),
@@ -106,6 +123,9 @@ def _etcd_rules(plan: AddressPlan, subnet_key: str, apiservers: str) -> tuple[Se
                      description="raft peer traffic and member health checks"),
         SecurityRule("deny-etcd", _DENY, "Deny", "Tcp", (ANY,), (ETCD_PORTS,),
                      description="nothing else reaches 2379/2380"),
+        *metrics,
+        SecurityRule("deny-etcd-metrics", _DENY + 10, "Deny", "Tcp", (ANY,), (ETCD_METRICS_PORT,),
+                     description="nothing else reaches etcd's plain-HTTP metrics"),
         *_common_rules(),
     )
 
@@ -124,7 +144,7 @@ def _common_rules() -> tuple[SecurityRule, ...]:
 def subnet_security_groups(plan: AddressPlan) -> dict[str, str]:
     """``{subnet key: NSG key}`` for every subnet of the plan."""
     mapping = {}
-    for group in security_groups(plan):
+    for group in security_groups(plan, monitoring_pools=()):  # rules aside, the same groups and subnets
         for subnet in group.subnets:
             mapping[subnet] = group.key
     missing = [s.key for v in plan.vnets for s in v.subnets if s.key not in mapping]

@@ -18,12 +18,18 @@ comment (``traffic=internet-in``). The post's rules negate one hard-coded
 INPUT counts by source and OUTPUT by destination (the host's own traffic); FORWARD is
 counted twice, by source (``-in``) and by destination (``-out``), because that is where
 pod traffic passes. Loopback is not counted.
+
+Reading the counters takes root and CAP_NET_ADMIN (a netlink dump of the tables). The node
+does that itself: ``supercluster-traffic-counters.service`` writes ``iptables-save -c`` of the
+mangle table every few seconds to one file under /run, and the exporter pod only reads that
+file (non-root, no capability, one read-only directory of the host: docs/security.md, finding 5).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from infra import systemd
 from infra.addressing import AddressPlan
 from infra.cloudinit import CloudConfig
 from infra.config import ClusterConfig
@@ -36,6 +42,12 @@ LINK_LOCAL = str(LINK_LOCAL_RANGE)
 AZURE_PLATFORM = str(AZURE_PLATFORM_RANGE)  # Azure's DNS, DHCP and health-probe address
 # Loaded before the node's Kubernetes services start, so every byte they move is counted.
 BEFORE = ("kubelet.service",)
+# Where the node publishes its counters for the exporter (a tmpfs: never outlives a boot).
+COUNTERS_DIR = "/run/supercluster/traffic-counters"
+COUNTERS_FILE = f"{COUNTERS_DIR}/mangle.save"
+COUNTERS_SCRIPT_PATH = "/usr/local/sbin/supercluster-traffic-counters"
+COUNTERS_UNIT = "supercluster-traffic-counters.service"
+COUNTERS_INTERVAL_SECONDS = 10  # well under Prometheus's scrape interval; the exporter flags older files
 
 
 def traffic_classes(plan: AddressPlan) -> dict[str, tuple[str, ...]]:
@@ -73,6 +85,34 @@ def boot_steps(config: ClusterConfig, plan: AddressPlan) -> list[Callable[[Cloud
     return [lambda cloud: add_traffic_accounting(cloud, plan)]
 
 
+def counters_script() -> str:
+    """Dumps the mangle table's counters to ``COUNTERS_FILE`` (written aside, then renamed, so a reader
+    never sees half a file); with ``INTERVAL_SECONDS`` set, again and again."""
+    return "\n".join([
+        "#!/bin/bash",
+        "# Written by supercluster (infra/traffic_accounting.py): publishes the traffic-accounting counters.",
+        "set -euo pipefail",
+        f'file="${{COUNTERS_FILE:-{COUNTERS_FILE}}}"',
+        'install -d -m 0755 "$(dirname "$file")"',
+        "while :; do",
+        '  iptables-save --counters --table mangle > "$file.tmp"',
+        '  chmod 0644 "$file.tmp" && mv -f "$file.tmp" "$file"',
+        '  [ -n "${INTERVAL_SECONDS:-}" ] || exit 0',
+        '  sleep "$INTERVAL_SECONDS"',
+        "done",
+    ]) + "\n"
+
+
 def add_traffic_accounting(cloud: CloudConfig, plan: AddressPlan) -> None:
-    """Every node (NAT hosts included): the rules file, its loader, and a unit that runs before kubelet."""
-    add_ruleset(cloud, accounting_ruleset(plan), before=BEFORE)
+    """Every node (NAT hosts included): the rules file, its loader, and a unit that runs before kubelet;
+    then the unit that publishes the counters for the exporter."""
+    ruleset = accounting_ruleset(plan)
+    add_ruleset(cloud, ruleset, before=BEFORE)
+    cloud.add(COUNTERS_SCRIPT_PATH, counters_script(), permissions="0755")
+    cloud.add(f"/etc/systemd/system/{COUNTERS_UNIT}", systemd.unit(
+        "supercluster: publish the traffic-accounting counters for the exporter",
+        [COUNTERS_SCRIPT_PATH],
+        after=[ruleset.unit], wants=[ruleset.unit],
+        service={"Environment": f"INTERVAL_SECONDS={COUNTERS_INTERVAL_SECONDS}"},
+    ))
+    cloud.runcmd.append(["systemctl", "enable", "--now", COUNTERS_UNIT])

@@ -60,7 +60,7 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
 
 def objects(config: ClusterConfig, settings: Settings) -> list[k8s.Obj]:
     result = [
-        k8s.namespace(NAMESPACE),
+        k8s.namespace(NAMESPACE, "restricted"),
         priority_class(BALLOON_PRIORITY, BALLOON_PRIORITY_VALUE,
                        "Balloon pods that keep warm nodes; every workload preempts them.", preempts=False),
         k8s.service_account("balloon", NAMESPACE, automount=False),
@@ -95,6 +95,7 @@ def _balloons(pool: NodePoolConfig, count: int) -> k8s.Obj:
         affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}]}},
         terminationGracePeriodSeconds=0,
+        securityContext=dict(k8s.RUNTIME_DEFAULT_SECCOMP),
     )
     # Pending balloons are the point (they make the autoscaler add nodes): Pulumi must not
     # wait for them to become ready.

@@ -117,8 +117,10 @@ def _daemon_set(pool: NodePoolConfig, settings: Settings) -> k8s.Obj:
             {"name": "STATUS_FILE", "value": status_file},
         ],
         "resources": k8s.resources("100m", "256Mi", "1Gi"),
-        # DCGM diagnostics read GPU state through the driver (the dcgm-exporter manifests add SYS_ADMIN too).
-        "securityContext": k8s.locked_down("SYS_ADMIN", as_nobody=False, read_only_root=False),
+        # Privileged: it must see every GPU of the node without holding one, and the toolkit honours
+        # NVIDIA_VISIBLE_DEVICES=all only for privileged containers (infra/node/gpu.py); DCGM's diagnostics
+        # also need SYS_ADMIN, which privileged includes. kube-system is exempt from Pod Security.
+        "securityContext": {"privileged": True},
         "volumeMounts": [status_mount, scripts_mount],
     }
     tainter = {

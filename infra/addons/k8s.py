@@ -32,8 +32,18 @@ def metadata(name: str, namespace: str | None = None, app: str | None = None,
     return meta
 
 
-def namespace(name: str, annotations: Mapping[str, str] | None = None) -> Obj:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(name, annotations=annotations)}
+# Pod Security Admission's namespace label (kubernetes.io/docs/concepts/security/pod-security-admission).
+POD_SECURITY_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+# The seccomp profile the restricted level requires of every pod (or each of its containers).
+RUNTIME_DEFAULT_SECCOMP = {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def namespace(name: str, pod_security: str, annotations: Mapping[str, str] | None = None) -> Obj:
+    """An add-on namespace states the Pod Security level its pods pass (``restricted`` or ``baseline``),
+    so it never rests on the cluster default and a pod that loosens its own context is refused."""
+    meta = metadata(name, annotations=annotations)
+    meta["labels"][POD_SECURITY_ENFORCE_LABEL] = pod_security
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
 def service_account(name: str, ns: str, automount: bool = True) -> Obj:

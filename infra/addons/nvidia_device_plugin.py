@@ -40,11 +40,15 @@ def objects() -> list[k8s.Obj]:
         "env": [
             # A node with a GPU the plugin cannot initialise must fail loudly, not advertise zero GPUs.
             {"name": "FAIL_ON_INIT_ERROR", "value": "true"},
-            {"name": "DEVICE_LIST_STRATEGY", "value": "envvar"},
+            # The GPUs a pod was allocated reach the runtime as volume mounts the pod cannot forge; the
+            # toolkit ignores NVIDIA_VISIBLE_DEVICES from unprivileged pods (infra/node/gpu.py).
+            {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"},
             {"name": "DEVICE_ID_STRATEGY", "value": "uuid"},
         ],
         "resources": k8s.resources("50m", "64Mi", "256Mi"),
-        "securityContext": k8s.locked_down(as_nobody=False),
+        # Privileged: the toolkit honours NVIDIA_VISIBLE_DEVICES=all (the image's) for privileged containers
+        # only, and the plugin must see every GPU to advertise them. kube-system is exempt from Pod Security.
+        "securityContext": {"privileged": True, "readOnlyRootFilesystem": True},
         "volumeMounts": [{"name": "device-plugin", "mountPath": DEVICE_PLUGIN_DIR}],
     }
     pod = k8s.pod_spec(

@@ -2,10 +2,12 @@
 
 The node network renderer installs the 7,500-node post's mangle rules, each carrying a
 comment ``iptables-exporter ... traffic=internet-in`` (or ``internet-out``); iptables counts
-packets and bytes per rule. This DaemonSet runs machine/addons/iptables_exporter.py on every node:
-host network (it must see the host's tables), the host's root mounted read-only so it can
-run the node's own ``iptables-save`` (nf_tables on Ubuntu 24.04, which the original
-python-iptables exporter cannot read), and no apiserver access at all.
+packets and bytes per rule. This DaemonSet runs machine/addons/iptables_exporter.py on every node. The node itself
+dumps the counters with its own ``iptables-save`` (nf_tables on Ubuntu 24.04, which the original
+python-iptables exporter cannot read) into one file under /run (infra/traffic_accounting.py);
+the exporter mounts only that directory, read-only, and runs as nobody with no capability, a
+read-only root and no apiserver access. Host network only so Prometheus finds it at the node's
+address, like the other node agents.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, SYSTEM_NAMESPACE
 from infra.addons.settings import section
 from infra.config import ClusterConfig
+from infra.traffic_accounting import COUNTERS_DIR, COUNTERS_FILE, COUNTERS_INTERVAL_SECONDS
 
 KEY = "trafficAccounting"
 NAME = "iptables-exporter"
@@ -42,15 +45,18 @@ def objects(settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     container = {
         "name": NAME, "image": images.PYTHON, "command": ["python3", "/opt/iptables-exporter/iptables_exporter.py"],
-        "env": [{"name": "HOST_ROOT", "value": "/host"}, {"name": "PORT", "value": str(settings.port)}],
+        "env": [{"name": "COUNTERS_FILE", "value": COUNTERS_FILE},
+                # Three missed rewrites: the node's publisher has stopped, say so rather than look idle.
+                {"name": "MAX_AGE_SECONDS", "value": str(3 * COUNTERS_INTERVAL_SECONDS)},
+                {"name": "PORT", "value": str(settings.port)}],
         "ports": [{"name": "metrics", "containerPort": settings.port, "protocol": "TCP"}],
         "resources": k8s.resources("10m", "32Mi", "64Mi"),
-        # iptables-save needs root and NET_ADMIN (netlink dump of the tables), chroot needs SYS_CHROOT.
-        "securityContext": k8s.locked_down("NET_ADMIN", "NET_RAW", "SYS_CHROOT", as_nobody=False),
+        # It reads a file: no root, no capability (the node's iptables-save holds those).
+        "securityContext": {**k8s.locked_down(), **k8s.RUNTIME_DEFAULT_SECCOMP},
         "readinessProbe": {"httpGet": {"path": "/metrics", "port": settings.port}, "periodSeconds": 30},
         "volumeMounts": [
             {"name": "script", "mountPath": "/opt/iptables-exporter", "readOnly": True},
-            {"name": "host", "mountPath": "/host", "readOnly": True, "mountPropagation": "None"},
+            {"name": "counters", "mountPath": COUNTERS_DIR, "readOnly": True},
         ],
     }
     pod = k8s.pod_spec(
@@ -59,7 +65,8 @@ def objects(settings: Settings) -> list[k8s.Obj]:
         tolerations=k8s.tolerate_everything(),
         volumes=[
             {"name": "script", "configMap": {"name": NAME}},
-            {"name": "host", "hostPath": {"path": "/", "type": "Directory"}},
+            # The node's publisher creates it; created empty if the pod comes first (reported as not fresh).
+            {"name": "counters", "hostPath": {"path": COUNTERS_DIR, "type": "DirectoryOrCreate"}},
         ],
     )
     return [

@@ -47,6 +47,11 @@ class ApiserverMachine:
         return fingerprint(self.cloud_init)
 
 
+# The control-plane units are the "pod specification files" of CIS 1.1.1-1.1.6: root only (systemd reads
+# them as root).
+UNIT_FILE_MODE = "0600"
+
+
 def apiserver_machines(spec: ClusterSpec, etcd: Mapping[str, str]) -> tuple[ApiserverMachine, ...]:
     config, addresses = spec.config, spec.addresses
     specs = pki.certificates(addresses, config.control_plane.apiservers)
@@ -114,13 +119,14 @@ def apiserver_cloud_config(spec: ClusterSpec, ip: str, etcd: Mapping[str, str],
         "Kubernetes API server", "kube-apiserver",
         apiserver.apiserver_flags(config, addresses, ip, etcd),
         service={"LimitNOFILE": str(APISERVER_OPEN_FILES),
-                 "LogsDirectory": paths.AUDIT_LOG_DIR.removeprefix("/var/log/"), "LogsDirectoryMode": "0700"}))
+                 "LogsDirectory": paths.AUDIT_LOG_DIR.removeprefix("/var/log/"), "LogsDirectoryMode": "0700"}),
+        permissions=UNIT_FILE_MODE)
     cloud.add(f"/etc/systemd/system/{paths.CONTROLLER_MANAGER_UNIT}", _component_unit(
         "Kubernetes controller manager", "kube-controller-manager",
-        controller_manager_flags(config, addresses), after=[paths.APISERVER_UNIT]))
+        controller_manager_flags(config, addresses), after=[paths.APISERVER_UNIT]), permissions=UNIT_FILE_MODE)
     cloud.add(f"/etc/systemd/system/{paths.SCHEDULER_UNIT}", _component_unit(
         "Kubernetes scheduler (scheduler-plugins build: bin-packing and gang profiles)", "kube-scheduler",
-        scheduler_flags(), after=[paths.APISERVER_UNIT]))
+        scheduler_flags(), after=[paths.APISERVER_UNIT]), permissions=UNIT_FILE_MODE)
 
     cloud.runcmd.append(["systemctl", "daemon-reload"])
     add_secret_fetching(cloud, naming.key_vault(config.cluster_name), pki.apiserver_secret_files(specs),

@@ -184,7 +184,8 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
                               label=DISK_LABEL, before=[ETCD_UNIT],
                               description="Mount etcd's local SSD (formatted again whenever Azure hands over a "
                                           "wiped disk)")
-    cloud.add(f"/etc/systemd/system/{ETCD_UNIT}", etcd_unit(cluster))
+    # CIS 1.1.7: the etcd "pod specification file" is root's only.
+    cloud.add(f"/etc/systemd/system/{ETCD_UNIT}", etcd_unit(cluster), permissions="0600")
     cloud.add(f"/etc/systemd/system/{BACKUP_UNIT}", backup_unit())
     cloud.add(f"/etc/systemd/system/{BACKUP_TIMER}", backup_timer())
     cloud.add(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit())

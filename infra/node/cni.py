@@ -8,7 +8,13 @@ routes. Two host rules complete it (docs/cni.md for clusters not built by AKS):
 - pod traffic to anything outside the cluster's address space is masqueraded to the
   node's address, so it can leave through Azure's outbound path;
 - pods may not reach the instance metadata service, whose tokens are the node's
-  managed identity (the one that can read the bootstrap token in Key Vault).
+  managed identity (the one that can read the bootstrap token in Key Vault), nor Azure's
+  host address 168.63.129.16 on the ports that serve the VM's protected settings, as AKS
+  blocks them; DNS and the load balancer's probes on that address stay open.
+
+Both drops sit in the forward hook, which only routed traffic (pods) passes: the node's own
+processes, and the host-network agents that sign in as its identity, reach both through the
+output hook (docs/security.md, finding 2).
 """
 
 from __future__ import annotations
@@ -24,6 +30,12 @@ NFT_PATH = "/etc/supercluster/pod-network.nft"
 UNIT = "supercluster-pod-network.service"
 # Azure's instance metadata service (link-local, learn.microsoft.com instance-metadata-service).
 IMDS_IP = "169.254.169.254"
+# Azure's host address (learn.microsoft.com/azure/virtual-network/what-is-ip-address-168-63-129-16):
+# WireServer on TCP 80 and the HostGAPlugin on TCP 32526 hold the VM's protected settings. AKS drops
+# both from pods in FORWARD and leaves the rest (UDP/TCP 53 DNS, probes) alone: Azure/AgentBaker
+# PR 375 (80 only, after blocking every TCP port broke DNS over TCP) and PR 4470 (32526).
+WIRESERVER_IP = "168.63.129.16"
+WIRESERVER_BLOCKED_TCP_PORTS = (80, 32526)
 TABLE = "supercluster"
 
 
@@ -62,16 +74,17 @@ def render_rules(cluster_cidr: str) -> str:
         "  chain pod-metadata {",
         "    type filter hook forward priority filter; policy accept;",
         f"    ip daddr {IMDS_IP} drop",
+        f"    ip daddr {WIRESERVER_IP} tcp dport {{ {', '.join(map(str, WIRESERVER_BLOCKED_TCP_PORTS))} }} drop",
         "  }",
         "}",
     ]) + "\n"
 
 
 def add_pod_network(cloud: CloudConfig, cluster_cidr: str, node_local_dns_ip: str | None) -> None:
-    cloud.add(CONFLIST_PATH, render_conflist(node_local_dns_ip))
+    cloud.add(CONFLIST_PATH, render_conflist(node_local_dns_ip), permissions="0600")  # CIS 1.1.9, root's only
     cloud.add(NFT_PATH, render_rules(cluster_cidr))
     cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
-        "Pod egress masquerade and metadata-service block (nftables)",
+        "Pod egress masquerade and metadata/WireServer block (nftables)",
         ["/usr/sbin/nft", "-f", NFT_PATH],
         after=["network-pre.target"],
         service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},

@@ -19,8 +19,9 @@ UNIT = "kube-proxy.service"
 CONFIG_PATH = "/etc/kubernetes/kube-proxy-config.yaml"
 KUBECONFIG = "/etc/kubernetes/kube-proxy.conf"
 # kube-proxy's default ports (kubernetes.io/docs/reference/command-line-tools-reference/kube-proxy/:
-# --healthz-bind-address 0.0.0.0:10256, --metrics-bind-address 127.0.0.1:10249), bound on every address
-# here; the NAT hosts' load balancer probes the health port, and no add-on may bind either (infra.node_checks).
+# --healthz-bind-address 0.0.0.0:10256, --metrics-bind-address 127.0.0.1:10249): health on every address
+# (the NAT hosts' load balancer probes it), metrics on localhost only (CIS 4.3.1); no add-on may bind
+# either port (infra.node_checks).
 HEALTHZ_PORT = 10256
 METRICS_PORT = 10249
 
@@ -38,7 +39,8 @@ def config(cluster_cidr: str) -> dict[str, Any]:
         # 0 = leave nf_conntrack_max alone: infra/node/sysctls.py owns it (KubeProxyConfiguration docs).
         "conntrack": {"maxPerCore": 0, "min": 0},
         "healthzBindAddress": f"0.0.0.0:{HEALTHZ_PORT}",
-        "metricsBindAddress": f"0.0.0.0:{METRICS_PORT}",
+        # Nothing scrapes it from outside the node; CIS 4.3.1 wants it on localhost only.
+        "metricsBindAddress": f"127.0.0.1:{METRICS_PORT}",
     }
 
 

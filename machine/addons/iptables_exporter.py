@@ -2,12 +2,13 @@
 
 The original iptables-exporter (madron/iptables-exporter) reads rules through python-iptables,
 which only sees the legacy backend; Ubuntu 24.04 programs iptables through nf_tables, so it
-would report nothing. This exporter runs the node's *own* ``iptables-save`` (via chroot into
-the host's root, mounted read-only), so it always reads the backend the node writes with.
+would report nothing. Here the node runs its *own* ``iptables-save -c`` (the backend it writes
+with) every few seconds into ``COUNTERS_FILE`` (infra/traffic_accounting.py), and this exporter
+only reads that file: it needs no root, no capability and no more of the host than that file.
 
 Metrics, per (table, chain, rule) summed over identical rule names:
   iptables_rule_packets_total / iptables_rule_bytes_total   counters
-  iptables_exporter_scrape_success                          1 if iptables-save worked
+  iptables_exporter_scrape_success                          1 if the file is there and fresh
 ``key=value`` words in the rule name (e.g. ``traffic=internet-in``) become labels too.
 
 Standard library only; ``--once`` prints one scrape and exits.
@@ -18,14 +19,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 MARKER = "iptables-exporter "
 LABEL_WORD = re.compile(r"^([a-z_][a-z0-9_]*)=([A-Za-z0-9_.:/-]+)$")
 RESERVED = {"table", "chain", "rule"}
-TABLES = ("mangle",)
 
 Key = tuple[str, str, str]
 
@@ -77,27 +77,29 @@ def render(counters: dict[Key, tuple[int, int]], success: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def collect(host_root: str) -> str:
-    counters: dict[Key, tuple[int, int]] = {}
-    success = True
-    for table in TABLES:
-        command = ["chroot", host_root, "iptables-save", "-c", "-t", table]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
-        if result.returncode != 0:
-            success = False
-            print(f"{' '.join(command)}: {result.stderr.strip()}", file=sys.stderr, flush=True)
-            continue
-        counters.update(parse_save(result.stdout))
-    return render(counters, success)
+def collect(counters_file: str, max_age_seconds: float) -> str:
+    """The file's counters; success only if it exists and the node rewrote it within ``max_age_seconds``
+    (a stopped publisher must not look like a quiet node)."""
+    try:
+        with open(counters_file, encoding="utf-8") as handle:
+            age = time.time() - os.fstat(handle.fileno()).st_mtime
+            text = handle.read()
+    except OSError as error:
+        print(f"{counters_file}: {error}", file=sys.stderr, flush=True)
+        return render({}, False)
+    fresh = age <= max_age_seconds
+    if not fresh:
+        print(f"{counters_file}: {age:.0f}s old, more than {max_age_seconds:.0f}s", file=sys.stderr, flush=True)
+    return render(parse_save(text), fresh)
 
 
-def serve(address: str, port: int, host_root: str) -> None:
+def serve(address: str, port: int, counters_file: str, max_age_seconds: float) -> None:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's hook name
             if self.path != "/metrics":
                 self.send_error(404)
                 return
-            body = collect(host_root).encode()
+            body = collect(counters_file, max_age_seconds).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
@@ -111,8 +113,9 @@ def serve(address: str, port: int, host_root: str) -> None:
 
 
 if __name__ == "__main__":
-    root = os.environ.get("HOST_ROOT", "/host")
+    source = os.environ["COUNTERS_FILE"]
+    max_age = float(os.environ.get("MAX_AGE_SECONDS", "60"))
     if sys.argv[1:] == ["--once"]:
-        sys.stdout.write(collect(root))
+        sys.stdout.write(collect(source, max_age))
     else:
-        serve(os.environ.get("LISTEN_ADDRESS", "0.0.0.0"), int(os.environ.get("PORT", "9119")), root)
+        serve(os.environ.get("LISTEN_ADDRESS", "0.0.0.0"), int(os.environ.get("PORT", "9119")), source, max_age)

@@ -31,7 +31,7 @@ def produce() -> dict:
     def program():
         group = azure.resources.ResourceGroup("dev", resource_group_name="dev-rg", location="eastus")
         network = ClusterNetwork("dev", plan=spec.addresses, resource_group_name=group.name, location="eastus",
-                                 hub_prefixes=["10.250.0.0/22"])
+                                 hub_prefixes=["10.250.0.0/22"], monitoring_pools=())
         export_cluster_contract(
             spec, resource_group_name=group.name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
             scale_set_ids={n: f"{SUB}/Microsoft.Compute/virtualMachineScaleSets/dev-{n}" for n in shard_names(spec)},

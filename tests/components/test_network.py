@@ -19,7 +19,7 @@ def declare(raw: dict):
 
     def program():
         ClusterNetwork("c", plan=plan, resource_group_name="c-rg", location="eastus",
-                       hub_prefixes=pulumi.Output.from_input(HUB_PREFIXES))
+                       hub_prefixes=pulumi.Output.from_input(HUB_PREFIXES), monitoring_pools=())
 
     return plan, run_declarations(program)
 
@@ -77,7 +77,8 @@ def test_each_vnet_creates_its_subnets_in_one_request():
 def test_subnet_ids_are_azure_ids_under_their_vnet():
     def program():
         network = ClusterNetwork("c", plan=plan_addresses(parse_config(raw_stack("prod"), "eastus")),
-                                 resource_group_name="c-rg", location="eastus", hub_prefixes=HUB_PREFIXES)
+                                 resource_group_name="c-rg", location="eastus", hub_prefixes=HUB_PREFIXES,
+                                 monitoring_pools=())
         pulumi.export("subnetIds", network.subnet_ids)
         pulumi.export("vnetIds", network.vnet_ids)
 

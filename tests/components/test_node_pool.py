@@ -10,6 +10,7 @@ from tests.conftest import deploy_after, plan_stack
 from tests.helpers import cluster_subnets
 
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 
 def scale_sets(run, pool: str):
@@ -100,7 +101,9 @@ def test_resources_grow_with_shards_never_with_nodes():
     assert small == bigger  # still one scale set per pool
     grown = counts("nodePools[0].maxNodes=101")  # one more InfiniBand shard
     assert grown[VMSS] == small[VMSS] + 1
-    assert sum(grown.values()) == sum(small.values()) + 1  # its scale set (its subnet is inline in the VNet)
+    # Its scale set (its subnet is inline in the VNet) and the autoscaler's join grant on that subnet.
+    assert grown[ROLE_ASSIGNMENT] == small[ROLE_ASSIGNMENT] + 1
+    assert sum(grown.values()) == sum(small.values()) + 2
 
 
 def test_capacity_is_sent_only_to_a_scale_set_the_last_deploy_did_not_have(dev_plan):

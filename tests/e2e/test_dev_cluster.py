@@ -17,6 +17,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from infra.addons import monitoring
+from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, RUNTIME_DEFAULT_SECCOMP, locked_down
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
 from infra.control_plane.scheduler import SECURE_PORT as SCHEDULER_SECURE_PORT
 from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
@@ -425,6 +426,26 @@ def test_tenant_pods_cannot_reach_their_node_and_system_agents_still_can(dev: Cl
     assert ok, output
     dev.kubectl("delete", "namespace", namespace, "--wait=false")
     dev.kubectl("delete", "pod", f"agent-{namespace}", "-n", "kube-system", "--wait=false")
+
+
+def test_add_on_namespaces_enforce_the_level_they_state(dev: Cluster):
+    """Each add-on namespace's own Pod Security label (restricted) is what the apiserver enforces there: a
+    pod that would pass baseline is refused, one in the add-ons' locked-down shape is admitted."""
+    namespaces = {item["metadata"]["name"]: item["metadata"]["labels"][POD_SECURITY_ENFORCE_LABEL]
+                  for item in dev.get_json("namespaces")["items"]
+                  if POD_SECURITY_ENFORCE_LABEL in item["metadata"].get("labels", {})}
+    assert namespaces and set(namespaces.values()) == {"restricted"}, namespaces
+    plain = [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]
+    locked = [{**plain[0], "securityContext": {**locked_down(), **RUNTIME_DEFAULT_SECCOMP}}]
+    for namespace in namespaces:
+        name = f"probe-{uuid.uuid4().hex[:6]}"
+        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+                                   "spec": {"containers": plain}})
+        assert not ok and 'violates PodSecurity "restricted' in output, (namespace, output)
+        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+                                   "spec": {"containers": locked}})
+        assert ok, (namespace, output)
+        dev.kubectl("delete", "pod", name, "-n", namespace, "--wait=false")
 
 
 def test_a_team_namespace_gets_its_pools_selector_and_toleration_and_no_other(dev: Cluster):

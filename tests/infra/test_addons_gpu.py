@@ -129,3 +129,59 @@ def test_gpu_agents_tolerate_the_start_up_taint_and_balloons_do_not():
             assert tolerates, name
         if name.startswith("balloon"):
             assert not tolerates, name
+
+
+# ------------------------------------------------------------- finding 3: a pod sees only the GPUs it was given
+
+
+def test_device_plugin_hands_out_gpus_as_volume_mounts():
+    pod = find(groups_for("prod"), "DaemonSet", "nvidia-device-plugin")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["DEVICE_LIST_STRATEGY"] == "volume-mounts"
+
+
+def test_every_add_on_container_that_asks_for_all_gpus_is_privileged():
+    """The toolkit ignores NVIDIA_VISIBLE_DEVICES from unprivileged containers: an agent that needs every GPU
+    without holding one (the device plugin's image sets it; the health check sets it) must be privileged,
+    and only kube-system (exempt from Pod Security) may hold such a pod."""
+    checked = 0
+    for workload, pod in pod_templates(all_objects(groups_for("prod"))):
+        for container in pod["containers"]:
+            env = {e["name"]: e.get("value") for e in container.get("env", [])}
+            if env.get("NVIDIA_VISIBLE_DEVICES") or workload["metadata"]["name"] == "nvidia-device-plugin":
+                checked += 1
+                assert container["securityContext"].get("privileged") is True, workload["metadata"]["name"]
+                assert workload["metadata"]["namespace"] == "kube-system"
+    assert checked == 3  # the device plugin and the two pools' health checks
+
+
+def _cloud_files(cloud_init: str) -> dict[str, dict]:
+    import yaml
+    return {f["path"]: f for f in yaml.safe_load(cloud_init)["write_files"]}
+
+
+def test_gpu_nodes_toolkit_ignores_the_environment_of_unprivileged_pods():
+    import tomllib
+
+    from infra.node import gpu, install
+    from tests.infra.addon_fixtures import spec_for
+
+    spec = spec_for("prod")
+    gpu_pools = {pool.name for pool in spec.config.node_pools if pool.size.gpus}
+    seen = set()
+    # Keyed by pool or by shard (``<pool>-sNNN``): every cloud-init a node of the pool can receive.
+    for key, cloud_init in spec.node_cloud_inits.items():
+        [pool] = [p.name for p in spec.config.node_pools if key == p.name or key.startswith(f"{p.name}-s")]
+        files = _cloud_files(cloud_init)
+        if pool not in gpu_pools:
+            assert gpu.TOOLKIT_CONFIG_PATH not in files, key
+            continue
+        seen.add(pool)
+        entry = files[gpu.TOOLKIT_CONFIG_PATH]
+        assert entry.get("permissions") == "0644" and entry.get("owner", "root:root") == "root:root"
+        config = tomllib.loads(entry["content"])
+        assert config["accept-nvidia-visible-devices-envvar-when-unprivileged"] is False, key
+        assert config["accept-nvidia-visible-devices-as-volume-mounts"] is True, key
+        assert config["nvidia-container-runtime"]["runtimes"] == [install.RUNC_PATH]
+    assert seen == gpu_pools

@@ -17,15 +17,15 @@ import yaml
 import machine
 from infra import naming
 from infra.cloudinit import render
-from infra.node import kubelet, node_cloud_config
+from infra.node import kube_proxy, kubelet, node_cloud_config
 from infra.node.pool import node_spec
 from infra.secrets import FETCH_SCRIPT_PATH
 from infra.sizing import shards
 from tests.helpers import doc_table_rows
 from tests.infra.control_plane_files import spec, unit_flags
 
-# CIS Kubernetes Benchmark v1.12, sections 4.1 and 4.2 (kube-bench cfg/cis-1.12/node.yaml).
-CHECKS = [f"4.1.{n}" for n in range(1, 11)] + [f"4.2.{n}" for n in range(1, 15)]
+# CIS Kubernetes Benchmark v1.12, sections 4.1, 4.2 and 4.3 (kube-bench cfg/cis-1.12/node.yaml).
+CHECKS = [f"4.1.{n}" for n in range(1, 11)] + [f"4.2.{n}" for n in range(1, 15)] + ["4.3.1"]
 # The kernel values kubelet checks when protectKernelDefaults is on (kubernetes pkg/kubelet/cm
 # container_manager_linux.go setupKernelTunables, via pkg/util/sysctl); written out here, not imported.
 KUBELET_KERNEL_EXPECTATIONS = {"vm.overcommit_memory": "1", "vm.panic_on_oom": "0", "kernel.panic": "10",
@@ -69,6 +69,7 @@ def test_row_matches_every_pools_rendered_files(check):
     assert claims, f"{check}: no rendered setting in the table"
     for pool, files in pools().items():
         config = yaml.safe_load(files[kubelet.CONFIG_PATH]["content"])
+        proxy_config = yaml.safe_load(files[kube_proxy.CONFIG_PATH]["content"])
         flags = unit_flags(files[f"/etc/systemd/system/{kubelet.UNIT}"]["content"])
         fetched = re.findall(r"^fetch \S+ (\S+) (\d+)$", files[FETCH_SCRIPT_PATH]["content"], flags=re.MULTILINE)
         for claim in claims:
@@ -78,6 +79,9 @@ def test_row_matches_every_pools_rendered_files(check):
             elif claim.startswith("--"):
                 key, _, value = claim[2:].partition("=")
                 assert flags.get(key) == value, f"{where}: --{key}={flags.get(key)}"
+            elif claim.startswith("kube-proxy "):
+                key, value = (part.strip() for part in claim.removeprefix("kube-proxy ").split(":", 1))
+                assert _lookup(proxy_config, key) == yaml.safe_load(value), f"{where}: {_lookup(proxy_config, key)!r}"
             elif claim.startswith("no "):
                 with pytest.raises(KeyError):
                     _lookup(config, claim[3:])

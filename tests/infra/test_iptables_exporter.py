@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
-import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
+from infra import traffic_accounting as node_accounting
 from infra.addons import traffic_accounting
 from tests.helpers import require_tool
 from tests.infra.addon_fixtures import find, groups_for
@@ -50,33 +53,87 @@ def test_renders_counters_with_a_traffic_label():
     assert text.endswith("iptables_exporter_scrape_success 1\n")
 
 
-def test_reads_real_nft_backed_rules_in_a_private_network_namespace():
-    """Real iptables (this machine's default backend) in a throwaway network namespace."""
+def test_reads_real_nft_backed_rules_the_node_published_as_nobody():
+    """Real iptables (this machine's default backend) in a throwaway network namespace: the node's rendered
+    publisher dumps the counters as root, the exporter reads them as uid 65534 with no capability (with the
+    system's python3, as the pod's image has; the test's own interpreter is not readable by nobody)."""
     iptables = require_tool("iptables")
     unshare = require_tool("unshare")
+    setpriv = require_tool("setpriv")
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+    assert python, "a system python3"
     if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("network namespace tests need root")
         pytest.skip("creating a network namespace needs root")
-    version = subprocess.run([iptables, "--version"], capture_output=True, text=True).stdout
-    script = (f'{iptables} -t mangle -A INPUT ! -s 10.0.0.0/8 -m comment '
-              f'--comment "iptables-exporter supercluster traffic=internet-in" && '
-              f'{iptables} -t mangle -A OUTPUT ! -d 10.0.0.0/8 -m comment '
-              f'--comment "iptables-exporter supercluster traffic=internet-out" && '
-              f'HOST_ROOT=/ {sys.executable} {traffic_accounting.SCRIPT} --once')
-    result = subprocess.run([unshare, "--net", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    work = Path(tempfile.mkdtemp(prefix="sc-exporter-", dir="/tmp"))
+    try:
+        work.chmod(0o755)  # nobody must reach the exporter and the counters, as in the pod's mounts
+        publisher, exporter = work / "publish", work / "iptables_exporter.py"
+        publisher.write_text(node_accounting.counters_script())
+        exporter.write_text(traffic_accounting.SCRIPT.read_text())
+        publisher.chmod(0o755)
+        exporter.chmod(0o644)
+        counters = work / "counters" / "mangle.save"
+        version = subprocess.run([iptables, "--version"], capture_output=True, text=True).stdout
+        script = (f'{iptables} -t mangle -A INPUT ! -s 10.0.0.0/8 -m comment '
+                  f'--comment "iptables-exporter supercluster traffic=internet-in" && '
+                  f'{iptables} -t mangle -A OUTPUT ! -d 10.0.0.0/8 -m comment '
+                  f'--comment "iptables-exporter supercluster traffic=internet-out" && '
+                  f'COUNTERS_FILE={counters} {publisher} && '
+                  f'{setpriv} --reuid 65534 --regid 65534 --clear-groups --inh-caps=-all --bounding-set=-all '
+                  f'env COUNTERS_FILE={counters} MAX_AGE_SECONDS=30 {python} {exporter} --once')
+        result = subprocess.run([unshare, "--net", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(work)
     assert result.returncode == 0, result.stderr
     assert 'chain="INPUT",rule="supercluster traffic=internet-in",traffic="internet-in"} 0' in result.stdout
     assert 'chain="OUTPUT",rule="supercluster traffic=internet-out",traffic="internet-out"} 0' in result.stdout
     assert "iptables_exporter_scrape_success 1" in result.stdout, version
 
 
-def test_daemon_set_runs_the_hosts_own_iptables_without_api_access():
+def test_a_missing_or_stale_file_is_reported_not_read_as_idle(tmp_path):
+    exporter = _exporter()
+    assert exporter.collect(str(tmp_path / "absent"), 30).endswith("iptables_exporter_scrape_success 0\n")
+    stale = tmp_path / "mangle.save"
+    stale.write_text(SAVE)
+    os.utime(stale, (0, 0))
+    text = exporter.collect(str(stale), 30)
+    assert text.endswith("iptables_exporter_scrape_success 0\n") and "traffic=\"internet-in\"} 5" in text
+    stale.touch()
+    assert exporter.collect(str(stale), 30).endswith("iptables_exporter_scrape_success 1\n")
+
+
+def test_daemon_set_reads_one_host_directory_as_nobody_without_api_access():
     groups = groups_for("prod")
     daemon = find(groups, "DaemonSet", "iptables-exporter")
     pod = daemon["spec"]["template"]["spec"]
     assert pod["hostNetwork"] is True and pod["automountServiceAccountToken"] is False
-    host = next(v for v in pod["volumes"] if v["name"] == "host")
-    assert host["hostPath"]["path"] == "/"
-    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "host")
-    assert mount["readOnly"] is True
+    [container] = pod["containers"]
+    context = container["securityContext"]
+    assert context["runAsNonRoot"] is True and context["runAsUser"] == 65534
+    assert context["capabilities"] == {"drop": ["ALL"]} and context["allowPrivilegeEscalation"] is False
+    assert context["readOnlyRootFilesystem"] is True
+    host_paths = [v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v]
+    assert host_paths == [node_accounting.COUNTERS_DIR]
+    assert all(m["readOnly"] for m in container["volumeMounts"])
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["COUNTERS_FILE"] == node_accounting.COUNTERS_FILE
+    assert os.path.dirname(env["COUNTERS_FILE"]) == node_accounting.COUNTERS_DIR
     script = find(groups, "ConfigMap", "iptables-exporter")["data"]["iptables_exporter.py"]
     assert script == traffic_accounting.SCRIPT.read_text()
+
+
+def test_every_node_publishes_the_counters():
+    import yaml
+
+    from tests.infra.addon_fixtures import spec_for
+
+    spec = spec_for("prod")
+    for name, cloud_init in [*spec.node_cloud_inits.items(), ("nat", spec.nat_host_cloud_init)]:
+        document = yaml.safe_load(cloud_init)
+        files = {f["path"]: f for f in document["write_files"]}
+        assert files[node_accounting.COUNTERS_SCRIPT_PATH]["content"] == node_accounting.counters_script(), name
+        unit = files[f"/etc/systemd/system/{node_accounting.COUNTERS_UNIT}"]["content"]
+        assert f"INTERVAL_SECONDS={node_accounting.COUNTERS_INTERVAL_SECONDS}" in unit
+        assert ["systemctl", "enable", "--now", node_accounting.COUNTERS_UNIT] in document["runcmd"], name

@@ -13,7 +13,9 @@ import pytest
 
 from infra.addressing import AddressPlan, plan_addresses
 from infra.config import ClusterConfig
+from infra.etcd.spec import METRICS_PORT
 from infra.hub import example_hub_outputs
+from infra.network_security import monitoring_pools
 from plan.runner import ProgramRun
 from tests.conftest import plan_stack
 from tests.helpers import cluster_subnets, parsed
@@ -79,6 +81,23 @@ def test_etcd_is_reachable_only_from_the_apiservers_and_its_peers(stack):
     assert _who(stack, "events-etcd", 2380) == {"events-etcd"}
 
 
+def test_etcd_metrics_are_reachable_only_from_the_monitoring_pools(stack):
+    """etcd's 2381 is plain HTTP without client certificates: only Prometheus's pools (``MONITORING_ROLE``,
+    its nodeSelector) reach it; not other pools' pods, the apiservers, the hub or another etcd."""
+    monitoring = monitoring_pools(stack.config)
+    assert monitoring
+    for vnet in stack.plan.vnets:
+        if vnet.pool is None:
+            continue
+        for subnet in vnet.subnets:
+            for group in ("etcd", "events-etcd"):
+                assert stack.reaches(group, subnet.host(7), METRICS_PORT) is (vnet.pool in monitoring), \
+                    (group, subnet.key)
+    for group in ("etcd", "events-etcd"):
+        assert not {name for name, ip in stack.peers.items() if stack.reaches(group, ip, METRICS_PORT)
+                    and name != "node or pod"}, group
+
+
 def test_apiservers_are_reachable_only_from_the_hub_and_the_cluster(stack):
     assert _who(stack, "apiserver", 6443) == {"apiserver", "etcd", "events-etcd", "nat host", "node or pod", "hub"}
     assert stack.reaches("apiserver", LB_PROBE_IP, 6443), "the load balancer's /readyz probe"
@@ -107,17 +126,18 @@ def test_the_hub_reaches_the_service_range_through_the_nat_subnet_only(stack):
     assert stack.reaches("nat", stack.peers["apiserver"], 10250)
 
 
-def test_nothing_else_opens_the_apiserver_or_etcd_ports(stack):
+def test_nothing_else_opens_the_apiserver_or_etcd_ports(stack):  # etcd's metrics port included
     opening = set()
     for nsg in stack.run.of_type(NSG):
         for rule in nsg.inputs["securityRules"]:
             ports = [rule.get("destinationPortRange")] if rule.get("destinationPortRange") else \
                 rule.get("destinationPortRanges", [])
-            if rule["access"] == "Allow" and any(port_in(p, ports) for p in (6443, 2379, 2380)):
+            if rule["access"] == "Allow" and any(port_in(p, ports) for p in (6443, 2379, 2380, METRICS_PORT)):
                 opening.add((nsg.name.removeprefix(f"{stack.config.cluster_name}-"), rule["name"]))
     assert opening == {
         ("etcd-nsg", "allow-etcd-client-from-apiservers"), ("etcd-nsg", "allow-etcd-from-peers"),
         ("events-etcd-nsg", "allow-etcd-client-from-apiservers"), ("events-etcd-nsg", "allow-etcd-from-peers"),
+        ("etcd-nsg", "allow-etcd-metrics-from-monitoring"), ("events-etcd-nsg", "allow-etcd-metrics-from-monitoring"),
         ("apiserver-nsg", "allow-apiserver-from-hub"), ("apiserver-nsg", "allow-apiserver-from-cluster"),
         ("apiserver-nsg", "allow-apiserver-probe"),
         ("nat-nsg", "allow-services-from-hub"),  # only towards the service range, never a machine's address

@@ -32,7 +32,8 @@ from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
 from infra.errors import ConfigError
 from infra.etcd import backup_metrics
-from infra.labels import ROLE_CPU, ROLE_LABEL
+from infra.etcd.spec import METRICS_PORT as ETCD_METRICS_PORT
+from infra.labels import MONITORING_ROLE, ROLE_LABEL
 from infra.schema import Section
 
 KEY = "monitoring"
@@ -52,11 +53,9 @@ HOST_DATA_DIR = f"{LOCAL_SSD_MOUNT}/prometheus"
 # and the pods' emptyDirs share it).
 MAX_LOCAL_DISK_SHARE = 0.5
 CONTROL_PLANE_SHARD = "control-plane"
-# etcd serves plain-HTTP /metrics on its --listen-metrics-urls port (etcd op-guide/configuration);
-# the etcd VMs listen on this port for the cluster's pods.
-ETCD_METRICS_PORT = 2381
-# PodSecurity: the shards' hostPath data directory is refused under "baseline" (the cluster default).
-POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+# Pod Security level of the monitoring namespace: the shards' hostPath data directory is refused under
+# "baseline" (the cluster default).
+PRIVILEGED = "privileged"
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     if len(set(names)) != len(names) or alertmanager.NULL_RECEIVER in names:
         raise ConfigError(s.key("receivers"), names,
                           f"unique receiver names other than {alertmanager.NULL_RECEIVER!r}")
-    smallest = min((pool.size for pool in config.node_pools if pool.role == ROLE_CPU and not pool.size.nvme_disks),
+    smallest = min((pool.size for pool in config.node_pools if pool.role == MONITORING_ROLE and not pool.size.nvme_disks),
                    key=lambda size: size.temp_disk_gib, default=None)
     if smallest is not None and settings.storage_gib > smallest.temp_disk_gib * MAX_LOCAL_DISK_SHARE:
         raise ConfigError(s.key("storageGiB"), settings.storage_gib,
@@ -229,7 +228,7 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
     }
     pod = k8s.pod_spec(
         [container], priority_class=SYSTEM_PRIORITY, service_account=SERVICE_ACCOUNT,
-        nodeSelector={ROLE_LABEL: ROLE_CPU},
+        nodeSelector={ROLE_LABEL: MONITORING_ROLE},
         # The two replicas of a shard never share a node: one node's loss leaves the other's history.
         affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
@@ -288,7 +287,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
     }
     pod = k8s.pod_spec(
         [container], priority_class=SYSTEM_PRIORITY, automountServiceAccountToken=False,
-        nodeSelector={ROLE_LABEL: ROLE_CPU},
+        nodeSelector={ROLE_LABEL: MONITORING_ROLE},
         affinity={"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
                   "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
                                       "topologyKey": "kubernetes.io/hostname"}}]}},
@@ -316,8 +315,9 @@ def objects(config: ClusterConfig, addresses: AddressPlan, settings: Settings,
     ns = NAMESPACE
     configs = prometheus_configs(config, addresses, settings)
     rule_sets = rule_files(max_unready_percent)
-    namespace = k8s.namespace(ns)
-    namespace["metadata"]["labels"] = {POD_SECURITY_ENFORCE: "privileged"}
+    # Prometheus keeps its TSDB on the node's local NVMe through a hostPath volume, which baseline refuses:
+    # the one add-on namespace above baseline. Tenants get no grant to create pods here.
+    namespace = k8s.namespace(ns, PRIVILEGED)
     objs: list[k8s.Obj] = [
         namespace,
         k8s.service_account(SERVICE_ACCOUNT, ns),

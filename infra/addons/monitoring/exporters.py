@@ -16,7 +16,7 @@ from __future__ import annotations
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.monitoring.shards import DCGM_EXPORTER_PORT, NODE_EXPORTER_PORT
-from infra.labels import GPU_PRESENT_LABEL, ROLE_CPU, ROLE_LABEL
+from infra.labels import GPU_PRESENT_LABEL, MONITORING_ROLE, ROLE_LABEL
 
 NODE_EXPORTER = "node-exporter"
 DCGM_EXPORTER = "dcgm-exporter"
@@ -78,7 +78,7 @@ def kube_state_metrics(namespace: str) -> list[k8s.Obj]:
         "readinessProbe": {"httpGet": {"path": "/healthz", "port": KUBE_STATE_METRICS_PORT}},
     }
     pod = k8s.pod_spec([container], priority_class=SYSTEM_PRIORITY, service_account=name,
-                       nodeSelector={ROLE_LABEL: ROLE_CPU})
+                       nodeSelector={ROLE_LABEL: MONITORING_ROLE})
     return [
         k8s.service_account(name, namespace),
         k8s.cluster_role(f"supercluster-{name}", [

@@ -12,7 +12,7 @@ from infra.addons import images, k8s
 from infra.addons.labels import SYSTEM_PRIORITY
 from infra.addons.monitoring import dashboards
 from infra.addons.monitoring.rules import dump
-from infra.labels import ROLE_CPU, ROLE_LABEL
+from infra.labels import MONITORING_ROLE, ROLE_LABEL
 
 NAME = "grafana"
 PORT = 3000  # Grafana's http_port default
@@ -54,8 +54,9 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
             {"name": "data", "mountPath": "/var/lib/grafana"},
         ],
     }
-    pod = k8s.pod_spec([container], priority_class=SYSTEM_PRIORITY, automountServiceAccountToken=False,
-                       nodeSelector={ROLE_LABEL: ROLE_CPU}, securityContext={"fsGroup": 65534},
+    pod = k8s.pod_spec([container], priority_class=SYSTEM_PRIORITY, service_account=NAME,
+                       automountServiceAccountToken=False,
+                       nodeSelector={ROLE_LABEL: MONITORING_ROLE}, securityContext={"fsGroup": 65534},
                        volumes=[
                            {"name": "datasources", "configMap": {"name": f"{NAME}-datasources"}},
                            {"name": "providers", "configMap": {"name": f"{NAME}-dashboard-provider"}},
@@ -64,6 +65,8 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
                        ])
     labels = {"app.kubernetes.io/name": NAME}
     return [
+        # Its own account (CIS 5.1.5), with no token: Grafana reads Prometheus, never the apiserver.
+        k8s.service_account(NAME, namespace, automount=False),
         k8s.config_map(f"{NAME}-datasources", namespace,
                        {"prometheus.yaml": datasources(namespace, shards, prometheus, prometheus_port)}, app=NAME),
         k8s.config_map(f"{NAME}-dashboard-provider", namespace, {"supercluster.yaml": dashboard_provider()}, app=NAME),

@@ -1,0 +1,93 @@
+"""A node's rendered pod-network rules, loaded with the real nft in throwaway network namespaces:
+pods cannot reach the metadata service or Azure's WireServer ports, the node itself can.
+
+The rules are the file a dev CPU node receives (``/etc/supercluster/pod-network.nft`` in its
+cloud-init, from the rendered plan). The topology is tests/infra/test_iptables_rules.py's
+outside -- host -- pod, with 169.254.169.254 and 168.63.129.16 held by the outside namespace
+(standing in for Azure). Traffic from the pod's address crosses the host's forward hook, the
+host's own goes through its output hook: exactly the split between a tenant pod and the host
+processes and host-network agents (kube-system only) that sign in as the node's identity.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from infra.node import cni
+from plan.artifacts import collect_files
+from tests.helpers import require_tool
+from tests.infra.test_iptables_rules import POD_IP, Netns, namespaces, topology  # noqa: F401 (fixtures)
+
+HOST_IP = "10.64.1.4"
+# (address, TCP port) -> whether a pod may reach it: AKS's split (infra/node/cni.py).
+PROBES = {
+    (cni.IMDS_IP, 80): False,
+    (cni.WIRESERVER_IP, 80): False,
+    (cni.WIRESERVER_IP, 32526): False,
+    (cni.WIRESERVER_IP, 53): True,  # DNS over TCP stays open
+}
+
+
+def _node_rules(run) -> str:
+    files = collect_files(run.registrations)
+    [path] = [p for p in files if "-pool-cpu-" in p and p.endswith(cni.NFT_PATH)]
+    return files[path]
+
+
+def _listen(ns: Netns, ports: list[int]) -> subprocess.Popen:
+    """Accepts TCP connections on every port for a bounded time."""
+    code = (
+        "import socket,sys,select,time\n"
+        "socks=[]\n"
+        "for p in sys.argv[1:]:\n"
+        "    s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1); s.bind(('0.0.0.0',int(p)))\n"
+        "    s.listen(8); socks.append(s)\n"
+        "print('ready',flush=True)\n"
+        "end=time.time()+20\n"
+        "while time.time()<end:\n"
+        "    for s in select.select(socks,[],[],0.5)[0]: s.accept()[0].close()\n"
+    )
+    process = subprocess.Popen(["ip", "netns", "exec", ns.name, sys.executable, "-c", code, *map(str, ports)],
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    return process
+
+
+def _connects(ns: Netns, source: str, address: str, port: int) -> bool:
+    code = (
+        "import socket,sys\n"
+        "s=socket.socket(); s.bind((sys.argv[1],0)); s.settimeout(1)\n"
+        "try: s.connect((sys.argv[2],int(sys.argv[3]))); print('open')\n"
+        "except OSError as e: print(type(e).__name__)\n"
+    )
+    return ns.exec(sys.executable, "-c", code, source, address, str(port)).stdout.strip() == "open"
+
+
+def test_pods_cannot_reach_the_nodes_identity_and_the_node_can(topology, dev_plan, tmp_path):  # noqa: F811
+    require_tool("nft")
+    outside, host, pod = topology["outside"], topology["host"], topology["pod"]
+    for address in (cni.IMDS_IP, cni.WIRESERVER_IP):
+        outside.exec("ip", "addr", "add", f"{address}/32", "dev", "o0")
+        host.exec("ip", "route", "add", address, "via", "10.64.1.9")
+    host.exec("sysctl", "-w", "net.ipv4.ip_forward=1")
+    rules = tmp_path / "pod-network.nft"
+    rules.write_text(_node_rules(dev_plan))
+    host.exec("nft", "-f", str(rules))
+    host.exec("nft", "-f", str(rules))  # the unit reloads it on every boot: loading twice must work
+    listener = _listen(outside, sorted({port for _, port in PROBES}))
+    try:
+        for (address, port), pod_may in PROBES.items():
+            assert _connects(pod, POD_IP, address, port) is pod_may, (address, port)
+            assert _connects(host, HOST_IP, address, port), ("the node itself", address, port)
+    finally:
+        listener.terminate()
+        listener.wait(timeout=10)
+    # Without the rules, the pod would have reached them all: the drops are what refuse it.
+    host.exec("nft", "delete", "table", "ip", cni.TABLE)
+    listener = _listen(outside, [80])
+    try:
+        assert _connects(pod, POD_IP, cni.IMDS_IP, 80)
+    finally:
+        listener.terminate()
+        listener.wait(timeout=10)

@@ -1,0 +1,126 @@
+"""Every Azure role assignment of both real plans, walked: no identity's scope holds a resource it does not manage.
+
+A role assignment on a scope reaches every resource under it (Azure RBAC inherits down the
+id path), so what a grant reaches is every planned resource whose id is the scope or lies
+under it. Finding 1 of docs/security.md: the autoscaler's Virtual Machine Contributor (which
+allows Run Command) reached the etcd members and apiservers through the cluster's resource
+group. Now it reaches the node scale sets (in their own group) and the node subnets (join), and
+every other identity reaches exactly the one resource it was granted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from infra import naming
+from plan.runner import ProgramRun
+from infra.sizing import shards
+from tests.helpers import parsed
+
+IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+VMSS = "azure-native:compute:VirtualMachineScaleSet"
+VNET = "azure-native:network:VirtualNetwork"
+GROUP = "azure-native:resources:ResourceGroup"
+SUBNET = "subnet (inline in its VNet)"
+# What any identity but the autoscaler may be granted: one secret, its backup container, the registry.
+SINGLE_RESOURCE_SCOPES = ("azure-native:keyvault:Secret", "azure-native:storage:BlobContainer",
+                          "azure-native:containerregistry:Registry")
+
+
+@pytest.fixture(params=["dev", "prod"])
+def stack_plan(request, dev_plan, prod_plan) -> ProgramRun:
+    return {"dev": dev_plan, "prod": prod_plan}[request.param]
+
+
+@dataclass(frozen=True)
+class Reached:
+    type: str
+    name: str
+    id: str
+
+
+def _under(resource_id: str, scope: str) -> bool:
+    resource_id, scope = resource_id.lower(), scope.lower().rstrip("/")  # ARM ids are case-insensitive
+    return resource_id == scope or resource_id.startswith(scope + "/")
+
+
+def _resources(run: ProgramRun) -> list[Reached]:
+    """Every planned Azure resource with the id Azure gives it: a VNet's inline subnets included, and a
+    VNet's children (peerings) under the VNet's id, where Azure nests them (the mock ids are flat)."""
+    found = []
+    for r in run.registrations:
+        if not (r.type.startswith("azure-native:") and r.id):
+            continue
+        resource_id = r.id
+        if r.type != VNET and "virtualNetworkName" in r.inputs:
+            group = r.id.split("/providers/")[0]
+            resource_id = f"{group}/providers/Microsoft.Network/virtualNetworks/{r.inputs['virtualNetworkName']}/" \
+                          f"{r.type.split(':')[-1]}/{r.name}"
+        found.append(Reached(r.type, r.name, resource_id))
+        if r.type == VNET:
+            found += [Reached(SUBNET, subnet["name"], f"{r.id}/subnets/{subnet['name']}")
+                      for subnet in r.inputs.get("subnets") or []]
+    return found
+
+
+def reach(run: ProgramRun, scope: str) -> list[Reached]:
+    """Every planned Azure resource a grant on ``scope`` applies to."""
+    return [r for r in _resources(run) if _under(r.id, scope)]
+
+
+def _roles(run: ProgramRun) -> dict[str, str]:
+    return {i.urn: i.name.removeprefix(f"{run.stack}-id-") for i in run.of_type(IDENTITY)}
+
+
+def _managed_by_autoscaler(run: ProgramRun) -> set[str]:
+    """The node scale sets, their group, and the subnets their NICs join."""
+    config = parsed(run.stack)
+    node_subnets = {shard.name for pool in config.node_pools for shard in shards(pool)}
+    ids = {r.id for r in run.of_type(VMSS)}
+    ids |= {r.id for r in _resources(run) if r.type == SUBNET and r.name in node_subnets}
+    ids |= {r.id for r in run.of_type(GROUP)
+            if r.inputs["resourceGroupName"] == naming.node_resource_group(config.cluster_name)}
+    return ids
+
+
+def test_no_identity_reaches_a_resource_it_does_not_manage(stack_plan):
+    roles = _roles(stack_plan)
+    autoscaler_may = _managed_by_autoscaler(stack_plan)
+    grants = stack_plan.of_type(ROLE_ASSIGNMENT)
+    assert grants
+    for grant in grants:
+        [principal] = grant.property_dependencies["principalId"]
+        role = roles[principal]
+        reached = reach(stack_plan, grant.inputs["scope"])
+        assert reached, f"{grant.name}: its scope is no planned resource"
+        if role == "autoscaler":
+            beyond = sorted(f"{r.type.split(':')[-1]} {r.name}" for r in reached if r.id not in autoscaler_may)
+            assert not beyond, f"{grant.name} reaches {beyond}"
+        else:
+            assert [r.type for r in reached] in ([t] for t in SINGLE_RESOURCE_SCOPES), \
+                f"{grant.name} ({role}) reaches {[(r.type, r.name) for r in reached]}"
+
+
+def test_the_node_group_holds_the_node_scale_sets_and_nothing_else(stack_plan):
+    cluster = parsed(stack_plan.stack).cluster_name
+    [group] = [g for g in stack_plan.of_type(GROUP) if g.inputs["resourceGroupName"] == naming.node_resource_group(cluster)]
+    inside = [r for r in reach(stack_plan, group.id) if r.id != group.id]
+    scale_sets = stack_plan.of_type(VMSS)
+    assert scale_sets and sorted(r.id for r in inside) == sorted(r.id for r in scale_sets)
+    # Nothing that carries the control plane or the NAT path is in it.
+    assert not [r for r in inside if r.type != VMSS]
+
+
+def test_the_autoscaler_lists_the_group_it_may_change(stack_plan):
+    """The Azure provider lists scale sets in ARM_RESOURCE_GROUP: it must be the node group, or it
+    finds nothing to scale (and a grant there would be useless)."""
+    cluster = parsed(stack_plan.stack).cluster_name
+    deployments = [r for r in stack_plan.registrations if r.type == "kubernetes:apps/v1:Deployment"
+                   and r.inputs["metadata"]["name"] == "cluster-autoscaler"]
+    [deployment] = deployments
+    [container] = deployment.inputs["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ARM_RESOURCE_GROUP"] == naming.node_resource_group(cluster)
