@@ -23,6 +23,7 @@ from infra import naming
 from infra.addons import AzureAccess
 from infra.etcd.backup import account_url
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
+from infra.addons import images as addon_images
 from infra.images import cache_prefixes
 from infra.node.pool import preload_images
 
@@ -62,7 +63,7 @@ nat_hosts = NatHosts(
 registry = ImageRegistry(
     f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group_name,
     location=config.location, subscription_id=subscription_id,
-    cache_rules=cache_prefixes(preload_images(config)), endpoint_subnet_id=network.subnet_ids["endpoints"],
+    cache_rules=cache_prefixes((*preload_images(config), *addon_images.table())), endpoint_subnet_id=network.subnet_ids["endpoints"],
     vnet_ids=network.vnet_ids,
     pull_principal_ids={role: identities.principal_ids[role] for role in ("node", "nat")},
 )

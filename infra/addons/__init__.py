@@ -3,7 +3,8 @@
 Every add-on module has ``KEY`` (its key under ``addons`` in config), ``parse(raw, config)``
 (its settings, strictly: unknown keys refused, errors naming ``addons.<key>.<setting>``) and
 ``objects(spec)`` (the objects it applies). ``base`` is what they share and is always
-rendered. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
+rendered. Every container image an add-on names (from infra/addons/images.py) is rewritten
+here to its copy in the cluster's private registry, so no pod pulls from a public registry. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
 setting stops the program before any resource; ``build_addon_objects`` is what
 ``components/addons.py`` declares.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from infra.addons import (balloons, base, cluster_autoscaler, coredns, gpu_health_check, k8s, monitoring,
+from infra import naming
+from infra.addons import (balloons, base, cluster_autoscaler, coredns, gpu_health_check, images, k8s, monitoring,
                           node_local_dns, nvidia_device_plugin, traffic_accounting)
 from infra.addons.cluster_autoscaler import AzureAccess
 from infra.config import ADDON_KEYS, ClusterConfig
@@ -88,4 +90,27 @@ def build_addon_objects(spec: ClusterSpec, azure: AzureAccess | None = None) -> 
             groups[attr] = cluster_autoscaler.objects(spec, azure)
         else:
             groups[attr] = module.objects(spec)
+    registry = naming.container_registry_login_server(spec.config.cluster_name)
+    for objs in groups.values():
+        for obj in objs:
+            for container in _containers(obj):
+                container["image"] = images.in_cluster_registry(container["image"], registry)
     return groups
+
+
+POD_CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+
+def _containers(node: object) -> list[k8s.Obj]:
+    """Every container of every pod template or pod spec inside ``node``, however deeply nested."""
+    found: list[k8s.Obj] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in POD_CONTAINER_LISTS and isinstance(value, list):
+                found += [c for c in value if isinstance(c, dict) and "image" in c]
+            else:
+                found += _containers(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += _containers(item)
+    return found

@@ -109,8 +109,9 @@ def test_registry_is_a_private_cache_nodes_may_pull_from(prod_plan):
     assert registry.inputs["anonymousPullEnabled"] is False and registry.inputs["adminUserEnabled"] is False
     assert registry.options["protect"] is True
     rules = prod_plan.of_type("azure-native:containerregistry:CacheRule")
+    # One rule per upstream the preload list and the add-on images come from (infra/addons/images.py).
     assert [(r.inputs["sourceRepository"], r.inputs["targetRepository"]) for r in rules] == [
-        ("registry.k8s.io/*", "k8s/*")]
+        ("docker.io/*", "docker/*"), ("registry.k8s.io/*", "k8s/*"), ("nvcr.io/*", "nvcr/*")]
     endpoint = prod_plan.named("prod-registry-endpoint")
     assert endpoint.inputs["privateLinkServiceConnections"][0]["groupIds"] == ["registry"]
     pull = prod_plan.named("prod-registry-node-pull")
