@@ -13,6 +13,7 @@ from components.etcd_pki import EtcdPki
 from components.hub import Hub, HubPeerings
 from components.identities import RoleIdentities
 from components.image_registry import ImageRegistry
+from components.machine_images import MachineImages
 from components.nat_hosts import NatHosts
 from components.network import ClusterNetwork
 from components.node_pool import NodePool
@@ -25,6 +26,7 @@ from infra.etcd.backup import account_url
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
 from infra.addons import images as addon_images
 from infra.images import cache_prefixes
+from infra.machine_image import kind_of_pool
 from infra.node.pool import preload_images
 
 spec = load_cluster_spec()
@@ -54,11 +56,15 @@ secrets = SecretStore(
     location=config.location, tenant_id=client.apply(lambda c: c["tenantId"]), subscription_id=subscription_id,
     endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
 )
+# The machine images every VM and scale set boots, built by Image Builder into the cluster's gallery.
+machine_images = MachineImages(
+    f"{config.cluster_name}-images", config=config, resource_group_name=group_name, subscription_id=subscription_id,
+)
 # Machines: NAT hosts, node pools, etcd, control plane; none waits for another.
 nat_hosts = NatHosts(
     f"{config.cluster_name}-nat-hosts", config=config, plan=plan, resource_group_name=group_name,
     location=config.location, subscription_id=subscription_id, subnet_id=network.subnet_ids["nat"],
-    identity_id=identities.ids["nat"], cloud_init=spec.nat_host_cloud_init,
+    identity_id=identities.ids["nat"], cloud_init=spec.nat_host_cloud_init, image_id=machine_images.version_ids["cpu"],
 )
 registry = ImageRegistry(
     f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group_name,
@@ -73,6 +79,7 @@ node_pools = {
         subnet_ids=network.subnet_ids,
         # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
         identity_ids=[identities.ids["node"]] + ([identities.ids["autoscaler"]] if pool.role == "cpu" else []),
+        image_id=machine_images.version_ids[kind_of_pool(pool)],
     )
     for pool in config.node_pools
 }
@@ -93,6 +100,7 @@ etcd_clusters = {
         location=config.location, subnet_id=network.subnet_ids[role], identity_id=identities.ids[role],
         principal_id=identities.principal_ids[role],
         etcd_pki=etcd_pki, secrets=secrets, backups=etcd_backups, admin_ssh_public_key=config.admin_ssh_public_key,
+        image_id=machine_images.version_ids["cpu"],
     )
     for role in (MAIN, EVENTS)
 }
@@ -102,6 +110,7 @@ control_plane = ControlPlane(
     subscription_id=subscription_id, subnet_id=network.subnet_ids["apiserver"],
     identities=identities, secrets=secrets,
     etcd_flags=apiserver_etcd_flags(etcd_clusters[MAIN].spec, etcd_clusters[EVENTS].spec),
+    image_id=machine_images.version_ids["cpu"],
 )
 # In the cluster, through the control plane's kubernetes provider.
 ClusterBootstrap(

@@ -104,3 +104,20 @@ def nat_load_balancer(cluster: str) -> str:
 
 def nat_host(cluster: str, index: int) -> str:
     return f"{cluster}-nat-{index}"
+
+
+# --------------------------------------------------------------------------- machine images
+
+def compute_gallery(cluster: str) -> str:
+    """Compute Gallery names allow letters, digits, and '_' or '.' inside; no '-' (Azure's naming rules)."""
+    return "".join(ch if ch.isalnum() else "_" for ch in cluster) + "_images"
+
+
+def gallery_image(cluster: str, kind: str) -> str:
+    """An image definition of the cluster's gallery, e.g. ``prod-cpu`` (infra/machine_image.py KINDS)."""
+    return f"{cluster}-{kind}"
+
+
+def image_template(cluster: str, kind: str, version: str) -> str:
+    """The Image Builder template that builds one version of one image, e.g. ``prod-gpu-1.2.0``."""
+    return f"{cluster}-{kind}-{version}"

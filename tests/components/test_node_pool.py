@@ -60,8 +60,9 @@ def test_every_scale_set_leaves_capacity_to_the_autoscaler(prod_plan):
 def test_vm_model(prod_plan):
     gpu, cpu = scale_sets(prod_plan, "h100a")[0], scale_sets(prod_plan, "cpu")[0]
     gpu_profile, cpu_profile = gpu.inputs["virtualMachineProfile"], cpu.inputs["virtualMachineProfile"]
-    assert gpu_profile["storageProfile"]["imageReference"]["offer"] == "ubuntu-hpc"
-    assert cpu_profile["storageProfile"]["imageReference"]["offer"] == "ubuntu-24_04-lts"
+    # The exact machine image version of each kind (components/machine_images.py), never a marketplace "latest".
+    assert gpu_profile["storageProfile"]["imageReference"]["id"].endswith("/galleryImages/prod-gpu/versions/1.0.0")
+    assert cpu_profile["storageProfile"]["imageReference"]["id"].endswith("/galleryImages/prod-cpu/versions/1.0.0")
     assert gpu_profile["storageProfile"]["osDisk"]["diffDiskSettings"] == {"option": "Local",
                                                                           "placement": "ResourceDisk"}
     assert "diffDiskSettings" not in cpu_profile["storageProfile"]["osDisk"]

@@ -2,9 +2,11 @@
 """supercluster: pulls this node's preload images from the cluster's registry and pins them.
 
 Runs after containerd and before kubelet on every boot. An image already present is only
-re-pinned. Otherwise it is pulled from its cached copy in the cluster's Azure Container
-Registry (over the private endpoint, authenticated with this machine's managed identity),
-tagged with its original name, and labelled pinned so kubelet's image GC keeps it.
+re-pinned. Otherwise it is imported from the archive the machine image carries; only when
+the image has no archive for it is it pulled from its cached copy in the cluster's Azure
+Container Registry (over the private endpoint, authenticated with this machine's managed
+identity) and tagged with its original name. Each is labelled pinned so kubelet's image GC
+keeps it.
 Usage: supercluster-preload-images MANIFEST.json
 """
 
@@ -58,7 +60,10 @@ def main(manifest_path):
     token = None
     for image in plan["images"]:
         source, cached = image["source"], image["cached"]
-        if source not in present:
+        if source not in present and os.path.exists(image["archive"]):
+            ctr("images", "import", "--platform", "linux/amd64", image["archive"])
+            print(f"preload: {source} imported from {image['archive']}")
+        elif source not in present:
             if token is None:
                 token = retry("registry token", lambda: refresh_token(plan["registry"]))
             retry(cached, lambda: ctr("images", "pull", "--user", f"{ACR_TOKEN_USER}:{token}", cached))
