@@ -26,6 +26,10 @@ from infra.node import containerd
 UNIT = "supercluster-preload-images.service"
 SCRIPT_PATH = "/usr/local/sbin/supercluster-preload-images"
 MANIFEST_PATH = "/etc/supercluster/preload-images.json"
+# kubelet's image credential provider for the cluster's registry (infra/node/kubelet.py); the preload
+# asks it for a registry token the way kubelet does.
+CREDENTIAL_PROVIDER_DIR = "/usr/local/lib/kubelet-credential-providers"
+CREDENTIAL_PROVIDER = "supercluster-acr"
 # In the machine image: one `ctr images export` archive per preloaded image.
 ARCHIVE_DIR = "/var/lib/supercluster/image-archives"
 
@@ -43,7 +47,8 @@ def manifest(registry_login_server: str, images: tuple[str, ...]) -> dict:
             raise ValueError(f"{reference}: not a pinned image from a registry the cluster caches")
         entries.append({"source": str(ref), "archive": archive_path(str(ref)),
                         "cached": ref.cached_in(registry_login_server)})
-    return {"registry": registry_login_server, "images": entries}
+    return {"registry": registry_login_server, "credential_provider": f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}",
+            "images": entries}
 
 
 def add_preload(cloud: CloudConfig, registry_login_server: str, images: tuple[str, ...]) -> None:
