@@ -28,8 +28,9 @@ SCRIPT_PATH = "/usr/local/sbin/supercluster-preload-images"
 MANIFEST_PATH = "/etc/supercluster/preload-images.json"
 # kubelet's image credential provider for the cluster's registry (infra/node/kubelet.py); the preload
 # asks it for a registry token the way kubelet does.
-CREDENTIAL_PROVIDER_DIR = "/usr/local/lib/kubelet-credential-providers"
-CREDENTIAL_PROVIDER = "supercluster-acr"
+# Beside the node's other supercluster tools; kubelet runs only the provider its config names.
+CREDENTIAL_PROVIDER_DIR = "/usr/local/sbin"
+CREDENTIAL_PROVIDER = "supercluster-acr-credential-provider"
 # In the machine image: one `ctr images export` archive per preloaded image.
 ARCHIVE_DIR = "/var/lib/supercluster/image-archives"
 
