@@ -69,7 +69,8 @@ nat_hosts = NatHosts(
 registry = ImageRegistry(
     f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group_name,
     location=config.location, subscription_id=subscription_id,
-    cache_rules=cache_prefixes((*preload_images(config), *addon_images.table())), endpoint_subnet_id=network.subnet_ids["endpoints"],
+    cache_rules=cache_prefixes((*preload_images(config), *addon_images.table())),
+    endpoint_subnet_id=network.subnet_ids["endpoints"],
     vnet_ids=network.vnet_ids,
     pull_principal_ids={role: identities.principal_ids[role] for role in ("node", "nat")},
 )

@@ -61,7 +61,8 @@ class ControlPlane(pulumi.ComponentResource):
     def __init__(self, name: str, *, spec: ClusterSpec, resource_group_name: pulumi.Input[str],
                  subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
                  identities: RoleIdentities, secrets: SecretStore,
-                 etcd_flags: Mapping[str, str], image_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+                 etcd_flags: Mapping[str, str], image_id: pulumi.Input[str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         """``etcd_flags``: the apiserver's etcd flags from the two etcd clusters
         (``infra.etcd.spec.apiserver_etcd_flags``); plain strings, written into cloud-init."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
@@ -200,7 +201,8 @@ class ControlPlane(pulumi.ComponentResource):
                     resource_group_name=self._resource_group_name, location=config.location, vm_name=m.vm_name,
                     vm_size=config.control_plane.vm_size, subnet_id=subnet_id, private_ip=m.ip,
                     identity_id=identity_id, custom_data=m.custom_data, custom_data_fingerprint=m.fingerprint,
-                    admin_ssh_public_key=config.admin_ssh_public_key, image_id=self._image_id, zone=m.zone, os_disk_gb=OS_DISK_GB,
+                    admin_ssh_public_key=config.admin_ssh_public_key, image_id=self._image_id, zone=m.zone,
+                    os_disk_gb=OS_DISK_GB,
                     backend_pool_ids=[backend_pool_id], tags={"supercluster.io_role": "apiserver"},
                     ignore_custom_data_changes=True, replaceable=True,
                 ),

@@ -36,7 +36,8 @@ class NodePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, cluster: ClusterSpec, pool: NodePoolConfig,
                  resource_group_name: pulumi.Input[str], subnet_ids: dict[str, pulumi.Input[str]],
-                 identity_ids: Sequence[pulumi.Input[str]], image_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+                 identity_ids: Sequence[pulumi.Input[str]], image_id: pulumi.Input[str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nodes:NodePool", name, None, opts)
         cloud_init = cluster.node_cloud_inits[pool.name]  # rendered and size-checked by infra.cluster
         self.custom_data = custom_data(cloud_init, f"node pool {pool.name}")

@@ -76,10 +76,16 @@ def kinds_in_use(config: ClusterConfig) -> tuple[str, ...]:
 REPLICAS = min(MAX_REPLICAS, math.ceil(MAX_VMS_PER_SCALE_SET / VMS_PER_REPLICA))
 
 
+HEREDOC_END = "SUPERCLUSTER_FILE_END"
+
+
 def _write(path: str, content: str, mode: str) -> list[str]:
-    encoded = base64.b64encode(content.encode()).decode()
+    """Writes ``content`` verbatim (a quoted here-document: no expansion), so the plan shows it as it is."""
+    if HEREDOC_END in content.splitlines():
+        raise ValueError(f"{path}: its content holds the here-document's end marker")
     return [f"install -d -m 0755 {shlex.quote(path.rsplit('/', 1)[0])}",
-            f"echo {encoded} | base64 -d > {shlex.quote(path)}", f"chmod {mode} {shlex.quote(path)}"]
+            f"cat > {shlex.quote(path)} <<'{HEREDOC_END}'\n{content.rstrip(chr(10))}\n{HEREDOC_END}",
+            f"chmod {mode} {shlex.quote(path)}"]
 
 
 def customizer_script(config: ClusterConfig, kind: str) -> str:
@@ -147,3 +153,11 @@ def customizer_commands(config: ClusterConfig, kind: str) -> list[str]:
     encoded = base64.b64encode(customizer_script(config, kind).encode()).decode()
     return [f"echo {encoded} | base64 -d | sudo tee {BUILD_SCRIPT} >/dev/null",
             f"sudo bash {BUILD_SCRIPT}", f"sudo rm -f {BUILD_SCRIPT}"]
+
+
+def script_of(commands: list[str]) -> str | None:
+    """The script ``customizer_commands`` carries, for the plan's files (None for other commands)."""
+    first = commands[0].split() if commands else []
+    if len(first) < 2 or first[0] != "echo" or BUILD_SCRIPT not in first:
+        return None
+    return base64.b64decode(first[1]).decode()

@@ -3,10 +3,11 @@
 Every add-on module has ``KEY`` (its key under ``addons`` in config), ``parse(raw, config)``
 (its settings, strictly: unknown keys refused, errors naming ``addons.<key>.<setting>``) and
 ``objects(spec)`` (the objects it applies). ``base`` is what they share and is always
-rendered. Every container image an add-on names (from infra/addons/images.py) is rewritten
-here to its copy in the cluster's private registry, so no pod pulls from a public registry. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
+rendered. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
 setting stops the program before any resource; ``build_addon_objects`` is what
-``components/addons.py`` declares.
+``components/addons.py`` declares. Every container image an add-on names (from
+infra/addons/images.py) is rewritten there to its copy in the cluster's private registry,
+so no pod pulls from a public registry.
 """
 
 from __future__ import annotations

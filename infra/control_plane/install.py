@@ -96,6 +96,7 @@ def verify_script(kubernetes_version: str) -> str:
         want = f"Kubernetes v{kubernetes_version}"
         lines.append(f"[ \"$({path} --version 2>&1)\" = {q(want)} ] || fail {q(f'{binary} is not {want}')}")
     source = f"{image}@{digest}"
-    lines.append(f"[ -x {paths.BIN_DIR}/kube-scheduler ] && [ \"$(cat {SCHEDULER_SOURCE} 2>/dev/null)\" = {q(source)} ] "
+    lines.append(f"[ -x {paths.BIN_DIR}/kube-scheduler ] && "
+                 f"[ \"$(cat {SCHEDULER_SOURCE} 2>/dev/null)\" = {q(source)} ] "
                  f"|| fail {q(f'kube-scheduler is not from {source}')}")
     return "\n".join(lines) + "\n"

@@ -48,8 +48,8 @@ def manifest(registry_login_server: str, images: tuple[str, ...]) -> dict:
             raise ValueError(f"{reference}: not a pinned image from a registry the cluster caches")
         entries.append({"source": str(ref), "archive": archive_path(str(ref)),
                         "cached": ref.cached_in(registry_login_server)})
-    return {"registry": registry_login_server, "credential_provider": f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}",
-            "images": entries}
+    return {"registry": registry_login_server,
+            "credential_provider": f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}", "images": entries}
 
 
 def add_preload(cloud: CloudConfig, registry_login_server: str, images: tuple[str, ...]) -> None:

@@ -3,7 +3,6 @@ them, and the version validation."""
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
@@ -35,8 +34,8 @@ def config(stack: str = "prod", **changes):
 def test_customizer_installs_every_node_binary_from_the_manifest_nodes_check(kind):
     script = machine_image.customizer_script(config(), kind)
     manifest = node_install.manifest("1.33.4")
-    encoded = base64.b64encode((json.dumps(manifest, indent=1) + "\n").encode()).decode()
-    assert f"echo {encoded} | base64 -d > {machine_image.WORK_DIR}/install.json" in script
+    written = f"cat > {machine_image.WORK_DIR}/install.json <<'{machine_image.HEREDOC_END}'\n"
+    assert f"{written}{json.dumps(manifest, indent=1)}\n{machine_image.HEREDOC_END}\n" in script
     assert f"python3 {machine_image.WORK_DIR}/install.py {machine_image.WORK_DIR}/install.json" in script
     # The boot manifest is the same list of binaries, checks only: a pin has one source.
     boot = node_install.boot_manifest("1.33.4")["artifacts"]
@@ -49,8 +48,7 @@ def test_only_the_cpu_image_carries_the_control_plane_and_etcd():
     cpu = machine_image.customizer_script(config(), "cpu")
     gpu = machine_image.customizer_script(config(), "gpu")
     for script in (control_plane_install.install_script("1.33.4"), etcd_machine.install_script()):
-        encoded = base64.b64encode(script.encode()).decode()
-        assert encoded in cpu and encoded not in gpu
+        assert script in cpu and script not in gpu
 
 
 def test_customizer_exports_an_archive_of_every_preloaded_image():
@@ -71,7 +69,8 @@ def test_the_images_carry_every_package_any_machine_declares():
                                                         registry_login_server="r.azurecr.io")).packages)
         for role in (MAIN, EVENTS):
             cluster = etcd_cluster_spec(spec, role)
-            declared |= {p for m in cluster.members for p in etcd_machine.member_cloud_config(cluster, m, "kv").packages}
+            declared |= {package for member in cluster.members
+                         for package in etcd_machine.member_cloud_config(cluster, member, "kv").packages}
         ip = spec.addresses.apiserver_ips(spec.config.control_plane.apiservers)[0]
         declared |= set(apiserver_cloud_config(spec, ip, {}, (), shared_files(spec)).packages)
         assert declared and declared <= set(machine_image.PACKAGES), declared - set(machine_image.PACKAGES)
@@ -128,3 +127,14 @@ def test_a_booting_machine_refuses_a_binary_its_image_lacks_instead_of_downloadi
     present.write_text("#!/bin/sh\necho 'Kubernetes v1.33.4'\n")
     present.chmod(0o755)
     assert _run_boot_install(tmp_path, missing).returncode == 0
+
+
+@pytest.mark.parametrize("kind", machine_image.KINDS)
+def test_the_customizer_is_valid_bash_and_the_plan_shows_it(kind, tmp_path):
+    script = machine_image.customizer_script(config(), kind)
+    path = tmp_path / "customize.sh"
+    path.write_text(script)
+    result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert machine_image.script_of(machine_image.customizer_commands(config(), kind)) == script
+    assert machine_image.script_of(["sudo apt-get update"]) is None

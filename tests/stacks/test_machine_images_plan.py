@@ -61,3 +61,13 @@ def test_each_template_builds_that_version_from_a_pinned_base_into_the_gallery(r
         assert template.options["replaceOnChanges"] == ["*"]
     for definition in definitions.values():
         assert definition.options["protect"] and definition.inputs["hyperVGeneration"] == "V2"
+
+
+def test_the_plan_files_show_what_each_image_build_runs(run):
+    from infra.plan.artifacts import collect_files
+
+    config = parsed(run.stack)
+    files = collect_files(run.registrations)
+    for kind in machine_image.kinds_in_use(config):
+        shown = files[f"{run.stack}-images-{kind}-template/supercluster-{kind}.sh"]
+        assert shown == machine_image.customizer_script(config, kind)
