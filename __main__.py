@@ -20,7 +20,7 @@ from components.node_pool import NodePool
 from components.previous_deploy import PreviousDeploy
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
-from infra import naming
+from infra import machine_image, naming
 from infra.addons import AzureAccess
 from infra.etcd.backup import account_url
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
@@ -134,6 +134,8 @@ export_cluster_contract(
 )
 # Operator conveniences, not part of the contract.
 pulumi.export("registryLoginServer", registry.login_server)
+# What this deploy's image templates build: the next deploy refuses other contents under the same version.
+pulumi.export(machine_image.OUTPUT_NAME, machine_image.built(config))
 pulumi.export("network", {
     "addressSpace": str(config.network.address_space),
     "serviceCidr": str(config.network.service_cidr),

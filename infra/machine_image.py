@@ -33,6 +33,7 @@ from importlib import resources
 from infra import versions
 from infra.config import ClusterConfig, NodePoolConfig
 from infra.control_plane import install as control_plane_install
+from infra.errors import ConfigError
 from infra.etcd import machine as etcd_machine
 from infra.images import parse_image
 from infra.labels import ROLE_GPU
@@ -161,3 +162,27 @@ def script_of(commands: list[str]) -> str | None:
     if len(first) < 2 or first[0] != "echo" or BUILD_SCRIPT not in first:
         return None
     return base64.b64decode(first[1]).decode()
+
+
+# The stack output the next deploy reads (components/previous_deploy.py): which version was built with what.
+OUTPUT_NAME = "machineImages"
+
+
+def built(config: ClusterConfig) -> dict:
+    """``{"version": ..., "contents": {kind: fingerprint}}``: what this deploy's templates build."""
+    return {"version": config.machine_image_version,
+            "contents": {kind: fingerprint(config, kind) for kind in kinds_in_use(config)}}
+
+
+def check_version_not_reused(previous: object, config: ClusterConfig) -> None:
+    """Refuses to build other contents under a version the last deploy already built: Azure cannot
+    overwrite an image version, and machines would boot binaries their checks refuse."""
+    if not isinstance(previous, dict) or previous.get("version") != config.machine_image_version:
+        return  # first deploy, or a new version
+    before = previous.get("contents") if isinstance(previous.get("contents"), dict) else {}
+    changed = sorted(kind for kind, now in built(config)["contents"].items() if before.get(kind) not in (None, now))
+    if changed:
+        raise ConfigError("machineImageVersion", config.machine_image_version,
+                          f"a version not built before: what the {' and '.join(changed)} image carries changed "
+                          "(kubernetesVersion, a pin in infra/versions.py or images.preload) and Azure cannot "
+                          "overwrite an image version (docs/node-image.md)")

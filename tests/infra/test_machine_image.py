@@ -138,3 +138,17 @@ def test_the_customizer_is_valid_bash_and_the_plan_shows_it(kind, tmp_path):
     assert result.returncode == 0, result.stderr
     assert machine_image.script_of(machine_image.customizer_commands(config(), kind)) == script
     assert machine_image.script_of(["sudo apt-get update"]) is None
+
+
+def test_a_built_version_is_never_rebuilt_with_other_contents():
+    cfg = config("dev")
+    machine_image.check_version_not_reused(None, cfg)  # first deploy
+    machine_image.check_version_not_reused(machine_image.built(cfg), cfg)  # nothing changed
+    newer = config("dev", kubernetesVersion="1.33.5")
+    with pytest.raises(ConfigError, match=r"machineImageVersion = '1.0.0': expected a version not built before"):
+        machine_image.check_version_not_reused(machine_image.built(cfg), newer)
+    machine_image.check_version_not_reused(machine_image.built(cfg), config("dev", kubernetesVersion="1.33.5",
+                                                                           machineImageVersion="1.0.1"))
+    # A kind the last deploy did not build (a first GPU pool) is a new image, not a rebuilt one.
+    cpu_only = {"version": "1.0.0", "contents": {"cpu": machine_image.fingerprint(cfg, "cpu")}}
+    machine_image.check_version_not_reused(cpu_only, cfg)

@@ -71,3 +71,24 @@ def test_the_plan_files_show_what_each_image_build_runs(run):
     for kind in machine_image.kinds_in_use(config):
         shown = files[f"{run.stack}-images-{kind}-template/supercluster-{kind}.sh"]
         assert shown == machine_image.customizer_script(config, kind)
+
+
+def test_the_next_deploy_refuses_other_contents_under_a_built_version(dev_plan, tmp_path, capsys):
+    """Azure cannot overwrite an image version: a new kubernetesVersion under the same machineImageVersion is
+    refused before anything is declared (the last deploy's machineImages output); with a new version it passes."""
+    from infra.plan.__main__ import EXIT_BAD_INPUT, main
+    from infra.plan.artifacts import plan_files, write_plan
+
+    assert dev_plan.outputs[machine_image.OUTPUT_NAME] == machine_image.built(parsed("dev"))
+    old = tmp_path / "old"
+    write_plan(old, plan_files(dev_plan.registrations, dev_plan.outputs, ""))
+    refused = tmp_path / "refused"
+    assert main(["--stack", "dev", "--out", str(refused), "--diff", str(old),
+                 "--config", "kubernetesVersion=1.33.5"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: invalid config supercluster:machineImageVersion = '1.0.0'")
+    assert "cpu and gpu image carries changed" in err and not refused.exists()
+    bumped = tmp_path / "bumped"
+    assert main(["--stack", "dev", "--out", str(bumped), "--diff", str(old), "--config", "kubernetesVersion=1.33.5",
+                 "--config", 'machineImageVersion="1.1.0"']) != EXIT_BAD_INPUT
+    assert bumped.exists()
