@@ -179,7 +179,8 @@ def check_version_not_reused(previous: object, config: ClusterConfig) -> None:
     overwrite an image version, and machines would boot binaries their checks refuse."""
     if not isinstance(previous, dict) or previous.get("version") != config.machine_image_version:
         return  # first deploy, or a new version
-    before = previous.get("contents") if isinstance(previous.get("contents"), dict) else {}
+    contents = previous.get("contents")
+    before: dict = contents if isinstance(contents, dict) else {}
     changed = sorted(kind for kind, now in built(config)["contents"].items() if before.get(kind) not in (None, now))
     if changed:
         raise ConfigError("machineImageVersion", config.machine_image_version,
