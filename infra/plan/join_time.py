@@ -67,4 +67,5 @@ def summary_lines(gpu_pools: bool) -> list[str]:
         gpu, gpu_without = total_seconds(True), total_seconds(True, with_image=False)
         lines.append(f"**GPU node: about {gpu // 60} min {gpu % 60:02d} s** "
                      f"({gpu_without - gpu} s of downloads avoided).")
-    return lines + [""]
+    return lines + ["", "A new `machineImageVersion` first needs its image build, which Image Builder runs outside "
+                        "`pulumi up` and which neither estimate counts (docs/node-image.md, rollout runbook).", ""]
