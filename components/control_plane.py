@@ -63,12 +63,13 @@ class ControlPlane(pulumi.ComponentResource):
     def __init__(self, name: str, *, spec: ClusterSpec, resource_group_name: pulumi.Input[str],
                  subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
                  identities: RoleIdentities, secrets: SecretStore, apiservers: Sequence[machine.ApiserverMachine],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 image_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
         """``apiservers``: each apiserver's address and cloud-init, rendered up front by
-        ``infra.machines.render_machines``."""
+        ``infra.machines.render_machines``; ``image_id``: the exact machine image version they boot."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
         self._name, self._config = name, spec.config
         self._resource_group_name = resource_group_name
+        self._image_id = image_id
         addresses = spec.addresses
         machines = apiservers
         certificate_specs = pki.certificates(addresses, spec.config.control_plane.apiservers)
@@ -201,7 +202,8 @@ class ControlPlane(pulumi.ComponentResource):
                     resource_group_name=self._resource_group_name, location=config.location, vm_name=m.vm_name,
                     vm_size=config.control_plane.vm_size, subnet_id=subnet_id, private_ip=m.ip,
                     identity_id=identity_id, custom_data=m.custom_data, custom_data_fingerprint=m.fingerprint,
-                    admin_ssh_public_key=config.admin_ssh_public_key, zone=m.zone, os_disk_gb=OS_DISK_GB,
+                    admin_ssh_public_key=config.admin_ssh_public_key, image_id=self._image_id, zone=m.zone,
+                    os_disk_gb=OS_DISK_GB,
                     backend_pool_ids=[backend_pool_id], tags={"supercluster.io_role": "apiserver"},
                     ignore_custom_data_changes=True, replaceable=True,
                 ),

@@ -2,8 +2,9 @@
 
 A ``StackReference`` to the stack itself reads the outputs of its last deploy: the program's
 new outputs are written only when it finishes, so during a run the reference still sees the
-previous ones (none on the first deploy). Today one check uses them: a node pool may leave the
-config only if the last deploy had retired it (``infra/pool_retirement.py``).
+previous ones (none on the first deploy). Two checks use them: a node pool may leave the
+config only if the last deploy had retired it (``infra/pool_retirement.py``), and a machine
+image version the last deploy built is never rebuilt with other contents (``infra/machine_image.py``).
 
 A refused change must change nothing. Pulumi deletes what the program no longer declares only
 after the program has finished without error (pulumi/pulumi
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 import pulumi
 
 from components.stack_config import ConfigRunError
+from infra import machine_image
 from infra.config import ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
@@ -33,9 +35,10 @@ def own_stack_name() -> str:
     return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
 
 
-def _checked(cluster_output: Any, config: ClusterConfig) -> bool:
+def _checked(cluster_output: Any, config: ClusterConfig, images_output: Any = None) -> bool:
     try:
         check_pool_removals(cluster_output, config)
+        machine_image.check_version_not_reused(images_output, config)
     except ConfigError as error:
         raise ConfigRunError(error) from None
     return True
@@ -48,7 +51,9 @@ class PreviousDeploy(pulumi.ComponentResource):
         super().__init__("supercluster:previous_deploy:PreviousDeploy", name, None, opts)
         reference = pulumi.StackReference(f"{name}-stack", stack_name=own_stack_name(),
                                           opts=pulumi.ResourceOptions(parent=self))
-        self.checked = reference.get_output(OUTPUT_NAME).apply(lambda output: _checked(output, config))
+        self.checked = pulumi.Output.all(reference.get_output(OUTPUT_NAME),
+                                         reference.get_output(machine_image.OUTPUT_NAME)).apply(
+            lambda outputs: _checked(outputs[0], config, outputs[1]))
         self.register_outputs({})
 
     def gate(self, value: T) -> pulumi.Output[T]:

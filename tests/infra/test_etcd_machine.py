@@ -13,6 +13,7 @@ import tarfile
 import pytest
 import yaml
 
+from infra import machine_image
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, custom_data
 from infra.etcd import backup
 from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
@@ -26,6 +27,7 @@ from infra.etcd.machine import (
     TOOL_PATH,
     TOOL_SETTINGS_PATH,
     install_script,
+    member_cloud_config,
     member_cloud_init,
     member_tool_source,
 )
@@ -80,10 +82,12 @@ def test_local_disk_settings_follow_the_vm_size():
     disk = json.loads(files[TOOL_SETTINGS_PATH]["content"])["disk"]
     assert disk == {"mount": MOUNT_POINT, "kind": "nvme", "nvme_count": 2,
                     "nvme_model_prefix": "Microsoft NVMe Direct Disk"}
-    assert "mdadm" in document["packages"]  # RAID 0 over both
+    # RAID 0 over both: mdadm is declared, and comes with the machine image (cloud-init installs nothing).
+    main, member, _, _, _ = cloud_init()
+    assert "mdadm" in member_cloud_config(main, member, "kv").packages and "mdadm" in machine_image.PACKAGES
+    assert "packages" not in document
     _, _, _, document, files = cloud_init("dev")  # Standard_L8s_v3: one NVMe disk, no RAID
     assert json.loads(files[TOOL_SETTINGS_PATH]["content"])["disk"]["nvme_count"] == 1
-    assert "packages" not in document
     _, _, _, _, files = cloud_init(vmSize="Standard_D16ds_v5")  # temp disk only
     assert json.loads(files[TOOL_SETTINGS_PATH]["content"])["disk"] == {
         "mount": MOUNT_POINT, "kind": "resource", "resource_mount": "/mnt"}

@@ -95,6 +95,7 @@ NEW_POOL = ("nodePools[2].name=cpu2", "nodePools[2].role=cpu", "nodePools[2].vmS
             "nodePools[2].addressSlot=3")
 NODES = r"pool-\w+-s\d{3}"
 VMS = r"(control-plane-vm|etcd|events-etcd|nat-hosts)-\d+-vm"
+IMAGE_TEMPLATES = r"images-(cpu|gpu)-template"  # what the machine images carry (infra/machine_image.py)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,10 @@ class Change:
 SWEEP = {
     # Rendered into every machine: node models update in place (Manual upgrade policy), the control plane and
     # etcd ignore customData (their tags show it), NAT hosts are stateless and re-created.
-    "kubernetesVersion": Change(("kubernetesVersion=1.33.5",), rf"{NODES}|{VMS}"),
+    "kubernetesVersion": Change(("kubernetesVersion=1.33.5",), rf"{NODES}|{VMS}|{IMAGE_TEMPLATES}"),
+    # A new machine image: its templates, and the scale sets' model (new instances boot it; running ones keep
+    # theirs). Dedicated VMs ignore it (shown, not applied) until each is replaced on its own (docs/node-image.md).
+    "machineImageVersion": Change(('machineImageVersion="1.1.0"',), rf"{NODES}|{VMS}|{IMAGE_TEMPLATES}"),
     # Azure refuses new keys on an existing VM: every VM ignores them, scale sets take them in their model.
     "adminSshPublicKey": Change((f"adminSshPublicKey={NEW_KEY}",), rf"{NODES}|{VMS}"),
     # New members join; the existing one only shows a new cloud-init fingerprint.
@@ -129,7 +133,7 @@ SWEEP = {
     "nodePools[].retired": Change(RETIRE_CPU, r"pool-cpu-s\d{3}"),
     "nodePools (a new pool)": Change(NEW_POOL, r".*cpu2.*", only_creates=True),
     "images.preload": Change(("images.preload[0]=docker.io/library/busybox:1.36",),
-                             rf"{NODES}|nat-hosts-\d+-vm|registry-cache-\w+"),
+                             rf"{NODES}|nat-hosts-\d+-vm|registry-cache-\w+|{IMAGE_TEMPLATES}"),
 }
 
 # Keys the sweep does not run, each with where its behaviour is pinned down.
