@@ -13,19 +13,22 @@ from components.etcd_pki import EtcdPki
 from components.hub import Hub, HubPeerings
 from components.identities import RoleIdentities
 from components.image_registry import ImageRegistry
+from components.machine_images import MachineImages
 from components.nat_hosts import NatHosts
 from components.network import ClusterNetwork
 from components.node_pool import NodePool
 from components.previous_deploy import PreviousDeploy
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
-from infra import naming
+from infra import machine_image, naming
 from infra.addons import AzureAccess
 from infra.day2 import APISERVER_ROLE, NAT_HOST_ROLE, ROLLOUT_OUTPUT
+from infra.addons import images as addon_images
 from infra.etcd.backup import account_url
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import EVENTS, MAIN
 from infra.images import cache_prefixes
+from infra.machine_image import kind_of_pool
 from infra.machines import render_machines
 from infra.network_security import monitoring_pools
 from infra.node.pool import preload_images
@@ -66,17 +69,23 @@ secrets = SecretStore(
     location=config.location, tenant_id=client.apply(lambda c: c["tenantId"]), subscription_id=subscription_id,
     endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
 )
+# The machine images every VM and scale set boots, built by Image Builder into the cluster's gallery.
+machine_images = MachineImages(
+    f"{config.cluster_name}-images", config=config, resource_group_name=group_name, subscription_id=subscription_id,
+)
 # Machines: NAT hosts, node pools, etcd, control plane; none waits for another.
 nat_hosts = NatHosts(
     f"{config.cluster_name}-nat-hosts", config=config, plan=plan, resource_group_name=group_name,
     location=config.location, subscription_id=subscription_id, subnet_id=network.subnet_ids["nat"],
     identity_id=identities.ids["nat"], cloud_init=spec.nat_host_cloud_init,
+    image_id=machine_images.version_id("cpu", spec.node_machine_image_version),
     kubernetes_version=spec.node_kubernetes_version, last_deploy=spec.last_deploy,
 )
 registry = ImageRegistry(
     f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group_name,
     location=config.location, subscription_id=subscription_id,
-    cache_rules=cache_prefixes(preload_images(config)), endpoint_subnet_id=network.subnet_ids["endpoints"],
+    cache_rules=cache_prefixes((*preload_images(config), *addon_images.table())),
+    endpoint_subnet_id=network.subnet_ids["endpoints"],
     vnet_ids=network.vnet_ids,
     pull_principal_ids={role: identities.principal_ids[role] for role in ("node", "nat")},
 )
@@ -87,6 +96,7 @@ node_pools = {
         subnet_ids=network.subnet_ids,
         # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
         identity_ids=[identities.ids["node"]] + ([identities.ids["autoscaler"]] if pool.role == "cpu" else []),
+        image_id=machine_images.version_id(kind_of_pool(pool), spec.node_machine_image_version),
     )
     for pool in config.node_pools
 }
@@ -108,6 +118,7 @@ etcd_clusters = {
         location=config.location, subnet_id=network.subnet_ids[role], identity_id=identities.ids[role],
         principal_id=identities.principal_ids[role],
         etcd_pki=etcd_pki, secrets=secrets, backups=etcd_backups, admin_ssh_public_key=config.admin_ssh_public_key,
+        image_id=machine_images.version_ids["cpu"],
     )
     for role in (MAIN, EVENTS)
 }
@@ -116,6 +127,7 @@ control_plane = ControlPlane(
     f"{config.cluster_name}-control-plane", spec=spec, resource_group_name=group_name,
     subscription_id=subscription_id, subnet_id=network.subnet_ids["apiserver"],
     identities=identities, secrets=secrets, apiservers=machines.apiservers,
+    image_id=machine_images.version_ids["cpu"],
 )
 # In the cluster, through the control plane's kubernetes provider.
 ClusterBootstrap(
@@ -139,6 +151,8 @@ export_cluster_contract(
 )
 # Operator conveniences, not part of the contract.
 pulumi.export("registryLoginServer", registry.login_server)
+# What this deploy's image templates build: the next deploy refuses other contents under the same version.
+pulumi.export(machine_image.OUTPUT_NAME, machine_image.built(config))
 pulumi.export("network", {
     "addressSpace": str(config.network.address_space),
     "serviceCidr": str(config.network.service_cidr),
@@ -150,6 +164,7 @@ pulumi.export("network", {
 pulumi.export(ROLLOUT_OUTPUT, {
     "machines": {APISERVER_ROLE: control_plane.records, NAT_HOST_ROLE: nat_hosts.records},
     "nodeKubernetesVersion": spec.node_kubernetes_version,
+    "nodeMachineImageVersion": spec.node_machine_image_version,
 })
 # Also the last deploy's member counts for the next one (infra/etcd/membership_change.py).
 for role, output_name in CLIENT_URL_OUTPUTS.items():

@@ -83,6 +83,13 @@ class ComputeCapacityReservationProfile(TypedDict, total=False):
     capacityReservationGroup: Value[ComputeSubResource | Mapping[str, Any]]
 
 
+class ComputeCommunityGalleryInfo(TypedDict, total=False):
+    eula: Value[str]
+    publicNamePrefix: Value[str]
+    publisherContact: Value[str]
+    publisherUri: Value[str]
+
+
 class ComputeDataDisk(TypedDict, total=False):
     caching: Value[str]
     createOption: Value[str]
@@ -108,6 +115,10 @@ class ComputeDiffDiskSettings(TypedDict, total=False):
     placement: Value[str]
 
 
+class ComputeDisallowed(TypedDict, total=False):
+    diskTypes: Value[Sequence[Value[str]]]
+
+
 class ComputeDiskEncryptionSetParameters(TypedDict, total=False):
     id: Value[str]
 
@@ -131,6 +142,57 @@ class ComputeExtendedLocation(TypedDict, total=False):
     type: Value[str]
 
 
+class ComputeGalleryIdentity(TypedDict, total=False):
+    type: Value[str]
+    userAssignedIdentities: Value[Sequence[Value[str]]]
+
+
+class ComputeGalleryImageFeature(TypedDict, total=False):
+    name: Value[str]
+    startsAtVersion: Value[str]
+    value: Value[str]
+
+
+class ComputeGalleryImageIdentifier(TypedDict, total=False):
+    offer: Value[str]
+    publisher: Value[str]
+    sku: Value[str]
+
+
+class ComputeGalleryImageProps(TypedDict, total=False):
+    allowUpdateImage: Value[bool]
+    architecture: Value[str]
+    description: Value[str]
+    disallowed: Value[ComputeDisallowed | Mapping[str, Any]]
+    endOfLifeDate: Value[str]
+    eula: Value[str]
+    features: Value[Sequence[Value[ComputeGalleryImageFeature | Mapping[str, Any]]]]
+    galleryImageName: Value[str]
+    galleryName: Value[str]
+    hyperVGeneration: Value[str]
+    identifier: Value[ComputeGalleryImageIdentifier | Mapping[str, Any]]
+    location: Value[str]
+    osState: Value[str]
+    osType: Value[str]
+    privacyStatementUri: Value[str]
+    purchasePlan: Value[ComputeImagePurchasePlan | Mapping[str, Any]]
+    recommended: Value[ComputeRecommendedMachineConfiguration | Mapping[str, Any]]
+    releaseNoteUri: Value[str]
+    resourceGroupName: Value[str]
+    tags: Value[Mapping[str, Value[str]]]
+
+
+class ComputeGalleryProps(TypedDict, total=False):
+    description: Value[str]
+    galleryName: Value[str]
+    identity: Value[ComputeGalleryIdentity | Mapping[str, Any]]
+    location: Value[str]
+    resourceGroupName: Value[str]
+    sharingProfile: Value[ComputeSharingProfile | Mapping[str, Any]]
+    softDeletePolicy: Value[ComputeSoftDeletePolicy | Mapping[str, Any]]
+    tags: Value[Mapping[str, Value[str]]]
+
+
 class ComputeHardwareProfile(TypedDict, total=False):
     vmSize: Value[str]
     vmSizeProperties: Value[ComputeVMSizeProperties | Mapping[str, Any]]
@@ -139,6 +201,12 @@ class ComputeHardwareProfile(TypedDict, total=False):
 class ComputeHostEndpointSettings(TypedDict, total=False):
     inVMAccessControlProfileReferenceId: Value[str]
     mode: Value[str]
+
+
+class ComputeImagePurchasePlan(TypedDict, total=False):
+    name: Value[str]
+    product: Value[str]
+    publisher: Value[str]
 
 
 class ComputeImageReference(TypedDict, total=False):
@@ -277,6 +345,11 @@ class ComputePublicIPAddressSku(TypedDict, total=False):
     tier: Value[str]
 
 
+class ComputeRecommendedMachineConfiguration(TypedDict, total=False):
+    memory: Value[ComputeResourceRange | Mapping[str, Any]]
+    vCPUs: Value[ComputeResourceRange | Mapping[str, Any]]
+
+
 class ComputeResiliencyPolicy(TypedDict, total=False):
     automaticZoneRebalancingPolicy: Value[ComputeAutomaticZoneRebalancingPolicy | Mapping[str, Any]]
     resilientVMCreationPolicy: Value[ComputeResilientVMCreationPolicy | Mapping[str, Any]]
@@ -289,6 +362,11 @@ class ComputeResilientVMCreationPolicy(TypedDict, total=False):
 
 class ComputeResilientVMDeletionPolicy(TypedDict, total=False):
     enabled: Value[bool]
+
+
+class ComputeResourceRange(TypedDict, total=False):
+    max: Value[int]
+    min: Value[int]
 
 
 class ComputeRollingUpgradePolicy(TypedDict, total=False):
@@ -341,6 +419,11 @@ class ComputeServiceArtifactReference(TypedDict, total=False):
     id: Value[str]
 
 
+class ComputeSharingProfile(TypedDict, total=False):
+    communityGalleryInfo: Value[ComputeCommunityGalleryInfo | Mapping[str, Any]]
+    permissions: Value[str]
+
+
 class ComputeSku(TypedDict, total=False):
     capacity: Value[float]
     name: Value[str]
@@ -355,6 +438,10 @@ class ComputeSkuProfile(TypedDict, total=False):
 class ComputeSkuProfileVMSize(TypedDict, total=False):
     name: Value[str]
     rank: Value[int]
+
+
+class ComputeSoftDeletePolicy(TypedDict, total=False):
+    isSoftDeleteEnabled: Value[bool]
 
 
 class ComputeSpotRestorePolicy(TypedDict, total=False):
@@ -1966,9 +2053,106 @@ class StorageVirtualNetworkRule(TypedDict, total=False):
     virtualNetworkResourceId: Value[str]
 
 
+class VirtualmachineimagesImageTemplateAutoRun(TypedDict, total=False):
+    state: Value[str]
+
+
+class VirtualmachineimagesImageTemplateFileCustomizer(TypedDict, total=False):
+    destination: Value[str]
+    name: Value[str]
+    sha256Checksum: Value[str]
+    sourceUri: Value[str]
+    type: Value[str]
+
+
+class VirtualmachineimagesImageTemplateFileValidator(TypedDict, total=False):
+    destination: Value[str]
+    name: Value[str]
+    sha256Checksum: Value[str]
+    sourceUri: Value[str]
+    type: Value[str]
+
+
+class VirtualmachineimagesImageTemplateIdentity(TypedDict, total=False):
+    type: Value[str]
+    userAssignedIdentities: Value[Sequence[Value[str]]]
+
+
+class VirtualmachineimagesImageTemplateManagedImageDistributor(TypedDict, total=False):
+    artifactTags: Value[Mapping[str, Value[str]]]
+    imageId: Value[str]
+    location: Value[str]
+    runOutputName: Value[str]
+    type: Value[str]
+
+
+class VirtualmachineimagesImageTemplateManagedImageSource(TypedDict, total=False):
+    imageId: Value[str]
+    type: Value[str]
+
+
+class VirtualmachineimagesImageTemplatePropertiesErrorHandling(TypedDict, total=False):
+    onCustomizerError: Value[str]
+    onValidationError: Value[str]
+
+
+class VirtualmachineimagesImageTemplatePropertiesOptimize(TypedDict, total=False):
+    vmBoot: Value[VirtualmachineimagesImageTemplatePropertiesVmBoot | Mapping[str, Any]]
+
+
+class VirtualmachineimagesImageTemplatePropertiesValidate(TypedDict, total=False):
+    continueDistributeOnFailure: Value[bool]
+    inVMValidations: Value[Sequence[Value[VirtualmachineimagesImageTemplateFileValidator | Mapping[str, Any]]]]
+    sourceValidationOnly: Value[bool]
+
+
+class VirtualmachineimagesImageTemplatePropertiesVmBoot(TypedDict, total=False):
+    state: Value[str]
+
+
+class VirtualmachineimagesImageTemplateVmProfile(TypedDict, total=False):
+    osDiskSizeGB: Value[int]
+    userAssignedIdentities: Value[Sequence[Value[str]]]
+    vmSize: Value[str]
+    vnetConfig: Value[VirtualmachineimagesVirtualNetworkConfig | Mapping[str, Any]]
+
+
+class VirtualmachineimagesVirtualMachineImageTemplateProps(TypedDict, total=False):
+    autoRun: Value[VirtualmachineimagesImageTemplateAutoRun | Mapping[str, Any]]
+    buildTimeoutInMinutes: Value[int]
+    customize: Value[Sequence[Value[VirtualmachineimagesImageTemplateFileCustomizer | Mapping[str, Any]]]]
+    distribute: Value[Sequence[Value[VirtualmachineimagesImageTemplateManagedImageDistributor | Mapping[str, Any]]]]
+    errorHandling: Value[VirtualmachineimagesImageTemplatePropertiesErrorHandling | Mapping[str, Any]]
+    identity: Value[VirtualmachineimagesImageTemplateIdentity | Mapping[str, Any]]
+    imageTemplateName: Value[str]
+    location: Value[str]
+    managedResourceTags: Value[Mapping[str, Value[str]]]
+    optimize: Value[VirtualmachineimagesImageTemplatePropertiesOptimize | Mapping[str, Any]]
+    resourceGroupName: Value[str]
+    source: Value[VirtualmachineimagesImageTemplateManagedImageSource | Mapping[str, Any]]
+    stagingResourceGroup: Value[str]
+    tags: Value[Mapping[str, Value[str]]]
+    validate: Value[VirtualmachineimagesImageTemplatePropertiesValidate | Mapping[str, Any]]
+    vmProfile: Value[VirtualmachineimagesImageTemplateVmProfile | Mapping[str, Any]]
+
+
+class VirtualmachineimagesVirtualNetworkConfig(TypedDict, total=False):
+    containerInstanceSubnetId: Value[str]
+    proxyVmSize: Value[str]
+    subnetId: Value[str]
+
+
 if TYPE_CHECKING:
     @overload
     def azure(kind: Literal["authorization:RoleAssignment"], name: str, props: AuthorizationRoleAssignmentProps,
+              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+
+    @overload
+    def azure(kind: Literal["compute:Gallery"], name: str, props: ComputeGalleryProps,
+              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+
+    @overload
+    def azure(kind: Literal["compute:GalleryImage"], name: str, props: ComputeGalleryImageProps,
               opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
     @overload
@@ -2077,6 +2261,10 @@ if TYPE_CHECKING:
 
     @overload
     def azure(kind: Literal["storage:StorageAccount"], name: str, props: StorageStorageAccountProps,
+              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+
+    @overload
+    def azure(kind: Literal["virtualmachineimages:VirtualMachineImageTemplate"], name: str, props: VirtualmachineimagesVirtualMachineImageTemplateProps,
               opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
     def azure(kind: str, name: str, props: Any, opts: pulumi.ResourceOptions | None = None, *,

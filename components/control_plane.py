@@ -66,12 +66,13 @@ class ControlPlane(pulumi.ComponentResource):
     def __init__(self, name: str, *, spec: ClusterSpec, resource_group_name: pulumi.Input[str],
                  subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
                  identities: RoleIdentities, secrets: SecretStore, apiservers: Sequence[machine.ApiserverMachine],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 image_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
         """``apiservers``: each apiserver's address and cloud-init, rendered up front by
-        ``infra.machines.render_machines``."""
+        ``infra.machines.render_machines``; ``image_id``: the exact machine image version they boot."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
         self._name, self._config, self._last_deploy = name, spec.config, spec.last_deploy
         self._resource_group_name = resource_group_name
+        self._image_id = image_id
         addresses = spec.addresses
         machines = apiservers
         certificate_specs = pki.certificates(addresses, spec.config.control_plane.apiservers)
@@ -210,7 +211,7 @@ class ControlPlane(pulumi.ComponentResource):
                     resource_group_name=self._resource_group_name, location=config.location, vm_name=m.vm_name,
                     vm_size=staged.state.vm_size, subnet_id=subnet_id, private_ip=m.ip,
                     identity_id=identity_id, custom_data=m.custom_data, custom_data_fingerprint=staged.state.cloud_init,
-                    admin_ssh_public_key=config.admin_ssh_public_key, zone=m.zone, os_disk_gb=OS_DISK_GB,
+                    admin_ssh_public_key=config.admin_ssh_public_key, image_id=self._image_id, zone=m.zone, os_disk_gb=OS_DISK_GB,
                     backend_pool_ids=[backend_pool_id], tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
                     ignore_custom_data_changes=not staged.moves, replace_on_custom_data_change=staged.moves,
                     replaceable=True,

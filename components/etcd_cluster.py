@@ -31,7 +31,7 @@ class EtcdCluster(pulumi.ComponentResource):
                  resource_group_name: pulumi.Input[str],
                  location: str, subnet_id: pulumi.Input[str], identity_id: pulumi.Input[str],
                  principal_id: pulumi.Input[str], etcd_pki: EtcdPki, secrets: SecretStore,
-                 backups: EtcdBackupStore, admin_ssh_public_key: str,
+                 backups: EtcdBackupStore, admin_ssh_public_key: str, image_id: pulumi.Input[str],
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:etcd:EtcdCluster", name, None, opts)
         self.spec = cluster
@@ -59,7 +59,7 @@ class EtcdCluster(pulumi.ComponentResource):
                     identity_id=identity_id,
                     custom_data=cloudinit.custom_data(text, member.name),
                     custom_data_fingerprint=cloudinit.fingerprint(text),
-                    admin_ssh_public_key=admin_ssh_public_key,
+                    admin_ssh_public_key=admin_ssh_public_key, image_id=image_id,
                     zone=member.zone,
                     tags={MACHINE_ROLE_TAG: cluster.role},
                     ignore_custom_data_changes=True,

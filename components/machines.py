@@ -14,11 +14,13 @@ import pulumi
 from components import declare
 from infra.day2 import CUSTOM_DATA_PATH
 from infra.node.pool import CLOUD_INIT_TAG
-from infra.versions import UBUNTU_IMAGE
 from infra.vm_sizes import VM_SIZES
 
 ADMIN_USERNAME = "azureuser"
 SSH_KEYS_PATH = "osProfile.linuxConfiguration.ssh.publicKeys"
+# Azure refuses to change a VM's image in place; a new machine image version is rolled by replacing
+# one machine per deploy (docs/node-image.md), never by every VM of a role at once.
+IMAGE_PATH = "storageProfile.imageReference"
 
 
 @dataclass
@@ -33,9 +35,11 @@ class VmArgs:
     custom_data: str  # base64 cloud-init; rendered by infra/, never secret
     custom_data_fingerprint: str
     admin_ssh_public_key: str
+    # The exact machine image version it boots (components/machine_images.py). Kept for the VM's life:
+    # a new version reaches it only when it is replaced, one machine per deploy (docs/node-image.md).
+    image_id: pulumi.Input[str]
     zone: str | None = None
     os_disk_gb: int = 64
-    image: dict = field(default_factory=lambda: dict(UBUNTU_IMAGE))
     enable_ip_forwarding: bool = False
     backend_pool_ids: list[pulumi.Input[str]] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
@@ -97,7 +101,7 @@ class DedicatedVm(pulumi.ComponentResource):
             "identity": {"type": "UserAssigned", "userAssignedIdentities": [args.identity_id]},
             "securityProfile": {"encryptionAtHost": VM_SIZES[args.vm_size].encryption_at_host},
             "storageProfile": {
-                "imageReference": args.image,
+                "imageReference": {"id": args.image_id},
                 "osDisk": {
                     "name": f"{args.vm_name}-os",
                     "createOption": "FromImage",
@@ -121,7 +125,7 @@ class DedicatedVm(pulumi.ComponentResource):
             parent=self,
             # Azure refuses to change a VM's SSH keys (PropertyChangeNotAllowed): a new adminSshPublicKey
             # reaches VMs created afterwards; existing ones get it with `az vm user update` (docs/runbooks/rotate-ssh-key.md).
-            ignore_changes=([CUSTOM_DATA_PATH] if args.ignore_custom_data_changes else []) + [SSH_KEYS_PATH],
+            ignore_changes=([CUSTOM_DATA_PATH] if args.ignore_custom_data_changes else []) + [SSH_KEYS_PATH, IMAGE_PATH],
             replace_on_changes=(["hardwareProfile.vmSize"] if args.resize_replaces else [])
             + ([CUSTOM_DATA_PATH] if args.replace_on_custom_data_change else []) or None,
             delete_before_replace=args.replaceable,

@@ -39,7 +39,8 @@ class NatHosts(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, config: ClusterConfig, plan: AddressPlan, resource_group_name: pulumi.Input[str],
                  location: str, subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                 identity_id: pulumi.Input[str], cloud_init: str, kubernetes_version: str | None = None,
+                 identity_id: pulumi.Input[str], cloud_init: str, image_id: pulumi.Input[str],
+                 kubernetes_version: str | None = None,
                  last_deploy: LastDeploy | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nat:NatHosts", name, None, opts)
         cluster = config.cluster_name
@@ -103,7 +104,7 @@ class NatHosts(pulumi.ComponentResource):
                     identity_id=identity_id,
                     custom_data=encoded,
                     custom_data_fingerprint=self.staged[index].state.cloud_init,
-                    admin_ssh_public_key=config.admin_ssh_public_key,
+                    admin_ssh_public_key=config.admin_ssh_public_key, image_id=image_id,
                     enable_ip_forwarding=True,
                     backend_pool_ids=[pool_id],
                     tags={MACHINE_ROLE_TAG: NAT_HOST_ROLE},

@@ -29,7 +29,7 @@ from infra.addressing import pod_ip_configurations
 from infra.cloudinit import custom_data, fingerprint
 from infra.cluster import ClusterSpec
 from infra.config import NodePoolConfig
-from infra.node.pool import OS_DISK_GB, ScaleSetShape, ephemeral_os_disk, image, scale_set_tags
+from infra.node.pool import OS_DISK_GB, ScaleSetShape, ephemeral_os_disk, scale_set_tags
 from infra.sizing import Shard, shards
 
 
@@ -38,8 +38,10 @@ class NodePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, cluster: ClusterSpec, pool: NodePoolConfig,
                  resource_group_name: pulumi.Input[str], subnet_ids: Mapping[str, pulumi.Input[str]],
-                 identity_ids: Sequence[pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
+                 identity_ids: Sequence[pulumi.Input[str]], image_id: pulumi.Input[str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:nodes:NodePool", name, None, opts)
+        self.image_id = image_id
         self.scale_sets = {}
         self.fingerprints = {}
         for shard in shards(pool):
@@ -89,7 +91,9 @@ class NodePool(pulumi.ComponentResource):
                     "customData": encoded_custom_data,
                     "linuxConfiguration": linux_ssh_only(config.admin_ssh_public_key),
                 },
-                "storageProfile": {"imageReference": image(pool), "osDisk": os_disk},
+                # The exact machine image version (components/machine_images.py). With upgrade policy Manual a
+                # new version reaches new instances only; running ones keep theirs until rolled.
+                "storageProfile": {"imageReference": {"id": self.image_id}, "osDisk": os_disk},
                 "networkProfile": {"networkInterfaceConfigurations": [{
                     "name": "nic", "primary": True, "enableAcceleratedNetworking": True,
                     "ipConfigurations": ip_configurations,

@@ -5,7 +5,9 @@ new outputs are written only when it finishes, so during a run the reference sti
 previous ones (none on the first deploy). This component runs three checks on them: a node
 pool may leave the config only if the last deploy had retired it (``infra/pool_retirement.py``),
 an etcd cluster grows or shrinks by one member per deploy (``infra/etcd/membership_change.py``),
-and no scale set may move into the node resource group (``infra/node_group.py``). The day-2
+no scale set may move into the node resource group (``infra/node_group.py``), and a machine
+image version the last deploy built is never rebuilt with other contents (``infra/machine_image.py``).
+The day-2
 rules (``infra/day2.py``) read the same outputs synchronously, before anything is declared
 (``components/stack_config.previous_outputs``).
 
@@ -24,6 +26,7 @@ from typing import Any, TypeVar
 import pulumi
 
 from components.stack_config import ConfigRunError, own_stack_name
+from infra import machine_image
 from infra.config import ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
@@ -39,6 +42,7 @@ def _checked(outputs: dict[str, Any], config: ClusterConfig) -> bool:
         check_pool_removals(outputs[OUTPUT_NAME], config)
         check_member_changes(outputs, config)
         check_scale_sets_stay(outputs[OUTPUT_NAME], config.cluster_name)
+        machine_image.check_version_not_reused(outputs[machine_image.OUTPUT_NAME], config)
     except ConfigError as error:
         raise ConfigRunError(error) from None
     return True
@@ -51,7 +55,7 @@ class PreviousDeploy(pulumi.ComponentResource):
         super().__init__("supercluster:previous_deploy:PreviousDeploy", name, None, opts)
         reference = pulumi.StackReference(f"{name}-stack", stack_name=own_stack_name(),
                                           opts=pulumi.ResourceOptions(parent=self))
-        names = [OUTPUT_NAME, *CLIENT_URL_OUTPUTS.values()]
+        names = [OUTPUT_NAME, machine_image.OUTPUT_NAME, *CLIENT_URL_OUTPUTS.values()]
         outputs = pulumi.Output.all(*[reference.get_output(name) for name in names])
         self.checked = outputs.apply(lambda values: _checked(dict(zip(names, values, strict=True)), config))
         self.register_outputs({})

@@ -38,6 +38,8 @@ class CloudConfig:
     files: list[File] = field(default_factory=list)
     bootcmd: list[list[str] | str] = field(default_factory=list)  # every boot, early
     runcmd: list[list[str] | str] = field(default_factory=list)  # first boot, last
+    # Debian packages the machine's boot scripts use. Declared, never rendered: cloud-init would fetch
+    # them from the Ubuntu archive at boot; the machine image carries them (infra/machine_image.py).
     packages: list[str] = field(default_factory=list)
     apt_sources: dict[str, dict[str, str]] = field(default_factory=dict)
     # cloud-init "mounts" entries; ["ephemeral0"] (no mount point) stops cloud-init mounting Azure's temp disk at /mnt.
@@ -53,9 +55,6 @@ def render(config: CloudConfig) -> str:
     document: dict[str, Any] = {}
     if config.apt_sources:
         document["apt"] = {"sources": config.apt_sources}
-    if config.packages:
-        document["package_update"] = True
-        document["packages"] = list(config.packages)
     if config.bootcmd:
         document["bootcmd"] = list(config.bootcmd)
     if config.mounts:

@@ -19,7 +19,14 @@ from infra.addons import AddonSettings, parse_addon_settings
 from infra.addressing import AddressPlan, plan_addresses
 from infra.cloudinit import render
 from infra.config import ClusterConfig, parse_config
-from infra.day2 import LastDeploy, check_kubernetes_upgrade, check_live_changes, last_deploy, node_kubernetes_version
+from infra.day2 import (
+    LastDeploy,
+    check_kubernetes_upgrade,
+    check_live_changes,
+    last_deploy,
+    node_kubernetes_version,
+    node_machine_image_version,
+)
 from infra.nat_hosts import nat_host_cloud_config
 from infra.node import node_cloud_config
 from infra.node.pool import check_custom_data, check_pool_tags, node_spec
@@ -37,6 +44,7 @@ class ClusterSpec:
     last_deploy: LastDeploy = field(default_factory=LastDeploy)  # what the last deploy exported (infra/day2.py)
     # What nodes, NAT hosts and the autoscaler run: kubernetesVersion once every apiserver does (infra/day2.py).
     node_kubernetes_version: str = ""
+    node_machine_image_version: str = ""  # the image version node models and NAT hosts boot (infra/day2.py)
 
 
 def build_cluster_spec(raw: Mapping[str, Any], location: Any,
@@ -47,8 +55,10 @@ def build_cluster_spec(raw: Mapping[str, Any], location: Any,
     last = last_deploy(previous_outputs)
     check_live_changes(last, config)
     check_kubernetes_upgrade(last, config)
+    node_version = node_kubernetes_version(last, config)
+    node_image = node_machine_image_version(last, config, node_version)
     spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config),
-                       last_deploy=last, node_kubernetes_version=node_kubernetes_version(last, config))
+                       last_deploy=last, node_kubernetes_version=node_version, node_machine_image_version=node_image)
     check_nodes(spec.config, spec.addresses, spec.addons)  # host ports and pod budget, from what every node and add-on renders
     return _with_machine_cloud_inits(spec)
 

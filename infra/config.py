@@ -45,6 +45,11 @@ MAX_ADDRESS_SLOT = ADDRESS_BLOCKS - 1
 POOL_NAME_PATTERN = r"[a-z][a-z0-9]{0,11}"
 CLUSTER_NAME_PATTERN = r"[a-z][a-z0-9-]{1,18}[a-z0-9]"
 KUBERNETES_VERSION_PATTERN = r"1\.(3[1-4])\.(0|[1-9]\d?)"
+# An Azure Compute Gallery image version: MAJOR.MINOR.PATCH, each within a 32-bit integer (Gallery Image
+# Versions REST API, galleryImageVersionName: "digits must be within the range of a 32-bit integer").
+MACHINE_IMAGE_VERSION_PATTERN = r"(0|[1-9]\d{0,9})\.(0|[1-9]\d{0,9})\.(0|[1-9]\d{0,9})"
+MACHINE_IMAGE_VERSION_ACCEPTED = ("a Compute Gallery image version MAJOR.MINOR.PATCH, each part a whole number "
+                                  "from 0 to 2147483647, quoted in YAML (e.g. \"1.0.0\")")
 STACK_REF_PATTERN = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"
 # Kubernetes label keys: optional DNS-subdomain prefix, then a name of at most 63 characters.
 LABEL_KEY_PATTERN = r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -160,6 +165,8 @@ class ClusterConfig:
     node_pools: tuple[NodePoolConfig, ...]
     addons: AddonsConfig
     images: ImagesConfig = ImagesConfig()
+    # The gallery image version every machine boots (infra/machine_image.py, docs/node-image.md).
+    machine_image_version: str = "1.0.0"
 
     @property
     def max_nodes_total(self) -> int:
@@ -208,6 +215,7 @@ def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
                                     + kubernetes_releases_text(),
                                     description="Kubernetes release of the control plane and every kubelet")
     check_kubernetes_version(top.key("kubernetesVersion"), kubernetes_version)
+    machine_image_version = _machine_image_version(top)
     admin_key = top.string("adminSshPublicKey", accepted=SSH_KEY_ACCEPTED,
                            description="OpenSSH public key of the break-glass admin user on every VM (SSH only "
                                        "from the hub); VMs created later and scale-set models take a new key, "
@@ -227,6 +235,7 @@ def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
         addons=_addons(top.section("addons", default={}, description="per add-on settings, each with enabled")),
         images=_images(top.section("images", default={}, description="images every node holds before kubelet "
                                                                       "starts")),
+        machine_image_version=machine_image_version,
     )
     top.done()
     _check_cross_field(config)
@@ -419,6 +428,17 @@ def _addons(s: Section) -> AddonsConfig:
                                     settings=settings)
     s.done()
     return AddonsConfig(**toggles)
+
+
+def _machine_image_version(top: Section) -> str:
+    version = top.string("machineImageVersion", pattern=MACHINE_IMAGE_VERSION_PATTERN,
+                         accepted=MACHINE_IMAGE_VERSION_ACCEPTED,
+                         description="the Compute Gallery machine image version every VM and scale set boots; a "
+                                     "new one whenever what the image carries changes, rolled out in stages "
+                                     "(docs/node-image.md)")
+    if any(int(part) > 2**31 - 1 for part in version.split(".")):
+        raise ConfigError(top.key("machineImageVersion"), version, MACHINE_IMAGE_VERSION_ACCEPTED)
+    return version
 
 
 def _images(s: Section) -> ImagesConfig:

@@ -36,6 +36,8 @@ RESTARTING_VM_INPUTS = ("hardwareProfile.vmSize", "securityProfile.encryptionAtH
 # --------------------------------------------------------------------------- the last deploy
 
 ROLLOUT_OUTPUT = "rollout"  # not part of the contract: this program's own record of what each machine runs
+# Also the program's own: which machine image version the deploy built, with what (infra/machine_image.py).
+MACHINE_IMAGES_OUTPUT = "machineImages"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,9 @@ class LastDeploy:
     # The ``rollout`` output: what each rolled machine runs, by role; None when the last deploy had none.
     machines: Mapping[str, tuple[MachineState, ...]] | None = None
     node_kubernetes_version: str | None = None
+    # The machine image version the nodes' scale-set models and the NAT hosts booted (the ``rollout`` output).
+    node_machine_image_version: str | None = None
+    built_image_version: str | None = None  # the ``machineImages`` output's version
 
     @property
     def exists(self) -> bool:
@@ -106,6 +111,8 @@ def last_deploy(outputs: Mapping[str, Any] | None) -> LastDeploy:
                     for role, records in rollout["machines"].items() if isinstance(records, list)}
     return LastDeploy(
         machines=machines, node_kubernetes_version=_text(rollout, "nodeKubernetesVersion"),
+        node_machine_image_version=_text(rollout, "nodeMachineImageVersion"),
+        built_image_version=_text(outputs, MACHINE_IMAGES_OUTPUT, "version"),
         cluster_name=_text(cluster, "clusterName"), location=_text(cluster, "location"),
         kubernetes_version=_text(cluster, "kubernetesVersion"),
         service_cidr=_text(cluster, "network", "serviceCidr"),
@@ -247,3 +254,15 @@ def node_kubernetes_version(last: LastDeploy, config: ClusterConfig) -> str:
             m.kubernetes_version == target for m in apiservers[:config.control_plane.apiservers]):
         return target
     return last.node_kubernetes_version
+
+
+def node_machine_image_version(last: LastDeploy, config: ClusterConfig, node_version: str) -> str:
+    """The machine image version nodes (scale-set models) and NAT hosts boot. An image carries one release's
+    binaries (``kubernetesVersion``'s, infra/machine_image.py) and a booting node checks them against its own
+    (infra/node/install.py): while nodes stay on the old release (``node_kubernetes_version``), they keep the
+    image they booted, and take ``machineImageVersion`` together with the new release. Image Builder's versions
+    outlive their templates in the gallery, so the old one is still there. A stack whose rollout record predates
+    this field falls back to what its last deploy built."""
+    if node_version == config.kubernetes_version:
+        return config.machine_image_version
+    return last.node_machine_image_version or last.built_image_version or config.machine_image_version

@@ -136,6 +136,28 @@ def nat_host(cluster: str, index: int) -> str:
     return f"{cluster}-nat-{index}"
 
 
+# --------------------------------------------------------------------------- machine images
+
+# The machine image kinds (infra/machine_image.py KINDS, which reads them from here).
+IMAGE_KINDS = ("cpu", "gpu")
+
+
+def compute_gallery(cluster: str) -> str:
+    """Compute Gallery names take letters, digits and '.' only, no '-' or '_' (NAME_RULES["compute gallery"]),
+    e.g. ``prod.images``."""
+    return cluster.replace("-", ".") + ".images"
+
+
+def gallery_image(cluster: str, kind: str) -> str:
+    """An image definition of the cluster's gallery, e.g. ``prod-cpu`` (infra/machine_image.py KINDS)."""
+    return f"{cluster}-{kind}"
+
+
+def image_template(cluster: str, kind: str, version: str) -> str:
+    """The Image Builder template that builds one version of one image, e.g. ``prod-gpu-1.2.0``."""
+    return f"{cluster}-{kind}-{version}"
+
+
 # --------------------------------------------------------------------------- Azure's naming rules
 
 NAME_RULES_PAGE = "https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules"
@@ -206,14 +228,31 @@ NAME_RULES: dict[str, NameRule] = {
     # A Linux host name is 1-64 characters; a scale set's instances are named prefix + 6 characters.
     "computer name prefix": NameRule("Microsoft.Compute/virtualMachineScaleSets computerNamePrefix (Linux)", 1, 58,
                                      _HOST_PATTERN, _HOST_CHARS, f"{NAME_RULES_PAGE}#microsoftcompute"),
+    # The page's galleries row: alphanumerics and periods (some revisions also list '_'; the stricter one).
+    "compute gallery": NameRule("Microsoft.Compute/galleries", 1, 80, r"[A-Za-z0-9](?:[A-Za-z0-9.]*[A-Za-z0-9])?",
+                                "letters, digits and '.', starting and ending with a letter or digit",
+                                f"{NAME_RULES_PAGE}#microsoftcompute"),
+    # The galleries / images row: alphanumerics, hyphens and periods (some revisions also list '_').
+    "gallery image": NameRule("Microsoft.Compute/galleries/images", 1, 80, r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?",
+                              "letters, digits, '-' and '.', starting and ending with a letter or digit",
+                              f"{NAME_RULES_PAGE}#microsoftcompute"),
+    # Not on the naming rules page: the imageTemplateName parameter's pattern, ^[A-Za-z0-9-_.]{1,64}$, in the
+    # Microsoft.VirtualMachineImages REST API.
+    "image template": NameRule("Microsoft.VirtualMachineImages/imageTemplates", 1, 64, r"[A-Za-z0-9_.-]+",
+                               "letters, digits, '-', '_' and '.'",
+                               "https://learn.microsoft.com/rest/api/imagebuilder/virtual-machine-image-templates/"
+                               "create-or-update"),
 }
 
-# The role identities the program creates (components/identities.py declares one per role).
-IDENTITY_ROLES = ("etcd", "events-etcd", "apiserver", "node", "nat", "autoscaler")
+# The role identities the program creates (components/identities.py declares one per role; Image Builder's,
+# "image-builder", is components/machine_images.py's).
+IDENTITY_ROLES = ("etcd", "events-etcd", "apiserver", "node", "nat", "autoscaler", "image-builder")
 # The longest forms each derived name takes: the highest member, apiserver and NAT host indexes config
 # allows, the last shard a pool can have (three digits), a pool's further VNets (one per /16 of its block).
 _WIDEST = {"etcd": 6, "apiserver": 14, "nat": 15, "vnet": 9}
 _WIDEST_SHARD = "s999"
+# The longest machineImageVersion config allows (each part at most 2147483647).
+_WIDEST_IMAGE_VERSION = "2147483647.2147483647.2147483647"
 
 
 def derived_names(cluster: str, pools: Iterable[str]) -> list[tuple[str, str, str]]:
@@ -231,6 +270,9 @@ def derived_names(cluster: str, pools: Iterable[str]) -> list[tuple[str, str, st
              (c, nat_load_balancer(cluster), "network resource"), (c, service_route(cluster), "network resource")]
     names += [(c, role_identity(cluster, role), "managed identity") for role in IDENTITY_ROLES]
     names += [(c, cache_rule(prefix), "registry cache rule") for prefix in sorted(CACHE_PREFIXES.values())]
+    names += [(c, compute_gallery(cluster), "compute gallery")]
+    names += [(c, gallery_image(cluster, kind), "gallery image") for kind in IMAGE_KINDS]
+    names += [(c, image_template(cluster, kind, _WIDEST_IMAGE_VERSION), "image template") for kind in IMAGE_KINDS]
     vnet_keys = [(c, "system"), (c, "hub")]
     for i, pool in enumerate(pools):
         key = f"nodePools[{i}].name"

@@ -6,12 +6,16 @@ file it touches. Kubernetes itself comes from config (``kubernetesVersion``).
 
 from __future__ import annotations
 
-# OS images. Marketplace images (not custom images) keep the 1,000-VM scale-set limit.
-# "latest" is resolved when a VM or scale-set instance is created; running machines never
-# change image under a `pulumi up` (upgrade policy Manual, see components/node_pool.py).
-UBUNTU_IMAGE = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "latest"}
+# Base images of the machine images the program builds (infra/machine_image.py), each at an exact
+# marketplace version, never "latest": every machine built from one image version runs the same OS and,
+# on GPU nodes, the same driver. Versions as published in the marketplace (`az vm image list --all`);
+# each is the one public deployments pin (e.g. Canonical:ubuntu-24_04-lts:server:24.04.202505280,
+# microsoft-dsvm:ubuntu-hpc:2204:22.04.2024102301). Both are Gen2 images. Bumping one is a new machine
+# image version (docs/node-image.md).
+UBUNTU_IMAGE = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.202505280"}
 # Microsoft's HPC image: NVIDIA driver, fabric manager, DOCA/OFED for InfiniBand preinstalled.
-UBUNTU_HPC_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
+UBUNTU_HPC_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204",
+                    "version": "22.04.2024102301"}
 
 ETCD_VERSION = "3.5.21"
 # SHA-256 of etcd-v3.5.21-linux-amd64.tar.gz as published in the release's SHA256SUMS
@@ -21,7 +25,8 @@ ETCD_SHA256 = "adddda4b06718e68671ffabff2f8cee48488ba61ad82900e639d108f2148501c"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 # ----------------------------------------------------------------- node binaries
-# Every node downloads these at boot (infra/node/install.py) and refuses a file whose sha256 differs.
+# The machine image's build downloads these (infra/machine_image.py, infra/node/install.py) and refuses a
+# file whose sha256 differs; a machine checks at boot that each binary reports its pinned version.
 # Checksums are the projects' published .sha256sum values, each confirmed in two independent public
 # sources (vexxhost/ansible-collection-containers roles/*/defaults/main.yml and another pinned installer).
 CONTAINERD_VERSION = "1.7.28"  # 1.7 line: config `version = 2`, image_pull_progress_timeout since 1.7.0

@@ -18,10 +18,11 @@ from typing import Any
 
 import yaml
 
-from infra import yaml_text
+from infra import machine_image, yaml_text
 from plan.mocks import SECRET, Registration
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
+IMAGE_TEMPLATE = "azure-native:virtualmachineimages:VirtualMachineImageTemplate"
 VM_TYPES = {
     "azure-native:compute:VirtualMachine": ("osProfile", "customData"),
     "azure-native:compute:VirtualMachineScaleSet": ("virtualMachineProfile", "osProfile", "customData"),
@@ -105,6 +106,11 @@ def collect_files(registrations: list[Registration]) -> dict[str, str]:
                 ]
             for machine_path, content in embedded[cloud_init]:
                 files[f"{base}/{machine_path}"] = content
+        if registration.type == IMAGE_TEMPLATE:  # what the machine image build runs, readable
+            for step in registration.inputs.get("customize") or []:
+                script = machine_image.script_of(step.get("inline") or [])
+                if script is not None:
+                    files[f"{registration.name}/{step['name']}.sh"] = script
         manifest = kubernetes_object(registration)
         if manifest is not None:
             metadata = manifest.get("metadata") or {}

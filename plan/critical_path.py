@@ -46,6 +46,10 @@ TYPICAL_CREATE_SECONDS = {
     "azure-native:storage:BlobContainer": 5,
     "azure-native:containerregistry:Registry": 60,
     "azure-native:containerregistry:CacheRule": 10,
+    "azure-native:compute:Gallery": 30,
+    "azure-native:compute:GalleryImage": 30,
+    # Creating the template only: the image build it starts runs for tens of minutes, outside the deploy.
+    "azure-native:virtualmachineimages:VirtualMachineImageTemplate": 60,
     "azure-native:compute:VirtualMachine": 120,
     "azure-native:compute:VirtualMachineScaleSet": 180,
     # The apiserver readiness gate: cloud-init, binary install and the apiserver's own start-up.

@@ -7,7 +7,9 @@ from collections import Counter
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
 from infra.egress import machines_in_vnet, nat_gateways
+from infra.labels import ROLE_GPU
 from infra.sizing import shards
+from plan import join_time
 from plan.critical_path import critical_path, machines_waiting_for_machines
 from plan.mocks import Registration
 
@@ -65,6 +67,7 @@ def render_summary(stack: str, config: ClusterConfig, addresses: AddressPlan, re
                   f"({config.network.nat_hosts.vm_size}) behind {addresses.nat_lb_ip()}.", ""]
 
     lines += _critical_path_section(registrations)
+    lines += join_time.summary_lines(gpu_pools=any(p.role == ROLE_GPU for p in config.node_pools))
     return "\n".join(lines) + "\n"
 
 

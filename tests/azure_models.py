@@ -53,6 +53,10 @@ _NETWORK = ("azure-mgmt-network", "azure.mgmt.network.models", "azure.mgmt.netwo
 _COMPUTE = ("azure-mgmt-compute", "azure.mgmt.compute.v2024_11_01.models",
             "azure.mgmt.compute.v2024_11_01.operations._operations")
 _STORAGE = "azure.mgmt.storage.v2024_01_01"
+# Galleries: azure-mgmt-compute 34.1.0's newest gallery API is 2023-07-03 (pulumi sends 2024-03-03).
+_GALLERY = ("azure.mgmt.compute.v2023_07_03.models", "azure.mgmt.compute.v2023_07_03.operations._operations")
+_GALLERY_WHY = ("azure-mgmt-compute 34.1.0's newest gallery API; every property the program sends to a gallery "
+                "or an image definition is in both versions")
 
 
 def _network(kind: str, model: str, group: str) -> AzureModel:
@@ -70,6 +74,10 @@ MODELS: dict[str, AzureModel] = {m.token: m for m in (
                _COMPUTE[2], "build_virtual_machine_extensions_create_or_update_request"),
     AzureModel("azure-native:compute:VirtualMachineScaleSet", _COMPUTE[0], _COMPUTE[1], "VirtualMachineScaleSet",
                _COMPUTE[2], "build_virtual_machine_scale_sets_create_or_update_request"),
+    AzureModel("azure-native:compute:Gallery", _COMPUTE[0], *_GALLERY[:1], "Gallery", _GALLERY[1],
+               "build_galleries_create_or_update_request", api_version="2023-07-03", why=_GALLERY_WHY),
+    AzureModel("azure-native:compute:GalleryImage", _COMPUTE[0], *_GALLERY[:1], "GalleryImage", _GALLERY[1],
+               "build_gallery_images_create_or_update_request", api_version="2023-07-03", why=_GALLERY_WHY),
     AzureModel("azure-native:containerregistry:CacheRule", "azure-mgmt-containerregistry",
                "azure.mgmt.containerregistry.v2024_11_01_preview.models", "CacheRule",
                "azure.mgmt.containerregistry.v2024_11_01_preview.operations._cache_rules_operations",
@@ -83,6 +91,10 @@ MODELS: dict[str, AzureModel] = {m.token: m for m in (
                "build_create_or_update_request"),
     AzureModel("azure-native:keyvault:Vault", "azure-mgmt-keyvault", "azure.mgmt.keyvault.v2024_11_01.models",
                "VaultCreateOrUpdateParameters", "azure.mgmt.keyvault.v2024_11_01.operations._vaults_operations",
+               "build_create_or_update_request"),
+    AzureModel("azure-native:virtualmachineimages:VirtualMachineImageTemplate", "azure-mgmt-imagebuilder",
+               "azure.mgmt.imagebuilder.models", "ImageTemplate",
+               "azure.mgmt.imagebuilder.operations._virtual_machine_image_templates_operations",
                "build_create_or_update_request"),
     AzureModel("azure-native:managedidentity:UserAssignedIdentity", "azure-mgmt-msi",
                "azure.mgmt.msi.v2023_01_31.models", "Identity",

@@ -6,7 +6,9 @@ Every add-on module has ``KEY`` (its key under ``addons`` in config), ``parse(ra
 whole ``ClusterSpec``, so the add-ons sit below ``infra.cluster``). ``base`` is what they share and is
 always rendered. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
 setting stops the program before any resource; ``build_addon_objects`` is what
-``components/addons.py`` declares.
+``components/addons.py`` declares. Every container image an add-on names (from
+infra/addons/images.py) is rewritten there to its copy in the cluster's private registry,
+so no pod pulls from a public registry.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from infra import naming
 from infra.addons import (
     balloons,
     base,
     cluster_autoscaler,
     coredns,
     gpu_health_check,
+    images,
     k8s,
     monitoring,
     node_local_dns,
@@ -113,6 +117,11 @@ def build_addon_objects(config: ClusterConfig, addresses: AddressPlan, settings:
     for attr in MODULES:
         if getattr(config.addons, attr).enabled and attr not in skip:
             groups[attr] = builders[attr]()
+    registry = naming.container_registry_login_server(config.cluster_name)
+    for objs in groups.values():
+        for obj in objs:
+            for container in _containers(obj):
+                container["image"] = images.in_cluster_registry(container["image"], registry)
     return groups
 
 
@@ -120,3 +129,21 @@ def _require(azure: AzureAccess | None) -> AzureAccess:
     if azure is None:
         raise ValueError("the cluster autoscaler needs AzureAccess (subscription, group, identity)")
     return azure
+
+
+POD_CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+
+def _containers(node: object) -> list[k8s.Obj]:
+    """Every container of every pod template or pod spec inside ``node``, however deeply nested."""
+    found: list[k8s.Obj] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in POD_CONTAINER_LISTS and isinstance(value, list):
+                found += [c for c in value if isinstance(c, dict) and "image" in c]
+            else:
+                found += _containers(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += _containers(item)
+    return found

@@ -8,8 +8,9 @@
   is recorded in ``infra/versions.py``: skopeo refuses a manifest that does not match the digest
   and every layer that does not match the manifest, so this binary is pinned end to end.
 
-The script is idempotent (a binary already in place is kept) and replaces files atomically, so a
-boot interrupted halfway simply tries again.
+``install_script`` runs once, when the machine image is built (infra/machine_image.py); it is
+idempotent and replaces files atomically. A booting apiserver runs ``verify_script`` instead: it
+downloads nothing and refuses to start the control plane on an image built for other pins.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from infra.control_plane.scheduler import scheduler_image
 RELEASE_URL = "https://dl.k8s.io/release/v{version}/bin/linux/amd64/{binary}"
 RELEASE_BINARIES = ("kube-apiserver", "kube-controller-manager")
 SCHEDULER_PATH_IN_IMAGE = "bin/kube-scheduler"  # the image's entrypoint (build/scheduler/Dockerfile)
+# Written by install_script beside kube-scheduler: the image@digest it was unpacked from.
+SCHEDULER_SOURCE = f"{paths.BIN_DIR}/kube-scheduler.source"
 PACKAGES = ("skopeo",)
 
 _FUNCTIONS = r'''
@@ -72,4 +75,28 @@ def install_script(kubernetes_version: str) -> str:
     lines.append(f"# scheduler-plugins {tag}")
     lines.append(f"install_image_binary {shlex.quote(f'{image}@{digest}')} {SCHEDULER_PATH_IN_IMAGE} "
                  f"{paths.BIN_DIR}/kube-scheduler")
+    lines.append(f"echo {shlex.quote(f'{image}@{digest}')} > {SCHEDULER_SOURCE}")
+    return "\n".join(lines) + "\n"
+
+
+def verify_script(kubernetes_version: str) -> str:
+    """At boot: each control-plane binary is the machine image's, at exactly the pinned version."""
+    image, _, digest = scheduler_image(kubernetes_version)
+    q = shlex.quote
+    lines = [
+        "#!/bin/bash",
+        "# Written by supercluster: checks the control-plane binaries the machine image carries",
+        "# (see infra/control_plane/install.py in the supercluster repository). Downloads nothing.",
+        "set -euo pipefail",
+        "fail() { echo \"control plane: $1; boot a machine image built for these pins (docs/node-image.md)\" >&2; "
+        "exit 1; }",
+    ]
+    for binary in RELEASE_BINARIES:
+        path = f"{paths.BIN_DIR}/{binary}"
+        want = f"Kubernetes v{kubernetes_version}"
+        lines.append(f"[ \"$({path} --version 2>&1)\" = {q(want)} ] || fail {q(f'{binary} is not {want}')}")
+    source = f"{image}@{digest}"
+    lines.append(f"[ -x {paths.BIN_DIR}/kube-scheduler ] && "
+                 f"[ \"$(cat {SCHEDULER_SOURCE} 2>/dev/null)\" = {q(source)} ] "
+                 f"|| fail {q(f'kube-scheduler is not from {source}')}")
     return "\n".join(lines) + "\n"

@@ -72,13 +72,11 @@ def shared_files(spec: ClusterSpec) -> tuple[tuple[str, str, str], ...]:
     """``(path, content, permissions)`` of every file that is the same on each apiserver."""
     config = spec.config
     files = [
-        (paths.INSTALL_SCRIPT, install.install_script(config.kubernetes_version), "0755"),
+        (paths.INSTALL_SCRIPT, install.verify_script(config.kubernetes_version), "0755"),
         (f"/etc/systemd/system/{paths.INSTALL_UNIT}", systemd.unit(
-            "Install the pinned, verified control-plane binaries",
+            "Check the pinned control-plane binaries (from the machine image)",
             [paths.INSTALL_SCRIPT],
-            after=["network-online.target"],
-            wants=["network-online.target"],
-            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
+            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
         ), "0644"),
         (paths.AUDIT_POLICY, apiserver.audit_policy(), "0600"),
         (paths.AUTHENTICATION_CONFIG, apiserver.authentication_config(), "0600"),

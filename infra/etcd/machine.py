@@ -4,7 +4,8 @@ Every boot: ``etcd-disk`` mounts the local SSD (formatting it when Azure handed 
 disk), ``supercluster-secrets`` fetches this member's certificates and keys from Key Vault,
 then ``etcd`` starts after ``etcd-member prepare`` decided how (normal start, first bootstrap,
 or rejoin). ``etcd-backup.timer`` snapshots the cluster to Blob storage. First boot only:
-``etcd-install`` installs the pinned etcd release after checking its SHA-256.
+``etcd-install`` checks that the machine image carries the pinned etcd release (``install_script``
+put it there when the image was built, after checking its SHA-256; infra/machine_image.py).
 
 customData carries no secret: key material is named here and fetched at boot.
 """
@@ -118,6 +119,25 @@ def install_script(version: str = ETCD_VERSION, sha256: str = ETCD_SHA256) -> st
     return "\n".join(lines) + "\n"
 
 
+def boot_check_script(version: str = ETCD_VERSION) -> str:
+    """At boot: the machine image's etcd is the pinned release (nothing is downloaded); then the user."""
+    q = shlex.quote
+    lines = [
+        "#!/bin/bash",
+        f"# Written by supercluster: checks the machine image carries etcd v{version} (infra/etcd/machine.py).",
+        "set -euo pipefail",
+        f"for binary in etcd etcdctl etcdutl; do [ -x {BIN_DIR}/$binary ] || "
+        "{ echo \"etcd-install: $binary is not in this machine image (docs/node-image.md)\" >&2; exit 1; }; done",
+        f"if [ \"$({BIN_DIR}/etcd --version 2>/dev/null | head -n 1)\" != {q('etcd Version: ' + version)} ]; then",
+        f"  echo {q(f'etcd-install: this machine image does not carry etcd v{version} (docs/node-image.md)')} >&2",
+        "  exit 1",
+        "fi",
+        f"id -u {ETCD_USER} >/dev/null 2>&1 || useradd --system --no-create-home --home-dir {MOUNT_POINT} "
+        f"--shell /usr/sbin/nologin {ETCD_USER}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def etcd_unit(cluster: EtcdClusterSpec) -> str:
     return systemd.unit(
         f"etcd member of the {cluster.role} cluster",
@@ -179,7 +199,7 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
     cloud.add(CONFIG_PATH, render_config(etcd_config(cluster, member)))
     cloud.add(TOOL_SETTINGS_PATH, json.dumps(tool_settings(cluster), indent=2, sort_keys=True) + "\n")
     cloud.add(TOOL_PATH, member_tool_source(), permissions="0755")
-    cloud.add(INSTALL_PATH, install_script(), permissions="0755")
+    cloud.add(INSTALL_PATH, boot_check_script(), permissions="0755")
     local_disk.add_local_disk(cloud, local_disk.LocalDisks.of(cluster.vm_size), unit=DISK_UNIT, mount=MOUNT_POINT,
                               label=DISK_LABEL, before=[ETCD_UNIT],
                               description="Mount etcd's local SSD (formatted again whenever Azure hands over a "

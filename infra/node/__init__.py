@@ -78,7 +78,7 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
                         identity_name=spec.identity_name)
     kubelet.add_kubelet(cloud, server=spec.apiserver_endpoint, cluster_dns=spec.cluster_dns,
                         max_pods=spec.max_pods, labels=spec.labels, taints=spec.node_taints,
-                        gpu=spec.gpus > 0)
+                        gpu=spec.gpus > 0, registry=spec.registry_login_server)
     kube_proxy.add_kube_proxy(cloud, server=spec.apiserver_endpoint, cluster_cidr=spec.cluster_cidr)
     for add_step in before_kubelet:
         add_step(cloud)

@@ -2,15 +2,19 @@
 
 The 2,500-node post: a node whose pull of the pod infrastructure (pause) image failed, for
 example on a registry's per-IP quota behind NAT, could start no pod at all; OpenAI baked it
-and their big images into the machine image. supercluster uses marketplace images (keeping
-1,000-VM scale sets), so each node instead pulls them at boot from the cluster's own Azure
-Container Registry, which caches the upstream registries (components/image_registry.py),
-and pins them (``io.cri-containerd.pinned``), which kubelet's image GC respects
-(kubernetes#119986). containerd's ``sandbox_image`` is the same reference, already present.
+and their big images into the machine image. So does supercluster: the machine image carries
+each of them as an archive (``archive_path``, written by infra/machine_image.py), and a
+booting node imports it into containerd (whose root is on the local SSD, blank after a
+reallocation). Only an image the archive lacks (a machine image older than the list) is
+pulled, from the cluster's own Azure Container Registry over its private endpoint
+(components/image_registry.py). Each is pinned (``io.cri-containerd.pinned``), which
+kubelet's image GC respects (kubernetes#119986). containerd's ``sandbox_image`` is the same
+reference, already present.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -23,6 +27,18 @@ from infra.node import containerd
 UNIT = "supercluster-preload-images.service"
 SCRIPT_PATH = "/usr/local/sbin/supercluster-preload-images"
 MANIFEST_PATH = "/etc/supercluster/preload-images.json"
+# kubelet's image credential provider for the cluster's registry (infra/node/kubelet.py); the preload
+# asks it for a registry token the way kubelet does.
+# Beside the node's other supercluster tools; kubelet runs only the provider its config names.
+CREDENTIAL_PROVIDER_DIR = "/usr/local/sbin"
+CREDENTIAL_PROVIDER = "supercluster-acr-credential-provider"
+# In the machine image: one `ctr images export` archive per preloaded image.
+ARCHIVE_DIR = "/var/lib/supercluster/image-archives"
+
+
+def archive_path(reference: str) -> str:
+    """Where the machine image holds this image's archive."""
+    return f"{ARCHIVE_DIR}/{hashlib.sha256(reference.encode()).hexdigest()[:16]}.tar"
 
 
 def manifest(registry_login_server: str, images: tuple[str, ...]) -> dict[str, Any]:
@@ -31,8 +47,10 @@ def manifest(registry_login_server: str, images: tuple[str, ...]) -> dict[str, A
         ref = parse_image(reference)
         if ref is None:
             raise ValueError(f"{reference}: not a pinned image from a registry the cluster caches")
-        entries.append({"source": str(ref), "cached": ref.cached_in(registry_login_server)})
-    return {"registry": registry_login_server, "images": entries}
+        entries.append({"source": str(ref), "archive": archive_path(str(ref)),
+                        "cached": ref.cached_in(registry_login_server)})
+    return {"registry": registry_login_server,
+            "credential_provider": f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}", "images": entries}
 
 
 def add_preload(cloud: CloudConfig, registry_login_server: str, images: tuple[str, ...]) -> None:
@@ -40,7 +58,7 @@ def add_preload(cloud: CloudConfig, registry_login_server: str, images: tuple[st
               permissions="0755")
     cloud.add(MANIFEST_PATH, json.dumps(manifest(registry_login_server, images), indent=1) + "\n")
     cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
-        "Preload and pin the pause image and images.preload from the cluster's registry",
+        "Load and pin the pause image and images.preload from the machine image",
         [SCRIPT_PATH, MANIFEST_PATH],
         after=[containerd.UNIT, "network-online.target"],
         requires=[containerd.UNIT],

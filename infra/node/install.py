@@ -1,9 +1,12 @@
-"""The binaries a node installs at boot, pinned and verified: containerd, runc, CNI plugins, kubelet, kube-proxy.
+"""The binaries a node runs, pinned and verified: containerd, runc, CNI plugins, kubelet, kube-proxy.
 
 The manifest (a pure function of the Kubernetes version and ``infra/versions.py``) lists
 each artifact's URL, its sha256 (pinned, or the ``.sha256`` file Kubernetes publishes
 beside its binaries, the check kubernetes.io documents for them) and the version the
-installed binary must report. ``machine/node/install.py`` applies it on every boot.
+installed binary must report. ``machine/node/install.py`` applies it twice: with the whole
+manifest when the machine image is built (infra/machine_image.py), and on every boot with
+``boot_manifest``, which names no URL: a binary the image lacks, or at another version,
+stops the boot instead of being downloaded.
 """
 
 from __future__ import annotations
@@ -66,15 +69,22 @@ def manifest(kubernetes_version: str) -> dict[str, Any]:
     return {"artifacts": artifacts}
 
 
+BOOT_FIELDS = ("name", "version_command", "version_expect")
+
+
+def boot_manifest(kubernetes_version: str) -> dict[str, Any]:
+    """The checks a booting machine runs on the binaries its image carries: no download source."""
+    return {"artifacts": [{key: artifact[key] for key in BOOT_FIELDS}
+                          for artifact in manifest(kubernetes_version)["artifacts"]]}
+
+
 def add_install(cloud: CloudConfig, kubernetes_version: str) -> None:
     cloud.add(SCRIPT_PATH, machine.source("node/install.py"),
               permissions="0755")
-    cloud.add(MANIFEST_PATH, json.dumps(manifest(kubernetes_version), indent=1) + "\n")
+    cloud.add(MANIFEST_PATH, json.dumps(boot_manifest(kubernetes_version), indent=1) + "\n")
     cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
-        "Install this node's pinned, checksum-verified binaries",
+        "Check this node's pinned binaries (from its machine image)",
         [SCRIPT_PATH, MANIFEST_PATH],
-        after=["network-online.target"],
-        wants=["network-online.target"],
         service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
         unit_extra={"Before": "containerd.service kubelet.service kube-proxy.service"},
     ))

@@ -1,8 +1,12 @@
-"""kubelet: its KubeletConfiguration, the TLS-bootstrap kubeconfig, the providerID drop-in and the unit.
+"""kubelet: its KubeletConfiguration, the TLS-bootstrap kubeconfig, the providerID drop-in, the image
+credential provider for the cluster's registry and the unit.
 
 A node joins by TLS bootstrapping: the bootstrap kubeconfig names the token *file*
 (``tokenFile``) that the Key Vault fetch writes at boot, so customData holds no secret.
 kubelet then requests its client certificate and rotates it (``rotateCertificates``).
+Every add-on image is on the cluster's registry (infra/addons/images.py), which refuses
+anonymous pulls: kubelet asks its exec credential provider (``machine/node/acr-credential-provider.py``)
+for a registry token, obtained with the node's own identity.
 """
 
 from __future__ import annotations
@@ -46,6 +50,28 @@ TLS_CIPHER_SUITES = (
 )
 # CIS 4.1.1, 4.1.5, 4.1.9: the kubelet's unit, kubeconfigs and config file readable by root only.
 PRIVATE = "0600"
+# kubelet --image-credential-provider-config / --image-credential-provider-bin-dir (flags only: the
+# KubeletConfiguration has no field for them); the plugin's file name is the provider's name.
+CREDENTIAL_PROVIDER_CONFIG = "/etc/kubernetes/image-credential-providers.yaml"
+CREDENTIAL_PROVIDER_DIR, CREDENTIAL_PROVIDER = images.CREDENTIAL_PROVIDER_DIR, images.CREDENTIAL_PROVIDER
+# kubelet caches each answer this long unless the plugin says otherwise (it does: scripts/...py).
+CREDENTIAL_CACHE = "1h"
+
+
+def credential_provider_config(registry: str) -> dict[str, Any]:
+    """CredentialProviderConfig (kubelet.config.k8s.io/v1, GA since Kubernetes 1.26): our plugin for the
+    cluster's registry only; any other registry gets no credentials."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1",
+        "kind": "CredentialProviderConfig",
+        "providers": [{
+            "name": CREDENTIAL_PROVIDER,
+            "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+            "matchImages": [registry],
+            "defaultCacheDuration": CREDENTIAL_CACHE,
+            "args": [registry],
+        }],
+    }
 
 
 def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict[str, Any]:
@@ -108,6 +134,8 @@ def unit(labels: Mapping[str, str], gpu: bool) -> str:
         "cert-dir": CERT_DIR,
         "config": CONFIG_PATH,
         "config-dir": DROP_IN_DIR,
+        "image-credential-provider-config": CREDENTIAL_PROVIDER_CONFIG,
+        "image-credential-provider-bin-dir": CREDENTIAL_PROVIDER_DIR,
     }
     if labels:  # node labels exist only as a flag (KubeletConfiguration has no field for them)
         flags["node-labels"] = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
@@ -128,11 +156,16 @@ def unit(labels: Mapping[str, str], gpu: bool) -> str:
 
 
 def add_kubelet(cloud: CloudConfig, *, server: str, cluster_dns: str, max_pods: int,
-                labels: Mapping[str, str], taints: Sequence[Taint], gpu: bool) -> None:
+                labels: Mapping[str, str], taints: Sequence[Taint], gpu: bool, registry: str) -> None:
     cloud.add(CONFIG_PATH, render_config(cluster_dns=cluster_dns, max_pods=max_pods, taints=taints),
               permissions=PRIVATE)
     cloud.add(BOOTSTRAP_KUBECONFIG, yaml_text.dump(bootstrap_kubeconfig(server), sort_keys=False),
               permissions=PRIVATE)
     cloud.add(PROVIDER_ID_SCRIPT, machine.source("node/provider_id.py"),
+              permissions="0755")
+    cloud.add(CREDENTIAL_PROVIDER_CONFIG, yaml_text.dump(credential_provider_config(registry), sort_keys=False),
+              permissions=PRIVATE)
+    cloud.add(f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}",
+              machine.source("node/acr-credential-provider.py"),
               permissions="0755")
     cloud.add(f"/etc/systemd/system/{UNIT}", unit(labels, gpu), permissions=PRIVATE)

@@ -93,11 +93,6 @@ def infiniband_domain(shard: Shard) -> str:
     return shard.name
 
 
-def image(pool: NodePoolConfig) -> dict[str, str]:
-    """GPU pools boot the HPC image (driver, fabric manager, InfiniBand); CPU pools plain Ubuntu."""
-    return dict(versions.UBUNTU_HPC_IMAGE if pool.role == "gpu" else versions.UBUNTU_IMAGE)
-
-
 def ephemeral_os_disk(pool: NodePoolConfig) -> bool:
     """An ephemeral OS disk on the temp disk, when the temp disk holds it and is not the node's
     state disk (sizes with NVMe keep state there; on temp-disk-only sizes the state needs all of it)."""

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """supercluster: installs this node's pinned binaries from the manifest, verifying each one.
 
-Runs on every boot before containerd and kubelet; an artifact whose version check already
+Runs when the machine image is built (the manifest names each download) and on every boot
+before containerd and kubelet (the manifest names none: the image carries every binary, and
+one missing or at another version stops the boot). An artifact whose version check already
 passes is skipped. Each download is checked against its pinned sha256 (or the sha256 file
 the project publishes next to it) before anything is installed, and every installed binary
 must then report exactly the pinned version.
@@ -86,6 +88,10 @@ def main(manifest_path):
     for artifact in artifacts:
         if reports_version(artifact):
             continue
+        if "url" not in artifact:
+            raise SystemExit(f"install: {artifact['name']}: not {artifact['version_expect'].strip()!r} in this "
+                             "machine's image, and machines download nothing: boot a machine image built "
+                             "for these pins (docs/node-image.md)")
         install(artifact)
         print(f"install: {artifact['name']} {artifact['version_expect']} installed")
 

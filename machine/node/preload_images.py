@@ -2,9 +2,11 @@
 """supercluster: pulls this node's preload images from the cluster's registry and pins them.
 
 Runs after containerd and before kubelet on every boot. An image already present is only
-re-pinned. Otherwise it is pulled from its cached copy in the cluster's Azure Container
-Registry (over the private endpoint, authenticated with this machine's managed identity),
-tagged with its original name, and labelled pinned so kubelet's image GC keeps it.
+re-pinned. Otherwise it is imported from the archive the machine image carries; only when
+the image has no archive for it is it pulled from its cached copy in the cluster's Azure
+Container Registry (over the private endpoint, authenticated with this machine's managed
+identity) and tagged with its original name. Each is labelled pinned so kubelet's image GC
+keeps it.
 Usage: supercluster-preload-images MANIFEST.json
 """
 
@@ -13,16 +15,8 @@ import os
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 
-# Asks the metadata service for a token as the node's role identity (CPU nodes carry two identities).
-IMDS_TOKEN = os.environ.get("IMDS_TOKEN", "/usr/local/sbin/supercluster-imds-token")
 CTR = os.environ.get("CTR", "/usr/local/bin/ctr")
-# ACR's AAD-to-registry token exchange accepts tokens for this audience (ACR "authenticate with
-# Microsoft Entra" docs); the username that goes with a refresh token is the all-zero GUID.
-ACR_AUDIENCE = "https://containerregistry.azure.net"
-ACR_TOKEN_USER = "00000000-0000-0000-0000-000000000000"
 PINNED = "io.cri-containerd.pinned=pinned"
 ATTEMPTS = 10
 
@@ -43,12 +37,14 @@ def ctr(*args):
                           text=True).stdout
 
 
-def refresh_token(registry):
-    aad_token = subprocess.run([IMDS_TOKEN, ACR_AUDIENCE], check=True, capture_output=True, text=True).stdout.strip()
-    form = urllib.parse.urlencode({"grant_type": "access_token", "service": registry,
-                                   "access_token": aad_token}).encode()
-    with urllib.request.urlopen(f"https://{registry}/oauth2/exchange", data=form, timeout=30) as response:
-        return json.load(response)["refresh_token"]
+def credentials(provider, registry, image):
+    """``user:password`` for the registry, asked of kubelet's credential provider as kubelet asks it."""
+    request = {"kind": "CredentialProviderRequest", "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+               "image": image}
+    answer = subprocess.run([provider, registry], input=json.dumps(request), check=True,
+                            capture_output=True, text=True).stdout
+    auth = json.loads(answer)["auth"][registry]
+    return f"{auth['username']}:{auth['password']}"
 
 
 def main(manifest_path):
@@ -58,10 +54,14 @@ def main(manifest_path):
     token = None
     for image in plan["images"]:
         source, cached = image["source"], image["cached"]
-        if source not in present:
+        if source not in present and os.path.exists(image["archive"]):
+            ctr("images", "import", "--platform", "linux/amd64", image["archive"])
+            print(f"preload: {source} imported from {image['archive']}")
+        elif source not in present:
             if token is None:
-                token = retry("registry token", lambda: refresh_token(plan["registry"]))
-            retry(cached, lambda: ctr("images", "pull", "--user", f"{ACR_TOKEN_USER}:{token}", cached))
+                token = retry("registry token",
+                              lambda: credentials(plan["credential_provider"], plan["registry"], cached))
+            retry(cached, lambda: ctr("images", "pull", "--user", token, cached))
             ctr("images", "tag", "--force", cached, source)
             print(f"preload: {source} pulled from {cached}")
         ctr("images", "label", source, PINNED)

@@ -59,7 +59,10 @@ def unknown_properties(value: Any, typ: Any, path: str) -> list[str]:
         return []
     typ = _types.unwrap_type(typ)
     if typing.get_origin(typ) is typing.Union:  # Args class or its TypedDict twin: check against the class
-        typ = next((member for member in typing.get_args(typ) if _types.is_input_type(member)), typ)
+        members = [member for member in typing.get_args(typ) if _types.is_input_type(member)]
+        if len(members) > 1:  # a discriminated union (e.g. an image template's customizers): the best fit
+            return min((unknown_properties(value, member, path) for member in members), key=len)
+        typ = members[0] if members else typ
     if _types.is_input_type(typ) and isinstance(value, dict):
         names = set(_types.input_type_py_to_pulumi_names(typ).values())  # the provider's property names
         types = _types.input_type_types(typ)  # by those names, where the SDK can resolve the annotation

@@ -26,7 +26,8 @@ def declare(stack: str = "prod"):
     def program():
         NatHosts("c-nat-hosts", config=config, plan=plan, resource_group_name="c-rg", location="eastus",
                  subscription_id="sub", subnet_id="/subnets/nat", identity_id="/identities/nat",
-                 cloud_init=render(nat_host_cloud_config(config, plan, "c-kv-abcdef")))
+                 cloud_init=render(nat_host_cloud_config(config, plan, "c-kv-abcdef")),
+                 image_id="/galleries/c.images/images/c-cpu/versions/1.0.0")
 
     return config, plan, run_declarations(program)
 

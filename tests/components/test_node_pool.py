@@ -62,8 +62,9 @@ def test_every_scale_set_leaves_capacity_to_the_autoscaler(prod_plan):
 def test_vm_model(prod_plan):
     gpu, cpu = scale_sets(prod_plan, "h100a")[0], scale_sets(prod_plan, "cpu")[0]
     gpu_profile, cpu_profile = gpu.inputs["virtualMachineProfile"], cpu.inputs["virtualMachineProfile"]
-    assert gpu_profile["storageProfile"]["imageReference"]["offer"] == "ubuntu-hpc"
-    assert cpu_profile["storageProfile"]["imageReference"]["offer"] == "ubuntu-24_04-lts"
+    # The exact machine image version of each kind (components/machine_images.py), never a marketplace "latest".
+    assert gpu_profile["storageProfile"]["imageReference"]["id"].endswith("/galleryImages/prod-gpu/versions/1.0.0")
+    assert cpu_profile["storageProfile"]["imageReference"]["id"].endswith("/galleryImages/prod-cpu/versions/1.0.0")
     assert gpu_profile["storageProfile"]["osDisk"]["diffDiskSettings"] == {"option": "Local",
                                                                           "placement": "ResourceDisk"}
     assert "diffDiskSettings" not in cpu_profile["storageProfile"]["osDisk"]
@@ -132,8 +133,9 @@ def test_registry_is_a_private_cache_nodes_may_pull_from(prod_plan):
     assert registry.inputs["anonymousPullEnabled"] is False and registry.inputs["adminUserEnabled"] is False
     assert registry.options["protect"] is True
     rules = prod_plan.of_type("azure-native:containerregistry:CacheRule")
+    # One rule per upstream the preload list and the add-on images come from (infra/addons/images.py).
     assert [(r.inputs["sourceRepository"], r.inputs["targetRepository"]) for r in rules] == [
-        ("registry.k8s.io/*", "k8s/*")]
+        ("docker.io/*", "docker/*"), ("ghcr.io/*", "ghcr/*"), ("registry.k8s.io/*", "k8s/*"), ("nvcr.io/*", "nvcr/*")]
     endpoint = prod_plan.named("prod-registry-endpoint")
     assert endpoint.inputs["privateLinkServiceConnections"][0]["groupIds"] == ["registry"]
     pull = prod_plan.named("prod-registry-node-pull")

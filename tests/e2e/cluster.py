@@ -242,6 +242,12 @@ def install(machine: Machine, host: Host, pki: TestPki) -> None:
         source = machine.files / relative
         if source.is_dir():
             shutil.copytree(source, host.root / relative, dirs_exist_ok=True, symlinks=False)
+    # The modes cloud-init gives them (the plan's copies carry none): kubelet runs its credential
+    # provider from usr/local/sbin and refuses one that is not executable.
+    for entry in yaml.safe_load((machine.files / "cloud-init.yaml").read_text()).get("write_files", []):
+        target = host.root / entry["path"].lstrip("/")
+        if target.is_file():
+            os.chmod(target, int(entry["permissions"], 8))
     for name, path, mode in machine.fetched_secrets():
         target = host.root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -153,7 +153,7 @@ def test_every_add_on_container_that_asks_for_all_gpus_is_privileged():
                 checked += 1
                 assert container["securityContext"].get("privileged") is True, workload["metadata"]["name"]
                 assert workload["metadata"]["namespace"] == "kube-system"
-    assert checked == 3  # the device plugin and the two pools' health checks
+    assert checked == 4  # the device plugin, the two pools' health checks and the DCGM exporter
 
 
 def _cloud_files(cloud_init: str) -> dict[str, dict]:

@@ -15,6 +15,7 @@ import yaml
 
 import machine
 from infra import local_disk
+from infra import machine_image
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, custom_data
 from infra.etcd import backup
 from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
@@ -29,6 +30,7 @@ from infra.etcd.machine import (
     TOOL_PATH,
     TOOL_SETTINGS_PATH,
     install_script,
+    member_cloud_config,
     member_cloud_init,
     member_tool_source,
 )
@@ -85,10 +87,11 @@ def test_local_disk_settings_follow_the_vm_size():
     assert disk["bind_dirs"] == [] and "mounts" not in document
     assert json.loads(files[TOOL_SETTINGS_PATH]["content"])["disk"] == {"mount": MOUNT_POINT}  # prepare's check
     assert files[local_disk.SCRIPT_PATH]["content"] == machine.source(local_disk.PROGRAM)
-    assert "mdadm" in document["packages"]  # RAID 0 over both
+    main, member, _, _, _ = cloud_init()  # RAID 0 over both: mdadm comes with the machine image
+    assert "mdadm" in member_cloud_config(main, member, "kv").packages and "mdadm" in machine_image.PACKAGES
+    assert "packages" not in document
     _, _, _, document, files = cloud_init("dev")  # Standard_L8s_v3: one NVMe disk, no RAID
     assert json.loads(files[local_disk.SETTINGS_PATH]["content"])["nvme_disks"] == 1
-    assert "packages" not in document
     _, _, _, document, files = cloud_init(vmSize="Standard_D16ds_v5")  # temp disk only
     assert json.loads(files[local_disk.SETTINGS_PATH]["content"])["nvme_disks"] == 0
     assert document["mounts"] == [["ephemeral0"]]  # cloud-init leaves the temp disk to the program

@@ -30,6 +30,9 @@ REFUSED = {
     "virtual machine": ("dev-etcd-0.", "not ending with '.' or '-'"),
     "scale set": ("dev@gpu-s000", "no \\/\"'[]:|<>+=;,?*@& or space"),
     "computer name prefix": ("g" * 59, "is 59 characters"),
+    "compute gallery": ("dev_images", "is not letters, digits and '.'"),
+    "gallery image": ("dev-cpu-", "starting and ending with a letter or digit"),
+    "image template": ("dev-cpu-1.0.0" + "0" * 52, "is 65 characters"),
 }
 
 

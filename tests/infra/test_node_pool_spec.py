@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from infra import versions
+from infra import machine_image, versions
 from infra.cluster import build_cluster_spec
 from infra.config import parse_config
 from infra.errors import ConfigError
 from infra.images import cache_prefixes, parse_image
+from infra.machine_image import kind_of_pool
 from infra.node import install
 from infra.node.pool import (
     MAX_TAGS,
@@ -16,7 +17,6 @@ from infra.node.pool import (
     autoscaler_tags,
     encode_tag_key,
     ephemeral_os_disk,
-    image,
     node_spec,
     scale_set_tags,
 )
@@ -44,8 +44,8 @@ def test_node_spec_from_the_prod_gpu_pool():
 
 def test_gpu_pools_boot_the_hpc_image_and_cpu_pools_ubuntu():
     config = parsed("prod")
-    assert image(config.pool("h100a")) == versions.UBUNTU_HPC_IMAGE
-    assert image(config.pool("cpu")) == versions.UBUNTU_IMAGE
+    assert machine_image.BASE_IMAGES[kind_of_pool(config.pool("h100a"))] == versions.UBUNTU_HPC_IMAGE
+    assert machine_image.BASE_IMAGES[kind_of_pool(config.pool("cpu"))] == versions.UBUNTU_IMAGE
 
 
 def test_ephemeral_os_disk_only_where_the_temp_disk_is_free():

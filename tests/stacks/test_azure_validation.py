@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import PROJECT_DIR
 from tests.azure_models import MODELS, Violation, as_sent, check_inputs
 from tests.azure_rules import RULES, Resource, check_rules, ssh_key_problem
+from tests.helpers import PROJECT_DIR
 
 
 def azure_resources(run) -> list[Resource]:
@@ -295,6 +295,9 @@ NAMED = {  # type: [(input path, its rule in infra.naming.NAME_RULES)]
     "compute:VirtualMachine": [("vmName", "virtual machine"), ("osProfile.computerName", "virtual machine")],
     "compute:VirtualMachineScaleSet": [("vmScaleSetName", "scale set"),
                                        ("virtualMachineProfile.osProfile.computerNamePrefix", "computer name prefix")],
+    "compute:Gallery": [("galleryName", "compute gallery")],
+    "compute:GalleryImage": [("galleryImageName", "gallery image")],
+    "virtualmachineimages:VirtualMachineImageTemplate": [("imageTemplateName", "image template")],
 }
 
 

@@ -13,6 +13,8 @@ from tests.conftest import as_plan, deploy_after, plan_stack
 # dev with prod's shape where it matters here: several apiservers and NAT hosts.
 SHAPE = ("controlPlane.apiservers=3", "network.natHosts.count=3")
 AUTOSCALER = "kubernetes:apps/v1:Deployment"
+# A new release's binaries come in a new machine image (infra/machine_image.py refuses a reused version).
+NEW_IMAGE = "machineImageVersion=1.1.0"
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def _autoscaler_image(run) -> str:
 def test_a_minor_upgrade_rolls_apiservers_first_then_nodes_then_nat_hosts_one_per_deploy(steady):
     run, steps = steady, []
     for _ in range(7):
-        run, diff = _step(run, "kubernetesVersion=1.34.1")
+        run, diff = _step(run, "kubernetesVersion=1.34.1", NEW_IMAGE)
         steps.append((diff, run))
     downs = [_down(diff) for diff, _ in steps]
     assert downs == [
@@ -56,22 +58,27 @@ def test_a_minor_upgrade_rolls_apiservers_first_then_nodes_then_nat_hosts_one_pe
     assert [exit_code(diff) for diff, _ in steps] == [EXIT_CHANGED] * 7
     # The last step only puts NAT host 2 back to ignoring its cloud-init (resource options, nothing sent).
     assert {c for change in steps[-1][0].resources for c in change.changed} <= {
-        "options.ignoreChanges[0]", "options.ignoreChanges[1]", "options.replaceOnChanges[0]"}
-    assert exit_code(_step(run, "kubernetesVersion=1.34.1")[1]) == EXIT_OK
+        "options.ignoreChanges[0]", "options.ignoreChanges[1]", "options.ignoreChanges[2]",
+        "options.replaceOnChanges[0]"}
+    assert exit_code(_step(run, "kubernetesVersion=1.34.1", NEW_IMAGE)[1]) == EXIT_OK
     for index, (diff, run) in enumerate(steps):
         models = [c for c in diff.resources if c.type == SCALE_SET_TYPE]
         nodes_move = index == 3
         assert bool(models) == nodes_move, (index, [c.name for c in models])
-        assert _autoscaler_image(run).endswith("v1.34.5") == (index >= 3), index
+        assert (":v1.34." in _autoscaler_image(run)) == (index >= 3), index
         assert not diff.dangers, index
-    assert _autoscaler_image(steady).endswith("v1.33.6")
+        # Nodes boot the image of the release they run: the old one until the apiservers are done.
+        images = {r.inputs["virtualMachineProfile"]["storageProfile"]["imageReference"]["id"].rsplit("/", 1)[-1]
+                  for r in run.of_type(SCALE_SET_TYPE)}
+        assert images == {"1.1.0" if nodes_move or index > 3 else "1.0.0"}, (index, images)
+    assert ":v1.33." in _autoscaler_image(steady)
 
 
 def test_a_patch_release_replaces_one_nat_host_per_deploy_never_all(steady):
     """Before: a kubernetesVersion bump re-rendered the NAT hosts' cloud-init and replaced all of them at once."""
     run, nat = steady, []
     for _ in range(7):
-        run, diff = _step(run, "kubernetesVersion=1.33.5")
+        run, diff = _step(run, "kubernetesVersion=1.33.5", NEW_IMAGE)
         nat.append([name for action, name in _down(diff) if name.startswith("nat")])
         assert len(_down(diff)) <= 1
     assert nat[3:6] == [["nat-hosts-0-vm"], ["nat-hosts-1-vm"], ["nat-hosts-2-vm"]]
@@ -100,7 +107,7 @@ def test_skew_rules_refuse_a_downgrade_or_a_skipped_minor(start, target, expecte
 
 def test_the_next_minor_waits_until_the_last_one_reached_every_apiserver_and_the_nodes(steady):
     start = deploy_after(plan_stack("dev", *SHAPE, "kubernetesVersion=1.32.9"), *SHAPE, "kubernetesVersion=1.32.9")
-    midway, _ = _step(start, "kubernetesVersion=1.33.4")  # apiserver 0 of 3 on 1.33.4
+    midway, _ = _step(start, "kubernetesVersion=1.33.4", NEW_IMAGE)  # apiserver 0 of 3 on 1.33.4
     with pytest.raises(ConfigError) as refused:
-        _step(midway, "kubernetesVersion=1.34.1")
+        _step(midway, "kubernetesVersion=1.34.1", "machineImageVersion=1.2.0")
     assert "until its rollout is finished (apiservers 1, 2 not yet on 1.33.4)" in str(refused.value)

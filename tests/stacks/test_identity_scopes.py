@@ -27,7 +27,9 @@ GROUP = "azure-native:resources:ResourceGroup"
 SUBNET = "subnet (inline in its VNet)"
 # What any identity but the autoscaler may be granted: one secret, its backup container, the registry.
 SINGLE_RESOURCE_SCOPES = ("azure-native:keyvault:Secret", "azure-native:storage:BlobContainer",
-                          "azure-native:containerregistry:Registry")
+                          "azure-native:containerregistry:Registry",
+                          # Image Builder writes image versions into the gallery (components/machine_images.py).
+                          "azure-native:compute:Gallery")
 
 
 @pytest.fixture(params=["dev", "prod"])

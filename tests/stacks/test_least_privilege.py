@@ -81,7 +81,7 @@ def _role_of_identity(run: ProgramRun) -> dict[str, str]:
     """Identity id and URN -> role (``etcd``, ``node``, ...)."""
     roles = {}
     for identity in run.of_type(IDENTITY):
-        role = identity.name.removeprefix(f"{run.stack}-id-")
+        role = identity.name.rsplit("-id-", 1)[1]
         roles[identity.id] = roles[identity.urn] = role
     return roles
 
@@ -121,8 +121,10 @@ def test_each_role_reads_exactly_the_secrets_its_machines_fetch_one_secret_per_g
             assert grant.inputs["roleDefinitionId"].endswith(f"/{VIRTUAL_MACHINE_CONTRIBUTOR_ROLE}")
             continue
         # No other grant on the vault, the group or the subscription: each names one resource.
-        assert scope.type in (SECRET, "azure-native:storage:BlobContainer",
-                              "azure-native:containerregistry:Registry"), f"{grant.name} on {scope.type}"
+        assert scope.type in (SECRET, "azure-native:storage:BlobContainer", "azure-native:containerregistry:Registry",
+                              "azure-native:compute:Gallery"), f"{grant.name} on {scope.type}"
+        if scope.type == "azure-native:compute:Gallery":  # Image Builder writes the machine image versions
+            assert roles[principal] == "image-builder", grant.name
         if grant.inputs["roleDefinitionId"].endswith(f"/{KEY_VAULT_SECRETS_USER_ROLE}"):
             assert scope.type == SECRET, grant.name
             readable.setdefault(roles[principal], set()).add(scope.inputs["secretName"])

@@ -96,6 +96,7 @@ NEW_POOL = ("nodePools[2].name=cpu2", "nodePools[2].role=cpu", "nodePools[2].vmS
             "nodePools[2].addressSlot=3")
 NODES = r"pool-\w+-s\d{3}"
 VMS = r"(control-plane-vm|etcd|events-etcd|nat-hosts)-\d+-vm"
+IMAGE_TEMPLATES = r"images-(cpu|gpu)-template"  # what the machine images carry (infra/machine_image.py)
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,13 @@ ETCD_NSGS = r"(events-)?etcd-nsg"
 
 SWEEP = {
     # Rendered into every machine: apiservers first, one per deploy (docs/day2.md), then node models (Manual
-    # upgrade policy) and NAT hosts one per deploy; etcd ignores customData (its tags show it).
-    "kubernetesVersion": Change(("kubernetesVersion=1.33.5",), rf"{NODES}|{VMS}"),
+    # upgrade policy) and NAT hosts one per deploy; etcd ignores customData (its tags show it). The machine
+    # image's templates carry the binaries of the version, so it comes with a new image version.
+    "kubernetesVersion": Change(("kubernetesVersion=1.33.5", 'machineImageVersion="1.1.0"'),
+                                rf"{NODES}|{VMS}|{IMAGE_TEMPLATES}"),
+    # A new machine image: its templates, and the scale sets' model (new instances boot it; running ones keep
+    # theirs). Dedicated VMs ignore it (shown, not applied) until each is replaced on its own (docs/node-image.md).
+    "machineImageVersion": Change(('machineImageVersion="1.1.0"',), rf"{NODES}|{VMS}|{IMAGE_TEMPLATES}"),
     # Azure refuses new keys on an existing VM: every VM ignores them, scale sets take them in their model.
     "adminSshPublicKey": Change((f"adminSshPublicKey={NEW_KEY}",), rf"{NODES}|{VMS}"),
     # New members join, one per deploy (infra/etcd/membership_change.py: 1 -> 2 is the step); the existing one only
@@ -134,8 +140,8 @@ SWEEP = {
                                         dangers=r"cpu"),
     "nodePools[].retired": Change(RETIRE_CPU, r"pool-cpu-s\d{3}"),
     "nodePools (a new pool)": Change(NEW_POOL, rf".*cpu2.*|{ETCD_NSGS}", only_creates=True, also_updates=ETCD_NSGS),
-    "images.preload": Change(("images.preload[0]=docker.io/library/busybox:1.36",),
-                             rf"{NODES}|nat-hosts-\d+-vm|registry-cache-\w+"),
+    "images.preload": Change(("images.preload[0]=docker.io/library/busybox:1.36", 'machineImageVersion="1.1.0"'),
+                             rf"{NODES}|{VMS}|registry-cache-\w+|{IMAGE_TEMPLATES}"),
 }
 
 # Keys the sweep does not run, each with where its behaviour is pinned down.

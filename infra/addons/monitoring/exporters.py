@@ -55,8 +55,10 @@ def dcgm_exporter() -> list[k8s.Obj]:
                 {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}],
         "ports": [{"name": "metrics", "containerPort": DCGM_EXPORTER_PORT, "protocol": "TCP"}],
         "resources": k8s.resources("100m", "256Mi", "512Mi"),
-        # Profiling fields (DCGM_FI_PROF_*) need SYS_ADMIN, as in NVIDIA's dcgm-exporter manifests.
-        "securityContext": k8s.locked_down("SYS_ADMIN", as_nobody=False, read_only_root=False),
+        # NVIDIA_VISIBLE_DEVICES=all is honoured only for privileged containers (infra/node/gpu.py's toolkit
+        # config), and the profiling fields (DCGM_FI_PROF_*) need SYS_ADMIN, which privileged includes.
+        # kube-system is exempt from Pod Security.
+        "securityContext": {"privileged": True},
         "readinessProbe": {"httpGet": {"path": "/health", "port": DCGM_EXPORTER_PORT}, "periodSeconds": 30},
     }
     pod = k8s.pod_spec([container], priority_class=NODE_CRITICAL, service_account=DCGM_EXPORTER, host_network=True,

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	cliflag "k8s.io/component-base/cli/flag"
 	nodeutil "k8s.io/component-helpers/node/util"
+	"sigs.k8s.io/yaml"
 
 	"supercluster.dev/e2e/kubernetes/internal/simnode"
 )
@@ -27,6 +30,10 @@ type options struct {
 	nodeLabels          map[string]string
 	nodeName            string // --hostname-override, or this machine's hostname, as kubelet
 	nodeIP              string
+	// --image-credential-provider-config and --image-credential-provider-bin-dir: checked as kubelet
+	// checks them at startup (each configured provider's executable must be in the directory).
+	credentialProviderConfig string
+	credentialProviderBinDir string
 
 	capacity v1.ResourceList // --sim-capacity: what the simulated machine has
 	runPods  bool            // --sim-run-pods: mark the pods bound to the node running
@@ -52,6 +59,8 @@ func parseFlags(args []string) (options, error) {
 	fs.Var(&nodeLabels, "node-labels", "labels to register the node with (k=v,...)")
 	fs.StringVar(&hostnameOverride, "hostname-override", "", "the node's name")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "the node's InternalIP")
+	fs.StringVar(&o.credentialProviderConfig, "image-credential-provider-config", "", "CredentialProviderConfig file")
+	fs.StringVar(&o.credentialProviderBinDir, "image-credential-provider-bin-dir", "", "where the credential provider executables are")
 	fs.StringVar(&capacity, "sim-capacity", "", "the node's capacity, resource=quantity,... (e.g. cpu=96,memory=1900Gi,nvidia.com/gpu=8)")
 	fs.BoolVar(&o.runPods, "sim-run-pods", true, "mark the pods bound to the node running, as a kubelet that started them would")
 	fs.StringVar(&podIPs, "sim-pod-ips", "", "pod addresses (a,b,...) for pods that are not hostNetwork; empty: the node IP")
@@ -79,6 +88,9 @@ func parseFlags(args []string) (options, error) {
 		return o, err
 	}
 	if o.nodeIP, err = parseNodeIP(o.nodeIP); err != nil {
+		return o, err
+	}
+	if err = checkCredentialProviders(o.credentialProviderConfig, o.credentialProviderBinDir); err != nil {
 		return o, err
 	}
 	if o.capacity, err = parseCapacity(capacity); err != nil {
@@ -148,4 +160,52 @@ func parseIPList(value string) ([]string, error) {
 		ips = append(ips, ip.String())
 	}
 	return ips, nil
+}
+
+// checkCredentialProviders refuses what kubelet refuses when it loads its image credential providers:
+// one flag without the other, a config that is not a CredentialProviderConfig, and a provider whose
+// executable (named after it) is not in the bin directory.
+func checkCredentialProviders(configPath, binDir string) error {
+	if configPath == "" && binDir == "" {
+		return nil
+	}
+	if configPath == "" || binDir == "" {
+		return errors.New("--image-credential-provider-config and --image-credential-provider-bin-dir go together")
+	}
+	data, err := os.ReadFile(configPath)
+	if err != nil {
+		return fmt.Errorf("--image-credential-provider-config: %w", err)
+	}
+	var config struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Providers  []struct {
+			Name                 string   `json:"name"`
+			APIVersion           string   `json:"apiVersion"`
+			MatchImages          []string `json:"matchImages"`
+			DefaultCacheDuration string   `json:"defaultCacheDuration"`
+			Args                 []string `json:"args"`
+			Env                  []struct {
+				Name  string `json:"name"`
+				Value string `json:"value"`
+			} `json:"env"`
+		} `json:"providers"`
+	}
+	if err := yaml.UnmarshalStrict(data, &config); err != nil {
+		return fmt.Errorf("--image-credential-provider-config: %w", err)
+	}
+	if config.Kind != "CredentialProviderConfig" || config.APIVersion != "kubelet.config.k8s.io/v1" {
+		return fmt.Errorf("--image-credential-provider-config: %s/%s is not a kubelet.config.k8s.io/v1 CredentialProviderConfig",
+			config.APIVersion, config.Kind)
+	}
+	for _, provider := range config.Providers {
+		if provider.APIVersion != "credentialprovider.kubelet.k8s.io/v1" || len(provider.MatchImages) == 0 {
+			return fmt.Errorf("credential provider %q: apiVersion credentialprovider.kubelet.k8s.io/v1 and matchImages required", provider.Name)
+		}
+		info, err := os.Stat(filepath.Join(binDir, provider.Name))
+		if err != nil || info.Mode()&0o111 == 0 {
+			return fmt.Errorf("credential provider %q: no executable %s", provider.Name, filepath.Join(binDir, provider.Name))
+		}
+	}
+	return nil
 }

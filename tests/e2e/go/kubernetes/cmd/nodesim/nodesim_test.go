@@ -462,3 +462,38 @@ func TestPodAddressesComeFromThePoolThenTheNode(t *testing.T) {
 		t.Error(ip)
 	}
 }
+
+func TestCredentialProvidersAreCheckedAsKubeletChecksThem(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "providers.yaml")
+	write := func(text string) {
+		if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+- name: acr
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+  matchImages: [example.azurecr.io]
+  defaultCacheDuration: 1h
+  args: [example.azurecr.io]
+`)
+	if err := checkCredentialProviders(config, dir); err == nil || !strings.Contains(err.Error(), "no executable") {
+		t.Fatalf("a missing provider executable: got %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "acr"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkCredentialProviders(config, dir); err != nil {
+		t.Fatalf("a valid config: %v", err)
+	}
+	if err := checkCredentialProviders(config, ""); err == nil {
+		t.Fatal("the config without the bin dir was accepted")
+	}
+	write("apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n- name: acr\n  typo: 1\n")
+	if err := checkCredentialProviders(config, dir); err == nil {
+		t.Fatal("an unknown field was accepted")
+	}
+}

@@ -1,0 +1,94 @@
+"""Nodes pull add-on images from the cluster's registry, which refuses anonymous pulls: kubelet's exec
+credential provider turns the node's identity into a registry token, and the preload asks it the same way."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+import yaml
+
+import machine
+from infra.node import images, kubelet
+from tests.infra.test_node_bootstrap import files, spec
+
+PLUGIN = machine.path("node/acr-credential-provider.py")
+REGISTRY = "prodacr123456.azurecr.io"
+
+
+def test_kubelet_asks_the_plugin_for_the_clusters_registry_only():
+    rendered = files(spec())
+    unit = rendered[f"/etc/systemd/system/{kubelet.UNIT}"]
+    assert f"--image-credential-provider-config={kubelet.CREDENTIAL_PROVIDER_CONFIG}" in unit
+    assert f"--image-credential-provider-bin-dir={kubelet.CREDENTIAL_PROVIDER_DIR}" in unit
+    config = yaml.safe_load(rendered[kubelet.CREDENTIAL_PROVIDER_CONFIG])
+    [provider] = config["providers"]
+    assert config["apiVersion"] == "kubelet.config.k8s.io/v1" and config["kind"] == "CredentialProviderConfig"
+    assert provider["name"] == kubelet.CREDENTIAL_PROVIDER and provider["matchImages"] == [REGISTRY]
+    assert provider["apiVersion"] == "credentialprovider.kubelet.k8s.io/v1" and provider["args"] == [REGISTRY]
+    path = f"{kubelet.CREDENTIAL_PROVIDER_DIR}/{kubelet.CREDENTIAL_PROVIDER}"
+    assert rendered[path] == PLUGIN.read_text()
+    # The preload asks the very same plugin.
+    assert json.loads(rendered[images.MANIFEST_PATH])["credential_provider"] == path
+
+
+class _Exchange(BaseHTTPRequestHandler):
+    forms: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        length = int(self.headers["Content-Length"])
+        self.forms.append(dict(urllib.parse.parse_qsl(self.rfile.read(length).decode())))
+        body = json.dumps({"refresh_token": "refresh-123"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def exchange():
+    server = HTTPServer(("127.0.0.1", 0), _Exchange)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def run_plugin(tmp_path, exchange_url, image):
+    token = tmp_path / "imds-token"
+    token.write_text("#!/bin/sh\n[ \"$1\" = https://containerregistry.azure.net ] && echo aad-token\n")
+    token.chmod(0o755)
+    request = {"kind": "CredentialProviderRequest", "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+               "image": image}
+    env = {"IMDS_TOKEN": str(token), "ACR_EXCHANGE_URL": exchange_url + "/oauth2/exchange", "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, str(PLUGIN), REGISTRY], input=json.dumps(request), env=env,
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_the_plugin_exchanges_the_node_identity_for_a_registry_token(tmp_path, exchange):
+    _Exchange.forms = []
+    result = run_plugin(tmp_path, exchange, f"{REGISTRY}/k8s/coredns/coredns:v1.12.0@sha256:{'0' * 64}")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["kind"] == "CredentialProviderResponse"
+    assert answer["apiVersion"] == "credentialprovider.kubelet.k8s.io/v1" and answer["cacheKeyType"] == "Registry"
+    assert answer["auth"] == {REGISTRY: {"username": "00000000-0000-0000-0000-000000000000",
+                                         "password": "refresh-123"}}
+    assert _Exchange.forms == [{"grant_type": "access_token", "service": REGISTRY, "access_token": "aad-token"}]
+
+
+def test_the_plugin_answers_for_no_other_registry(tmp_path, exchange):
+    result = run_plugin(tmp_path, exchange, "docker.io/library/python:3.12")
+    assert result.returncode != 0 and "is not on" in result.stderr
