@@ -22,8 +22,8 @@ from components.secret_store import SecretStore
 from components.stack_config import load_cluster_spec
 from infra import machine_image, naming
 from infra.addons import AzureAccess
-from infra.day2 import APISERVER_ROLE, NAT_HOST_ROLE, ROLLOUT_OUTPUT
 from infra.addons import images as addon_images
+from infra.day2 import APISERVER_ROLE, NAT_HOST_ROLE, ROLLOUT_OUTPUT
 from infra.etcd.backup import account_url
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import EVENTS, MAIN
@@ -42,48 +42,101 @@ subscription_id = client.apply(lambda c: c["subscriptionId"])
 
 # Network and shared services.
 previous_deploy = PreviousDeploy(f"{config.cluster_name}-previous-deploy", config=config)
-group = declare.azure("resources:ResourceGroup", config.cluster_name, {
-    # Everything in the group waits for the checks against the last deploy (a pool dropped unretired).
-    "resourceGroupName": previous_deploy.gate(naming.resource_group(config.cluster_name)),
-    "location": config.location,
-}, pulumi.ResourceOptions(protect=True))
+group = declare.azure(
+    "resources:ResourceGroup",
+    config.cluster_name,
+    {
+        # Everything in the group waits for the checks against the last deploy (a pool dropped unretired).
+        "resourceGroupName": previous_deploy.gate(naming.resource_group(config.cluster_name)),
+        "location": config.location,
+    },
+    pulumi.ResourceOptions(protect=True),
+)
 group_name = group.output("name")
 # The node pools' scale sets alone: the only group the cluster autoscaler's identity may change.
-node_group = declare.azure("resources:ResourceGroup", f"{config.cluster_name}-nodes", {
-    "resourceGroupName": previous_deploy.gate(naming.node_resource_group(config.cluster_name)),
-    "location": config.location,
-}, pulumi.ResourceOptions(protect=True))
-hub = Hub(f"{config.cluster_name}-hub", cluster_name=config.cluster_name, network=config.network, plan=plan,
-          resource_group_name=group_name, location=config.location)
-network = ClusterNetwork(config.cluster_name, plan=plan, resource_group_name=group_name, location=config.location,
-                         hub_prefixes=hub.address_prefixes, monitoring_pools=monitoring_pools(config))
-HubPeerings(f"{config.cluster_name}-hub-peerings", hub=hub, cluster_name=config.cluster_name, plan=plan,
-            vnet_ids=network.vnet_ids, vnet_names=network.vnet_names, resource_group_name=group_name)
-identities = RoleIdentities(f"{config.cluster_name}-id", cluster_name=config.cluster_name,
-                            resource_group_name=group_name, node_resource_group_id=node_group.id,
-                            node_subnet_ids={shard.name: network.subnet_ids[shard.name] for pool in config.node_pools
-                                             for shard in shards(pool)},
-                            subscription_id=subscription_id, location=config.location)
+node_group = declare.azure(
+    "resources:ResourceGroup",
+    f"{config.cluster_name}-nodes",
+    {
+        "resourceGroupName": previous_deploy.gate(naming.node_resource_group(config.cluster_name)),
+        "location": config.location,
+    },
+    pulumi.ResourceOptions(protect=True),
+)
+hub = Hub(
+    f"{config.cluster_name}-hub",
+    cluster_name=config.cluster_name,
+    network=config.network,
+    plan=plan,
+    resource_group_name=group_name,
+    location=config.location,
+)
+network = ClusterNetwork(
+    config.cluster_name,
+    plan=plan,
+    resource_group_name=group_name,
+    location=config.location,
+    hub_prefixes=hub.address_prefixes,
+    monitoring_pools=monitoring_pools(config),
+)
+HubPeerings(
+    f"{config.cluster_name}-hub-peerings",
+    hub=hub,
+    cluster_name=config.cluster_name,
+    plan=plan,
+    vnet_ids=network.vnet_ids,
+    vnet_names=network.vnet_names,
+    resource_group_name=group_name,
+)
+identities = RoleIdentities(
+    f"{config.cluster_name}-id",
+    cluster_name=config.cluster_name,
+    resource_group_name=group_name,
+    node_resource_group_id=node_group.id,
+    node_subnet_ids={
+        shard.name: network.subnet_ids[shard.name] for pool in config.node_pools for shard in shards(pool)
+    },
+    subscription_id=subscription_id,
+    location=config.location,
+)
 secrets = SecretStore(
-    f"{config.cluster_name}-secrets", cluster_name=config.cluster_name, resource_group_name=group_name,
-    location=config.location, tenant_id=client.apply(lambda c: c["tenantId"]), subscription_id=subscription_id,
-    endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_ids=network.vnet_ids,
+    f"{config.cluster_name}-secrets",
+    cluster_name=config.cluster_name,
+    resource_group_name=group_name,
+    location=config.location,
+    tenant_id=client.apply(lambda c: c["tenantId"]),
+    subscription_id=subscription_id,
+    endpoint_subnet_id=network.subnet_ids["endpoints"],
+    vnet_ids=network.vnet_ids,
 )
 # The machine images every VM and scale set boots, built by Image Builder into the cluster's gallery.
 machine_images = MachineImages(
-    f"{config.cluster_name}-images", config=config, resource_group_name=group_name, subscription_id=subscription_id,
+    f"{config.cluster_name}-images",
+    config=config,
+    resource_group_name=group_name,
+    subscription_id=subscription_id,
 )
 # Machines: NAT hosts, node pools, etcd, control plane; none waits for another.
 nat_hosts = NatHosts(
-    f"{config.cluster_name}-nat-hosts", config=config, plan=plan, resource_group_name=group_name,
-    location=config.location, subscription_id=subscription_id, subnet_id=network.subnet_ids["nat"],
-    identity_id=identities.ids["nat"], cloud_init=spec.nat_host_cloud_init,
+    f"{config.cluster_name}-nat-hosts",
+    config=config,
+    plan=plan,
+    resource_group_name=group_name,
+    location=config.location,
+    subscription_id=subscription_id,
+    subnet_id=network.subnet_ids["nat"],
+    identity_id=identities.ids["nat"],
+    cloud_init=spec.nat_host_cloud_init,
     image_id=machine_images.version_id("cpu", spec.node_machine_image_version),
-    kubernetes_version=spec.node_kubernetes_version, last_deploy=spec.last_deploy,
+    kubernetes_version=spec.node_kubernetes_version,
+    last_deploy=spec.last_deploy,
 )
 registry = ImageRegistry(
-    f"{config.cluster_name}-registry", cluster_name=config.cluster_name, resource_group_name=group_name,
-    location=config.location, subscription_id=subscription_id,
+    f"{config.cluster_name}-registry",
+    cluster_name=config.cluster_name,
+    resource_group_name=group_name,
+    location=config.location,
+    subscription_id=subscription_id,
     cache_rules=cache_prefixes((*preload_images(config), *addon_images.table())),
     endpoint_subnet_id=network.subnet_ids["endpoints"],
     vnet_ids=network.vnet_ids,
@@ -91,7 +144,9 @@ registry = ImageRegistry(
 )
 node_pools = {
     pool.name: NodePool(
-        f"{config.cluster_name}-pool-{pool.name}", cluster=spec, pool=pool,
+        f"{config.cluster_name}-pool-{pool.name}",
+        cluster=spec,
+        pool=pool,
         resource_group_name=node_group.output("name"),
         subnet_ids=network.subnet_ids,
         # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
@@ -102,50 +157,78 @@ node_pools = {
 }
 
 etcd_pki = EtcdPki(
-    f"{config.cluster_name}-etcd-pki", cluster_name=config.cluster_name, secrets=secrets,
+    f"{config.cluster_name}-etcd-pki",
+    cluster_name=config.cluster_name,
+    secrets=secrets,
     ca_readers={role: identities.principal_ids[role] for role in (MAIN, EVENTS, "apiserver")},
     apiserver_principal_id=identities.principal_ids["apiserver"],
 )
 etcd_backups = EtcdBackupStore(
-    f"{config.cluster_name}-etcd-backup-store", cluster_name=config.cluster_name, resource_group_name=group_name,
-    location=config.location, subscription_id=subscription_id,
-    endpoint_subnet_id=network.subnet_ids["endpoints"], vnet_id=network.vnet_ids["system"],
+    f"{config.cluster_name}-etcd-backup-store",
+    cluster_name=config.cluster_name,
+    resource_group_name=group_name,
+    location=config.location,
+    subscription_id=subscription_id,
+    endpoint_subnet_id=network.subnet_ids["endpoints"],
+    vnet_id=network.vnet_ids["system"],
 )
 etcd_clusters = {
     role: EtcdCluster(
-        f"{config.cluster_name}-{role}", cluster=machines.etcd[role].cluster,
-        cloud_inits=machines.etcd[role].cloud_inits, resource_group_name=group_name,
-        location=config.location, subnet_id=network.subnet_ids[role], identity_id=identities.ids[role],
+        f"{config.cluster_name}-{role}",
+        cluster=machines.etcd[role].cluster,
+        cloud_inits=machines.etcd[role].cloud_inits,
+        resource_group_name=group_name,
+        location=config.location,
+        subnet_id=network.subnet_ids[role],
+        identity_id=identities.ids[role],
         principal_id=identities.principal_ids[role],
-        etcd_pki=etcd_pki, secrets=secrets, backups=etcd_backups, admin_ssh_public_key=config.admin_ssh_public_key,
+        etcd_pki=etcd_pki,
+        secrets=secrets,
+        backups=etcd_backups,
+        admin_ssh_public_key=config.admin_ssh_public_key,
         image_id=machine_images.version_ids["cpu"],
     )
     for role in (MAIN, EVENTS)
 }
 
 control_plane = ControlPlane(
-    f"{config.cluster_name}-control-plane", spec=spec, resource_group_name=group_name,
-    subscription_id=subscription_id, subnet_id=network.subnet_ids["apiserver"],
-    identities=identities, secrets=secrets, apiservers=machines.apiservers,
+    f"{config.cluster_name}-control-plane",
+    spec=spec,
+    resource_group_name=group_name,
+    subscription_id=subscription_id,
+    subnet_id=network.subnet_ids["apiserver"],
+    identities=identities,
+    secrets=secrets,
+    apiservers=machines.apiservers,
     image_id=machine_images.version_ids["cpu"],
 )
 # In the cluster, through the control plane's kubernetes provider.
 ClusterBootstrap(
-    f"{config.cluster_name}-bootstrap", provider=control_plane.kubernetes_provider,
-    token_id=control_plane.bootstrap_token_id, token_secret=control_plane.bootstrap_token_secret,
+    f"{config.cluster_name}-bootstrap",
+    provider=control_plane.kubernetes_provider,
+    token_id=control_plane.bootstrap_token_id,
+    token_secret=control_plane.bootstrap_token_secret,
 )
 ClusterAddons(
-    f"{config.cluster_name}-addons", spec=spec, provider=control_plane.kubernetes_provider,
-    azure=AzureAccess(subscription_id=subscription_id,
-                      resource_group=naming.node_resource_group(config.cluster_name),
-                      identity_client_id=identities.client_ids["autoscaler"]),
+    f"{config.cluster_name}-addons",
+    spec=spec,
+    provider=control_plane.kubernetes_provider,
+    azure=AzureAccess(
+        subscription_id=subscription_id,
+        resource_group=naming.node_resource_group(config.cluster_name),
+        identity_client_id=identities.client_ids["autoscaler"],
+    ),
 )
 
 # Outputs: the versioned contract other teams read (docs/outputs-contract.md).
 export_cluster_contract(
-    spec, resource_group_name=group_name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
+    spec,
+    resource_group_name=group_name,
+    vnet_ids=network.vnet_ids,
+    subnet_ids=network.subnet_ids,
     scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},
-    ca_certificate=control_plane.ca_cert_pem, admin_kubeconfig=control_plane.admin_kubeconfig,
+    ca_certificate=control_plane.ca_cert_pem,
+    admin_kubeconfig=control_plane.admin_kubeconfig,
     etcd_backup_storage_account_id=etcd_backups.account.id,
     etcd_backup_container_url=f"{account_url(config.cluster_name)}/{etcd_clusters[MAIN].spec.backup_container}",
 )
@@ -153,19 +236,25 @@ export_cluster_contract(
 pulumi.export("registryLoginServer", registry.login_server)
 # What this deploy's image templates build: the next deploy refuses other contents under the same version.
 pulumi.export(machine_image.OUTPUT_NAME, machine_image.built(config))
-pulumi.export("network", {
-    "addressSpace": str(config.network.address_space),
-    "serviceCidr": str(config.network.service_cidr),
-    "natLoadBalancerIp": nat_hosts.load_balancer_ip,
-    "egressPrefixes": network.egress_prefixes,
-    "hub": hub.contract,
-})
+pulumi.export(
+    "network",
+    {
+        "addressSpace": str(config.network.address_space),
+        "serviceCidr": str(config.network.service_cidr),
+        "natLoadBalancerIp": nat_hosts.load_balancer_ip,
+        "egressPrefixes": network.egress_prefixes,
+        "hub": hub.contract,
+    },
+)
 # What each rolled machine runs, read back by the next deploy to stage the next one (docs/day2.md).
-pulumi.export(ROLLOUT_OUTPUT, {
-    "machines": {APISERVER_ROLE: control_plane.records, NAT_HOST_ROLE: nat_hosts.records},
-    "nodeKubernetesVersion": spec.node_kubernetes_version,
-    "nodeMachineImageVersion": spec.node_machine_image_version,
-})
+pulumi.export(
+    ROLLOUT_OUTPUT,
+    {
+        "machines": {APISERVER_ROLE: control_plane.records, NAT_HOST_ROLE: nat_hosts.records},
+        "nodeKubernetesVersion": spec.node_kubernetes_version,
+        "nodeMachineImageVersion": spec.node_machine_image_version,
+    },
+)
 # Also the last deploy's member counts for the next one (infra/etcd/membership_change.py).
 for role, output_name in CLIENT_URL_OUTPUTS.items():
     pulumi.export(output_name, etcd_clusters[role].client_urls)

@@ -68,8 +68,9 @@ def timed(argv: list[str]) -> Run:
     """One child process, run to its end; its output is discarded, its errors shown if it fails."""
     with tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
-        process = subprocess.Popen(argv, cwd=ROOT, env=CHILD_ENV, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=err, text=True)
+        process = subprocess.Popen(
+            argv, cwd=ROOT, env=CHILD_ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True
+        )
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
         if os.waitstatus_to_exitcode(status) != 0:
@@ -148,18 +149,23 @@ def main() -> None:
         print("|---|---:|---:|---:|---:|---:|")
         for stack in outs:
             plan, floor = fastest(rounds[stack]), fastest(rounds[f"floor-{stack}"])
-            print(f"| {stack} | {counts[stack]} | {plan.wall:.2f} ({plan.cpu:.2f}) | {plan.rss:.0f} "
-                  f"| {floor.wall:.2f} ({floor.cpu:.2f}) | {ratio(rounds[stack], rounds[f'floor-{stack}']):.2f}x |")
+            print(
+                f"| {stack} | {counts[stack]} | {plan.wall:.2f} ({plan.cpu:.2f}) | {plan.rss:.0f} "
+                f"| {floor.wall:.2f} ({floor.cpu:.2f}) | {ratio(rounds[stack], rounds[f'floor-{stack}']):.2f}x |"
+            )
         print()
         sizes = {total: work / f"prod-{total}" for total in (2_500, 7_500, 30_000)}
-        rounds = in_rounds({total: plan_argv("prod", out, resized(total)) for total, out in sizes.items()},
-                           args.repeat, sizes)
+        rounds = in_rounds(
+            {total: plan_argv("prod", out, resized(total)) for total, out in sizes.items()}, args.repeat, sizes
+        )
         print("| prod resized to | resources | plan wall s (cpu) | vs 2,500 nodes (cpu) |")
         print("|---|---:|---:|---:|")
         for total, out in sizes.items():
             run = fastest(rounds[total])
-            print(f"| {total:,} nodes | {registered(out)} | {run.wall:.2f} ({run.cpu:.2f}) "
-                  f"| {ratio(rounds[total], rounds[2_500]):.2f}x ({ratio(rounds[total], rounds[2_500], 'cpu'):.2f}x) |")
+            print(
+                f"| {total:,} nodes | {registered(out)} | {run.wall:.2f} ({run.cpu:.2f}) "
+                f"| {ratio(rounds[total], rounds[2_500]):.2f}x ({ratio(rounds[total], rounds[2_500], 'cpu'):.2f}x) |"
+            )
     if not args.skip_tests:
         # As scripts/test.sh runs it (without its setup step): one worker per core.
         suite = timed([PYTHON, "-m", "pytest", "-n", "auto"])

@@ -84,8 +84,9 @@ def scrape(cluster: Cluster) -> Scrape:
         etcd[role] = []
         for machine, _, _ in members:
             url = yaml.safe_load((machine.files / RENDERED_ETCD_CONFIG).read_text())["listen-metrics-urls"]
-            result = cluster.network.run(cluster.admin, ["curl", "-sf", "--max-time", "60", f"{url}/metrics"],
-                                         timeout=90)
+            result = cluster.network.run(
+                cluster.admin, ["curl", "-sf", "--max-time", "60", f"{url}/metrics"], timeout=90
+            )
             etcd[role].append(metrics.parse(result.stdout))
     return Scrape(apiservers, etcd, cpu_by_component(cluster))
 
@@ -115,16 +116,27 @@ def cpu_by_component(cluster: Cluster) -> dict[str, float]:
 def request_p99s(before: Scrape, after: Scrape, minimum: int = 20) -> dict[tuple[str, str, str], float]:
     """p99 seconds per (verb, resource[/subresource], scope) with at least ``minimum`` requests."""
     name = "apiserver_request_duration_seconds"
-    keys = {(dict(labels).get("verb", ""), dict(labels).get("resource", ""), dict(labels).get("subresource", ""),
-             dict(labels).get("scope", ""))
-            for labels in after.control_plane.get(f"{name}_bucket")}
+    keys = {
+        (
+            dict(labels).get("verb", ""),
+            dict(labels).get("resource", ""),
+            dict(labels).get("subresource", ""),
+            dict(labels).get("scope", ""),
+        )
+        for labels in after.control_plane.get(f"{name}_bucket")
+    }
     result = {}
     for verb, resource, subresource, scope in keys:
         if verb in ("WATCH", "CONNECT", ""):
             continue
-        buckets = metrics.histogram_delta(before.control_plane, after.control_plane, name, lambda labels, k=(
-            verb, resource, subresource, scope): (labels.get("verb"), labels.get("resource"),
-                                                  labels.get("subresource", ""), labels.get("scope")) == k)
+        buckets = metrics.histogram_delta(
+            before.control_plane,
+            after.control_plane,
+            name,
+            lambda labels, k=(verb, resource, subresource, scope): (
+                (labels.get("verb"), labels.get("resource"), labels.get("subresource", ""), labels.get("scope")) == k
+            ),
+        )
         if metrics.observations(buckets) >= minimum:
             label = f"{resource}/{subresource}" if subresource else resource
             result[(verb, label, scope)] = metrics.quantile(0.99, buckets)
@@ -146,20 +158,27 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
 
     main = before.etcd["etcd"][0], after.etcd["etcd"][0]
     events = before.etcd["events-etcd"][0], after.etcd["events-etcd"][0]
-    commit = metrics.histogram_delta(metrics.combine(before.etcd["etcd"]), metrics.combine(after.etcd["etcd"]),
-                                     "etcd_disk_backend_commit_duration_seconds")
+    commit = metrics.histogram_delta(
+        metrics.combine(before.etcd["etcd"]),
+        metrics.combine(after.etcd["etcd"]),
+        "etcd_disk_backend_commit_duration_seconds",
+    )
     rss = [metrics.gauge(s, "process_resident_memory_bytes") for s in after.apiservers]
     heap = [metrics.gauge(s, "go_memstats_heap_inuse_bytes") for s in after.apiservers]
-    cpu = {name: round((after.cpu.get(name, 0.0) - before.cpu.get(name, 0.0)) / seconds, 2)
-           for name in after.cpu}
+    cpu = {name: round((after.cpu.get(name, 0.0) - before.cpu.get(name, 0.0)) / seconds, 2) for name in after.cpu}
     return {
         "seconds": round(seconds, 1),
         # Cores each component kept busy over the window (of the machine's few): the bottleneck's share.
         "cores_busy": dict(sorted(cpu.items(), key=lambda item: -item[1])),
-        "requests_per_s": round(metrics.counter_delta(before.control_plane, after.control_plane,
-                                                      "apiserver_request_total") / seconds, 1),
-        "http_429": metrics.counter_delta(before.control_plane, after.control_plane, "apiserver_request_total",
-                                          lambda labels: labels.get("code") == "429"),
+        "requests_per_s": round(
+            metrics.counter_delta(before.control_plane, after.control_plane, "apiserver_request_total") / seconds, 1
+        ),
+        "http_429": metrics.counter_delta(
+            before.control_plane,
+            after.control_plane,
+            "apiserver_request_total",
+            lambda labels: labels.get("code") == "429",
+        ),
         "lease_update_p99_s": p99.get(("PUT", "leases", "resource")),
         "worst_mutating": worst(mutating),
         "worst_get": worst(gets),
@@ -195,12 +214,17 @@ def fleet_pools(cluster: Cluster) -> list[dict[str, Any]]:
         config = yaml.safe_load((machine.files / "etc/kubernetes/kubelet-config.yaml").read_text())
         taints = [t for t in config.get("registerWithTaints", []) if t["key"] != GPU_STARTUP_TAINT_KEY]
         size = VM_SIZES[scale_set.vm_size]
-        capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_gib}Gi", "pods": str(config["maxPods"]),
-                    "ephemeral-storage": "1000Gi"}
+        capacity = {
+            "cpu": str(size.vcpus),
+            "memory": f"{size.memory_gib}Gi",
+            "pods": str(config["maxPods"]),
+            "ephemeral-storage": "1000Gi",
+        }
         if size.gpus:
             capacity[GPU_RESOURCE] = str(size.gpus)
-        pools.append({"name": name, "max": by_name[name].max_nodes, "labels": labels, "taints": taints,
-                      "capacity": capacity})
+        pools.append(
+            {"name": name, "max": by_name[name].max_nodes, "labels": labels, "taints": taints, "capacity": capacity}
+        )
     return pools
 
 
@@ -225,25 +249,48 @@ class Fleet:
     def nodes(self) -> int:
         return sum(self.created.values())
 
-    def grow(self, counts: dict[str, int], prefix: str, register_qps: float = 0,
-             timeout: float = 900) -> dict[str, Any]:
+    def grow(
+        self, counts: dict[str, int], prefix: str, register_qps: float = 0, timeout: float = 900
+    ) -> dict[str, Any]:
         """Starts a fleet process for ``counts`` more nodes per pool, named ``<prefix>-<pool>-NNNNNN``;
         returns its registration report once every node is registered."""
-        profile = {"pools": [{
-            "name": p["name"], "count": counts.get(p["name"], 0), "namePrefix": f"{prefix}-{p['name']}-",
-            "labels": p["labels"], "taints": p["taints"], "capacity": p["capacity"],
-        } for p in self.pools if counts.get(p["name"], 0)]}
+        profile = {
+            "pools": [
+                {
+                    "name": p["name"],
+                    "count": counts.get(p["name"], 0),
+                    "namePrefix": f"{prefix}-{p['name']}-",
+                    "labels": p["labels"],
+                    "taints": p["taints"],
+                    "capacity": p["capacity"],
+                }
+                for p in self.pools
+                if counts.get(p["name"], 0)
+            ]
+        }
         path = self.workdir / f"profile-{prefix}.json"
         path.write_text(json.dumps(profile))
-        process = self.cluster.network.start(self.cluster.admin, f"fleet-{prefix}", [
-            self.binary, f"--kubeconfig={self.cluster.kubeconfig}", f"--profile={path}",
-            f"--register-qps={register_qps}",
-            # Each node's requests as that node (impersonated): authorized, admitted and queued by API
-            # Priority and Fairness as a kubelet's, not exempt as the admin's would be.
-            "--as-nodes"])
+        process = self.cluster.network.start(
+            self.cluster.admin,
+            f"fleet-{prefix}",
+            [
+                self.binary,
+                f"--kubeconfig={self.cluster.kubeconfig}",
+                f"--profile={path}",
+                f"--register-qps={register_qps}",
+                # Each node's requests as that node (impersonated): authorized, admitted and queued by API
+                # Priority and Fairness as a kubelet's, not exempt as the admin's would be.
+                "--as-nodes",
+            ],
+        )
         self.processes.append(process)
-        report = wait_for(f"{sum(counts.values())} simulated nodes to register", lambda: _event(process, "registered"),
-                          timeout=timeout, interval=2, on_timeout=lambda: process.output()[-2000:])
+        report = wait_for(
+            f"{sum(counts.values())} simulated nodes to register",
+            lambda: _event(process, "registered"),
+            timeout=timeout,
+            interval=2,
+            on_timeout=lambda: process.output()[-2000:],
+        )
         for name, count in counts.items():
             self.created[name] = self.created.get(name, 0) + count
         return report
@@ -294,11 +341,26 @@ def _event(process: Process, kind: str) -> dict[str, Any] | None:
 
 
 def load(cluster: Cluster, mode: str, *args: str, token: Path | None = None, timeout: float = 600) -> dict[str, Any]:
-    credentials = ["--token", str(token)] if token else [
-        "--cert", str(cluster.workdir / "admin.crt"), "--key", str(cluster.workdir / "admin.key")]
-    result = cluster.network.run(cluster.admin, ["python3", str(LOAD), mode, "--server", cluster.apiserver_url,
-                                                 "--ca", str(cluster.workdir / "ca.crt"), *credentials, *args],
-                                 timeout=timeout)
+    credentials = (
+        ["--token", str(token)]
+        if token
+        else ["--cert", str(cluster.workdir / "admin.crt"), "--key", str(cluster.workdir / "admin.key")]
+    )
+    result = cluster.network.run(
+        cluster.admin,
+        [
+            "python3",
+            str(LOAD),
+            mode,
+            "--server",
+            cluster.apiserver_url,
+            "--ca",
+            str(cluster.workdir / "ca.crt"),
+            *credentials,
+            *args,
+        ],
+        timeout=timeout,
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -314,13 +376,24 @@ def job_burst(cluster: Cluster, workdir: Path, gpu_nodes: int, cpu_pods: int) ->
     bind together (PodGroup, gang-scheduler)."""
     gang = max(2, min(300, gpu_nodes // 2))
     run = f"burst{int(time.time()) % 100000}"
-    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-             "metadata": {"name": run, "namespace": "default"}, "spec": {"minMember": gang}}
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": run, "namespace": "default"},
+        "spec": {"minMember": gang},
+    }
     cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(group))
     documents = []
     for i in range(gang):
-        documents.append(_pod(f"{run}-gang-{i}", {ROLE_LABEL: ROLE_GPU}, {GPU_RESOURCE: "8", "cpu": "1"},
-                              {"scheduling.x-k8s.io/pod-group": run, "bench": run}, scheduler="gang-scheduler"))
+        documents.append(
+            _pod(
+                f"{run}-gang-{i}",
+                {ROLE_LABEL: ROLE_GPU},
+                {GPU_RESOURCE: "8", "cpu": "1"},
+                {"scheduling.x-k8s.io/pod-group": run, "bench": run},
+                scheduler="gang-scheduler",
+            )
+        )
     for i in range(cpu_pods):
         documents.append(_pod(f"{run}-cpu-{i}", {ROLE_LABEL: ROLE_CPU}, {"cpu": "1"}, {"bench": run}))
     path = workdir / f"{run}.json"
@@ -330,8 +403,10 @@ def job_burst(cluster: Cluster, workdir: Path, gpu_nodes: int, cpu_pods: int) ->
 
     def bound() -> dict[str, int] | None:
         items = cluster.get_json("pods", "-n", "default", "-l", f"bench={run}")["items"]
-        counts = {"gang": sum(1 for p in items if "-gang-" in p["metadata"]["name"] and p["spec"].get("nodeName")),
-                  "cpu": sum(1 for p in items if "-cpu-" in p["metadata"]["name"] and p["spec"].get("nodeName"))}
+        counts = {
+            "gang": sum(1 for p in items if "-gang-" in p["metadata"]["name"] and p["spec"].get("nodeName")),
+            "cpu": sum(1 for p in items if "-cpu-" in p["metadata"]["name"] and p["spec"].get("nodeName")),
+        }
         return counts if counts == {"gang": gang, "cpu": cpu_pods} else None
 
     wait_for("the job burst to bind", bound, timeout=600, interval=1)
@@ -339,20 +414,36 @@ def job_burst(cluster: Cluster, workdir: Path, gpu_nodes: int, cpu_pods: int) ->
     items = cluster.get_json("pods", "-n", "default", "-l", f"bench={run}")["items"]
     startup = sorted(_startup_seconds(p) for p in items if _startup_seconds(p) is not None)
     cluster.kubectl("delete", "pods", "-n", "default", "-l", f"bench={run}", "--wait=false", timeout=120)
-    return {"pods": gang + cpu_pods, "gang": gang, "create": created, "all_bound_s": round(seconds, 1),
-            "pods_per_s": round((gang + cpu_pods) / seconds, 1),
-            "startup_p99_s": startup[min(len(startup) - 1, int(0.99 * len(startup)))] if startup else None}
+    return {
+        "pods": gang + cpu_pods,
+        "gang": gang,
+        "create": created,
+        "all_bound_s": round(seconds, 1),
+        "pods_per_s": round((gang + cpu_pods) / seconds, 1),
+        "startup_p99_s": startup[min(len(startup) - 1, int(0.99 * len(startup)))] if startup else None,
+    }
 
 
 def _pod(name: str, selector: dict, requests: dict, labels: dict, scheduler: str | None = None) -> dict:
-    spec: dict[str, Any] = {"nodeSelector": selector, "containers": [{
-        "name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": requests, "limits": {
-            k: v for k, v in requests.items() if k == GPU_RESOURCE}}}],
-        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]}
+    spec: dict[str, Any] = {
+        "nodeSelector": selector,
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": requests, "limits": {k: v for k, v in requests.items() if k == GPU_RESOURCE}},
+            }
+        ],
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+    }
     if scheduler:
         spec["schedulerName"] = scheduler
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": labels},
-            "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": spec,
+    }
 
 
 def _startup_seconds(pod: dict) -> float | None:
@@ -361,6 +452,7 @@ def _startup_seconds(pod: dict) -> float | None:
     if not ready:
         return None
     from datetime import datetime
+
     parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
     return (parse(ready[0]["lastTransitionTime"]) - parse(pod["metadata"]["creationTimestamp"])).total_seconds()
 
@@ -374,21 +466,40 @@ def set_events_override(cluster: Cluster, on: bool) -> None:
         processes[APISERVER_UNIT].stop()
         name = f"kube-apiserver-{'with' if on else 'without'}-override"
         processes[APISERVER_UNIT] = cluster.network.start(host, name, argv, restart_sec=5)
-        wait_for(f"{machine.name} ready again", lambda m=machine: cluster.raw(
-            "/readyz", url=f"https://{m.ip}:6443")[0] == 200, timeout=180, interval=1)
+        wait_for(
+            f"{machine.name} ready again",
+            lambda m=machine: cluster.raw("/readyz", url=f"https://{m.ip}:6443")[0] == 200,
+            timeout=180,
+            interval=1,
+        )
 
 
 def agent_token(cluster: Cluster) -> Path:
     """A service account that may list pods: the identity of a per-node agent (Fluentd, Datadog)."""
-    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all([
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "agents"}},
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent", "namespace": "agents"}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "bench-agent"},
-         "rules": [{"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": "bench-agent"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "bench-agent"},
-         "subjects": [{"kind": "ServiceAccount", "name": "agent", "namespace": "agents"}]}]))
+    cluster.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=yaml.safe_dump_all(
+            [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "agents"}},
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent", "namespace": "agents"}},
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole",
+                    "metadata": {"name": "bench-agent"},
+                    "rules": [{"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list"]}],
+                },
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": "bench-agent"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "bench-agent"},
+                    "subjects": [{"kind": "ServiceAccount", "name": "agent", "namespace": "agents"}],
+                },
+            ]
+        ),
+    )
     token = cluster.kubectl("create", "token", "agent", "-n", "agents", "--duration=2h").stdout.strip()
     path = cluster.workdir / "agent.token"
     path.write_text(token)
@@ -403,8 +514,11 @@ def rendered_apf(cluster: Cluster) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    binaries = Path(subprocess.run(["bash", str(ROOT / "scripts" / "build-binaries.sh")], check=True,
-                                   capture_output=True, text=True).stdout.split()[-1])
+    binaries = Path(
+        subprocess.run(
+            ["bash", str(ROOT / "scripts" / "build-binaries.sh")], check=True, capture_output=True, text=True
+        ).stdout.split()[-1]
+    )
     workdir = Path(args.out).resolve() if args.out else Path(tempfile.mkdtemp(prefix="scale-proof-"))
     workdir.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.max_minutes * 60
@@ -414,8 +528,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": _machine(), "boot_s": round(time.monotonic() - started, 1), "steps": []}
     try:
         fleet = Fleet(cluster, str(binaries / "fleet"), workdir, fleet_pools(cluster))
-        results["pools"] = {p["name"]: {"labels": p["labels"], "taints": p["taints"], "capacity": p["capacity"]}
-                            for p in fleet.pools}
+        results["pools"] = {
+            p["name"]: {"labels": p["labels"], "taints": p["taints"], "capacity": p["capacity"]} for p in fleet.pools
+        }
         for target in args.steps:
             if time.monotonic() > deadline:
                 results["stopped"] = f"--max-minutes {args.max_minutes} reached before {target} nodes"
@@ -423,35 +538,49 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             wanted = split(fleet.pools, target)
             increment = {name: wanted[name] - fleet.created.get(name, 0) for name in wanted}
             try:
-                registration = fleet.grow(increment, prefix=f"step{len(results['steps'])}",
-                                          timeout=max(60.0, deadline - time.monotonic()))
+                registration = fleet.grow(
+                    increment, prefix=f"step{len(results['steps'])}", timeout=max(60.0, deadline - time.monotonic())
+                )
             except (TimeoutError, RuntimeError) as error:
                 results["stopped"] = f"growing to {target} nodes failed: {error}"
                 break
             settle(fleet)  # the new nodes' DaemonSet pods started, their first heartbeats spread out
             _, figures = measured(cluster, lambda: time.sleep(args.window))
-            step = {"nodes": fleet.nodes, "registration": registration, **figures,
-                    "fleet": (fleet.reports() or [{}])[-1]}
+            step = {
+                "nodes": fleet.nodes,
+                "registration": registration,
+                **figures,
+                "fleet": (fleet.reports() or [{}])[-1],
+            }
             results["steps"].append(step)
             print(json.dumps(step), flush=True)
             if (figures["lease_update_p99_s"] or 0) > SLO_MUTATING_S or figures["http_429"] > 0:
                 results["stopped"] = f"saturated at {fleet.nodes} nodes: lease update p99 or 429s over the SLO"
                 break
         patterns: dict[str, Any] = {}
-        gpu_nodes = sum(n for name, n in fleet.created.items()
-                        if next(p for p in fleet.pools if p["name"] == name)["labels"].get(ROLE_LABEL) == ROLE_GPU)
+        gpu_nodes = sum(
+            n
+            for name, n in fleet.created.items()
+            if next(p for p in fleet.pools if p["name"] == name)["labels"].get(ROLE_LABEL) == ROLE_GPU
+        )
         for label, qps in (("unpaced", 0.0), ("paced", args.paced_qps)):
-            registration, figures = measured(cluster, lambda q=qps, name=label: fleet.grow(
-                split(fleet.pools, args.join_burst), prefix=f"join-{name}", register_qps=q))
+            registration, figures = measured(
+                cluster,
+                lambda q=qps, name=label: fleet.grow(
+                    split(fleet.pools, args.join_burst), prefix=f"join-{name}", register_qps=q
+                ),
+            )
             patterns[f"join_burst_{label}"] = {"registration": registration, **figures}
         patterns["job_burst"], figures = measured(
-            cluster, lambda: job_burst(cluster, workdir, gpu_nodes, args.cpu_pods))
+            cluster, lambda: job_burst(cluster, workdir, gpu_nodes, args.cpu_pods)
+        )
         patterns["job_burst"].update(figures)
         for label, on in (("override_on", True), ("override_off", False)):
             if not on:
                 set_events_override(cluster, False)
-            storm, figures = measured(cluster, lambda: load(cluster, "events", "--count", str(args.events),
-                                                            "--concurrency", "32"))
+            storm, figures = measured(
+                cluster, lambda: load(cluster, "events", "--count", str(args.events), "--concurrency", "32")
+            )
             patterns[f"event_storm_{label}"] = {"storm": storm, **figures}
         set_events_override(cluster, True)
         token = agent_token(cluster)
@@ -459,9 +588,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if label == "apf_removed":
                 for document in rendered_apf(cluster):
                     cluster.kubectl("delete", document["kind"].lower(), document["metadata"]["name"])
-            agents, figures = measured(cluster, lambda: load(
-                cluster, "list", "--agents", str(args.agents), "--interval", "2", "--duration", str(args.window),
-                "--path", "/api/v1/pods", token=token, timeout=args.window + 300))
+            agents, figures = measured(
+                cluster,
+                lambda: load(
+                    cluster,
+                    "list",
+                    "--agents",
+                    str(args.agents),
+                    "--interval",
+                    "2",
+                    "--duration",
+                    str(args.window),
+                    "--path",
+                    "/api/v1/pods",
+                    token=token,
+                    timeout=args.window + 300,
+                ),
+            )
             patterns[f"list_agents_{label}"] = {"agents": agents, **figures}
         results["patterns"] = patterns
     finally:
@@ -477,11 +620,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _machine() -> str:
     cpus = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-    memory = next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
-                  if line.startswith("MemTotal"))
+    memory = next(
+        line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+    )
     return f"{cpus} cores, {int(memory) // 2**20} GiB"
-
-
 
 
 def main(argv: list[str] | None = None) -> None:

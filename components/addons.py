@@ -22,20 +22,29 @@ FOUNDATION_KINDS = ("Namespace", "PriorityClass", "RuntimeClass")
 class ClusterAddons(pulumi.ComponentResource):
     resources: dict[tuple[str, str, str], declare.Declared]
 
-    def __init__(self, name: str, *, spec: ClusterSpec, provider: pulumi.ProviderResource,
-                 azure: AzureAccess | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        spec: ClusterSpec,
+        provider: pulumi.ProviderResource,
+        azure: AzureAccess | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:addons:ClusterAddons", name, None, opts)
-        groups = build_addon_objects(spec.config, spec.addresses, spec.addons, azure,
-                                    node_kubernetes_version=spec.node_kubernetes_version)
+        groups = build_addon_objects(
+            spec.config, spec.addresses, spec.addons, azure, node_kubernetes_version=spec.node_kubernetes_version
+        )
         ordered = [obj for objs in groups.values() for obj in objs]
         ordered.sort(key=lambda obj: obj["kind"] not in FOUNDATION_KINDS)  # stable: foundation first
         self.resources = {}
         for obj in ordered:
             needs = [self.resources[key] for key in _foundation_needed(obj) if key in self.resources]
             self.resources[object_key(obj)] = declare.kubernetes(
-                f"{name}-{_logical_suffix(obj)}", obj,
-                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=needs or None))
+                f"{name}-{_logical_suffix(obj)}",
+                obj,
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=needs or None),
+            )
         self.register_outputs({"addons": sorted(groups), "objects": len(self.resources)})
 
 
@@ -56,4 +65,3 @@ def _logical_suffix(obj: Obj) -> str:
     kind, namespace, object_name = object_key(obj)
     parts = [kind.lower(), *([namespace] if namespace else []), object_name]
     return "-".join(parts).replace(":", "-")
-

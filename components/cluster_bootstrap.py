@@ -17,21 +17,37 @@ from infra.control_plane import cluster_objects
 
 
 class ClusterBootstrap(pulumi.ComponentResource):
-    def __init__(self, name: str, *, provider: pulumi.ProviderResource, token_id: pulumi.Input[str],
-                 token_secret: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        provider: pulumi.ProviderResource,
+        token_id: pulumi.Input[str],
+        token_secret: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:cluster_bootstrap:ClusterBootstrap", name, None, opts)
         in_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
-        declared = [declare.kubernetes(_logical_name(name, document), document, in_cluster)
-                    for document in cluster_objects.cluster_objects()]
-        token = declare.kubernetes(f"{name}-bootstrap-token", {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": pulumi.Output.from_input(token_id).apply(cluster_objects.bootstrap_token_name),
-                         "namespace": cluster_objects.BOOTSTRAP_TOKEN_NAMESPACE},
-            "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
-            "stringData": pulumi.Output.all(token_id, token_secret).apply(
-                lambda parts: cluster_objects.bootstrap_token_data(*parts)),
-        }, in_cluster)
+        declared = [
+            declare.kubernetes(_logical_name(name, document), document, in_cluster)
+            for document in cluster_objects.cluster_objects()
+        ]
+        token = declare.kubernetes(
+            f"{name}-bootstrap-token",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": pulumi.Output.from_input(token_id).apply(cluster_objects.bootstrap_token_name),
+                    "namespace": cluster_objects.BOOTSTRAP_TOKEN_NAMESPACE,
+                },
+                "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
+                "stringData": pulumi.Output.all(token_id, token_secret).apply(
+                    lambda parts: cluster_objects.bootstrap_token_data(*parts)
+                ),
+            },
+            in_cluster,
+        )
         self.register_outputs({"objects": [resource.urn for resource in [*declared, token]]})
 
 

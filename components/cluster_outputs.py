@@ -11,19 +11,31 @@ from infra.contract import OUTPUT_NAME, to_document
 from infra.outputs import cluster_contract
 
 
-def export_cluster_contract(spec: ClusterSpec, *, resource_group_name: pulumi.Input[str],
-                            vnet_ids: Mapping[str, pulumi.Input[str]], subnet_ids: Mapping[str, pulumi.Input[str]],
-                            scale_set_ids: Mapping[str, pulumi.Input[str]], ca_certificate: pulumi.Input[str],
-                            admin_kubeconfig: pulumi.Input[str],
-                            etcd_backup_storage_account_id: pulumi.Input[str],
-                            etcd_backup_container_url: pulumi.Input[str]) -> dict:
+def export_cluster_contract(
+    spec: ClusterSpec,
+    *,
+    resource_group_name: pulumi.Input[str],
+    vnet_ids: Mapping[str, pulumi.Input[str]],
+    subnet_ids: Mapping[str, pulumi.Input[str]],
+    scale_set_ids: Mapping[str, pulumi.Input[str]],
+    ca_certificate: pulumi.Input[str],
+    admin_kubeconfig: pulumi.Input[str],
+    etcd_backup_storage_account_id: pulumi.Input[str],
+    etcd_backup_container_url: pulumi.Input[str],
+) -> dict:
     """Exports and returns the document; the admin kubeconfig is always a Pulumi secret, whatever is passed."""
-    document = to_document(cluster_contract(
-        spec, resource_group_name=resource_group_name, vnet_ids=vnet_ids, subnet_ids=subnet_ids,
-        scale_set_ids=scale_set_ids, ca_certificate=ca_certificate,
-        admin_kubeconfig=pulumi.Output.secret(admin_kubeconfig),
-        etcd_backup_storage_account_id=etcd_backup_storage_account_id,
-        etcd_backup_container_url=etcd_backup_container_url,
-    ))
+    document = to_document(
+        cluster_contract(
+            spec,
+            resource_group_name=resource_group_name,
+            vnet_ids=vnet_ids,
+            subnet_ids=subnet_ids,
+            scale_set_ids=scale_set_ids,
+            ca_certificate=ca_certificate,
+            admin_kubeconfig=pulumi.Output.secret(admin_kubeconfig),
+            etcd_backup_storage_account_id=etcd_backup_storage_account_id,
+            etcd_backup_container_url=etcd_backup_container_url,
+        )
+    )
     pulumi.export(OUTPUT_NAME, document)
     return document

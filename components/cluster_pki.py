@@ -27,51 +27,75 @@ class ClusterPki(pulumi.ComponentResource):
     certs: dict[str, Issued]
     service_account_key: declare.Declared  # privateKeyPem (secret), publicKeyPem
 
-    def __init__(self, name: str, *, specs: tuple[pki.CertificateSpec, ...],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, *, specs: tuple[pki.CertificateSpec, ...], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("supercluster:cluster_pki:ClusterPki", name, None, opts)
         self._name = name
         self.cas = {key: self._ca(key, common_name) for key, common_name in pki.CA_COMMON_NAMES.items()}
         self.certs = {spec.key: self._leaf(spec) for spec in specs}
         # Signs and verifies service-account tokens (--service-account-signing-key-file / -key-file).
         self.service_account_key = self._key("service-account", protect=True)
-        self.register_outputs({
-            "caCertPem": self.cas[pki.CLUSTER_CA].cert_pem,
-            "frontProxyCaCertPem": self.cas[pki.FRONT_PROXY_CA].cert_pem,
-        })
+        self.register_outputs(
+            {
+                "caCertPem": self.cas[pki.CLUSTER_CA].cert_pem,
+                "frontProxyCaCertPem": self.cas[pki.FRONT_PROXY_CA].cert_pem,
+            }
+        )
 
     def _key(self, key: str, protect: bool = False) -> declare.Declared:
-        return declare.tls("PrivateKey", f"{self._name}-{key}-key",
-                           {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
-                           pulumi.ResourceOptions(parent=self, protect=protect),
-                           outputs=["privateKeyPem", "publicKeyPem"])
+        return declare.tls(
+            "PrivateKey",
+            f"{self._name}-{key}-key",
+            {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
+            pulumi.ResourceOptions(parent=self, protect=protect),
+            outputs=["privateKeyPem", "publicKeyPem"],
+        )
 
     def _ca(self, key: str, common_name: str) -> Issued:
         private_key = self._key(key, protect=True)
-        cert = declare.tls("SelfSignedCert", f"{self._name}-{key}-cert", {
-            "privateKeyPem": private_key.output("privateKeyPem"),
-            "isCaCertificate": True,
-            "subject": {"commonName": common_name},
-            "validityPeriodHours": pki.CA_VALIDITY_HOURS,
-            "allowedUses": list(pki.CA_USAGES),
-        }, pulumi.ResourceOptions(parent=self, protect=True), outputs=["certPem"])
+        cert = declare.tls(
+            "SelfSignedCert",
+            f"{self._name}-{key}-cert",
+            {
+                "privateKeyPem": private_key.output("privateKeyPem"),
+                "isCaCertificate": True,
+                "subject": {"commonName": common_name},
+                "validityPeriodHours": pki.CA_VALIDITY_HOURS,
+                "allowedUses": list(pki.CA_USAGES),
+            },
+            pulumi.ResourceOptions(parent=self, protect=True),
+            outputs=["certPem"],
+        )
         return Issued(pulumi.Output.secret(private_key.output("privateKeyPem")), cert.output("certPem"))
 
     def _leaf(self, spec: pki.CertificateSpec) -> Issued:
         private_key = self._key(spec.key)
-        request = declare.tls("CertRequest", f"{self._name}-{spec.key}-csr", {
-            "privateKeyPem": private_key.output("privateKeyPem"),
-            "subject": {"commonName": spec.common_name, "organization": spec.organization},
-            "dnsNames": list(spec.dns_names) or None,
-            "ipAddresses": list(spec.ip_addresses) or None,
-        }, pulumi.ResourceOptions(parent=self), outputs=["certRequestPem"])
+        request = declare.tls(
+            "CertRequest",
+            f"{self._name}-{spec.key}-csr",
+            {
+                "privateKeyPem": private_key.output("privateKeyPem"),
+                "subject": {"commonName": spec.common_name, "organization": spec.organization},
+                "dnsNames": list(spec.dns_names) or None,
+                "ipAddresses": list(spec.ip_addresses) or None,
+            },
+            pulumi.ResourceOptions(parent=self),
+            outputs=["certRequestPem"],
+        )
         ca = self.cas[spec.signer]
-        cert = declare.tls("LocallySignedCert", f"{self._name}-{spec.key}-cert", {
-            "certRequestPem": request.output("certRequestPem"),
-            "caPrivateKeyPem": ca.key_pem,
-            "caCertPem": ca.cert_pem,
-            "validityPeriodHours": pki.LEAF_VALIDITY_HOURS,
-            "earlyRenewalHours": pki.LEAF_EARLY_RENEWAL_HOURS,
-            "allowedUses": list(spec.usages),
-        }, pulumi.ResourceOptions(parent=self), outputs=["certPem"])
+        cert = declare.tls(
+            "LocallySignedCert",
+            f"{self._name}-{spec.key}-cert",
+            {
+                "certRequestPem": request.output("certRequestPem"),
+                "caPrivateKeyPem": ca.key_pem,
+                "caCertPem": ca.cert_pem,
+                "validityPeriodHours": pki.LEAF_VALIDITY_HOURS,
+                "earlyRenewalHours": pki.LEAF_EARLY_RENEWAL_HOURS,
+                "allowedUses": list(spec.usages),
+            },
+            pulumi.ResourceOptions(parent=self),
+            outputs=["certPem"],
+        )
         return Issued(pulumi.Output.secret(private_key.output("privateKeyPem")), cert.output("certPem"))

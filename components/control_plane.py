@@ -49,7 +49,10 @@ OS_DISK_GB = 128  # audit logs (up to 4 GB) and binaries
 T = TypeVar("T")
 # CustomScript extension for Linux (learn.microsoft.com/azure/virtual-machines/extensions/custom-script-linux).
 CUSTOM_SCRIPT: ComputeVirtualMachineExtensionProps = {
-    "publisher": "Microsoft.Azure.Extensions", "type": "CustomScript", "typeHandlerVersion": "2.1"}
+    "publisher": "Microsoft.Azure.Extensions",
+    "type": "CustomScript",
+    "typeHandlerVersion": "2.1",
+}
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -63,10 +66,20 @@ class ControlPlane(pulumi.ComponentResource):
     vms: list[DedicatedVm]
     ready: list[declare.Declared]  # each apiserver's readiness gate (a CustomScript extension)
 
-    def __init__(self, name: str, *, spec: ClusterSpec, resource_group_name: pulumi.Input[str],
-                 subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                 identities: RoleIdentities, secrets: SecretStore, apiservers: Sequence[machine.ApiserverMachine],
-                 image_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        spec: ClusterSpec,
+        resource_group_name: pulumi.Input[str],
+        subscription_id: pulumi.Input[str],
+        subnet_id: pulumi.Input[str],
+        identities: RoleIdentities,
+        secrets: SecretStore,
+        apiservers: Sequence[machine.ApiserverMachine],
+        image_id: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         """``apiservers``: each apiserver's address and cloud-init, rendered up front by
         ``infra.machines.render_machines``; ``image_id``: the exact machine image version they boot."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
@@ -83,7 +96,9 @@ class ControlPlane(pulumi.ComponentResource):
         admin = issued.certs[pki.ADMIN]
         self.admin_kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(self.ca_cert_pem, admin.cert_pem, admin.key_pem).apply(
-                lambda pems: embedded_kubeconfig(self.endpoint, pki.ADMIN_USER, *pems)))
+                lambda pems: embedded_kubeconfig(self.endpoint, pki.ADMIN_USER, *pems)
+            )
+        )
         self._bootstrap_token()
         fetched = self._store_secrets(issued, certificate_specs, identities, secrets)
         backend_pool_id = self._load_balancer(addresses.apiserver_lb_ip(), subnet_id, subscription_id)
@@ -92,146 +107,229 @@ class ControlPlane(pulumi.ComponentResource):
         # Replaced only if the cluster itself changes; a renewed admin certificate is an update. In-cluster
         # objects go through the load balancer, so one ready apiserver is enough to apply them: nodes can
         # join while the others are still coming up.
-        self.kubernetes_provider = declare.provider("kubernetes", f"{name}-k8s", {
-            "kubeconfig": after(self.ready[0].output("name"), self.admin_kubeconfig),
-            "clusterIdentifier": self._config.cluster_name,
-        }, pulumi.ResourceOptions(parent=self))
-        self.register_outputs({
-            "endpoint": self.endpoint,
-            "caCertPem": self.ca_cert_pem,
-            "adminKubeconfig": self.admin_kubeconfig,
-            "apiserverIps": [m.ip for m in machines],
-        })
+        self.kubernetes_provider = declare.provider(
+            "kubernetes",
+            f"{name}-k8s",
+            {
+                "kubeconfig": after(self.ready[0].output("name"), self.admin_kubeconfig),
+                "clusterIdentifier": self._config.cluster_name,
+            },
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs(
+            {
+                "endpoint": self.endpoint,
+                "caCertPem": self.ca_cert_pem,
+                "adminKubeconfig": self.admin_kubeconfig,
+                "apiserverIps": [m.ip for m in machines],
+            }
+        )
 
     def _bootstrap_token(self) -> None:
         """``<id>.<secret>``, both ``[a-z0-9]``; the secret half is a Pulumi secret from the start."""
         charset = {"upper": False, "lower": True, "numeric": True, "special": False}
         child = pulumi.ResourceOptions(parent=self)
         self.bootstrap_token_id = declare.random(
-            "RandomString", f"{self._name}-bootstrap-token-id",
-            {"length": cluster_objects.TOKEN_ID_LENGTH, **charset}, child, outputs=["result"]).output("result")
-        self.bootstrap_token_secret = pulumi.Output.secret(declare.random(
-            "RandomPassword", f"{self._name}-bootstrap-token-secret",
-            {"length": cluster_objects.TOKEN_SECRET_LENGTH, **charset}, child, outputs=["result"]).output("result"))
+            "RandomString",
+            f"{self._name}-bootstrap-token-id",
+            {"length": cluster_objects.TOKEN_ID_LENGTH, **charset},
+            child,
+            outputs=["result"],
+        ).output("result")
+        self.bootstrap_token_secret = pulumi.Output.secret(
+            declare.random(
+                "RandomPassword",
+                f"{self._name}-bootstrap-token-secret",
+                {"length": cluster_objects.TOKEN_SECRET_LENGTH, **charset},
+                child,
+                outputs=["result"],
+            ).output("result")
+        )
 
-    def _store_secrets(self, issued: ClusterPki, certificate_specs: tuple[pki.CertificateSpec, ...],
-                       identities: RoleIdentities, secrets: SecretStore) -> list[declare.Declared]:
+    def _store_secrets(
+        self,
+        issued: ClusterPki,
+        certificate_specs: tuple[pki.CertificateSpec, ...],
+        identities: RoleIdentities,
+        secrets: SecretStore,
+    ) -> list[declare.Declared]:
         """Every key, certificate and token into Key Vault, each readable by exactly the roles that need
         it. Returns the secrets the apiserver VMs fetch (the bootstrap token is for nodes only)."""
         role = {r: identities.principal_ids[r] for r in ("apiserver", "node", "nat")}
         apiserver_only = {"apiserver": role["apiserver"]}
         # Every Secret in etcd is encrypted with it: a new key would leave them unreadable. Protected.
-        encryption_key = declare.random("RandomBytes", f"{self._name}-encryption-key", {"length": 32},
-                                        pulumi.ResourceOptions(parent=self, protect=True), outputs=["base64"])
+        encryption_key = declare.random(
+            "RandomBytes",
+            f"{self._name}-encryption-key",
+            {"length": 32},
+            pulumi.ResourceOptions(parent=self, protect=True),
+            outputs=["base64"],
+        )
         values = {
             pki.cert_secret(pki.CLUSTER_CA): (self.ca_cert_pem, role),
             pki.key_secret(pki.CLUSTER_CA): (issued.cas[pki.CLUSTER_CA].key_pem, apiserver_only),
             pki.cert_secret(pki.FRONT_PROXY_CA): (issued.cas[pki.FRONT_PROXY_CA].cert_pem, apiserver_only),
             pki.SERVICE_ACCOUNT_KEY_SECRET: (issued.service_account_key.output("privateKeyPem"), apiserver_only),
             pki.SERVICE_ACCOUNT_PUB_SECRET: (issued.service_account_key.output("publicKeyPem"), apiserver_only),
-            pki.ENCRYPTION_CONFIG_SECRET: (encryption_key.output("base64").apply(apiserver.encryption_config),
-                                           apiserver_only),
+            pki.ENCRYPTION_CONFIG_SECRET: (
+                encryption_key.output("base64").apply(apiserver.encryption_config),
+                apiserver_only,
+            ),
         }
         for spec in certificate_specs:
             if spec.on_machine:
                 values[pki.cert_secret(spec.key)] = (issued.certs[spec.key].cert_pem, apiserver_only)
                 values[pki.key_secret(spec.key)] = (issued.certs[spec.key].key_pem, apiserver_only)
-        fetched = [secrets.add_secret(self, f"{self._name}-{secret_name}", secret_name, value, readers)
-                   for secret_name, (value, readers) in values.items()]
-        secrets.add_secret(self, f"{self._name}-{secret_names.NODE_BOOTSTRAP_TOKEN}",
-                           secret_names.NODE_BOOTSTRAP_TOKEN,
-                           pulumi.Output.concat(self.bootstrap_token_id, ".", self.bootstrap_token_secret),
-                           {"node": role["node"], "nat": role["nat"]})
+        fetched = [
+            secrets.add_secret(self, f"{self._name}-{secret_name}", secret_name, value, readers)
+            for secret_name, (value, readers) in values.items()
+        ]
+        secrets.add_secret(
+            self,
+            f"{self._name}-{secret_names.NODE_BOOTSTRAP_TOKEN}",
+            secret_names.NODE_BOOTSTRAP_TOKEN,
+            pulumi.Output.concat(self.bootstrap_token_id, ".", self.bootstrap_token_secret),
+            {"node": role["node"], "nat": role["nat"]},
+        )
         return fetched
 
-    def _load_balancer(self, frontend_ip: str, subnet_id: pulumi.Input[str],
-                       subscription_id: pulumi.Input[str]) -> pulumi.Output[str]:
+    def _load_balancer(
+        self, frontend_ip: str, subnet_id: pulumi.Input[str], subscription_id: pulumi.Input[str]
+    ) -> pulumi.Output[str]:
         """The internal Standard load balancer in front of the apiservers; returns its backend pool's id."""
         lb_name = naming.apiserver_load_balancer(self._config.cluster_name)
         # The rule names the LB's own frontend, pool and probe, whose ids exist only once it does.
-        lb_id = pulumi.Output.concat("/subscriptions/", subscription_id, "/resourceGroups/",
-                                     self._resource_group_name, "/providers/Microsoft.Network/loadBalancers/",
-                                     lb_name)
+        lb_id = pulumi.Output.concat(
+            "/subscriptions/",
+            subscription_id,
+            "/resourceGroups/",
+            self._resource_group_name,
+            "/providers/Microsoft.Network/loadBalancers/",
+            lb_name,
+        )
         pool_id = pulumi.Output.concat(lb_id, "/backendAddressPools/apiservers")
-        self.load_balancer = declare.azure("network:LoadBalancer", f"{self._name}-lb", {
-            "loadBalancerName": lb_name,
-            "resourceGroupName": self._resource_group_name,
-            "location": self._config.location,
-            "sku": {"name": "Standard", "tier": "Regional"},
-            "frontendIPConfigurations": [{
-                "name": "apiserver",
-                "privateIPAddress": frontend_ip,
-                "privateIPAllocationMethod": "Static",
-                "subnet": {"id": subnet_id},
-                "zones": list(machine.ZONES),  # zone-redundant frontend
-            }],
-            "backendAddressPools": [{"name": "apiservers"}],
-            "probes": [{
-                "name": "readyz", "protocol": "Https", "port": apiserver.SECURE_PORT, "requestPath": "/readyz",
-                "intervalInSeconds": PROBE_INTERVAL_SECONDS, "probeThreshold": PROBE_THRESHOLD,
-            }],
-            "loadBalancingRules": [{
-                "name": "apiserver", "protocol": "Tcp",
-                "frontendPort": apiserver.SECURE_PORT, "backendPort": apiserver.SECURE_PORT,
-                "frontendIPConfiguration": {"id": pulumi.Output.concat(lb_id, "/frontendIPConfigurations/apiserver")},
-                "backendAddressPool": {"id": pool_id},
-                "probe": {"id": pulumi.Output.concat(lb_id, "/probes/readyz")},
-                "idleTimeoutInMinutes": IDLE_TIMEOUT_MINUTES,
-                "enableTcpReset": True,
-                "loadDistribution": "Default",
-            }],
-        },
+        self.load_balancer = declare.azure(
+            "network:LoadBalancer",
+            f"{self._name}-lb",
+            {
+                "loadBalancerName": lb_name,
+                "resourceGroupName": self._resource_group_name,
+                "location": self._config.location,
+                "sku": {"name": "Standard", "tier": "Regional"},
+                "frontendIPConfigurations": [
+                    {
+                        "name": "apiserver",
+                        "privateIPAddress": frontend_ip,
+                        "privateIPAllocationMethod": "Static",
+                        "subnet": {"id": subnet_id},
+                        "zones": list(machine.ZONES),  # zone-redundant frontend
+                    }
+                ],
+                "backendAddressPools": [{"name": "apiservers"}],
+                "probes": [
+                    {
+                        "name": "readyz",
+                        "protocol": "Https",
+                        "port": apiserver.SECURE_PORT,
+                        "requestPath": "/readyz",
+                        "intervalInSeconds": PROBE_INTERVAL_SECONDS,
+                        "probeThreshold": PROBE_THRESHOLD,
+                    }
+                ],
+                "loadBalancingRules": [
+                    {
+                        "name": "apiserver",
+                        "protocol": "Tcp",
+                        "frontendPort": apiserver.SECURE_PORT,
+                        "backendPort": apiserver.SECURE_PORT,
+                        "frontendIPConfiguration": {
+                            "id": pulumi.Output.concat(lb_id, "/frontendIPConfigurations/apiserver")
+                        },
+                        "backendAddressPool": {"id": pool_id},
+                        "probe": {"id": pulumi.Output.concat(lb_id, "/probes/readyz")},
+                        "idleTimeoutInMinutes": IDLE_TIMEOUT_MINUTES,
+                        "enableTcpReset": True,
+                        "loadDistribution": "Default",
+                    }
+                ],
+            },
             # Every node, kubeconfig and consumer reaches the cluster through its frontend: protected.
-            pulumi.ResourceOptions(parent=self, protect=True))
+            pulumi.ResourceOptions(parent=self, protect=True),
+        )
         return pool_id
 
-    def _apiservers(self, machines: Sequence[machine.ApiserverMachine], subnet_id: pulumi.Input[str],
-                    backend_pool_id: pulumi.Input[str], identity_id: pulumi.Input[str],
-                    fetched: list[declare.Declared]) -> None:
+    def _apiservers(
+        self,
+        machines: Sequence[machine.ApiserverMachine],
+        subnet_id: pulumi.Input[str],
+        backend_pool_id: pulumi.Input[str],
+        identity_id: pulumi.Input[str],
+        fetched: list[declare.Declared],
+    ) -> None:
         """The VMs, created in parallel, each with its readiness gate; the gates run one after another.
         A cloud-init change is not applied by `pulumi up` (it would take every apiserver down at once);
         it is rolled one VM at a time by destroying and re-creating it (docs/runbooks/
         replace-an-apiserver.md)."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
-        secrets_version = pulumi.Output.unsecret(pulumi.Output.all(
-            *[secret.output("properties").apply(lambda p: p["secretUriWithVersion"]) for secret in fetched]
-        ).apply(_digest))
+        secrets_version = pulumi.Output.unsecret(
+            pulumi.Output.all(
+                *[secret.output("properties").apply(lambda p: p["secretUriWithVersion"]) for secret in fetched]
+            ).apply(_digest)
+        )
         # Rolled one apiserver per deploy (infra/day2.py): a new cloud-init (a Kubernetes release, a flag) or size
         # reaches the first VM that lacks it; the others keep running what they run.
-        self.staged = stage(previous_machines(self._last_deploy, APISERVER_ROLE),
-                            [MachineState(m.fingerprint, config.control_plane.vm_size, config.kubernetes_version)
-                             for m in machines])
+        self.staged = stage(
+            previous_machines(self._last_deploy, APISERVER_ROLE),
+            [MachineState(m.fingerprint, config.control_plane.vm_size, config.kubernetes_version) for m in machines],
+        )
         self.records = [staged.state.record(m.vm_name) for m, staged in zip(machines, self.staged, strict=True)]
         self.vms, self.ready = [], []
         for m, staged in zip(machines, self.staged, strict=True):
             vm = DedicatedVm(
                 f"{self._name}-vm-{m.index}",
                 VmArgs(
-                    resource_group_name=self._resource_group_name, location=config.location, vm_name=m.vm_name,
-                    vm_size=staged.state.vm_size, subnet_id=subnet_id, private_ip=m.ip,
-                    identity_id=identity_id, custom_data=m.custom_data, custom_data_fingerprint=staged.state.cloud_init,
-                    admin_ssh_public_key=config.admin_ssh_public_key, image_id=self._image_id, zone=m.zone, os_disk_gb=OS_DISK_GB,
-                    backend_pool_ids=[backend_pool_id], tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
-                    ignore_custom_data_changes=not staged.moves, replace_on_custom_data_change=staged.moves,
+                    resource_group_name=self._resource_group_name,
+                    location=config.location,
+                    vm_name=m.vm_name,
+                    vm_size=staged.state.vm_size,
+                    subnet_id=subnet_id,
+                    private_ip=m.ip,
+                    identity_id=identity_id,
+                    custom_data=m.custom_data,
+                    custom_data_fingerprint=staged.state.cloud_init,
+                    admin_ssh_public_key=config.admin_ssh_public_key,
+                    image_id=self._image_id,
+                    zone=m.zone,
+                    os_disk_gb=OS_DISK_GB,
+                    backend_pool_ids=[backend_pool_id],
+                    tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
+                    ignore_custom_data_changes=not staged.moves,
+                    replace_on_custom_data_change=staged.moves,
                     replaceable=True,
                 ),
                 # The first boot must find its secrets (no VM waits for another VM).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),
             )
             force_update_tag: pulumi.Output[str] = (
-                after(self.ready[-1].output("name"), secrets_version) if self.ready else secrets_version)
-            gate = declare.azure("compute:VirtualMachineExtension", f"{self._name}-ready-{m.index}", {
-                "vmExtensionName": "apiserver-ready",
-                "vmName": vm.vm.output("name"),  # a property dependency: the gate is replaced with its VM
-                "resourceGroupName": self._resource_group_name,
-                "location": config.location,
-                "autoUpgradeMinorVersion": True,
-                "settings": {"commandToExecute": machine.readiness_command()},
-                # Registered once the previous gate has run (created, or updated for new secrets).
-                "forceUpdateTag": force_update_tag,
-                **CUSTOM_SCRIPT,
-            }, pulumi.ResourceOptions(parent=self))
+                after(self.ready[-1].output("name"), secrets_version) if self.ready else secrets_version
+            )
+            gate = declare.azure(
+                "compute:VirtualMachineExtension",
+                f"{self._name}-ready-{m.index}",
+                {
+                    "vmExtensionName": "apiserver-ready",
+                    "vmName": vm.vm.output("name"),  # a property dependency: the gate is replaced with its VM
+                    "resourceGroupName": self._resource_group_name,
+                    "location": config.location,
+                    "autoUpgradeMinorVersion": True,
+                    "settings": {"commandToExecute": machine.readiness_command()},
+                    # Registered once the previous gate has run (created, or updated for new secrets).
+                    "forceUpdateTag": force_update_tag,
+                    **CUSTOM_SCRIPT,
+                },
+                pulumi.ResourceOptions(parent=self),
+            )
             self.vms.append(vm)
             self.ready.append(gate)
 

@@ -29,8 +29,12 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 
 # The SDK package whose version names each provider's plugin (requirements.in pins them).
-SDK_PACKAGES = {"azure-native": "pulumi-azure-native", "kubernetes": "pulumi-kubernetes", "tls": "pulumi-tls",
-                "random": "pulumi-random"}
+SDK_PACKAGES = {
+    "azure-native": "pulumi-azure-native",
+    "kubernetes": "pulumi-kubernetes",
+    "tls": "pulumi-tls",
+    "random": "pulumi-random",
+}
 
 
 @functools.cache
@@ -57,13 +61,25 @@ class Declared(pulumi.CustomResource):
     """A resource registered by type token. ``outputs`` names the provider-computed properties the
     program reads (``output("principalId")``); ``id`` and ``urn`` are always there."""
 
-    def __init__(self, token: str, name: str, props: Mapping[str, Any],
-                 opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        token: str,
+        name: str,
+        props: Mapping[str, Any],
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        outputs: Sequence[str] = (),
+    ) -> None:
         secret = SECRET_PROPERTIES.get(token, ())
-        inputs = {key: pulumi.Output.secret(value) if key in secret else value
-                  for key, value in _without_none(props).items()}
-        super().__init__(token, name, {**{key: None for key in outputs}, **inputs},
-                         opts=pulumi.ResourceOptions.merge(_defaults(token, secret), opts))
+        inputs = {
+            key: pulumi.Output.secret(value) if key in secret else value for key, value in _without_none(props).items()
+        }
+        super().__init__(
+            token,
+            name,
+            {**{key: None for key in outputs}, **inputs},
+            opts=pulumi.ResourceOptions.merge(_defaults(token, secret), opts),
+        )
 
     def output(self, key: str) -> pulumi.Output[Any]:
         value = self.__dict__.get(key)
@@ -72,8 +88,14 @@ class Declared(pulumi.CustomResource):
         return value
 
 
-def _azure(kind: str, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None, *,
-           outputs: Sequence[str] = ()) -> Declared:
+def _azure(
+    kind: str,
+    name: str,
+    props: Mapping[str, Any],
+    opts: pulumi.ResourceOptions | None = None,
+    *,
+    outputs: Sequence[str] = (),
+) -> Declared:
     """An azure-native resource; ``kind`` as in its type token, ``network:VirtualNetwork``. Its Azure
     ``name`` is always readable (``output("name")``), as a typed class's ``.name`` is."""
     return Declared(f"azure-native:{kind}", name, props, opts, outputs=("name", *outputs))
@@ -94,13 +116,25 @@ def kubernetes(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOpti
     return Declared(f"kubernetes:{token_group}:{manifest['kind']}", name, manifest, opts)
 
 
-def tls(kind: str, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None, *,
-        outputs: Sequence[str] = ()) -> Declared:
+def tls(
+    kind: str,
+    name: str,
+    props: Mapping[str, Any],
+    opts: pulumi.ResourceOptions | None = None,
+    *,
+    outputs: Sequence[str] = (),
+) -> Declared:
     return Declared(_index_token("tls", kind), name, props, opts, outputs=outputs)
 
 
-def random(kind: str, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None, *,
-           outputs: Sequence[str] = ()) -> Declared:
+def random(
+    kind: str,
+    name: str,
+    props: Mapping[str, Any],
+    opts: pulumi.ResourceOptions | None = None,
+    *,
+    outputs: Sequence[str] = (),
+) -> Declared:
     return Declared(_index_token("random", kind), name, props, opts, outputs=outputs)
 
 
@@ -109,23 +143,27 @@ def _index_token(package: str, kind: str) -> str:
     return f"{package}:index/{kind[0].lower()}{kind[1:]}:{kind}"
 
 
-def provider(package: str, name: str, props: Mapping[str, Any],
-             opts: pulumi.ResourceOptions | None = None) -> pulumi.ProviderResource:
+def provider(
+    package: str, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions | None = None
+) -> pulumi.ProviderResource:
     """An explicit provider (another subscription, the cluster's own kubeconfig)."""
-    return pulumi.ProviderResource(package, name, _without_none(props),
-                                   opts=pulumi.ResourceOptions.merge(_defaults(package), opts))
+    return pulumi.ProviderResource(
+        package, name, _without_none(props), opts=pulumi.ResourceOptions.merge(_defaults(package), opts)
+    )
 
 
 def azure_client_config() -> pulumi.Output[dict[str, str]]:
     """Who `pulumi up` runs as: ``subscriptionId``, ``tenantId``, ``clientId``, ``objectId``."""
-    return pulumi.runtime.invoke_output("azure-native:authorization:getClientConfig", {},
-                                        opts=pulumi.InvokeOutputOptions(version=provider_version("azure-native")))
+    return pulumi.runtime.invoke_output(
+        "azure-native:authorization:getClientConfig",
+        {},
+        opts=pulumi.InvokeOutputOptions(version=provider_version("azure-native")),
+    )
 
 
 def _defaults(token: str, secret: Sequence[str] = ()) -> pulumi.ResourceOptions:
     package = token.split(":", 1)[0]
-    return pulumi.ResourceOptions(version=provider_version(package),
-                                  additional_secret_outputs=list(secret) or None)
+    return pulumi.ResourceOptions(version=provider_version(package), additional_secret_outputs=list(secret) or None)
 
 
 def _without_none(value: Any) -> Any:

@@ -27,47 +27,65 @@ class EtcdCluster(pulumi.ComponentResource):
     client_urls: list[str]  # https://<member ip>:2379, in member order; known at plan time
     members: list[DedicatedVm]
 
-    def __init__(self, name: str, *, cluster: EtcdClusterSpec, cloud_inits: Sequence[str],
-                 resource_group_name: pulumi.Input[str],
-                 location: str, subnet_id: pulumi.Input[str], identity_id: pulumi.Input[str],
-                 principal_id: pulumi.Input[str], etcd_pki: EtcdPki, secrets: SecretStore,
-                 backups: EtcdBackupStore, admin_ssh_public_key: str, image_id: pulumi.Input[str],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster: EtcdClusterSpec,
+        cloud_inits: Sequence[str],
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        subnet_id: pulumi.Input[str],
+        identity_id: pulumi.Input[str],
+        principal_id: pulumi.Input[str],
+        etcd_pki: EtcdPki,
+        secrets: SecretStore,
+        backups: EtcdBackupStore,
+        admin_ssh_public_key: str,
+        image_id: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:etcd:EtcdCluster", name, None, opts)
         self.spec = cluster
         self.client_urls = cluster.client_urls
         readers = {cluster.role: principal_id}
-        backups.add_container(self, f"{name}-backup-container", cluster.backup_container, cluster.role,
-                              principal_id)
+        backups.add_container(self, f"{name}-backup-container", cluster.backup_container, cluster.role, principal_id)
         self.members = []
         for member, text in zip(cluster.members, cloud_inits, strict=True):
             member_name = f"{name}-{member.index}"
             for kind, profile in (("server", pki.server_profile(member)), ("peer", pki.peer_profile(member))):
                 issued = etcd_pki.issue(self, f"{member_name}-{kind}", profile)
                 for part, value in (("crt", issued.cert_pem), ("key", issued.private_key_pem)):
-                    secrets.add_secret(self, f"{member_name}-{kind}-{part}-secret",
-                                       pki.member_secret_name(member, kind, part), value, readers=readers)
-            self.members.append(DedicatedVm(
-                member_name,
-                VmArgs(
-                    resource_group_name=resource_group_name,
-                    location=location,
-                    vm_name=member.name,
-                    vm_size=cluster.config.vm_size,
-                    subnet_id=subnet_id,
-                    private_ip=member.ip,
-                    identity_id=identity_id,
-                    custom_data=cloudinit.custom_data(text, member.name),
-                    custom_data_fingerprint=cloudinit.fingerprint(text),
-                    admin_ssh_public_key=admin_ssh_public_key, image_id=image_id,
-                    zone=member.zone,
-                    tags={MACHINE_ROLE_TAG: cluster.role},
-                    ignore_custom_data_changes=True,
-                    resize_replaces=True,
-                ),
-                # A member's disk is its state: never deleted or replaced by a `pulumi up`. (Its boot
-                # retries the Key Vault and Blob calls until its secrets and role assignments exist.)
-                opts=pulumi.ResourceOptions(parent=self, protect=True),
-            ))
-        self.register_outputs({"clientUrls": self.client_urls,
-                               "privateIps": [member.ip for member in cluster.members]})
+                    secrets.add_secret(
+                        self,
+                        f"{member_name}-{kind}-{part}-secret",
+                        pki.member_secret_name(member, kind, part),
+                        value,
+                        readers=readers,
+                    )
+            self.members.append(
+                DedicatedVm(
+                    member_name,
+                    VmArgs(
+                        resource_group_name=resource_group_name,
+                        location=location,
+                        vm_name=member.name,
+                        vm_size=cluster.config.vm_size,
+                        subnet_id=subnet_id,
+                        private_ip=member.ip,
+                        identity_id=identity_id,
+                        custom_data=cloudinit.custom_data(text, member.name),
+                        custom_data_fingerprint=cloudinit.fingerprint(text),
+                        admin_ssh_public_key=admin_ssh_public_key,
+                        image_id=image_id,
+                        zone=member.zone,
+                        tags={MACHINE_ROLE_TAG: cluster.role},
+                        ignore_custom_data_changes=True,
+                        resize_replaces=True,
+                    ),
+                    # A member's disk is its state: never deleted or replaced by a `pulumi up`. (Its boot
+                    # retries the Key Vault and Blob calls until its secrets and role assignments exist.)
+                    opts=pulumi.ResourceOptions(parent=self, protect=True),
+                )
+            )
+        self.register_outputs({"clientUrls": self.client_urls, "privateIps": [member.ip for member in cluster.members]})

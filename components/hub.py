@@ -48,9 +48,17 @@ class Hub(pulumi.ComponentResource):
     # for the hub's subscription.
     provider: pulumi.ProviderResource | None
 
-    def __init__(self, name: str, *, cluster_name: str, network: NetworkConfig, plan: AddressPlan,
-                 resource_group_name: pulumi.Input[str], location: str,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster_name: str,
+        network: NetworkConfig,
+        plan: AddressPlan,
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:hub:Hub", name, None, opts)
         if network.hub.stack is not None:
             self._read(name, network)
@@ -60,14 +68,28 @@ class Hub(pulumi.ComponentResource):
 
     @property
     def contract(self) -> pulumi.Output[dict]:
-        return pulumi.Output.all(self.vnet_id, self.resource_group_name, self.vnet_name, self.address_prefixes,
-                                 self.route_table_name, self.gateway_transit).apply(
-            lambda v: {"vnetId": v[0], "resourceGroupName": v[1], "vnetName": v[2], "addressSpace": v[3],
-                       "routeTableName": v[4], "gatewayTransit": v[5]})
+        return pulumi.Output.all(
+            self.vnet_id,
+            self.resource_group_name,
+            self.vnet_name,
+            self.address_prefixes,
+            self.route_table_name,
+            self.gateway_transit,
+        ).apply(
+            lambda v: {
+                "vnetId": v[0],
+                "resourceGroupName": v[1],
+                "vnetName": v[2],
+                "addressSpace": v[3],
+                "routeTableName": v[4],
+                "gatewayTransit": v[5],
+            }
+        )
 
     def _read(self, name: str, network: NetworkConfig) -> None:
-        reference = pulumi.StackReference(f"{name}-stack", stack_name=network.hub.stack,
-                                          opts=pulumi.ResourceOptions(parent=self))
+        reference = pulumi.StackReference(
+            f"{name}-stack", stack_name=network.hub.stack, opts=pulumi.ResourceOptions(parent=self)
+        )
         hub: pulumi.Output[HubOutputs] = reference.outputs.apply(lambda outputs: _checked(outputs, network))
         self.vnet_id = hub.apply(lambda h: h.vnet_id)
         self.vnet_name = hub.apply(lambda h: h.vnet_name)
@@ -78,42 +100,59 @@ class Hub(pulumi.ComponentResource):
         # The hub may live in another subscription (a landing zone's connectivity subscription).
         # This provider authenticates like the default one, from the environment (az login,
         # ARM_* variables, OIDC), and needs Network Contributor on the hub's resource group.
-        self.provider = declare.provider("azure-native", f"{name}-provider",
-                                         {"subscriptionId": hub.apply(lambda h: h.subscription_id),
-                                          "environment": "public"},
-                                         pulumi.ResourceOptions(parent=self))
+        self.provider = declare.provider(
+            "azure-native",
+            f"{name}-provider",
+            {"subscriptionId": hub.apply(lambda h: h.subscription_id), "environment": "public"},
+            pulumi.ResourceOptions(parent=self),
+        )
 
-    def _create(self, name: str, cluster_name: str, plan: AddressPlan, resource_group_name: pulumi.Input[str],
-                location: str) -> None:
+    def _create(
+        self, name: str, cluster_name: str, plan: AddressPlan, resource_group_name: pulumi.Input[str], location: str
+    ) -> None:
         hub_plan = plan.hub
         assert hub_plan is not None, "network.hub.addressSpace is set, so the plan has a hub"
-        vnet = declare.azure("network:VirtualNetwork", f"{name}-vnet", {
-            "virtualNetworkName": naming.vnet(cluster_name, HUB_VNET),
-            "resourceGroupName": resource_group_name,
-            "location": location,
-            "addressSpace": {"addressPrefixes": [str(hub_plan.address_space)]},
-            # No DDoS plan (nothing in the hub is public); Azure's defaults, stated.
-            "enableDdosProtection": False,
-            "enableVmProtection": False,
-        }, pulumi.ResourceOptions(parent=self, protect=True, ignore_changes=["subnets"]))
-        routes = declare.azure("network:RouteTable", f"{name}-routes", {
-            "routeTableName": naming.route_table(cluster_name, HUB_VNET),
-            "resourceGroupName": resource_group_name,
-            "location": location,
-        },
+        vnet = declare.azure(
+            "network:VirtualNetwork",
+            f"{name}-vnet",
+            {
+                "virtualNetworkName": naming.vnet(cluster_name, HUB_VNET),
+                "resourceGroupName": resource_group_name,
+                "location": location,
+                "addressSpace": {"addressPrefixes": [str(hub_plan.address_space)]},
+                # No DDoS plan (nothing in the hub is public); Azure's defaults, stated.
+                "enableDdosProtection": False,
+                "enableVmProtection": False,
+            },
+            pulumi.ResourceOptions(parent=self, protect=True, ignore_changes=["subnets"]),
+        )
+        routes = declare.azure(
+            "network:RouteTable",
+            f"{name}-routes",
+            {
+                "routeTableName": naming.route_table(cluster_name, HUB_VNET),
+                "resourceGroupName": resource_group_name,
+                "location": location,
+            },
             # Routes are separate resources (HubPeerings adds each cluster's service route).
-            pulumi.ResourceOptions(parent=self, ignore_changes=["routes"]))
+            pulumi.ResourceOptions(parent=self, ignore_changes=["routes"]),
+        )
         researchers = plan.subnet(HUB_SUBNETS[0])
-        declare.azure("network:Subnet", f"{name}-{researchers.key}", {
-            "subnetName": researchers.key,
-            "virtualNetworkName": vnet.output("name"),
-            "resourceGroupName": resource_group_name,
-            "addressPrefix": str(researchers.cidr),
-            "routeTable": {"id": routes.id},
-            # Azure's defaults, stated.
-            "privateEndpointNetworkPolicies": "Disabled",
-            "privateLinkServiceNetworkPolicies": "Enabled",
-        }, pulumi.ResourceOptions(parent=vnet))
+        declare.azure(
+            "network:Subnet",
+            f"{name}-{researchers.key}",
+            {
+                "subnetName": researchers.key,
+                "virtualNetworkName": vnet.output("name"),
+                "resourceGroupName": resource_group_name,
+                "addressPrefix": str(researchers.cidr),
+                "routeTable": {"id": routes.id},
+                # Azure's defaults, stated.
+                "privateEndpointNetworkPolicies": "Disabled",
+                "privateLinkServiceNetworkPolicies": "Enabled",
+            },
+            pulumi.ResourceOptions(parent=vnet),
+        )
         self.vnet_id = vnet.id
         self.vnet_name = vnet.output("name")
         self.resource_group_name = pulumi.Output.from_input(resource_group_name)
@@ -126,41 +165,64 @@ class Hub(pulumi.ComponentResource):
 class HubPeerings(pulumi.ComponentResource):
     """Both directions of every cluster VNet's peering with the hub, and the hub's route to the NAT hosts."""
 
-    def __init__(self, name: str, *, hub: Hub, cluster_name: str, plan: AddressPlan,
-                 vnet_ids: Mapping[str, pulumi.Input[str]], vnet_names: Mapping[str, pulumi.Input[str]],
-                 resource_group_name: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        hub: Hub,
+        cluster_name: str,
+        plan: AddressPlan,
+        vnet_ids: Mapping[str, pulumi.Input[str]],
+        vnet_names: Mapping[str, pulumi.Input[str]],
+        resource_group_name: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:hub:HubPeerings", name, None, opts)
         in_hub = pulumi.ResourceOptions(parent=self, provider=hub.provider)
         for key in vnet_ids:
-            hub_side = declare.azure("network:VirtualNetworkPeering", f"{name}-hub-to-{key}", {
-                "virtualNetworkPeeringName": naming.hub_peering(cluster_name, key),
-                "virtualNetworkName": hub.vnet_name,
-                "resourceGroupName": hub.resource_group_name,
-                "remoteVirtualNetwork": {"id": vnet_ids[key]},
-                "allowVirtualNetworkAccess": True,
-                # Replies from the NAT hosts carry a service IP as source, which is not in our VNets.
-                "allowForwardedTraffic": True,
-                "allowGatewayTransit": hub.gateway_transit,
-            }, pulumi.ResourceOptions.merge(in_hub, pulumi.ResourceOptions(protect=True)))
-            declare.azure("network:VirtualNetworkPeering", f"{name}-{key}-to-hub", {
-                "virtualNetworkPeeringName": "to-hub",
-                "virtualNetworkName": vnet_names[key],
-                "resourceGroupName": resource_group_name,
-                "remoteVirtualNetwork": {"id": hub.vnet_id},
-                "allowVirtualNetworkAccess": True,
-                # Only traffic that starts in the hub (or comes through its gateway) gets in; nothing
-                # the hub forwards from another spoke does.
-                "allowForwardedTraffic": False,
-                "useRemoteGateways": hub.gateway_transit,
-            },
+            hub_side = declare.azure(
+                "network:VirtualNetworkPeering",
+                f"{name}-hub-to-{key}",
+                {
+                    "virtualNetworkPeeringName": naming.hub_peering(cluster_name, key),
+                    "virtualNetworkName": hub.vnet_name,
+                    "resourceGroupName": hub.resource_group_name,
+                    "remoteVirtualNetwork": {"id": vnet_ids[key]},
+                    "allowVirtualNetworkAccess": True,
+                    # Replies from the NAT hosts carry a service IP as source, which is not in our VNets.
+                    "allowForwardedTraffic": True,
+                    "allowGatewayTransit": hub.gateway_transit,
+                },
+                pulumi.ResourceOptions.merge(in_hub, pulumi.ResourceOptions(protect=True)),
+            )
+            declare.azure(
+                "network:VirtualNetworkPeering",
+                f"{name}-{key}-to-hub",
+                {
+                    "virtualNetworkPeeringName": "to-hub",
+                    "virtualNetworkName": vnet_names[key],
+                    "resourceGroupName": resource_group_name,
+                    "remoteVirtualNetwork": {"id": hub.vnet_id},
+                    "allowVirtualNetworkAccess": True,
+                    # Only traffic that starts in the hub (or comes through its gateway) gets in; nothing
+                    # the hub forwards from another spoke does.
+                    "allowForwardedTraffic": False,
+                    "useRemoteGateways": hub.gateway_transit,
+                },
                 # Azure accepts useRemoteGateways only once the hub side allows gateway transit.
-                pulumi.ResourceOptions(parent=self, protect=True, depends_on=[hub_side]))
-        declare.azure("network:Route", f"{name}-services", {
-            "routeName": naming.service_route(cluster_name),
-            "routeTableName": hub.route_table_name,
-            "resourceGroupName": hub.resource_group_name,
-            "addressPrefix": str(plan.service_cidr),
-            "nextHopType": "VirtualAppliance",
-            "nextHopIpAddress": plan.nat_lb_ip(),
-        }, in_hub)
+                pulumi.ResourceOptions(parent=self, protect=True, depends_on=[hub_side]),
+            )
+        declare.azure(
+            "network:Route",
+            f"{name}-services",
+            {
+                "routeName": naming.service_route(cluster_name),
+                "routeTableName": hub.route_table_name,
+                "resourceGroupName": hub.resource_group_name,
+                "addressPrefix": str(plan.service_cidr),
+                "nextHopType": "VirtualAppliance",
+                "nextHopIpAddress": plan.nat_lb_ip(),
+            },
+            in_hub,
+        )
         self.register_outputs({})

@@ -37,33 +37,59 @@ class RoleIdentities(pulumi.ComponentResource):
     principal_ids: dict[str, pulumi.Output[str]]
     client_ids: dict[str, pulumi.Output[str]]
 
-    def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str],
-                 node_resource_group_id: pulumi.Input[str], node_subnet_ids: Mapping[str, pulumi.Input[str]],
-                 subscription_id: pulumi.Input[str], location: str,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster_name: str,
+        resource_group_name: pulumi.Input[str],
+        node_resource_group_id: pulumi.Input[str],
+        node_subnet_ids: Mapping[str, pulumi.Input[str]],
+        subscription_id: pulumi.Input[str],
+        location: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:identity:RoleIdentities", name, None, opts)
         identities = {
-            role: declare.azure("managedidentity:UserAssignedIdentity", f"{name}-{role}", {
-                "resourceName": naming.role_identity(cluster_name, role),
-                "resourceGroupName": resource_group_name,
-                "location": location,
-            }, pulumi.ResourceOptions(parent=self), outputs=["principalId", "clientId"])
+            role: declare.azure(
+                "managedidentity:UserAssignedIdentity",
+                f"{name}-{role}",
+                {
+                    "resourceName": naming.role_identity(cluster_name, role),
+                    "resourceGroupName": resource_group_name,
+                    "location": location,
+                },
+                pulumi.ResourceOptions(parent=self),
+                outputs=["principalId", "clientId"],
+            )
             for role in ROLES
         }
         self.ids = {role: identity.id for role, identity in identities.items()}
         self.principal_ids = {role: identity.output("principalId") for role, identity in identities.items()}
         self.client_ids = {role: identity.output("clientId") for role, identity in identities.items()}
         # The autoscaler lists, scales and deletes the node scale sets: the node group and nothing else.
-        grant(self, f"{name}-autoscaler-vm-contributor", key=f"{cluster_name}/autoscaler/nodes",
-              scope=node_resource_group_id, principal_id=self.principal_ids["autoscaler"],
-              role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE, subscription_id=subscription_id)
+        grant(
+            self,
+            f"{name}-autoscaler-vm-contributor",
+            key=f"{cluster_name}/autoscaler/nodes",
+            scope=node_resource_group_id,
+            principal_id=self.principal_ids["autoscaler"],
+            role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
+            subscription_id=subscription_id,
+        )
         # Growing a scale set puts new NICs into its subnet: Azure checks "subnets/join/action" on the
         # subnet as a linked scope of the scale-set write (a 403 LinkedAuthorizationFailed otherwise).
         # The same role on each node subnet grants read and join there, and nothing on the VNet. One grant
         # per shard (62 in prod, 124 grants in all) against Azure's 4,000 role assignments per subscription
         # (learn.microsoft.com/azure/role-based-access-control/troubleshoot-limits).
         for shard, subnet_id in sorted(node_subnet_ids.items()):
-            grant(self, f"{name}-autoscaler-join-{shard}", key=f"{cluster_name}/autoscaler/join/{shard}",
-                  scope=subnet_id, principal_id=self.principal_ids["autoscaler"],
-                  role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE, subscription_id=subscription_id)
+            grant(
+                self,
+                f"{name}-autoscaler-join-{shard}",
+                key=f"{cluster_name}/autoscaler/join/{shard}",
+                scope=subnet_id,
+                principal_id=self.principal_ids["autoscaler"],
+                role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
+                subscription_id=subscription_id,
+            )
         self.register_outputs(self.ids)

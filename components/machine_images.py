@@ -28,71 +28,122 @@ class MachineImages(pulumi.ComponentResource):
     version_ids: dict[str, pulumi.Output[str]]  # kind -> the version this deploy builds
     definition_ids: dict[str, pulumi.Output[str]]  # kind -> its gallery image definition
 
-    def __init__(self, name: str, *, config: ClusterConfig, resource_group_name: pulumi.Input[str],
-                 subscription_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        config: ClusterConfig,
+        resource_group_name: pulumi.Input[str],
+        subscription_id: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:images:MachineImages", name, None, opts)
         cluster, version = config.cluster_name, config.machine_image_version
         self._version = version
         # Running machines boot from its image versions: deleting it needs a deliberate unprotect.
-        gallery = declare.azure("compute:Gallery", f"{name}-gallery", {
-            "galleryName": naming.compute_gallery(cluster),
-            "resourceGroupName": resource_group_name,
-            "location": config.location,
-            "description": f"Machine images of the {cluster} cluster, built by supercluster",
-        }, pulumi.ResourceOptions(parent=self, protect=True))
-        builder = declare.azure("managedidentity:UserAssignedIdentity", f"{name}-id-{BUILDER_ROLE}", {
-            "resourceName": naming.role_identity(cluster, BUILDER_ROLE),
-            "resourceGroupName": resource_group_name,
-            "location": config.location,
-        }, pulumi.ResourceOptions(parent=self), outputs=["principalId"])
-        may_write = grant(self, f"{name}-builder-gallery", key=f"{cluster}/{BUILDER_ROLE}", scope=gallery.id,
-                          principal_id=builder.output("principalId"), role=CONTRIBUTOR_ROLE,
-                          subscription_id=subscription_id)
+        gallery = declare.azure(
+            "compute:Gallery",
+            f"{name}-gallery",
+            {
+                "galleryName": naming.compute_gallery(cluster),
+                "resourceGroupName": resource_group_name,
+                "location": config.location,
+                "description": f"Machine images of the {cluster} cluster, built by supercluster",
+            },
+            pulumi.ResourceOptions(parent=self, protect=True),
+        )
+        builder = declare.azure(
+            "managedidentity:UserAssignedIdentity",
+            f"{name}-id-{BUILDER_ROLE}",
+            {
+                "resourceName": naming.role_identity(cluster, BUILDER_ROLE),
+                "resourceGroupName": resource_group_name,
+                "location": config.location,
+            },
+            pulumi.ResourceOptions(parent=self),
+            outputs=["principalId"],
+        )
+        may_write = grant(
+            self,
+            f"{name}-builder-gallery",
+            key=f"{cluster}/{BUILDER_ROLE}",
+            scope=gallery.id,
+            principal_id=builder.output("principalId"),
+            role=CONTRIBUTOR_ROLE,
+            subscription_id=subscription_id,
+        )
         self.version_ids, self.definition_ids = {}, {}
         for kind in machine_image.kinds_in_use(config):
-            definition = declare.azure("compute:GalleryImage", f"{name}-{kind}", {
-                "galleryImageName": naming.gallery_image(cluster, kind),
-                "galleryName": gallery.output("name"),
-                "resourceGroupName": resource_group_name,
-                "location": config.location,
-                "osType": "Linux",
-                "osState": "Generalized",  # Image Builder deprovisions the build VM before capture
-                "hyperVGeneration": "V2",  # both base images are Gen2 (infra/versions.py)
-                "architecture": "x64",
-                "identifier": {"publisher": "supercluster", "offer": cluster, "sku": kind},
-            }, pulumi.ResourceOptions(parent=self, protect=True))
-            template = declare.azure("virtualmachineimages:VirtualMachineImageTemplate", f"{name}-{kind}-template", {
-                "imageTemplateName": naming.image_template(cluster, kind, version),
-                "resourceGroupName": resource_group_name,
-                "location": config.location,
-                "identity": {"type": "UserAssigned", "userAssignedIdentities": [builder.id]},
-                "source": {"type": "PlatformImage", **machine_image.BASE_IMAGES[kind]},
-                "customize": [{
-                    "type": "Shell",
-                    "name": f"supercluster-{kind}",
-                    "inline": machine_image.customizer_commands(config, kind),
-                }],
-                "distribute": [{
-                    "type": "SharedImage",
-                    "galleryImageId": definition.id.apply(lambda image_id: f"{image_id}/versions/{version}"),
-                    "runOutputName": f"{kind}-{version}",
-                    # Never "latest" for anyone: machines name their version explicitly.
-                    "excludeFromLatest": True,
-                    "targetRegions": [{"name": config.location,
-                                       "replicaCount": machine_image.REPLICAS,
-                                       "storageAccountType": "Standard_ZRS"}],
-                }],
-                "vmProfile": {"vmSize": machine_image.BUILD_VM_SIZE,
-                              "osDiskSizeGB": machine_image.BUILD_OS_DISK_GB[kind]},
-                "buildTimeoutInMinutes": machine_image.BUILD_TIMEOUT_MINUTES,
-                "autoRun": {"state": "Enabled"},
-                "tags": {"supercluster.io_image-contents": machine_image.fingerprint(config, kind),
-                         "supercluster.io_kubernetes-version": config.kubernetes_version},
-            }, pulumi.ResourceOptions(parent=self, depends_on=[may_write],
-                                      # Azure refuses updates to an image template: a change is a new template.
-                                      replace_on_changes=["*"], delete_before_replace=True))
+            definition = declare.azure(
+                "compute:GalleryImage",
+                f"{name}-{kind}",
+                {
+                    "galleryImageName": naming.gallery_image(cluster, kind),
+                    "galleryName": gallery.output("name"),
+                    "resourceGroupName": resource_group_name,
+                    "location": config.location,
+                    "osType": "Linux",
+                    "osState": "Generalized",  # Image Builder deprovisions the build VM before capture
+                    "hyperVGeneration": "V2",  # both base images are Gen2 (infra/versions.py)
+                    "architecture": "x64",
+                    "identifier": {"publisher": "supercluster", "offer": cluster, "sku": kind},
+                },
+                pulumi.ResourceOptions(parent=self, protect=True),
+            )
+            template = declare.azure(
+                "virtualmachineimages:VirtualMachineImageTemplate",
+                f"{name}-{kind}-template",
+                {
+                    "imageTemplateName": naming.image_template(cluster, kind, version),
+                    "resourceGroupName": resource_group_name,
+                    "location": config.location,
+                    "identity": {"type": "UserAssigned", "userAssignedIdentities": [builder.id]},
+                    "source": {"type": "PlatformImage", **machine_image.BASE_IMAGES[kind]},
+                    "customize": [
+                        {
+                            "type": "Shell",
+                            "name": f"supercluster-{kind}",
+                            "inline": machine_image.customizer_commands(config, kind),
+                        }
+                    ],
+                    "distribute": [
+                        {
+                            "type": "SharedImage",
+                            "galleryImageId": definition.id.apply(lambda image_id: f"{image_id}/versions/{version}"),
+                            "runOutputName": f"{kind}-{version}",
+                            # Never "latest" for anyone: machines name their version explicitly.
+                            "excludeFromLatest": True,
+                            "targetRegions": [
+                                {
+                                    "name": config.location,
+                                    "replicaCount": machine_image.REPLICAS,
+                                    "storageAccountType": "Standard_ZRS",
+                                }
+                            ],
+                        }
+                    ],
+                    "vmProfile": {
+                        "vmSize": machine_image.BUILD_VM_SIZE,
+                        "osDiskSizeGB": machine_image.BUILD_OS_DISK_GB[kind],
+                    },
+                    "buildTimeoutInMinutes": machine_image.BUILD_TIMEOUT_MINUTES,
+                    "autoRun": {"state": "Enabled"},
+                    "tags": {
+                        "supercluster.io_image-contents": machine_image.fingerprint(config, kind),
+                        "supercluster.io_kubernetes-version": config.kubernetes_version,
+                    },
+                },
+                pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[may_write],
+                    # Azure refuses updates to an image template: a change is a new template.
+                    replace_on_changes=["*"],
+                    delete_before_replace=True,
+                ),
+            )
             self.version_ids[kind] = pulumi.Output.all(definition.id, template.id).apply(
-                lambda ids: f"{ids[0]}/versions/{version}")
+                lambda ids: f"{ids[0]}/versions/{version}"
+            )
             self.definition_ids[kind] = definition.id
         self.register_outputs({"galleryId": gallery.id, "versionIds": self.version_ids})
 

@@ -63,8 +63,9 @@ def linux_ssh_only(admin_ssh_public_key: str) -> dict:
     """The break-glass admin user: SSH key only, never a password (VMs and scale sets alike)."""
     return {
         "disablePasswordAuthentication": True,
-        "ssh": {"publicKeys": [{"path": f"/home/{ADMIN_USERNAME}/.ssh/authorized_keys",
-                                "keyData": admin_ssh_public_key}]},
+        "ssh": {
+            "publicKeys": [{"path": f"/home/{ADMIN_USERNAME}/.ssh/authorized_keys", "keyData": admin_ssh_public_key}]
+        },
     }
 
 
@@ -76,58 +77,80 @@ class DedicatedVm(pulumi.ComponentResource):
     def __init__(self, name: str, args: VmArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:machines:DedicatedVm", name, None, opts)
         self.private_ip = args.private_ip
-        self.nic = declare.azure("network:NetworkInterface", f"{name}-nic", {
-            "networkInterfaceName": f"{args.vm_name}-nic",
-            "resourceGroupName": args.resource_group_name,
-            "location": args.location,
-            "enableAcceleratedNetworking": True,
-            "enableIPForwarding": args.enable_ip_forwarding,
-            "ipConfigurations": [{
-                "name": "primary",
-                "primary": True,
-                "privateIPAllocationMethod": "Static",
-                "privateIPAddress": args.private_ip,
-                "subnet": {"id": args.subnet_id},
-                "loadBalancerBackendAddressPools": [{"id": pool_id} for pool_id in args.backend_pool_ids] or None,
-            }],
-            "tags": args.tags,
-        }, pulumi.ResourceOptions(parent=self))
-        self.vm = declare.azure("compute:VirtualMachine", f"{name}-vm", {
-            "vmName": args.vm_name,
-            "resourceGroupName": args.resource_group_name,
-            "location": args.location,
-            "zones": [args.zone] if args.zone else None,
-            "hardwareProfile": {"vmSize": args.vm_size},
-            "identity": {"type": "UserAssigned", "userAssignedIdentities": [args.identity_id]},
-            "securityProfile": {"encryptionAtHost": VM_SIZES[args.vm_size].encryption_at_host},
-            "storageProfile": {
-                "imageReference": {"id": args.image_id},
-                "osDisk": {
-                    "name": f"{args.vm_name}-os",
-                    "createOption": "FromImage",
-                    "deleteOption": "Delete",
-                    "diskSizeGB": args.os_disk_gb,
-                    "managedDisk": {"storageAccountType": "Premium_LRS"},
+        self.nic = declare.azure(
+            "network:NetworkInterface",
+            f"{name}-nic",
+            {
+                "networkInterfaceName": f"{args.vm_name}-nic",
+                "resourceGroupName": args.resource_group_name,
+                "location": args.location,
+                "enableAcceleratedNetworking": True,
+                "enableIPForwarding": args.enable_ip_forwarding,
+                "ipConfigurations": [
+                    {
+                        "name": "primary",
+                        "primary": True,
+                        "privateIPAllocationMethod": "Static",
+                        "privateIPAddress": args.private_ip,
+                        "subnet": {"id": args.subnet_id},
+                        "loadBalancerBackendAddressPools": [{"id": pool_id} for pool_id in args.backend_pool_ids]
+                        or None,
+                    }
+                ],
+                "tags": args.tags,
+            },
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.vm = declare.azure(
+            "compute:VirtualMachine",
+            f"{name}-vm",
+            {
+                "vmName": args.vm_name,
+                "resourceGroupName": args.resource_group_name,
+                "location": args.location,
+                "zones": [args.zone] if args.zone else None,
+                "hardwareProfile": {"vmSize": args.vm_size},
+                "identity": {"type": "UserAssigned", "userAssignedIdentities": [args.identity_id]},
+                "securityProfile": {"encryptionAtHost": VM_SIZES[args.vm_size].encryption_at_host},
+                "storageProfile": {
+                    "imageReference": {"id": args.image_id},
+                    "osDisk": {
+                        "name": f"{args.vm_name}-os",
+                        "createOption": "FromImage",
+                        "deleteOption": "Delete",
+                        "diskSizeGB": args.os_disk_gb,
+                        "managedDisk": {"storageAccountType": "Premium_LRS"},
+                    },
                 },
+                "networkProfile": {
+                    "networkInterfaces": [
+                        {
+                            "id": self.nic.id,
+                            "primary": True,
+                            "deleteOption": "Detach" if args.replaceable else "Delete",
+                        }
+                    ]
+                },
+                "osProfile": {
+                    "computerName": args.vm_name,
+                    "adminUsername": ADMIN_USERNAME,
+                    "customData": args.custom_data,
+                    "linuxConfiguration": linux_ssh_only(args.admin_ssh_public_key),
+                },
+                # Azure tag names cannot hold "/".
+                "tags": {**args.tags, CLOUD_INIT_TAG: args.custom_data_fingerprint},
             },
-            "networkProfile": {"networkInterfaces": [{
-                "id": self.nic.id, "primary": True, "deleteOption": "Detach" if args.replaceable else "Delete",
-            }]},
-            "osProfile": {
-                "computerName": args.vm_name,
-                "adminUsername": ADMIN_USERNAME,
-                "customData": args.custom_data,
-                "linuxConfiguration": linux_ssh_only(args.admin_ssh_public_key),
-            },
-            # Azure tag names cannot hold "/".
-            "tags": {**args.tags, CLOUD_INIT_TAG: args.custom_data_fingerprint},
-        }, pulumi.ResourceOptions(
-            parent=self,
-            # Azure refuses to change a VM's SSH keys (PropertyChangeNotAllowed): a new adminSshPublicKey
-            # reaches VMs created afterwards; existing ones get it with `az vm user update` (docs/runbooks/rotate-ssh-key.md).
-            ignore_changes=([CUSTOM_DATA_PATH] if args.ignore_custom_data_changes else []) + [SSH_KEYS_PATH, IMAGE_PATH],
-            replace_on_changes=(["hardwareProfile.vmSize"] if args.resize_replaces else [])
-            + ([CUSTOM_DATA_PATH] if args.replace_on_custom_data_change else []) or None,
-            delete_before_replace=args.replaceable,
-        ))
+            pulumi.ResourceOptions(
+                parent=self,
+                # Azure refuses to change a VM's SSH keys (PropertyChangeNotAllowed): a new adminSshPublicKey
+                # reaches VMs created afterwards; existing ones get it with `az vm user update`
+                # (docs/runbooks/rotate-ssh-key.md).
+                ignore_changes=([CUSTOM_DATA_PATH] if args.ignore_custom_data_changes else [])
+                + [SSH_KEYS_PATH, IMAGE_PATH],
+                replace_on_changes=(["hardwareProfile.vmSize"] if args.resize_replaces else [])
+                + ([CUSTOM_DATA_PATH] if args.replace_on_custom_data_change else [])
+                or None,
+                delete_before_replace=args.replaceable,
+            ),
+        )
         self.register_outputs({"privateIp": self.private_ip, "vmId": self.vm.id})

@@ -37,60 +37,94 @@ class NatHosts(pulumi.ComponentResource):
     load_balancer_ip: str
     host_ips: tuple[str, ...]
 
-    def __init__(self, name: str, *, config: ClusterConfig, plan: AddressPlan, resource_group_name: pulumi.Input[str],
-                 location: str, subscription_id: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                 identity_id: pulumi.Input[str], cloud_init: str, image_id: pulumi.Input[str],
-                 kubernetes_version: str | None = None,
-                 last_deploy: LastDeploy | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        config: ClusterConfig,
+        plan: AddressPlan,
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        subscription_id: pulumi.Input[str],
+        subnet_id: pulumi.Input[str],
+        identity_id: pulumi.Input[str],
+        cloud_init: str,
+        image_id: pulumi.Input[str],
+        kubernetes_version: str | None = None,
+        last_deploy: LastDeploy | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:nat:NatHosts", name, None, opts)
         cluster = config.cluster_name
         self.load_balancer_ip = plan.nat_lb_ip()
         self.host_ips = plan.nat_host_ips(config.network.nat_hosts.count)
         lb_name = naming.nat_load_balancer(cluster)
         # The rule names the LB's own frontend, pool and probe by id, before the LB exists.
-        lb_id = pulumi.Output.concat("/subscriptions/", subscription_id, "/resourceGroups/", resource_group_name,
-                                     "/providers/Microsoft.Network/loadBalancers/", lb_name)
-        lb = declare.azure("network:LoadBalancer", f"{name}-lb", {
-            "loadBalancerName": lb_name,
-            "resourceGroupName": resource_group_name,
-            "location": location,
-            "sku": {"name": "Standard", "tier": "Regional"},
-            "frontendIPConfigurations": [{
-                "name": FRONTEND,
-                "privateIPAddress": self.load_balancer_ip,
-                "privateIPAllocationMethod": "Static",
-                "subnet": {"id": subnet_id},
-            }],
-            "backendAddressPools": [{"name": BACKEND_POOL}],
-            "probes": [{
-                "name": PROBE,
-                "protocol": "Http",
-                "port": KUBE_PROXY_HEALTHZ_PORT,
-                "requestPath": KUBE_PROXY_HEALTHZ_PATH,
-                "intervalInSeconds": PROBE_INTERVAL_SECONDS,
-                "probeThreshold": PROBE_THRESHOLD,
-            }],
-            "loadBalancingRules": [{
-                "name": "ha-ports",
-                "protocol": "All",
-                "frontendPort": 0,
-                "backendPort": 0,
-                "frontendIPConfiguration": {"id": pulumi.Output.concat(lb_id, f"/frontendIPConfigurations/{FRONTEND}")},
-                "backendAddressPool": {"id": pulumi.Output.concat(lb_id, f"/backendAddressPools/{BACKEND_POOL}")},
-                "probe": {"id": pulumi.Output.concat(lb_id, f"/probes/{PROBE}")},
-                # The hosts see the original destination (a service IP) either way; no loopback alias needed.
-                "enableFloatingIP": False,
-                "loadDistribution": "Default",  # 5-tuple: a flow stays on one host, whose conntrack owns it
-            }],
-        }, pulumi.ResourceOptions(parent=self))
+        lb_id = pulumi.Output.concat(
+            "/subscriptions/",
+            subscription_id,
+            "/resourceGroups/",
+            resource_group_name,
+            "/providers/Microsoft.Network/loadBalancers/",
+            lb_name,
+        )
+        lb = declare.azure(
+            "network:LoadBalancer",
+            f"{name}-lb",
+            {
+                "loadBalancerName": lb_name,
+                "resourceGroupName": resource_group_name,
+                "location": location,
+                "sku": {"name": "Standard", "tier": "Regional"},
+                "frontendIPConfigurations": [
+                    {
+                        "name": FRONTEND,
+                        "privateIPAddress": self.load_balancer_ip,
+                        "privateIPAllocationMethod": "Static",
+                        "subnet": {"id": subnet_id},
+                    }
+                ],
+                "backendAddressPools": [{"name": BACKEND_POOL}],
+                "probes": [
+                    {
+                        "name": PROBE,
+                        "protocol": "Http",
+                        "port": KUBE_PROXY_HEALTHZ_PORT,
+                        "requestPath": KUBE_PROXY_HEALTHZ_PATH,
+                        "intervalInSeconds": PROBE_INTERVAL_SECONDS,
+                        "probeThreshold": PROBE_THRESHOLD,
+                    }
+                ],
+                "loadBalancingRules": [
+                    {
+                        "name": "ha-ports",
+                        "protocol": "All",
+                        "frontendPort": 0,
+                        "backendPort": 0,
+                        "frontendIPConfiguration": {
+                            "id": pulumi.Output.concat(lb_id, f"/frontendIPConfigurations/{FRONTEND}")
+                        },
+                        "backendAddressPool": {
+                            "id": pulumi.Output.concat(lb_id, f"/backendAddressPools/{BACKEND_POOL}")
+                        },
+                        "probe": {"id": pulumi.Output.concat(lb_id, f"/probes/{PROBE}")},
+                        # The hosts see the original destination (a service IP) either way; no loopback alias needed.
+                        "enableFloatingIP": False,
+                        "loadDistribution": "Default",  # 5-tuple: a flow stays on one host, whose conntrack owns it
+                    }
+                ],
+            },
+            pulumi.ResourceOptions(parent=self),
+        )
         pool_id = lb.id.apply(lambda i: f"{i}/backendAddressPools/{BACKEND_POOL}")
         # One cloud-init for every host (rendered once, by infra.cluster): nothing in it is host-specific.
         encoded, digest = custom_data(cloud_init, f"{name} cloud-init"), fingerprint(cloud_init)
         # Rolled one host per deploy (infra/day2.py): the others keep serving flows behind the load balancer.
         want = MachineState(digest, config.network.nat_hosts.vm_size, kubernetes_version or config.kubernetes_version)
         self.staged = stage(previous_machines(last_deploy or LastDeploy(), NAT_HOST_ROLE), [want] * len(self.host_ips))
-        self.records = [staged.state.record(naming.nat_host(cluster, index))
-                        for index, staged in enumerate(self.staged)]
+        self.records = [
+            staged.state.record(naming.nat_host(cluster, index)) for index, staged in enumerate(self.staged)
+        ]
         self.hosts = [
             DedicatedVm(
                 f"{name}-{index}",
@@ -104,7 +138,8 @@ class NatHosts(pulumi.ComponentResource):
                     identity_id=identity_id,
                     custom_data=encoded,
                     custom_data_fingerprint=self.staged[index].state.cloud_init,
-                    admin_ssh_public_key=config.admin_ssh_public_key, image_id=image_id,
+                    admin_ssh_public_key=config.admin_ssh_public_key,
+                    image_id=image_id,
                     enable_ip_forwarding=True,
                     backend_pool_ids=[pool_id],
                     tags={MACHINE_ROLE_TAG: NAT_HOST_ROLE},

@@ -37,69 +37,101 @@ class ClusterNetwork(pulumi.ComponentResource):
     subnet_ids: dict[str, pulumi.Output[str]]
     egress_prefixes: dict[str, pulumi.Output[str]]
 
-    def __init__(self, name: str, *, plan: AddressPlan, resource_group_name: pulumi.Input[str], location: str,
-                 hub_prefixes: pulumi.Input[Sequence[str]], monitoring_pools: Sequence[str],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        plan: AddressPlan,
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        hub_prefixes: pulumi.Input[Sequence[str]],
+        monitoring_pools: Sequence[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:network:ClusterNetwork", name, None, opts)
         self.vnet_ids, self.vnet_names, self.subnet_ids, self.egress_prefixes = {}, {}, {}, {}
         nsg_ids = {
-            group.key: declare.azure("network:NetworkSecurityGroup", f"{name}-{group.key}-nsg", {
-                "networkSecurityGroupName": naming.network_security_group(name, group.key),
-                "resourceGroupName": resource_group_name,
-                "location": location,
-                "securityRules": [_security_rule(rule, hub_prefixes) for rule in group.rules],
-            }, pulumi.ResourceOptions(parent=self)).id
+            group.key: declare.azure(
+                "network:NetworkSecurityGroup",
+                f"{name}-{group.key}-nsg",
+                {
+                    "networkSecurityGroupName": naming.network_security_group(name, group.key),
+                    "resourceGroupName": resource_group_name,
+                    "location": location,
+                    "securityRules": [_security_rule(rule, hub_prefixes) for rule in group.rules],
+                },
+                pulumi.ResourceOptions(parent=self),
+            ).id
             for group in security_groups(plan, monitoring_pools=monitoring_pools)
         }
         nsg_of_subnet = subnet_security_groups(plan)
         egress_of_subnet: dict[str, pulumi.Output[str]] = {}
         for gateway in nat_gateways(plan):
-            prefix = declare.azure("network:PublicIPPrefix", f"{name}-{gateway.vnet}-egress", {
-                "publicIpPrefixName": naming.egress_prefix(name, gateway.vnet),
-                "resourceGroupName": resource_group_name,
-                "location": location,
-                "prefixLength": gateway.prefix_length,
-                "publicIPAddressVersion": "IPv4",
-                "sku": {"name": "Standard", "tier": "Regional"},
-            },
+            prefix = declare.azure(
+                "network:PublicIPPrefix",
+                f"{name}-{gateway.vnet}-egress",
+                {
+                    "publicIpPrefixName": naming.egress_prefix(name, gateway.vnet),
+                    "resourceGroupName": resource_group_name,
+                    "location": location,
+                    "prefixLength": gateway.prefix_length,
+                    "publicIPAddressVersion": "IPv4",
+                    "sku": {"name": "Standard", "tier": "Regional"},
+                },
                 # Egress addresses are what others allowlist; a lost prefix cannot be had back.
-                pulumi.ResourceOptions(parent=self, protect=True), outputs=["ipPrefix"])
-            nat = declare.azure("network:NatGateway", f"{name}-{gateway.vnet}-natgw", {
-                "natGatewayName": naming.nat_gateway(name, gateway.vnet),
-                "resourceGroupName": resource_group_name,
-                "location": location,
-                "sku": {"name": "Standard"},
-                "publicIpPrefixes": [{"id": prefix.id}],
-            }, pulumi.ResourceOptions(parent=self))
+                pulumi.ResourceOptions(parent=self, protect=True),
+                outputs=["ipPrefix"],
+            )
+            nat = declare.azure(
+                "network:NatGateway",
+                f"{name}-{gateway.vnet}-natgw",
+                {
+                    "natGatewayName": naming.nat_gateway(name, gateway.vnet),
+                    "resourceGroupName": resource_group_name,
+                    "location": location,
+                    "sku": {"name": "Standard"},
+                    "publicIpPrefixes": [{"id": prefix.id}],
+                },
+                pulumi.ResourceOptions(parent=self),
+            )
             self.egress_prefixes[gateway.vnet] = prefix.output("ipPrefix")
             egress_of_subnet.update({subnet: nat.id for subnet in gateway.subnets})
 
         vnets: dict[str, declare.Declared] = {}
         for vnet_plan in plan.vnets:
-            vnet = declare.azure("network:VirtualNetwork", f"{name}-{vnet_plan.key}", {
-                "virtualNetworkName": naming.vnet(name, vnet_plan.key),
-                "resourceGroupName": resource_group_name,
-                "location": location,
-                "addressSpace": {"addressPrefixes": [str(vnet_plan.address_space)]},
-                # No DDoS plan (nothing in these VNets is public); Azure's defaults, stated.
-                "enableDdosProtection": False,
-                "enableVmProtection": False,
-                "subnets": [
-                    {
-                        "name": subnet_plan.key,
-                        "addressPrefix": str(subnet_plan.cidr),
-                        "networkSecurityGroup": {"id": nsg_ids[nsg_of_subnet[subnet_plan.key]]},
-                        "natGateway": ({"id": egress_of_subnet[subnet_plan.key]}
-                                       if subnet_plan.key in egress_of_subnet else None),
-                        "defaultOutboundAccess": False,
-                        # Let the NSG apply to the private endpoint's traffic too (off by default for endpoints).
-                        "privateEndpointNetworkPolicies": "Enabled" if subnet_plan.key == ENDPOINTS_SUBNET
-                        else "Disabled",
-                        "privateLinkServiceNetworkPolicies": "Enabled",  # Azure's default, stated
-                    }
-                    for subnet_plan in vnet_plan.subnets
-                ],
-            }, pulumi.ResourceOptions(parent=self, protect=True))
+            vnet = declare.azure(
+                "network:VirtualNetwork",
+                f"{name}-{vnet_plan.key}",
+                {
+                    "virtualNetworkName": naming.vnet(name, vnet_plan.key),
+                    "resourceGroupName": resource_group_name,
+                    "location": location,
+                    "addressSpace": {"addressPrefixes": [str(vnet_plan.address_space)]},
+                    # No DDoS plan (nothing in these VNets is public); Azure's defaults, stated.
+                    "enableDdosProtection": False,
+                    "enableVmProtection": False,
+                    "subnets": [
+                        {
+                            "name": subnet_plan.key,
+                            "addressPrefix": str(subnet_plan.cidr),
+                            "networkSecurityGroup": {"id": nsg_ids[nsg_of_subnet[subnet_plan.key]]},
+                            "natGateway": (
+                                {"id": egress_of_subnet[subnet_plan.key]}
+                                if subnet_plan.key in egress_of_subnet
+                                else None
+                            ),
+                            "defaultOutboundAccess": False,
+                            # Let the NSG apply to the private endpoint's traffic too (off by default for endpoints).
+                            "privateEndpointNetworkPolicies": "Enabled"
+                            if subnet_plan.key == ENDPOINTS_SUBNET
+                            else "Disabled",
+                            "privateLinkServiceNetworkPolicies": "Enabled",  # Azure's default, stated
+                        }
+                        for subnet_plan in vnet_plan.subnets
+                    ],
+                },
+                pulumi.ResourceOptions(parent=self, protect=True),
+            )
             vnets[vnet_plan.key] = vnet
             self.vnet_ids[vnet_plan.key] = vnet.id
             self.vnet_names[vnet_plan.key] = vnet.output("name")
@@ -109,16 +141,22 @@ class ClusterNetwork(pulumi.ComponentResource):
                 self.subnet_ids[subnet_plan.key] = pulumi.Output.concat(vnet.id, "/subnets/", subnet_plan.key)
         # Full mesh: every pod reaches every pod directly, across VNets, with no gateway in between.
         for (a_key, a), (b_key, b) in itertools.permutations(vnets.items(), 2):
-            declare.azure("network:VirtualNetworkPeering", f"{name}-peer-{a_key}-to-{b_key}", {
-                "virtualNetworkPeeringName": f"to-{b_key}",
-                "virtualNetworkName": a.output("name"),
-                "resourceGroupName": resource_group_name,
-                "remoteVirtualNetwork": {"id": b.id},
-                "allowVirtualNetworkAccess": True,
-                "allowForwardedTraffic": True,
-            }, pulumi.ResourceOptions(parent=a, protect=True))
-        self.register_outputs({"vnetIds": self.vnet_ids, "subnetIds": self.subnet_ids,
-                               "egressPrefixes": self.egress_prefixes})
+            declare.azure(
+                "network:VirtualNetworkPeering",
+                f"{name}-peer-{a_key}-to-{b_key}",
+                {
+                    "virtualNetworkPeeringName": f"to-{b_key}",
+                    "virtualNetworkName": a.output("name"),
+                    "resourceGroupName": resource_group_name,
+                    "remoteVirtualNetwork": {"id": b.id},
+                    "allowVirtualNetworkAccess": True,
+                    "allowForwardedTraffic": True,
+                },
+                pulumi.ResourceOptions(parent=a, protect=True),
+            )
+        self.register_outputs(
+            {"vnetIds": self.vnet_ids, "subnetIds": self.subnet_ids, "egressPrefixes": self.egress_prefixes}
+        )
 
 
 def _security_rule(rule: SecurityRule, hub_prefixes: pulumi.Input[Sequence[str]]) -> dict:
@@ -126,16 +164,19 @@ def _security_rule(rule: SecurityRule, hub_prefixes: pulumi.Input[Sequence[str]]
     sources: dict = {}
     if HUB in rule.sources:
         others = [s for s in rule.sources if s != HUB]
-        sources["sourceAddressPrefixes"] = pulumi.Output.from_input(hub_prefixes).apply(
-            lambda hub: [*hub, *others])
+        sources["sourceAddressPrefixes"] = pulumi.Output.from_input(hub_prefixes).apply(lambda hub: [*hub, *others])
     elif len(rule.sources) == 1:
         sources["sourceAddressPrefix"] = rule.sources[0]
     else:
         sources["sourceAddressPrefixes"] = list(rule.sources)
-    destinations = ({"destinationAddressPrefix": rule.destinations[0]} if len(rule.destinations) == 1
-                    else {"destinationAddressPrefixes": list(rule.destinations)})
-    ports = ({"destinationPortRange": rule.ports[0]} if len(rule.ports) == 1
-             else {"destinationPortRanges": list(rule.ports)})
+    destinations = (
+        {"destinationAddressPrefix": rule.destinations[0]}
+        if len(rule.destinations) == 1
+        else {"destinationAddressPrefixes": list(rule.destinations)}
+    )
+    ports = (
+        {"destinationPortRange": rule.ports[0]} if len(rule.ports) == 1 else {"destinationPortRanges": list(rule.ports)}
+    )
     return {
         "name": rule.name,
         "priority": rule.priority,

@@ -36,10 +36,18 @@ from infra.sizing import Shard, shards
 class NodePool(pulumi.ComponentResource):
     scale_sets: dict[str, declare.Declared]
 
-    def __init__(self, name: str, *, cluster: ClusterSpec, pool: NodePoolConfig,
-                 resource_group_name: pulumi.Input[str], subnet_ids: Mapping[str, pulumi.Input[str]],
-                 identity_ids: Sequence[pulumi.Input[str]], image_id: pulumi.Input[str],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster: ClusterSpec,
+        pool: NodePoolConfig,
+        resource_group_name: pulumi.Input[str],
+        subnet_ids: Mapping[str, pulumi.Input[str]],
+        identity_ids: Sequence[pulumi.Input[str]],
+        image_id: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:nodes:NodePool", name, None, opts)
         self.image_id = image_id
         self.scale_sets = {}
@@ -48,70 +56,112 @@ class NodePool(pulumi.ComponentResource):
             cloud_init = cluster.node_cloud_inits[shard.name]  # rendered and size-checked by infra.cluster
             self.fingerprints[shard.name] = fingerprint(cloud_init)
             self.scale_sets[shard.name] = self._scale_set(
-                name, cluster, pool, shard, resource_group_name, subnet_ids[shard.name], identity_ids,
-                custom_data(cloud_init, f"node pool {pool.name} shard {shard.name}"))
-        self.register_outputs({
-            "scaleSetIds": {key: vmss.id for key, vmss in self.scale_sets.items()},
-            "cloudInitFingerprints": self.fingerprints,
-        })
+                name,
+                cluster,
+                pool,
+                shard,
+                resource_group_name,
+                subnet_ids[shard.name],
+                identity_ids,
+                custom_data(cloud_init, f"node pool {pool.name} shard {shard.name}"),
+            )
+        self.register_outputs(
+            {
+                "scaleSetIds": {key: vmss.id for key, vmss in self.scale_sets.items()},
+                "cloudInitFingerprints": self.fingerprints,
+            }
+        )
 
-    def _scale_set(self, name: str, cluster: ClusterSpec, pool: NodePoolConfig, shard: Shard,
-                   resource_group_name: pulumi.Input[str], subnet_id: pulumi.Input[str],
-                   identity_ids: Sequence[pulumi.Input[str]], encoded_custom_data: str) -> declare.Declared:
+    def _scale_set(
+        self,
+        name: str,
+        cluster: ClusterSpec,
+        pool: NodePoolConfig,
+        shard: Shard,
+        resource_group_name: pulumi.Input[str],
+        subnet_id: pulumi.Input[str],
+        identity_ids: Sequence[pulumi.Input[str]],
+        encoded_custom_data: str,
+    ) -> declare.Declared:
         config = cluster.config
         shape = ScaleSetShape.of(pool)
         # The primary IP is the node's; every other one is a pod's (Azure CNI azure-vnet-ipam). Built once
         # the subnet id is known: one Output per scale set, not one per IP configuration.
         ip_configurations = pulumi.Output.from_input(subnet_id).apply(
-            lambda subnet: _ip_configurations(subnet, pod_ip_configurations(pool)))
+            lambda subnet: _ip_configurations(subnet, pod_ip_configurations(pool))
+        )
         if ephemeral_os_disk(pool):
-            os_disk = {"createOption": "FromImage", "caching": "ReadOnly", "diskSizeGB": OS_DISK_GB,
-                       "diffDiskSettings": {"option": "Local", "placement": "ResourceDisk"}}
+            os_disk = {
+                "createOption": "FromImage",
+                "caching": "ReadOnly",
+                "diskSizeGB": OS_DISK_GB,
+                "diffDiskSettings": {"option": "Local", "placement": "ResourceDisk"},
+            }
         else:
-            os_disk = {"createOption": "FromImage", "caching": "ReadWrite", "diskSizeGB": OS_DISK_GB,
-                       "managedDisk": {"storageAccountType": "Premium_LRS"}}
-        return declare.azure("compute:VirtualMachineScaleSet", f"{name}-s{shard.index:03d}", {
-            "vmScaleSetName": naming.scale_set(config.cluster_name, shard.name),
-            "resourceGroupName": resource_group_name,
-            "location": config.location,
-            # Sent only at creation; afterwards Azure keeps the live capacity, which the autoscaler owns.
-            "sku": {"name": pool.vm_size, "tier": "Standard",
-                    **({} if shard.name in cluster.last_deploy.scale_sets else {"capacity": shard.min_nodes})},
-            "orchestrationMode": "Uniform",
-            "singlePlacementGroup": shape.single_placement_group,
-            "platformFaultDomainCount": shape.platform_fault_domain_count,
-            # Overprovisioned extra VMs would boot, join the cluster and vanish again.
-            "overprovision": False,
-            "upgradePolicy": {"mode": "Manual"},
-            "identity": {"type": "UserAssigned", "userAssignedIdentities": list(identity_ids)},
-            "virtualMachineProfile": {
-                "osProfile": {
-                    "computerNamePrefix": naming.computer_name_prefix(shard.name),
-                    "adminUsername": ADMIN_USERNAME,
-                    "customData": encoded_custom_data,
-                    "linuxConfiguration": linux_ssh_only(config.admin_ssh_public_key),
+            os_disk = {
+                "createOption": "FromImage",
+                "caching": "ReadWrite",
+                "diskSizeGB": OS_DISK_GB,
+                "managedDisk": {"storageAccountType": "Premium_LRS"},
+            }
+        return declare.azure(
+            "compute:VirtualMachineScaleSet",
+            f"{name}-s{shard.index:03d}",
+            {
+                "vmScaleSetName": naming.scale_set(config.cluster_name, shard.name),
+                "resourceGroupName": resource_group_name,
+                "location": config.location,
+                # Sent only at creation; afterwards Azure keeps the live capacity, which the autoscaler owns.
+                "sku": {
+                    "name": pool.vm_size,
+                    "tier": "Standard",
+                    **({} if shard.name in cluster.last_deploy.scale_sets else {"capacity": shard.min_nodes}),
                 },
-                # The exact machine image version (components/machine_images.py). With upgrade policy Manual a
-                # new version reaches new instances only; running ones keep theirs until rolled.
-                "storageProfile": {"imageReference": {"id": self.image_id}, "osDisk": os_disk},
-                "networkProfile": {"networkInterfaceConfigurations": [{
-                    "name": "nic", "primary": True, "enableAcceleratedNetworking": True,
-                    "ipConfigurations": ip_configurations,
-                }]},
-                "securityProfile": {"encryptionAtHost": pool.size.encryption_at_host},
-                "diagnosticsProfile": {"bootDiagnostics": {"enabled": True}},
+                "orchestrationMode": "Uniform",
+                "singlePlacementGroup": shape.single_placement_group,
+                "platformFaultDomainCount": shape.platform_fault_domain_count,
+                # Overprovisioned extra VMs would boot, join the cluster and vanish again.
+                "overprovision": False,
+                "upgradePolicy": {"mode": "Manual"},
+                "identity": {"type": "UserAssigned", "userAssignedIdentities": list(identity_ids)},
+                "virtualMachineProfile": {
+                    "osProfile": {
+                        "computerNamePrefix": naming.computer_name_prefix(shard.name),
+                        "adminUsername": ADMIN_USERNAME,
+                        "customData": encoded_custom_data,
+                        "linuxConfiguration": linux_ssh_only(config.admin_ssh_public_key),
+                    },
+                    # The exact machine image version (components/machine_images.py). With upgrade policy Manual a
+                    # new version reaches new instances only; running ones keep theirs until rolled.
+                    "storageProfile": {"imageReference": {"id": self.image_id}, "osDisk": os_disk},
+                    "networkProfile": {
+                        "networkInterfaceConfigurations": [
+                            {
+                                "name": "nic",
+                                "primary": True,
+                                "enableAcceleratedNetworking": True,
+                                "ipConfigurations": ip_configurations,
+                            }
+                        ]
+                    },
+                    "securityProfile": {"encryptionAtHost": pool.size.encryption_at_host},
+                    "diagnosticsProfile": {"bootDiagnostics": {"enabled": True}},
+                },
+                "tags": scale_set_tags(config, pool, shard, self.fingerprints[shard.name]),
             },
-            "tags": scale_set_tags(config, pool, shard, self.fingerprints[shard.name]),
-        }, pulumi.ResourceOptions(
-            parent=self,
-            # A scale set holds running jobs: deleting or replacing one needs a deliberate unprotect
-            # (docs/runbooks/remove-a-pool.md).
-            protect=True,
-        ))
+            pulumi.ResourceOptions(
+                parent=self,
+                # A scale set holds running jobs: deleting or replacing one needs a deliberate unprotect
+                # (docs/runbooks/remove-a-pool.md).
+                protect=True,
+            ),
+        )
 
 
 def _ip_configurations(subnet_id: str, pod_ips: int) -> list[dict]:
     """IPv4 (Azure's default privateIPAddressVersion), all in the shard's subnet; only the node's is primary."""
     subnet = {"id": subnet_id}
-    return [{"name": "node", "primary": True, "subnet": subnet},
-            *({"name": f"pod{i:03d}", "subnet": subnet} for i in range(1, pod_ips + 1))]
+    return [
+        {"name": "node", "primary": True, "subnet": subnet},
+        *({"name": f"pod{i:03d}", "subnet": subnet} for i in range(1, pod_ips + 1)),
+    ]

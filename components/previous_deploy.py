@@ -53,8 +53,9 @@ class PreviousDeploy(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:previous_deploy:PreviousDeploy", name, None, opts)
-        reference = pulumi.StackReference(f"{name}-stack", stack_name=own_stack_name(),
-                                          opts=pulumi.ResourceOptions(parent=self))
+        reference = pulumi.StackReference(
+            f"{name}-stack", stack_name=own_stack_name(), opts=pulumi.ResourceOptions(parent=self)
+        )
         names = [OUTPUT_NAME, machine_image.OUTPUT_NAME, *CLIENT_URL_OUTPUTS.values()]
         outputs = pulumi.Output.all(*[reference.get_output(name) for name in names])
         self.checked = outputs.apply(lambda values: _checked(dict(zip(names, values, strict=True)), config))

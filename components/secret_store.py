@@ -30,52 +30,93 @@ class SecretStore(pulumi.ComponentResource):
     vault: declare.Declared
     vault_name: str
 
-    def __init__(self, name: str, *, cluster_name: str, resource_group_name: pulumi.Input[str],
-                 location: str, tenant_id: pulumi.Input[str], subscription_id: pulumi.Input[str],
-                 endpoint_subnet_id: pulumi.Input[str],
-                 vnet_ids: Mapping[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster_name: str,
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        tenant_id: pulumi.Input[str],
+        subscription_id: pulumi.Input[str],
+        endpoint_subnet_id: pulumi.Input[str],
+        vnet_ids: Mapping[str, pulumi.Input[str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("supercluster:secrets:SecretStore", name, None, opts)
         self._cluster_name = cluster_name
         self._resource_group_name = resource_group_name
         self._subscription_id = subscription_id
         self.vault_name = naming.key_vault(cluster_name)
-        self.vault = declare.azure("keyvault:Vault", f"{name}-vault", {
-            "vaultName": self.vault_name,
-            "resourceGroupName": resource_group_name,
-            "location": location,
-            "properties": {
-                "tenantId": tenant_id,
-                "sku": {"family": "A", "name": "standard"},
-                "enableRbacAuthorization": True,
-                "enableSoftDelete": True,
-                "softDeleteRetentionInDays": SOFT_DELETE_RETENTION_DAYS,
-                "enablePurgeProtection": True,
-                "publicNetworkAccess": "Disabled",
-                "networkAcls": {"defaultAction": "Deny", "bypass": "AzureServices"},
-                # Machines read secrets with their own identity (RBAC), never through ARM or disk encryption.
-                "enabledForDeployment": False,
-                "enabledForDiskEncryption": False,
-                "enabledForTemplateDeployment": False,
+        self.vault = declare.azure(
+            "keyvault:Vault",
+            f"{name}-vault",
+            {
+                "vaultName": self.vault_name,
+                "resourceGroupName": resource_group_name,
+                "location": location,
+                "properties": {
+                    "tenantId": tenant_id,
+                    "sku": {"family": "A", "name": "standard"},
+                    "enableRbacAuthorization": True,
+                    "enableSoftDelete": True,
+                    "softDeleteRetentionInDays": SOFT_DELETE_RETENTION_DAYS,
+                    "enablePurgeProtection": True,
+                    "publicNetworkAccess": "Disabled",
+                    "networkAcls": {"defaultAction": "Deny", "bypass": "AzureServices"},
+                    # Machines read secrets with their own identity (RBAC), never through ARM or disk encryption.
+                    "enabledForDeployment": False,
+                    "enabledForDiskEncryption": False,
+                    "enabledForTemplateDeployment": False,
+                },
             },
-        }, pulumi.ResourceOptions(parent=self, protect=True))
-        private_link(self, name, target_id=self.vault.id, group_id="vault", zone_name=KEY_VAULT_PRIVATE_DNS_ZONE,
-                     endpoint_name=f"{self.vault_name}-pe", cluster_name=cluster_name,
-                     resource_group_name=resource_group_name, location=location, subnet_id=endpoint_subnet_id,
-                     vnet_ids=vnet_ids)
+            pulumi.ResourceOptions(parent=self, protect=True),
+        )
+        private_link(
+            self,
+            name,
+            target_id=self.vault.id,
+            group_id="vault",
+            zone_name=KEY_VAULT_PRIVATE_DNS_ZONE,
+            endpoint_name=f"{self.vault_name}-pe",
+            cluster_name=cluster_name,
+            resource_group_name=resource_group_name,
+            location=location,
+            subnet_id=endpoint_subnet_id,
+            vnet_ids=vnet_ids,
+        )
         self.register_outputs({"vaultName": self.vault_name, "vaultId": self.vault.id})
 
-    def add_secret(self, owner: pulumi.Resource, logical_name: str, secret_name: str,
-                   value: pulumi.Input[str], readers: Mapping[str, pulumi.Input[str]]) -> declare.Declared:
+    def add_secret(
+        self,
+        owner: pulumi.Resource,
+        logical_name: str,
+        secret_name: str,
+        value: pulumi.Input[str],
+        readers: Mapping[str, pulumi.Input[str]],
+    ) -> declare.Declared:
         """Stores ``value`` (always as a Pulumi secret) and lets exactly the ``readers`` (role name ->
         identity principal id) read it; every resource is a child of ``owner``."""
-        secret = declare.azure("keyvault:Secret", logical_name, {
-            "secretName": secret_name,
-            "vaultName": self.vault.output("name"),
-            "resourceGroupName": self._resource_group_name,
-            "properties": {"value": pulumi.Output.secret(value)},
-        }, pulumi.ResourceOptions(parent=owner), outputs=["properties"])
+        secret = declare.azure(
+            "keyvault:Secret",
+            logical_name,
+            {
+                "secretName": secret_name,
+                "vaultName": self.vault.output("name"),
+                "resourceGroupName": self._resource_group_name,
+                "properties": {"value": pulumi.Output.secret(value)},
+            },
+            pulumi.ResourceOptions(parent=owner),
+            outputs=["properties"],
+        )
         for role, principal_id in sorted(readers.items()):
-            grant(owner, f"{logical_name}-{role}-reader", key=f"{self._cluster_name}/{secret_name}/{role}",
-                  scope=secret.id, principal_id=principal_id, role=KEY_VAULT_SECRETS_USER_ROLE,
-                  subscription_id=self._subscription_id)
+            grant(
+                owner,
+                f"{logical_name}-{role}-reader",
+                key=f"{self._cluster_name}/{secret_name}/{role}",
+                scope=secret.id,
+                principal_id=principal_id,
+                role=KEY_VAULT_SECRETS_USER_ROLE,
+                subscription_id=self._subscription_id,
+            )
         return secret

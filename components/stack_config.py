@@ -25,7 +25,7 @@ def raw_stack_config() -> tuple[dict[str, Any], Any]:
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from error
     prefix = f"{NAMESPACE}:"
-    raw = {key[len(prefix):]: decode_cli_value(value) for key, value in merged.items() if key.startswith(prefix)}
+    raw = {key[len(prefix) :]: decode_cli_value(value) for key, value in merged.items() if key.startswith(prefix)}
     return raw, merged.get(LOCATION_KEY)
 
 

@@ -155,12 +155,21 @@ def plan_addresses(config: ClusterConfig) -> AddressPlan:
     vnets = [_system_vnet(blocks[0])]
     for index, pool in enumerate(config.node_pools):
         if pool.name in RESERVED_VNET_KEYS:
-            raise ConfigError(f"nodePools[{index}].name", pool.name,
-                              f"a name other than {' or '.join(RESERVED_VNET_KEYS)} (those VNet names are taken)")
+            raise ConfigError(
+                f"nodePools[{index}].name",
+                pool.name,
+                f"a name other than {' or '.join(RESERVED_VNET_KEYS)} (those VNet names are taken)",
+            )
         vnets += _pool_vnets(pool, index, blocks[pool.address_slot])
     hub = _hub_vnet(network.hub.address_space) if network.hub.address_space is not None else None
-    plan = AddressPlan(tuple(vnets), network.service_cidr, network.max_private_ips_per_vnet,
-                       network.max_private_ips_per_peered_group, network.address_space, hub)
+    plan = AddressPlan(
+        tuple(vnets),
+        network.service_cidr,
+        network.max_private_ips_per_vnet,
+        network.max_private_ips_per_peered_group,
+        network.address_space,
+        hub,
+    )
     _check_budgets(config, plan)
     return plan
 
@@ -199,9 +208,12 @@ def _system_vnet(block: ipaddress.IPv4Network) -> VnetPlan:
 
 def _hub_vnet(space: ipaddress.IPv4Network) -> VnetPlan:
     if space.prefixlen > MIN_HUB_PREFIX:
-        raise ConfigError("network.hub.addressSpace", str(space),
-                          f"a range of /{MIN_HUB_PREFIX} or larger (researchers' subnet in the first half, "
-                          "a gateway or Bastion subnet in the second)")
+        raise ConfigError(
+            "network.hub.addressSpace",
+            str(space),
+            f"a range of /{MIN_HUB_PREFIX} or larger (researchers' subnet in the first half, "
+            "a gateway or Bastion subnet in the second)",
+        )
     researchers = _nth(space, space.prefixlen + 1, 0)
     subnets = (SubnetPlan(HUB_SUBNETS[0], HUB_VNET, researchers, researchers.num_addresses),)
     # We do not know what the hub's owners put in the rest of it: count all of it, but never more
@@ -218,31 +230,47 @@ def _pool_vnets(pool: NodePoolConfig, index: int, block: ipaddress.IPv4Network) 
     key = f"nodePools[{index}]"
     if per_shard > MAX_VNET_ADDRESSES:
         fit = (MAX_VNET_ADDRESSES - AZURE_RESERVED_PER_SUBNET) // capacity - 1
-        raise ConfigError(f"{key}.podIpsPerNode", pool.pod_ips_per_node,
-                          f"at most {fit} pod IPs per node: one {pool.name} scale set of {capacity} VMs needs "
-                          f"{per_shard:,} addresses, more than the {MAX_VNET_ADDRESSES:,} one VNet can hold")
+        raise ConfigError(
+            f"{key}.podIpsPerNode",
+            pool.pod_ips_per_node,
+            f"at most {fit} pod IPs per node: one {pool.name} scale set of {capacity} VMs needs "
+            f"{per_shard:,} addresses, more than the {MAX_VNET_ADDRESSES:,} one VNet can hold",
+        )
     if prefix < block.prefixlen:
-        raise ConfigError(f"{key}.podIpsPerNode", pool.pod_ips_per_node,
-                          f"fewer pod IPs per node: one {pool.name} scale set needs {per_shard:,} addresses "
-                          f"but its address block {block} has {block.num_addresses:,}; "
-                          f"or a larger network.addressSpace")
+        raise ConfigError(
+            f"{key}.podIpsPerNode",
+            pool.pod_ips_per_node,
+            f"fewer pod IPs per node: one {pool.name} scale set needs {per_shard:,} addresses "
+            f"but its address block {block} has {block.num_addresses:,}; "
+            f"or a larger network.addressSpace",
+        )
     room = 2 ** (prefix - block.prefixlen)
     if len(pool_shards) > room:
-        raise ConfigError(f"{key}.maxNodes", pool.max_nodes,
-                          f"at most {room * capacity} nodes: {len(pool_shards)} scale sets of "
-                          f"/{prefix} do not fit the pool's address block {block}; split the pool or use a "
-                          f"larger network.addressSpace")
+        raise ConfigError(
+            f"{key}.maxNodes",
+            pool.max_nodes,
+            f"at most {room * capacity} nodes: {len(pool_shards)} scale sets of "
+            f"/{prefix} do not fit the pool's address block {block}; split the pool or use a "
+            f"larger network.addressSpace",
+        )
     shards_per_vnet = 2 ** (prefix - vnet_prefix)
     by_vnet: dict[int, list[SubnetPlan]] = {}
     for shard in pool_shards:
         chunk = shard.index // shards_per_vnet
         # Sized for a full shard (so it never has to move), counted at the shard's maxNodes
         # (the autoscaler never goes past it).
-        by_vnet.setdefault(chunk, []).append(SubnetPlan(
-            shard.name, _pool_vnet_key(pool.name, chunk), _nth(block, prefix, shard.index),
-            shard.max_nodes * node_ips(pool) + AZURE_RESERVED_PER_SUBNET))
-    return [VnetPlan(_pool_vnet_key(pool.name, chunk), _nth(block, vnet_prefix, chunk), tuple(subnets), pool.name)
-            for chunk, subnets in sorted(by_vnet.items())]
+        by_vnet.setdefault(chunk, []).append(
+            SubnetPlan(
+                shard.name,
+                _pool_vnet_key(pool.name, chunk),
+                _nth(block, prefix, shard.index),
+                shard.max_nodes * node_ips(pool) + AZURE_RESERVED_PER_SUBNET,
+            )
+        )
+    return [
+        VnetPlan(_pool_vnet_key(pool.name, chunk), _nth(block, vnet_prefix, chunk), tuple(subnets), pool.name)
+        for chunk, subnets in sorted(by_vnet.items())
+    ]
 
 
 def _pool_vnet_key(pool: str, chunk: int) -> str:
@@ -251,6 +279,7 @@ def _pool_vnet_key(pool: str, chunk: int) -> str:
 
 
 # --------------------------------------------------------------------------- budgets
+
 
 def _check_budgets(config: ClusterConfig, plan: AddressPlan) -> None:
     pools = {pool.name: (i, pool) for i, pool in enumerate(config.node_pools)}
@@ -262,10 +291,12 @@ def _check_budgets(config: ClusterConfig, plan: AddressPlan) -> None:
         nodes = sum(s.private_ips - AZURE_RESERVED_PER_SUBNET for s in vnet.subnets) // node_ips(pool)
         fit = (plan.max_private_ips_per_vnet - len(vnet.subnets) * AZURE_RESERVED_PER_SUBNET) // max(1, nodes) - 1
         raise ConfigError(
-            f"nodePools[{i}].maxNodes", pool.max_nodes,
+            f"nodePools[{i}].maxNodes",
+            pool.max_nodes,
             f"a pool whose VNets each fit network.maxPrivateIpsPerVnet ({plan.max_private_ips_per_vnet:,}): "
             f"VNet {vnet.key} needs {used:,} private IPs, {used - plan.max_private_ips_per_vnet:,} too many; "
-            f"use podIpsPerNode <= {max(0, fit)}, split the pool, or raise the limit")
+            f"use podIpsPerNode <= {max(0, fit)}, split the pool, or raise the limit",
+        )
     total = plan.private_ips
     limit = plan.max_private_ips_per_peered_group
     if total > limit:
@@ -273,9 +304,11 @@ def _check_budgets(config: ClusterConfig, plan: AddressPlan) -> None:
         any_one = f"any one of these fits: {'; '.join(fits)}; " if fits else ""
         hub = f" (including the hub's {plan.hub.private_ips:,})" if plan.hub is not None else ""
         raise ConfigError(
-            "network.maxPrivateIpsPerPeeredGroup", limit,
+            "network.maxPrivateIpsPerPeeredGroup",
+            limit,
             f"a limit the cluster fits: its peered VNets need {total:,} private IPs{hub}, {total - limit:,} too many; "
-            f"{any_one}or raise the limit to {total:,}")
+            f"{any_one}or raise the limit to {total:,}",
+        )
 
 
 def pool_private_ips(pool: NodePoolConfig, max_nodes: int | None = None) -> int:

@@ -79,8 +79,10 @@ def custom_data(text: str, what: str) -> str:
     """Base64 for Azure's customData; refuses anything Azure would refuse."""
     encoded = base64.b64encode(text.encode()).decode()
     if len(encoded) > MAX_CUSTOM_DATA_BASE64_CHARS:
-        raise ValueError(f"{what}: cloud-init is {len(encoded)} base64 characters, over Azure's "
-                         f"customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS}")
+        raise ValueError(
+            f"{what}: cloud-init is {len(encoded)} base64 characters, over Azure's "
+            f"customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS}"
+        )
     return encoded
 
 

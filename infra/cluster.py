@@ -47,8 +47,9 @@ class ClusterSpec:
     node_machine_image_version: str = ""  # the image version node models and NAT hosts boot (infra/day2.py)
 
 
-def build_cluster_spec(raw: Mapping[str, Any], location: Any,
-                       previous_outputs: Mapping[str, Any] | None = None) -> ClusterSpec:
+def build_cluster_spec(
+    raw: Mapping[str, Any], location: Any, previous_outputs: Mapping[str, Any] | None = None
+) -> ClusterSpec:
     """``previous_outputs``: the stack's outputs from its last deploy (``{}``/None before the first)."""
     config = parse_config(raw, location)
     check_pool_tags(config)
@@ -57,9 +58,17 @@ def build_cluster_spec(raw: Mapping[str, Any], location: Any,
     check_kubernetes_upgrade(last, config)
     node_version = node_kubernetes_version(last, config)
     node_image = node_machine_image_version(last, config, node_version)
-    spec = ClusterSpec(config=config, addresses=plan_addresses(config), addons=parse_addon_settings(config),
-                       last_deploy=last, node_kubernetes_version=node_version, node_machine_image_version=node_image)
-    check_nodes(spec.config, spec.addresses, spec.addons)  # host ports and pod budget, from what every node and add-on renders
+    spec = ClusterSpec(
+        config=config,
+        addresses=plan_addresses(config),
+        addons=parse_addon_settings(config),
+        last_deploy=last,
+        node_kubernetes_version=node_version,
+        node_machine_image_version=node_image,
+    )
+    check_nodes(
+        spec.config, spec.addresses, spec.addons
+    )  # host ports and pod budget, from what every node and add-on renders
     return _with_machine_cloud_inits(spec)
 
 
@@ -80,5 +89,6 @@ def _with_machine_cloud_inits(spec: ClusterSpec) -> ClusterSpec:
                 rendered = render(node_cloud_config(node, boot_steps))
                 check_custom_data(config, index, rendered)
             nodes[shard.name] = rendered
-    return dataclasses.replace(spec, node_cloud_inits=nodes,
-                               nat_host_cloud_init=render(nat_host_cloud_config(config, addresses, vault_name)))
+    return dataclasses.replace(
+        spec, node_cloud_inits=nodes, nat_host_cloud_init=render(nat_host_cloud_config(config, addresses, vault_name))
+    )

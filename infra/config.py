@@ -18,8 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra import naming
-from infra.config_checks import (SSH_KEY_ACCEPTED, check_kubernetes_version, check_location, check_private_range,
-                                 check_ssh_public_key, kubernetes_releases_text)
+from infra.config_checks import (
+    SSH_KEY_ACCEPTED,
+    check_kubernetes_version,
+    check_location,
+    check_private_range,
+    check_ssh_public_key,
+    kubernetes_releases_text,
+)
 from infra.errors import NAMESPACE, ConfigError
 from infra.images import ACCEPTED as IMAGE_ACCEPTED
 from infra.images import parse_image
@@ -48,8 +54,10 @@ KUBERNETES_VERSION_PATTERN = r"1\.(3[1-4])\.(0|[1-9]\d?)"
 # An Azure Compute Gallery image version: MAJOR.MINOR.PATCH, each within a 32-bit integer (Gallery Image
 # Versions REST API, galleryImageVersionName: "digits must be within the range of a 32-bit integer").
 MACHINE_IMAGE_VERSION_PATTERN = r"(0|[1-9]\d{0,9})\.(0|[1-9]\d{0,9})\.(0|[1-9]\d{0,9})"
-MACHINE_IMAGE_VERSION_ACCEPTED = ("a Compute Gallery image version MAJOR.MINOR.PATCH, each part a whole number "
-                                  "from 0 to 2147483647, quoted in YAML (e.g. \"1.0.0\")")
+MACHINE_IMAGE_VERSION_ACCEPTED = (
+    "a Compute Gallery image version MAJOR.MINOR.PATCH, each part a whole number "
+    'from 0 to 2147483647, quoted in YAML (e.g. "1.0.0")'
+)
 STACK_REF_PATTERN = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"
 # Kubernetes label keys: optional DNS-subdomain prefix, then a name of at most 63 characters.
 LABEL_KEY_PATTERN = r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -200,26 +208,35 @@ def check_config_keys(values: Mapping[str, Any]) -> None:
     for key, value in values.items():
         namespace = key.split(":", 1)[0] if ":" in key else ""
         if namespace != NAMESPACE and namespace not in PROVIDER_NAMESPACES:
-            raise ConfigError(key, value, f"a known key (namespace {NAMESPACE}, or a provider's: "
-                                          f"{', '.join(PROVIDER_NAMESPACES)})")
+            raise ConfigError(
+                key, value, f"a known key (namespace {NAMESPACE}, or a provider's: {', '.join(PROVIDER_NAMESPACES)})"
+            )
 
 
 def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
     """Validate the ``supercluster:*`` keys (without the namespace) and the Azure location."""
     top = Section(raw, "")
     check_location(LOCATION_KEY, location)
-    cluster_name = top.string("clusterName", pattern=CLUSTER_NAME_PATTERN,
-                              accepted="3-20 lowercase letters, digits or '-', starting with a letter",
-                              description="the cluster's name; prefixes every Azure name")
-    kubernetes_version = top.string("kubernetesVersion", accepted="a Kubernetes release the project pins: "
-                                    + kubernetes_releases_text(),
-                                    description="Kubernetes release of the control plane and every kubelet")
+    cluster_name = top.string(
+        "clusterName",
+        pattern=CLUSTER_NAME_PATTERN,
+        accepted="3-20 lowercase letters, digits or '-', starting with a letter",
+        description="the cluster's name; prefixes every Azure name",
+    )
+    kubernetes_version = top.string(
+        "kubernetesVersion",
+        accepted="a Kubernetes release the project pins: " + kubernetes_releases_text(),
+        description="Kubernetes release of the control plane and every kubelet",
+    )
     check_kubernetes_version(top.key("kubernetesVersion"), kubernetes_version)
     machine_image_version = _machine_image_version(top)
-    admin_key = top.string("adminSshPublicKey", accepted=SSH_KEY_ACCEPTED,
-                           description="OpenSSH public key of the break-glass admin user on every VM (SSH only "
-                                       "from the hub); VMs created later and scale-set models take a new key, "
-                                       "existing VMs need `az vm user update`")
+    admin_key = top.string(
+        "adminSshPublicKey",
+        accepted=SSH_KEY_ACCEPTED,
+        description="OpenSSH public key of the break-glass admin user on every VM (SSH only "
+        "from the hub); VMs created later and scale-set models take a new key, "
+        "existing VMs need `az vm user update`",
+    )
     check_ssh_public_key(top.key("adminSshPublicKey"), admin_key)
     config = ClusterConfig(
         cluster_name=cluster_name,
@@ -228,13 +245,13 @@ def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
         location=location,
         network=_network(top.section("network", description="address space, service range, hub and NAT hosts")),
         etcd=_etcd(top.section("etcd", description="the main etcd cluster")),
-        events_etcd=_etcd(top.section("eventsEtcd", description="the separate etcd cluster that stores only "
-                                                                 "Kubernetes Events")),
+        events_etcd=_etcd(
+            top.section("eventsEtcd", description="the separate etcd cluster that stores only Kubernetes Events")
+        ),
         control_plane=_control_plane(top.section("controlPlane", description="the dedicated apiserver VMs")),
         node_pools=top.items("nodePools", _node_pool, min_items=1, description="the node pools"),
         addons=_addons(top.section("addons", default={}, description="per add-on settings, each with enabled")),
-        images=_images(top.section("images", default={}, description="images every node holds before kubelet "
-                                                                      "starts")),
+        images=_images(top.section("images", default={}, description="images every node holds before kubelet starts")),
         machine_image_version=machine_image_version,
     )
     top.done()
@@ -244,74 +261,121 @@ def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
 
 
 def _network(s: Section) -> NetworkConfig:
-    hub_section = s.section("hub", description="the researchers' hub: peer to another team's (stack) or create "
-                                               "one here (addressSpace); exactly one of the two")
+    hub_section = s.section(
+        "hub",
+        description="the researchers' hub: peer to another team's (stack) or create "
+        "one here (addressSpace); exactly one of the two",
+    )
     hub = HubConfig(
-        stack=hub_section.string("stack", default=None, pattern=STACK_REF_PATTERN,
-                                 accepted="a stack reference <org>/<project>/<stack>",
-                                 description="org/project/stack of a hub owned by another team, read by "
-                                             "StackReference and peered to"),
-        address_space=hub_section.cidr("addressSpace", default=None,
-                                       description="create the hub here instead; /26 or larger, counted in the "
-                                                   "peered group's private IPs"),
+        stack=hub_section.string(
+            "stack",
+            default=None,
+            pattern=STACK_REF_PATTERN,
+            accepted="a stack reference <org>/<project>/<stack>",
+            description="org/project/stack of a hub owned by another team, read by StackReference and peered to",
+        ),
+        address_space=hub_section.cidr(
+            "addressSpace",
+            default=None,
+            description="create the hub here instead; /26 or larger, counted in the peered group's private IPs",
+        ),
     )
     hub_section.done()
     if (hub.stack is None) == (hub.address_space is None):
-        raise ConfigError(hub_section.path, dict(hub_section.raw),
-                          "exactly one of hub.stack (peer to an existing hub) or hub.addressSpace (create one)")
+        raise ConfigError(
+            hub_section.path,
+            dict(hub_section.raw),
+            "exactly one of hub.stack (peer to an existing hub) or hub.addressSpace (create one)",
+        )
     if hub.address_space is not None:
         check_private_range(hub_section.key("addressSpace"), hub.address_space)
-    nat = s.section("natHosts", description="the NAT hosts that translate the service range for traffic from "
-                                            "outside the cluster")
-    nat_hosts = NatHostsConfig(count=nat.integer("count", minimum=1, maximum=16, description="how many NAT hosts"),
-                               vm_size=_vm_size(nat, "vmSize", lambda size: size.has_local_disk,
-                                                description="the NAT hosts' VM size"))
+    nat = s.section(
+        "natHosts", description="the NAT hosts that translate the service range for traffic from outside the cluster"
+    )
+    nat_hosts = NatHostsConfig(
+        count=nat.integer("count", minimum=1, maximum=16, description="how many NAT hosts"),
+        vm_size=_vm_size(nat, "vmSize", lambda size: size.has_local_disk, description="the NAT hosts' VM size"),
+    )
     nat.done()
     network = NetworkConfig(
-        address_space=s.cidr("addressSpace", description="the range every cluster VNet is carved from: 64 blocks, "
-                                                         "block 0 the system VNet, block addressSlot a pool's"),
-        service_cidr=s.cidr("serviceCidr", description="the Kubernetes service range; reachable from the hub "
-                                                       "through the NAT hosts"),
+        address_space=s.cidr(
+            "addressSpace",
+            description="the range every cluster VNet is carved from: 64 blocks, "
+            "block 0 the system VNet, block addressSlot a pool's",
+        ),
+        service_cidr=s.cidr(
+            "serviceCidr", description="the Kubernetes service range; reachable from the hub through the NAT hosts"
+        ),
         hub=hub,
         nat_hosts=nat_hosts,
-        max_private_ips_per_vnet=s.integer("maxPrivateIpsPerVnet", DEFAULT_MAX_PRIVATE_IPS_PER_VNET, minimum=256,
-                                           description="Azure's private-IP limit per VNet"),
+        max_private_ips_per_vnet=s.integer(
+            "maxPrivateIpsPerVnet",
+            DEFAULT_MAX_PRIVATE_IPS_PER_VNET,
+            minimum=256,
+            description="Azure's private-IP limit per VNet",
+        ),
         max_private_ips_per_peered_group=s.integer(
-            "maxPrivateIpsPerPeeredGroup", DEFAULT_MAX_PRIVATE_IPS_PER_PEERED_GROUP, minimum=256,
-            description="Azure's private-IP limit across a group of peered VNets"),
+            "maxPrivateIpsPerPeeredGroup",
+            DEFAULT_MAX_PRIVATE_IPS_PER_PEERED_GROUP,
+            minimum=256,
+            description="Azure's private-IP limit across a group of peered VNets",
+        ),
     )
     s.done()
     check_private_range(s.key("addressSpace"), network.address_space)
     if network.address_space.prefixlen > 18:
-        raise ConfigError(s.key("addressSpace"), str(network.address_space),
-                          "a range of /18 or larger (each of its 64 blocks must hold the /24 of system subnets)")
+        raise ConfigError(
+            s.key("addressSpace"),
+            str(network.address_space),
+            "a range of /18 or larger (each of its 64 blocks must hold the /24 of system subnets)",
+        )
     check_private_range(s.key("serviceCidr"), network.service_cidr)
     if network.service_cidr.overlaps(network.address_space):
-        raise ConfigError(s.key("serviceCidr"), str(network.service_cidr),
-                          f"a range outside network.addressSpace {network.address_space}")
+        raise ConfigError(
+            s.key("serviceCidr"),
+            str(network.service_cidr),
+            f"a range outside network.addressSpace {network.address_space}",
+        )
     if not 12 <= network.service_cidr.prefixlen <= 24:
-        raise ConfigError(s.key("serviceCidr"), str(network.service_cidr),
-                          "a range from /12 to /24 (kube-apiserver refuses service ranges larger than /12)")
+        raise ConfigError(
+            s.key("serviceCidr"),
+            str(network.service_cidr),
+            "a range from /12 to /24 (kube-apiserver refuses service ranges larger than /12)",
+        )
     if hub.address_space is not None:
         for other_key, other in (("addressSpace", network.address_space), ("serviceCidr", network.service_cidr)):
             if hub.address_space.overlaps(other):
-                raise ConfigError(hub_section.key("addressSpace"), str(hub.address_space),
-                                  f"a range that does not overlap network.{other_key} {other}")
+                raise ConfigError(
+                    hub_section.key("addressSpace"),
+                    str(hub.address_space),
+                    f"a range that does not overlap network.{other_key} {other}",
+                )
     return network
 
 
 def _etcd(s: Section) -> EtcdConfig:
     # Odd counts, and even ones only as a one-member step: infra/etcd/membership_change.py (it needs the last deploy).
-    members = s.integer("members", minimum=1, maximum=7,
-                        description="members, an odd number (an even one only as the one-member step between two odd ones)")
+    members = s.integer(
+        "members",
+        minimum=1,
+        maximum=7,
+        description="members, an odd number (an even one only as the one-member step between two odd ones)",
+    )
     config = EtcdConfig(
         members=members,
-        vm_size=_vm_size(s, "vmSize", lambda size: size.has_local_disk,
-                         why="a size with a local temp or NVMe SSD (etcd must not run on a network disk)",
-                         description="the members' VM size, with a local SSD (etcd never runs on a network disk)"),
-        quota_backend_bytes=s.integer("quotaBackendBytes", minimum=MIN_ETCD_QUOTA_BYTES,
-                                      maximum=MAX_ETCD_QUOTA_BYTES,
-                                      description="the backend quota (the default 2 GiB stopped OpenAI's cluster)"),
+        vm_size=_vm_size(
+            s,
+            "vmSize",
+            lambda size: size.has_local_disk,
+            why="a size with a local temp or NVMe SSD (etcd must not run on a network disk)",
+            description="the members' VM size, with a local SSD (etcd never runs on a network disk)",
+        ),
+        quota_backend_bytes=s.integer(
+            "quotaBackendBytes",
+            minimum=MIN_ETCD_QUOTA_BYTES,
+            maximum=MAX_ETCD_QUOTA_BYTES,
+            description="the backend quota (the default 2 GiB stopped OpenAI's cluster)",
+        ),
     )
     s.done()
     return config
@@ -327,57 +391,94 @@ def _control_plane(s: Section) -> ControlPlaneConfig:
 
 
 def _node_pool(s: Section) -> NodePoolConfig:
-    name = s.string("name", pattern=POOL_NAME_PATTERN,
-                    accepted="1-12 lowercase letters or digits, starting with a letter "
-                             "(it becomes part of Azure scale-set names)",
-                    description="the pool's name")
+    name = s.string(
+        "name",
+        pattern=POOL_NAME_PATTERN,
+        accepted="1-12 lowercase letters or digits, starting with a letter (it becomes part of Azure scale-set names)",
+        description="the pool's name",
+    )
     role = s.choice("role", POOL_ROLES, description="gpu pools need a GPU size, cpu pools a CPU size")
     if role == ROLE_GPU:
-        vm_size = _vm_size(s, "vmSize", lambda size: size.gpus > 0 and size.has_local_disk,
-                           why="a GPU size with a local SSD", description=POOL_VM_SIZE_DESCRIPTION)
+        vm_size = _vm_size(
+            s,
+            "vmSize",
+            lambda size: size.gpus > 0 and size.has_local_disk,
+            why="a GPU size with a local SSD",
+            description=POOL_VM_SIZE_DESCRIPTION,
+        )
     else:
-        vm_size = _vm_size(s, "vmSize", lambda size: size.gpus == 0 and size.has_local_disk,
-                           why="a CPU size with a local SSD (containerd and kubelet state live there)",
-                           description=POOL_VM_SIZE_DESCRIPTION)
+        vm_size = _vm_size(
+            s,
+            "vmSize",
+            lambda size: size.gpus == 0 and size.has_local_disk,
+            why="a CPU size with a local SSD (containerd and kubelet state live there)",
+            description=POOL_VM_SIZE_DESCRIPTION,
+        )
     min_nodes = s.integer("minNodes", minimum=0, description="the autoscaler's lower bound")
     max_nodes = s.integer("maxNodes", minimum=1, maximum=50_000, description="the autoscaler's upper bound")
     if min_nodes > max_nodes:
         raise ConfigError(s.key("minNodes"), min_nodes, f"at most maxNodes ({max_nodes})")
-    infiniband = s.boolean("infiniband", default=False,
-                           description="InfiniBand pool: needs an InfiniBand size; caps scale sets at 100 VMs")
+    infiniband = s.boolean(
+        "infiniband", default=False, description="InfiniBand pool: needs an InfiniBand size; caps scale sets at 100 VMs"
+    )
     if infiniband and not VM_SIZES[vm_size].infiniband:
-        raise ConfigError(s.key("infiniband"), True,
-                          f"false for {vm_size}, or an InfiniBand size: {known_sizes(lambda z: z.infiniband)}")
+        raise ConfigError(
+            s.key("infiniband"),
+            True,
+            f"false for {vm_size}, or an InfiniBand size: {known_sizes(lambda z: z.infiniband)}",
+        )
     taints = s.items("taints", _taint, default=[], description="node taints")
     pool = NodePoolConfig(
-        name=name, role=role, vm_size=vm_size, min_nodes=min_nodes, max_nodes=max_nodes,
-        pod_ips_per_node=s.integer("podIpsPerNode", minimum=1, maximum=MAX_POD_IPS_PER_NODE,
-                                   description="secondary IP configurations per NIC, i.e. pod IPs per node, and "
-                                               "kubelet's maxPods; sizes the pool's subnets, so fixed once the "
-                                               "pool exists"),
+        name=name,
+        role=role,
+        vm_size=vm_size,
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        pod_ips_per_node=s.integer(
+            "podIpsPerNode",
+            minimum=1,
+            maximum=MAX_POD_IPS_PER_NODE,
+            description="secondary IP configurations per NIC, i.e. pod IPs per node, and "
+            "kubelet's maxPods; sizes the pool's subnets, so fixed once the "
+            "pool exists",
+        ),
         infiniband=infiniband,
-        address_slot=s.integer("addressSlot", minimum=1, maximum=MAX_ADDRESS_SLOT,
-                               description="the pool's fixed block of network.addressSpace; never change or "
-                                           "reuse it"),
-        labels=s.string_map("labels", default={}, key_pattern=LABEL_KEY_PATTERN,
-                            accepted="Kubernetes label keys and values (name: value, 63 characters at most)",
-                            description="node labels, each also a scale-set tag"),
+        address_slot=s.integer(
+            "addressSlot",
+            minimum=1,
+            maximum=MAX_ADDRESS_SLOT,
+            description="the pool's fixed block of network.addressSpace; never change or reuse it",
+        ),
+        labels=s.string_map(
+            "labels",
+            default={},
+            key_pattern=LABEL_KEY_PATTERN,
+            accepted="Kubernetes label keys and values (name: value, 63 characters at most)",
+            description="node labels, each also a scale-set tag",
+        ),
         taints=taints,
-        retired=s.boolean("retired", default=False,
-                          description="no new nodes (autoscaler max 0): the first of the two deploys that "
-                                      "remove a pool"),
+        retired=s.boolean(
+            "retired",
+            default=False,
+            description="no new nodes (autoscaler max 0): the first of the two deploys that remove a pool",
+        ),
     )
     for key, value in pool.labels.items():
         if not re.fullmatch(LABEL_VALUE_PATTERN, value):
             raise ConfigError(f"{s.key('labels')}.{key}", value, "a Kubernetes label value (63 characters at most)")
         if not kubelet_may_set_label(key):
-            raise ConfigError(f"{s.key('labels')}.{key}", value,
-                              "a label key outside the kubernetes.io and k8s.io namespaces, or under "
-                              "node.kubernetes.io/ or kubelet.kubernetes.io/ (kubelet refuses to start with others)")
+            raise ConfigError(
+                f"{s.key('labels')}.{key}",
+                value,
+                "a label key outside the kubernetes.io and k8s.io namespaces, or under "
+                "node.kubernetes.io/ or kubelet.kubernetes.io/ (kubelet refuses to start with others)",
+            )
         if key in DERIVED_LABELS:
-            raise ConfigError(f"{s.key('labels')}.{key}", value,
-                              "a label other than the ones every node derives from its pool "
-                              f"({', '.join(DERIVED_LABELS)})")
+            raise ConfigError(
+                f"{s.key('labels')}.{key}",
+                value,
+                f"a label other than the ones every node derives from its pool ({', '.join(DERIVED_LABELS)})",
+            )
     s.done()
     return pool
 
@@ -396,8 +497,14 @@ def kubelet_may_set_label(key: str) -> bool:
 def _taint(s: Section) -> Taint:
     taint = Taint(
         key=s.string("key", pattern=LABEL_KEY_PATTERN, accepted="a Kubernetes taint key", description="taint key"),
-        value=s.string("value", default="", pattern=LABEL_VALUE_PATTERN, allow_empty=True,
-                       accepted="a taint value (63 characters at most)", description="taint value"),
+        value=s.string(
+            "value",
+            default="",
+            pattern=LABEL_VALUE_PATTERN,
+            allow_empty=True,
+            accepted="a taint value (63 characters at most)",
+            description="taint value",
+        ),
         effect=s.choice("effect", TAINT_EFFECTS, description="taint effect"),
     )
     s.done()
@@ -423,28 +530,37 @@ def _addons(s: Section) -> AddonsConfig:
     for key, attr in ADDON_KEYS.items():
         section = s.section(key, default={}, description=f"the {key} add-on: enabled and its settings")
         settings = {k: v for k, v in section.raw.items() if k != "enabled"}
-        toggles[attr] = AddonToggle(enabled=section.boolean("enabled", default=True,
-                                                            description=f"whether the {key} add-on is applied"),
-                                    settings=settings)
+        toggles[attr] = AddonToggle(
+            enabled=section.boolean("enabled", default=True, description=f"whether the {key} add-on is applied"),
+            settings=settings,
+        )
     s.done()
     return AddonsConfig(**toggles)
 
 
 def _machine_image_version(top: Section) -> str:
-    version = top.string("machineImageVersion", pattern=MACHINE_IMAGE_VERSION_PATTERN,
-                         accepted=MACHINE_IMAGE_VERSION_ACCEPTED,
-                         description="the Compute Gallery machine image version every VM and scale set boots; a "
-                                     "new one whenever what the image carries changes, rolled out in stages "
-                                     "(docs/node-image.md)")
+    version = top.string(
+        "machineImageVersion",
+        pattern=MACHINE_IMAGE_VERSION_PATTERN,
+        accepted=MACHINE_IMAGE_VERSION_ACCEPTED,
+        description="the Compute Gallery machine image version every VM and scale set boots; a "
+        "new one whenever what the image carries changes, rolled out in stages "
+        "(docs/node-image.md)",
+    )
     if any(int(part) > 2**31 - 1 for part in version.split(".")):
         raise ConfigError(top.key("machineImageVersion"), version, MACHINE_IMAGE_VERSION_ACCEPTED)
     return version
 
 
 def _images(s: Section) -> ImagesConfig:
-    config = ImagesConfig(preload=s.string_list(
-        "preload", default=[], accepted="a list, each item " + IMAGE_ACCEPTED,
-        description="images preloaded and pinned on every node before kubelet starts"))
+    config = ImagesConfig(
+        preload=s.string_list(
+            "preload",
+            default=[],
+            accepted="a list, each item " + IMAGE_ACCEPTED,
+            description="images preloaded and pinned on every node before kubelet starts",
+        )
+    )
     for i, reference in enumerate(config.preload):
         if parse_image(reference) is None:
             raise ConfigError(f"{s.key('preload')}[{i}]", reference, IMAGE_ACCEPTED)
@@ -452,8 +568,13 @@ def _images(s: Section) -> ImagesConfig:
     return config
 
 
-def _vm_size(s: Section, key: str, fits: Callable[[VmSize], bool],
-             why: str = "a size with a local temp or NVMe SSD", description: str = "") -> str:
+def _vm_size(
+    s: Section,
+    key: str,
+    fits: Callable[[VmSize], bool],
+    why: str = "a size with a local temp or NVMe SSD",
+    description: str = "",
+) -> str:
     value = s.string(key, accepted=f"{why}: {known_sizes(fits)}", description=description)
     if value not in VM_SIZES:
         raise ConfigError(s.key(key), value, f"a known VM size: {known_sizes(fits)}")
@@ -470,6 +591,6 @@ def _check_cross_field(config: ClusterConfig) -> None:
             raise ConfigError(f"nodePools[{i}].name", pool.name, "a pool name not used by another pool")
         if pool.address_slot in slots[:i]:
             free = sorted(set(range(1, MAX_ADDRESS_SLOT + 1)) - set(slots))[:5]
-            raise ConfigError(f"nodePools[{i}].addressSlot", pool.address_slot,
-                              f"a slot no other pool uses, e.g. one of {free}")
-
+            raise ConfigError(
+                f"nodePools[{i}].addressSlot", pool.address_slot, f"a slot no other pool uses, e.g. one of {free}"
+            )

@@ -55,8 +55,10 @@ def check_private_range(key: str, network: ipaddress.IPv4Network) -> None:
 # mpint n) and RFC 8709 §4 (ssh-ed25519: string type, string 32-byte key).
 MIN_RSA_BITS = 2048
 ED25519_KEY_BYTES = 32
-SSH_KEY_ACCEPTED = ("an OpenSSH public key line 'ssh-ed25519 AAAA... comment' or 'ssh-rsa AAAA... comment' "
-                    f"(RSA of at least {MIN_RSA_BITS} bits; Azure takes no other type)")
+SSH_KEY_ACCEPTED = (
+    "an OpenSSH public key line 'ssh-ed25519 AAAA... comment' or 'ssh-rsa AAAA... comment' "
+    f"(RSA of at least {MIN_RSA_BITS} bits; Azure takes no other type)"
+)
 
 
 def _ssh_strings(blob: bytes) -> list[bytes]:
@@ -65,18 +67,22 @@ def _ssh_strings(blob: bytes) -> list[bytes]:
     while position < len(blob):
         if position + 4 > len(blob):
             raise ValueError("truncated")
-        (length,) = struct.unpack(">I", blob[position:position + 4])
+        (length,) = struct.unpack(">I", blob[position : position + 4])
         position += 4
         if position + length > len(blob):
             raise ValueError("truncated")
-        strings.append(blob[position:position + length])
+        strings.append(blob[position : position + length])
         position += length
     return strings
 
 
 def check_ssh_public_key(key: str, value: str) -> None:
     fields = value.split(" ")
-    if not re.fullmatch(r"\S+ \S+( [^\n\r]*)?", value) or len(fields) < 2 or fields[0] not in ("ssh-ed25519", "ssh-rsa"):
+    if (
+        not re.fullmatch(r"\S+ \S+( [^\n\r]*)?", value)
+        or len(fields) < 2
+        or fields[0] not in ("ssh-ed25519", "ssh-rsa")
+    ):
         raise ConfigError(key, value, SSH_KEY_ACCEPTED)
     key_type, body = fields[0], fields[1]
     try:
@@ -111,8 +117,12 @@ def check_kubernetes_version(key: str, value: str) -> None:
     match = KUBERNETES_VERSION.fullmatch(value)
     minor = f"1.{match.group(1)}" if match else None
     newest = versions.KUBERNETES_NEWEST_PATCH.get(minor) if minor else None
-    if match is None or newest is None or minor not in versions.SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR \
-            or int(match.group(2)) > newest:
+    if (
+        match is None
+        or newest is None
+        or minor not in versions.SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR
+        or int(match.group(2)) > newest
+    ):
         raise ConfigError(key, value, f"a Kubernetes release the project pins: {kubernetes_releases_text()}")
 
 
@@ -122,20 +132,70 @@ def check_kubernetes_version(key: str, value: str) -> None:
 # "[?metadata.regionType=='Physical'].name"` prints (learn.microsoft.com/azure/reliability/regions-list).
 # A region Azure adds later belongs here; a display name ("East US") or a logical one ("unitedstates")
 # is not a place resources can be created.
-AZURE_REGIONS = frozenset("""
-    australiacentral australiacentral2 australiaeast australiasoutheast brazilsouth brazilsoutheast
-    canadacentral canadaeast centralindia centralus chilecentral eastasia eastus eastus2 francecentral
-    francesouth germanynorth germanywestcentral indonesiacentral israelcentral italynorth japaneast
-    japanwest jioindiacentral jioindiawest koreacentral koreasouth malaysiawest mexicocentral
-    newzealandnorth northcentralus northeurope norwayeast norwaywest polandcentral qatarcentral
-    southafricanorth southafricawest southcentralus southeastasia southindia spaincentral swedencentral
-    switzerlandnorth switzerlandwest uaecentral uaenorth uksouth ukwest westcentralus westeurope westindia
-    westus westus2 westus3
-""".split())
+AZURE_REGIONS = frozenset(
+    [
+        "australiacentral",
+        "australiacentral2",
+        "australiaeast",
+        "australiasoutheast",
+        "brazilsouth",
+        "brazilsoutheast",
+        "canadacentral",
+        "canadaeast",
+        "centralindia",
+        "centralus",
+        "chilecentral",
+        "eastasia",
+        "eastus",
+        "eastus2",
+        "francecentral",
+        "francesouth",
+        "germanynorth",
+        "germanywestcentral",
+        "indonesiacentral",
+        "israelcentral",
+        "italynorth",
+        "japaneast",
+        "japanwest",
+        "jioindiacentral",
+        "jioindiawest",
+        "koreacentral",
+        "koreasouth",
+        "malaysiawest",
+        "mexicocentral",
+        "newzealandnorth",
+        "northcentralus",
+        "northeurope",
+        "norwayeast",
+        "norwaywest",
+        "polandcentral",
+        "qatarcentral",
+        "southafricanorth",
+        "southafricawest",
+        "southcentralus",
+        "southeastasia",
+        "southindia",
+        "spaincentral",
+        "swedencentral",
+        "switzerlandnorth",
+        "switzerlandwest",
+        "uaecentral",
+        "uaenorth",
+        "uksouth",
+        "ukwest",
+        "westcentralus",
+        "westeurope",
+        "westindia",
+        "westus",
+        "westus2",
+        "westus3",
+    ]
+)
 
 
-LOCATION_ACCEPTED = ("an Azure region name as `az account list-locations` prints it, such as eastus, westus3 "
-                     "or westeurope")
+LOCATION_ACCEPTED = (
+    "an Azure region name as `az account list-locations` prints it, such as eastus, westus3 or westeurope"
+)
 
 
 def check_location(key: str, value: object) -> str:

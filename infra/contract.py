@@ -40,6 +40,7 @@ class ContractError(ValueError):
 
 # --------------------------------------------------------------------------- kinds of values
 
+
 @dataclass(frozen=True)
 class Scalar:
     label: str  # the kind's name in the contract table of docs/outputs-contract.md
@@ -54,8 +55,7 @@ def _is_schema(kind: Any) -> bool:
 
 def _is_count(value: Any) -> bool:
     # Pulumi carries numbers as protobuf doubles: a count read back from a stack may be 3.0.
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-            and float(value).is_integer())
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and float(value).is_integer()
 
 
 def _is_text(value: Any) -> bool:
@@ -71,21 +71,29 @@ def _parses(parser: Callable[[str], Any]) -> Callable[[Any], bool]:
         except ValueError:
             return False
         return True
+
     return check
 
 
 TEXT = Scalar("string", "a non-empty string", _is_text)
-AZURE_ID = Scalar("Azure id", "an Azure resource id (/subscriptions/...)",
-                  lambda v: isinstance(v, str) and v.startswith("/subscriptions/"))
-CIDR = Scalar("CIDR", "an IPv4 range such as 10.0.0.0/16",
-              _parses(lambda v: ipaddress.IPv4Network(v, strict=True)))
+AZURE_ID = Scalar(
+    "Azure id",
+    "an Azure resource id (/subscriptions/...)",
+    lambda v: isinstance(v, str) and v.startswith("/subscriptions/"),
+)
+CIDR = Scalar("CIDR", "an IPv4 range such as 10.0.0.0/16", _parses(lambda v: ipaddress.IPv4Network(v, strict=True)))
 IP = Scalar("IPv4", "an IPv4 address", _parses(ipaddress.IPv4Address))
-HTTPS_URL = Scalar("URL", "an https:// URL",
-                   lambda v: isinstance(v, str) and re.fullmatch(r"https://[^\s/]+(/\S*)?", v) is not None)
-PEM_CERTIFICATE = Scalar("PEM", "a PEM certificate",
-                         lambda v: isinstance(v, str) and v.startswith("-----BEGIN CERTIFICATE-----"))
-KUBERNETES_VERSION = Scalar("version", "a Kubernetes version such as 1.33.4",
-                            lambda v: isinstance(v, str) and re.fullmatch(r"1\.\d+\.\d+", v) is not None)
+HTTPS_URL = Scalar(
+    "URL", "an https:// URL", lambda v: isinstance(v, str) and re.fullmatch(r"https://[^\s/]+(/\S*)?", v) is not None
+)
+PEM_CERTIFICATE = Scalar(
+    "PEM", "a PEM certificate", lambda v: isinstance(v, str) and v.startswith("-----BEGIN CERTIFICATE-----")
+)
+KUBERNETES_VERSION = Scalar(
+    "version",
+    "a Kubernetes version such as 1.33.4",
+    lambda v: isinstance(v, str) and re.fullmatch(r"1\.\d+\.\d+", v) is not None,
+)
 COUNT = Scalar("int >= 0", "a whole number >= 0", _is_count, int)
 FLAG = Scalar("bool", "true or false", lambda v: isinstance(v, bool))
 ROLE = Scalar("`gpu` or `cpu`", "gpu or cpu", lambda v: v in ("gpu", "cpu"))
@@ -114,20 +122,28 @@ def spec(key: str, kind: Any, doc: str, *, secret: bool = False, since: int = 0)
 
 # --------------------------------------------------------------------------- the schema
 
+
 @dataclass(frozen=True)
 class Network:
-    vnet_ids: Mapping[str, str] = spec("vnetIds", MapOf(AZURE_ID),
-                                       "VNet resource ids by key: `system` and one per node pool")
-    subnet_ids: Mapping[str, str] = spec("subnetIds", MapOf(AZURE_ID),
-                                         "subnet resource ids by key: `etcd`, `events-etcd`, `apiserver`, `nat`, "
-                                         "`endpoints`, and one per scale set (`h100a-s000`)")
-    pod_cidrs: Mapping[str, str] = spec("podCidrs", MapOf(CIDR),
-                                        "by node pool, the range its pods (and nodes) take addresses from: "
-                                        "the pool's VNet (alias IPs, no overlay)")
+    vnet_ids: Mapping[str, str] = spec(
+        "vnetIds", MapOf(AZURE_ID), "VNet resource ids by key: `system` and one per node pool"
+    )
+    subnet_ids: Mapping[str, str] = spec(
+        "subnetIds",
+        MapOf(AZURE_ID),
+        "subnet resource ids by key: `etcd`, `events-etcd`, `apiserver`, `nat`, "
+        "`endpoints`, and one per scale set (`h100a-s000`)",
+    )
+    pod_cidrs: Mapping[str, str] = spec(
+        "podCidrs",
+        MapOf(CIDR),
+        "by node pool, the range its pods (and nodes) take addresses from: the pool's VNet (alias IPs, no overlay)",
+    )
     service_cidr: str = spec("serviceCidr", CIDR, "the Kubernetes service range")
     dns_service_ip: str = spec("dnsServiceIp", IP, "the cluster DNS service address")
-    nat_frontend_ip: str = spec("natFrontendIp", IP,
-                                "the NAT hosts' internal load balancer: route `serviceCidr` here from the hub")
+    nat_frontend_ip: str = spec(
+        "natFrontendIp", IP, "the NAT hosts' internal load balancer: route `serviceCidr` here from the hub"
+    )
 
 
 @dataclass(frozen=True)
@@ -168,8 +184,7 @@ class ClusterContract:
     kubernetes_version: str = spec("kubernetesVersion", KUBERNETES_VERSION, "control plane and kubelet release")
     network: Network = spec("network", Network, "VNets, subnets and address ranges")
     apiserver: Apiserver = spec("apiserver", Apiserver, "how to reach the Kubernetes API")
-    admin_kubeconfig: str = spec("adminKubeconfig", TEXT, "cluster-admin kubeconfig (a Pulumi secret)",
-                                 secret=True)
+    admin_kubeconfig: str = spec("adminKubeconfig", TEXT, "cluster-admin kubeconfig (a Pulumi secret)", secret=True)
     node_pools: Mapping[str, NodePool] = spec("nodePools", MapOf(NodePool), "node pools by name")
     etcd_backup: EtcdBackup = spec("etcdBackup", EtcdBackup, "where the main etcd cluster's snapshots go")
 
@@ -193,11 +208,26 @@ def secret_paths(schema: type = ClusterContract, prefix: str = "") -> list[str]:
 
 # --------------------------------------------------------------------------- producer side
 
-def build_contract(*, cluster_name: Any, location: Any, resource_group_name: Any, kubernetes_version: Any,
-                   vnet_ids: Any, subnet_ids: Any, pod_cidrs: Any, service_cidr: Any, dns_service_ip: Any,
-                   nat_frontend_ip: Any, apiserver_endpoint: Any, ca_certificate: Any, admin_kubeconfig: Any,
-                   node_pools: Any, etcd_backup_storage_account_id: Any,
-                   etcd_backup_container_url: Any) -> ClusterContract:
+
+def build_contract(
+    *,
+    cluster_name: Any,
+    location: Any,
+    resource_group_name: Any,
+    kubernetes_version: Any,
+    vnet_ids: Any,
+    subnet_ids: Any,
+    pod_cidrs: Any,
+    service_cidr: Any,
+    dns_service_ip: Any,
+    nat_frontend_ip: Any,
+    apiserver_endpoint: Any,
+    ca_certificate: Any,
+    admin_kubeconfig: Any,
+    node_pools: Any,
+    etcd_backup_storage_account_id: Any,
+    etcd_backup_container_url: Any,
+) -> ClusterContract:
     """The contract of this release. Values may be plain or Pulumi Outputs: nothing here looks inside."""
     return ClusterContract(
         schema_version=SCHEMA_VERSION,
@@ -205,21 +235,31 @@ def build_contract(*, cluster_name: Any, location: Any, resource_group_name: Any
         location=location,
         resource_group_name=resource_group_name,
         kubernetes_version=kubernetes_version,
-        network=Network(vnet_ids=vnet_ids, subnet_ids=subnet_ids, pod_cidrs=pod_cidrs, service_cidr=service_cidr,
-                        dns_service_ip=dns_service_ip, nat_frontend_ip=nat_frontend_ip),
+        network=Network(
+            vnet_ids=vnet_ids,
+            subnet_ids=subnet_ids,
+            pod_cidrs=pod_cidrs,
+            service_cidr=service_cidr,
+            dns_service_ip=dns_service_ip,
+            nat_frontend_ip=nat_frontend_ip,
+        ),
         apiserver=Apiserver(endpoint=apiserver_endpoint, ca_certificate=ca_certificate),
         admin_kubeconfig=admin_kubeconfig,
         node_pools=node_pools,
-        etcd_backup=EtcdBackup(storage_account_id=etcd_backup_storage_account_id,
-                               container_url=etcd_backup_container_url),
+        etcd_backup=EtcdBackup(
+            storage_account_id=etcd_backup_storage_account_id, container_url=etcd_backup_container_url
+        ),
     )
 
 
 def to_document(value: Any) -> Any:
     """A contract dataclass -> the JSON-shaped dict that is exported (camelCase keys, None left out)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.metadata["key"]: to_document(getattr(value, field.name))
-                for field in fields_of(type(value)) if getattr(value, field.name) is not None}
+        return {
+            field.metadata["key"]: to_document(getattr(value, field.name))
+            for field in fields_of(type(value))
+            if getattr(value, field.name) is not None
+        }
     if isinstance(value, Mapping):
         return {key: to_document(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -229,21 +269,24 @@ def to_document(value: Any) -> Any:
 
 # --------------------------------------------------------------------------- consumer side
 
+
 def parse_version(version: Any, source: str) -> tuple[int, int]:
     """``"1.3"`` -> ``(1, 3)``; refuses any major this reader was not written for."""
     match = re.fullmatch(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
     if match is None:
-        raise ContractError(f"{source}: `{OUTPUT_NAME}.schemaVersion` is {version!r}, expected \"MAJOR.MINOR\"")
+        raise ContractError(f'{source}: `{OUTPUT_NAME}.schemaVersion` is {version!r}, expected "MAJOR.MINOR"')
     major, minor = int(match.group(1)), int(match.group(2))
     if major > SCHEMA_MAJOR:
         raise ContractError(
             f"{source}: contract {major}.{minor} is newer than this reader ({SCHEMA_MAJOR}.x); "
             f"update infra/contract.py and components/cluster_reference.py to a supercluster release "
-            f"that reads {major}.x")
+            f"that reads {major}.x"
+        )
     if major < SCHEMA_MAJOR:
         raise ContractError(
             f"{source}: contract {major}.{minor} is older than this reader ({SCHEMA_MAJOR}.x); "
-            f"upgrade the cluster stack, or pin a supercluster release that reads {major}.x")
+            f"upgrade the cluster stack, or pin a supercluster release that reads {major}.x"
+        )
     return major, minor
 
 
@@ -255,16 +298,19 @@ def parse_contract(document: Any, source: str, *, secret_placeholder: str | None
     secret field in clear text fails.
     """
     if document is None:
-        raise ContractError(f"{source}: no `{OUTPUT_NAME}` output; is it a supercluster stack, deployed with "
-                            f"contract {SCHEMA_MAJOR}.0 or later?")
+        raise ContractError(
+            f"{source}: no `{OUTPUT_NAME}` output; is it a supercluster stack, deployed with "
+            f"contract {SCHEMA_MAJOR}.0 or later?"
+        )
     if not isinstance(document, Mapping):
         raise ContractError(f"{source}: `{OUTPUT_NAME}` is {type(document).__name__}, expected an object")
     _, minor = parse_version(document.get("schemaVersion"), source)
     problems: list[str] = []
     contract: ClusterContract = _read(ClusterContract, document, OUTPUT_NAME, minor, secret_placeholder, problems)
     if problems:
-        raise ContractError(f"{source}: `{OUTPUT_NAME}` does not match contract {SCHEMA_MAJOR}.{minor}: "
-                            + "; ".join(problems))
+        raise ContractError(
+            f"{source}: `{OUTPUT_NAME}` does not match contract {SCHEMA_MAJOR}.{minor}: " + "; ".join(problems)
+        )
     return contract
 
 
@@ -292,14 +338,16 @@ def _read(kind: Any, value: Any, path: str, minor: int, placeholder: str | None,
         if not isinstance(value, Mapping) or not value:
             problems.append(f"{path}: expected a non-empty object")
             return {}
-        return {key: _read(kind.value, item, f"{path}.{key}", minor, placeholder, problems)
-                for key, item in value.items()}
+        return {
+            key: _read(kind.value, item, f"{path}.{key}", minor, placeholder, problems) for key, item in value.items()
+        }
     if isinstance(kind, ListOf):
         if not isinstance(value, list) or not value:
             problems.append(f"{path}: expected a non-empty list")
             return ()
-        return tuple(_read(kind.item, item, f"{path}[{i}]", minor, placeholder, problems)
-                     for i, item in enumerate(value))
+        return tuple(
+            _read(kind.item, item, f"{path}[{i}]", minor, placeholder, problems) for i, item in enumerate(value)
+        )
     if not kind.check(value):
         problems.append(f"{path}: {value!r} is not {kind.name}")
         return value
@@ -307,7 +355,8 @@ def _read(kind: Any, value: Any, path: str, minor: int, placeholder: str | None,
 
 
 def describe(schema: type = ClusterContract, prefix: str = "") -> list[tuple[str, str, str]]:
-    """``(path, kind, doc)`` rows for the contract table of docs/outputs-contract.md, generated so the docs cannot drift."""
+    """``(path, kind, doc)`` rows for the contract table of docs/outputs-contract.md, generated so the docs
+    cannot drift."""
     rows = []
     for field in fields_of(schema):
         meta = field.metadata
@@ -330,4 +379,3 @@ def _kind_name(kind: Any) -> str:
         return f"list of {_kind_name(kind.item)}"
     label: str = kind.label
     return label
-

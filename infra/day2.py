@@ -49,8 +49,12 @@ class MachineState:
     kubernetes_version: str
 
     def record(self, name: str) -> dict[str, str]:
-        return {"name": name, "cloudInit": self.cloud_init, "vmSize": self.vm_size,
-                "kubernetesVersion": self.kubernetes_version}
+        return {
+            "name": name,
+            "cloudInit": self.cloud_init,
+            "vmSize": self.vm_size,
+            "kubernetesVersion": self.kubernetes_version,
+        }
 
     @staticmethod
     def parse(record: Any) -> MachineState | None:
@@ -101,19 +105,27 @@ def last_deploy(outputs: Mapping[str, Any] | None) -> LastDeploy:
         return LastDeploy()
     pools = cluster.get("nodePools")
     shards = frozenset(
-        shard["name"] for pool in (pools.values() if isinstance(pools, Mapping) else ())
-        if isinstance(pool, Mapping) for shard in (pool.get("shards") or ())
-        if isinstance(shard, Mapping) and isinstance(shard.get("name"), str))
+        shard["name"]
+        for pool in (pools.values() if isinstance(pools, Mapping) else ())
+        if isinstance(pool, Mapping)
+        for shard in (pool.get("shards") or ())
+        if isinstance(shard, Mapping) and isinstance(shard.get("name"), str)
+    )
     rollout = outputs.get(ROLLOUT_OUTPUT)
     machines = None
     if isinstance(rollout, Mapping) and isinstance(rollout.get("machines"), Mapping):
-        machines = {role: tuple(state for state in map(MachineState.parse, records or ()) if state)
-                    for role, records in rollout["machines"].items() if isinstance(records, list)}
+        machines = {
+            role: tuple(state for state in map(MachineState.parse, records or ()) if state)
+            for role, records in rollout["machines"].items()
+            if isinstance(records, list)
+        }
     return LastDeploy(
-        machines=machines, node_kubernetes_version=_text(rollout, "nodeKubernetesVersion"),
+        machines=machines,
+        node_kubernetes_version=_text(rollout, "nodeKubernetesVersion"),
         node_machine_image_version=_text(rollout, "nodeMachineImageVersion"),
         built_image_version=_text(outputs, MACHINE_IMAGES_OUTPUT, "version"),
-        cluster_name=_text(cluster, "clusterName"), location=_text(cluster, "location"),
+        cluster_name=_text(cluster, "clusterName"),
+        location=_text(cluster, "location"),
         kubernetes_version=_text(cluster, "kubernetesVersion"),
         service_cidr=_text(cluster, "network", "serviceCidr"),
         address_space=_text(outputs, "network", "addressSpace"),
@@ -127,26 +139,42 @@ def last_deploy(outputs: Mapping[str, Any] | None) -> LastDeploy:
 # rebuild path). docs/day2.md has a row for each (tests/infra/test_day2.py checks it).
 _NEW_CLUSTER = "build a new cluster beside this one (a new stack), move the workloads, then retire this one"
 REFUSED: dict[str, tuple[str, str]] = {
-    "clusterName": (("every Azure name derives from it: each resource would be replaced, etcd and the pools "
-                     "with them"), _NEW_CLUSTER),
+    "clusterName": (
+        ("every Azure name derives from it: each resource would be replaced, etcd and the pools with them"),
+        _NEW_CLUSTER,
+    ),
     LOCATION_KEY: ("Azure resources cannot move regions: everything would be re-created", _NEW_CLUSTER),
-    "network.serviceCidr": (("running apiservers (their cloud-init is ignored), every Service's ClusterIP and "
-                             "every pod's DNS keep the old range while nodes move to the new one: a cluster-wide "
-                             "DNS outage"), _NEW_CLUSTER),
-    "network.addressSpace": (("every subnet holding NICs would move (Azure refuses a subnet prefix change while "
-                              "it holds NICs)"), _NEW_CLUSTER),
+    "network.serviceCidr": (
+        (
+            "running apiservers (their cloud-init is ignored), every Service's ClusterIP and "
+            "every pod's DNS keep the old range while nodes move to the new one: a cluster-wide "
+            "DNS outage"
+        ),
+        _NEW_CLUSTER,
+    ),
+    "network.addressSpace": (
+        ("every subnet holding NICs would move (Azure refuses a subnet prefix change while it holds NICs)"),
+        _NEW_CLUSTER,
+    ),
 }
 
 
 def _current(config: ClusterConfig) -> dict[str, str]:
-    return {"clusterName": config.cluster_name, LOCATION_KEY: config.location,
-            "network.serviceCidr": str(config.network.service_cidr),
-            "network.addressSpace": str(config.network.address_space)}
+    return {
+        "clusterName": config.cluster_name,
+        LOCATION_KEY: config.location,
+        "network.serviceCidr": str(config.network.service_cidr),
+        "network.addressSpace": str(config.network.address_space),
+    }
 
 
 def _previous(last: LastDeploy) -> dict[str, str | None]:
-    return {"clusterName": last.cluster_name, LOCATION_KEY: last.location,
-            "network.serviceCidr": last.service_cidr, "network.addressSpace": last.address_space}
+    return {
+        "clusterName": last.cluster_name,
+        LOCATION_KEY: last.location,
+        "network.serviceCidr": last.service_cidr,
+        "network.addressSpace": last.address_space,
+    }
 
 
 def check_live_changes(last: LastDeploy, config: ClusterConfig) -> None:
@@ -156,8 +184,12 @@ def check_live_changes(last: LastDeploy, config: ClusterConfig) -> None:
     now, before = _current(config), _previous(last)
     for key, (why, rebuild) in REFUSED.items():
         if before[key] is not None and now[key] != before[key]:
-            raise ConfigError(key, now[key], f"{before[key]!r} as in the last deploy: it cannot change on a "
-                                             f"live cluster ({why}); to change it, {rebuild} (docs/day2.md)")
+            raise ConfigError(
+                key,
+                now[key],
+                f"{before[key]!r} as in the last deploy: it cannot change on a "
+                f"live cluster ({why}); to change it, {rebuild} (docs/day2.md)",
+            )
 
 
 # --------------------------------------------------------------------------- staged: one machine per deploy
@@ -171,6 +203,7 @@ STAGED: dict[str, str] = {
     "controlPlane (any cloud-init change)": "one apiserver replaced per deploy",
     "network.natHosts (any cloud-init change)": "one NAT host replaced per deploy",
 }
+
 
 @dataclass(frozen=True)
 class Staged:
@@ -204,6 +237,7 @@ def previous_machines(last: LastDeploy, role: str) -> tuple[MachineState, ...] |
 
 # --------------------------------------------------------------------------- Kubernetes upgrades
 
+
 def _version(text: str) -> tuple[int, int, int]:
     major, minor, patch = (int(part) for part in text.split("."))
     return major, minor, patch
@@ -217,17 +251,27 @@ def check_kubernetes_upgrade(last: LastDeploy, config: ClusterConfig) -> None:
         return
     old, new = _version(before), _version(target)
     if new < old:
-        raise ConfigError("kubernetesVersion", target, f"{before} or later: the cluster runs {before} and Kubernetes "
-                                                       f"is never downgraded (docs/day2.md, Kubernetes upgrades)")
+        raise ConfigError(
+            "kubernetesVersion",
+            target,
+            f"{before} or later: the cluster runs {before} and Kubernetes "
+            f"is never downgraded (docs/day2.md, Kubernetes upgrades)",
+        )
     if new[1] > old[1] + 1:
-        raise ConfigError("kubernetesVersion", target, f"1.{old[1]}.x or 1.{old[1] + 1}.x: one minor release at a "
-                                                       f"time (docs/day2.md, Kubernetes upgrades)")
+        raise ConfigError(
+            "kubernetesVersion",
+            target,
+            f"1.{old[1]}.x or 1.{old[1] + 1}.x: one minor release at a time (docs/day2.md, Kubernetes upgrades)",
+        )
     if new[1] > old[1]:
         behind = unfinished_upgrade(last)
         if behind:
-            raise ConfigError("kubernetesVersion", target,
-                              f"{before} until its rollout is finished ({behind}): deploy again without changing "
-                              f"the version until every apiserver and the nodes run it (docs/day2.md)")
+            raise ConfigError(
+                "kubernetesVersion",
+                target,
+                f"{before} until its rollout is finished ({behind}): deploy again without changing "
+                f"the version until every apiserver and the nodes run it (docs/day2.md)",
+            )
 
 
 def unfinished_upgrade(last: LastDeploy) -> str | None:
@@ -251,7 +295,8 @@ def node_kubernetes_version(last: LastDeploy, config: ClusterConfig) -> str:
     if apiservers is None or last.node_kubernetes_version is None:
         return target
     if len(apiservers) >= config.control_plane.apiservers and all(
-            m.kubernetes_version == target for m in apiservers[:config.control_plane.apiservers]):
+        m.kubernetes_version == target for m in apiservers[: config.control_plane.apiservers]
+    ):
         return target
     return last.node_kubernetes_version
 

@@ -57,7 +57,11 @@ def machines_in_vnet(config: ClusterConfig, plan: AddressPlan, vnet_key: str) ->
     """VMs a VNet holds at full size: the control plane and NAT hosts, or a pool's nodes."""
     vnet = plan.vnet(vnet_key)
     if vnet.pool is None:
-        return (config.etcd.members + config.events_etcd.members + config.control_plane.apiservers
-                + config.network.nat_hosts.count)
+        return (
+            config.etcd.members
+            + config.events_etcd.members
+            + config.control_plane.apiservers
+            + config.network.nat_hosts.count
+        )
     per_node = node_ips(config.pool(vnet.pool))
     return sum(subnet.private_ips - AZURE_RESERVED_PER_SUBNET for subnet in vnet.subnets) // per_node

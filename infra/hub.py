@@ -30,8 +30,11 @@ from infra.config import NetworkConfig
 from infra.errors import ConfigError
 
 REQUIRED_OUTPUTS = ("vnetId", "resourceGroupName", "vnetName", "addressSpace", "routeTableName")
-_VNET_ID = re.compile(r"/subscriptions/(?P<subscription>[0-9a-fA-F-]{36})/resourceGroups/(?P<group>[^/]+)"
-                      r"/providers/Microsoft\.Network/virtualNetworks/(?P<name>[^/]+)", re.IGNORECASE)
+_VNET_ID = re.compile(
+    r"/subscriptions/(?P<subscription>[0-9a-fA-F-]{36})/resourceGroups/(?P<group>[^/]+)"
+    r"/providers/Microsoft\.Network/virtualNetworks/(?P<name>[^/]+)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,14 @@ class HubOutputs:
     gateway_transit: bool = False
 
     def as_outputs(self) -> dict[str, Any]:
-        return {"vnetId": self.vnet_id, "resourceGroupName": self.resource_group_name, "vnetName": self.vnet_name,
-                "addressSpace": list(self.address_space), "routeTableName": self.route_table_name,
-                "gatewayTransit": self.gateway_transit}
+        return {
+            "vnetId": self.vnet_id,
+            "resourceGroupName": self.resource_group_name,
+            "vnetName": self.vnet_name,
+            "addressSpace": list(self.address_space),
+            "routeTableName": self.route_table_name,
+            "gatewayTransit": self.gateway_transit,
+        }
 
 
 def parse_hub_outputs(outputs: Mapping[str, Any], network: NetworkConfig) -> HubOutputs:
@@ -55,8 +63,9 @@ def parse_hub_outputs(outputs: Mapping[str, Any], network: NetworkConfig) -> Hub
     key, stack = "network.hub.stack", network.hub.stack
 
     def refuse(problem: str) -> ConfigError:
-        return ConfigError(key, stack,
-                           f"a hub stack that exports the hub contract (docs/network.md, 'Hub and spoke'): {problem}")
+        return ConfigError(
+            key, stack, f"a hub stack that exports the hub contract (docs/network.md, 'Hub and spoke'): {problem}"
+        )
 
     missing = [name for name in REQUIRED_OUTPUTS if outputs.get(name) in (None, "", [])]
     if missing:
@@ -64,10 +73,13 @@ def parse_hub_outputs(outputs: Mapping[str, Any], network: NetworkConfig) -> Hub
     match = _VNET_ID.fullmatch(str(outputs["vnetId"]))
     if match is None:
         raise refuse(f"vnetId {outputs['vnetId']!r} is not a virtual network's ARM id")
-    if (match["group"].lower(), match["name"].lower()) != (str(outputs["resourceGroupName"]).lower(),
-                                                           str(outputs["vnetName"]).lower()):
-        raise refuse(f"vnetId names {match['group']}/{match['name']}, not "
-                     f"{outputs['resourceGroupName']}/{outputs['vnetName']}")
+    if (match["group"].lower(), match["name"].lower()) != (
+        str(outputs["resourceGroupName"]).lower(),
+        str(outputs["vnetName"]).lower(),
+    ):
+        raise refuse(
+            f"vnetId names {match['group']}/{match['name']}, not {outputs['resourceGroupName']}/{outputs['vnetName']}"
+        )
     raw_space = outputs["addressSpace"]
     prefixes = [raw_space] if isinstance(raw_space, str) else list(raw_space)
     try:
@@ -75,14 +87,19 @@ def parse_hub_outputs(outputs: Mapping[str, Any], network: NetworkConfig) -> Hub
     except (ValueError, TypeError):
         raise refuse(f"addressSpace {raw_space!r} is not a list of IPv4 CIDRs") from None
     for hub_range in ranges:
-        for name, ours in (("network.addressSpace", network.address_space),
-                           ("network.serviceCidr", network.service_cidr)):
+        for name, ours in (
+            ("network.addressSpace", network.address_space),
+            ("network.serviceCidr", network.service_cidr),
+        ):
             if hub_range.overlaps(ours):
                 raise refuse(f"its addressSpace {hub_range} overlaps {name} {ours}")
     return HubOutputs(
-        vnet_id=str(outputs["vnetId"]), subscription_id=match["subscription"],
-        resource_group_name=str(outputs["resourceGroupName"]), vnet_name=str(outputs["vnetName"]),
-        address_space=tuple(str(r) for r in ranges), route_table_name=str(outputs["routeTableName"]),
+        vnet_id=str(outputs["vnetId"]),
+        subscription_id=match["subscription"],
+        resource_group_name=str(outputs["resourceGroupName"]),
+        vnet_name=str(outputs["vnetName"]),
+        address_space=tuple(str(r) for r in ranges),
+        route_table_name=str(outputs["routeTableName"]),
         gateway_transit=bool(outputs.get("gatewayTransit", False)),
     )
 
@@ -98,8 +115,14 @@ def example_hub_outputs(address_space: str, service_cidr: str) -> dict[str, Any]
     free = next(r for r in _EXAMPLE_RANGES if not any(ipaddress.IPv4Network(r).overlaps(o) for o in ours))
     group, name = "example-hub-rg", "example-hub-vnet"
     return HubOutputs(
-        vnet_id=(f"/subscriptions/{EXAMPLE_SUBSCRIPTION}/resourceGroups/{group}"
-                 f"/providers/Microsoft.Network/virtualNetworks/{name}"),
-        subscription_id=EXAMPLE_SUBSCRIPTION, resource_group_name=group, vnet_name=name,
-        address_space=(free,), route_table_name="example-hub-researchers-rt", gateway_transit=False,
+        vnet_id=(
+            f"/subscriptions/{EXAMPLE_SUBSCRIPTION}/resourceGroups/{group}"
+            f"/providers/Microsoft.Network/virtualNetworks/{name}"
+        ),
+        subscription_id=EXAMPLE_SUBSCRIPTION,
+        resource_group_name=group,
+        vnet_name=name,
+        address_space=(free,),
+        route_table_name="example-hub-researchers-rt",
+        gateway_transit=False,
     ).as_outputs()

@@ -31,8 +31,10 @@ _REFERENCE = re.compile(
     r"(?P<registry>[a-z0-9.-]+)/(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[a-f0-9]{64}))?"
 )
-ACCEPTED = ("a fully qualified image reference with a tag or digest (e.g. registry.k8s.io/pause:3.10) "
-            "from a registry the cluster's cache supports: " + ", ".join(CACHE_PREFIXES))
+ACCEPTED = (
+    "a fully qualified image reference with a tag or digest (e.g. registry.k8s.io/pause:3.10) "
+    "from a registry the cluster's cache supports: " + ", ".join(CACHE_PREFIXES)
+)
 
 
 @dataclass(frozen=True)

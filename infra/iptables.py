@@ -84,8 +84,10 @@ class Ruleset:
 
 def render_restore(ruleset: Ruleset) -> str:
     """The ``iptables-restore --noflush`` input: one block per table, our chains declared and filled."""
-    lines = [f"# Written by supercluster: {ruleset.description}.",
-             f"# Loaded by {ruleset.script_path} (iptables-restore --noflush), hooked once per chain."]
+    lines = [
+        f"# Written by supercluster: {ruleset.description}.",
+        f"# Loaded by {ruleset.script_path} (iptables-restore --noflush), hooked once per chain.",
+    ]
     for table in BUILTIN_CHAINS:
         chains = [chain for chain in ruleset.chains if chain.table == table]
         if not chains:
@@ -129,9 +131,11 @@ def add_ruleset(cloud: CloudConfig, ruleset: Ruleset, before: Sequence[str]) -> 
             after=["systemd-modules-load.service", "local-fs.target"],
             wants=["network-pre.target"],
             service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "5"},
-            unit_extra={"DefaultDependencies": "no",
-                        "Before": " ".join(["network-pre.target", "shutdown.target", *before]),
-                        "Conflicts": "shutdown.target"},
+            unit_extra={
+                "DefaultDependencies": "no",
+                "Before": " ".join(["network-pre.target", "shutdown.target", *before]),
+                "Conflicts": "shutdown.target",
+            },
             wanted_by=" ".join(["multi-user.target", *before]),
         ),
     )

@@ -52,14 +52,17 @@ TOPOLOGY_DIR = "/etc/nccl-topology"
 RENDEZVOUS_PORT = 29500  # torchrun's default --master-port
 
 
-def infiniband_job(*, name: str, namespace: str, pool: NodePoolConfig, nodes: int, image: str,
-                   command: Sequence[str]) -> list[Obj]:
+def infiniband_job(
+    *, name: str, namespace: str, pool: NodePoolConfig, nodes: int, image: str, command: Sequence[str]
+) -> list[Obj]:
     """The PodGroup, headless Service and Indexed Job of one gang-scheduled job on ``pool``'s nodes."""
     if not pool.infiniband:
         raise ValueError(f"pool {pool.name} has no InfiniBand (nodePools[].infiniband is false)")
     if not 1 <= nodes <= MAX_VMS_PER_PLACEMENT_GROUP:
-        raise ValueError(f"nodes {nodes}: expected 1 to {MAX_VMS_PER_PLACEMENT_GROUP}, the most VMs one "
-                         "InfiniBand domain (a single-placement-group scale set) holds")
+        raise ValueError(
+            f"nodes {nodes}: expected 1 to {MAX_VMS_PER_PLACEMENT_GROUP}, the most VMs one "
+            "InfiniBand domain (a single-placement-group scale set) holds"
+        )
     group = {POD_GROUP_LABEL: name}
     limits = {GPU_RESOURCE: pool.size.gpus, RDMA_RESOURCE: 1}
     env = [{"name": key, "value": value} for key, value in NCCL_ENV.items()] + [
@@ -67,27 +70,43 @@ def infiniband_job(*, name: str, namespace: str, pool: NodePoolConfig, nodes: in
         {"name": "MASTER_ADDR", "value": f"{name}-0.{name}.{namespace}.svc"},
         {"name": "MASTER_PORT", "value": str(RENDEZVOUS_PORT)},
         {"name": "NNODES", "value": str(nodes)},
-        {"name": "NODE_RANK", "valueFrom": {"fieldRef": {
-            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+        {
+            "name": "NODE_RANK",
+            "valueFrom": {
+                "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+            },
+        },
     ]
     pod = {
         "schedulerName": GANG_PROFILE,
         "subdomain": name,
         "restartPolicy": "Never",
         "nodeSelector": {POOL_LABEL: pool.name},
-        "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
-                        for t in pool.taints],
-        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": dict(group)},
-            "topologyKey": INFINIBAND_DOMAIN_LABEL,
-        }]}},
-        "containers": [{
-            "name": "rank", "image": image, "command": list(command), "env": env,
-            "ports": [{"containerPort": RENDEZVOUS_PORT, "name": "rendezvous"}],
-            "resources": {"limits": dict(limits), "requests": dict(limits)},
-            "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"},
-                             {"name": "topology", "mountPath": TOPOLOGY_DIR, "readOnly": True}],
-        }],
+        "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.taints],
+        "affinity": {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": dict(group)},
+                        "topologyKey": INFINIBAND_DOMAIN_LABEL,
+                    }
+                ]
+            }
+        },
+        "containers": [
+            {
+                "name": "rank",
+                "image": image,
+                "command": list(command),
+                "env": env,
+                "ports": [{"containerPort": RENDEZVOUS_PORT, "name": "rendezvous"}],
+                "resources": {"limits": dict(limits), "requests": dict(limits)},
+                "volumeMounts": [
+                    {"name": "shm", "mountPath": "/dev/shm"},
+                    {"name": "topology", "mountPath": TOPOLOGY_DIR, "readOnly": True},
+                ],
+            }
+        ],
         "volumes": [
             # NCCL's shared-memory transport between the GPUs of one node outgrows the 64 MiB default.
             {"name": "shm", "emptyDir": {"medium": "Memory"}},
@@ -96,15 +115,34 @@ def infiniband_job(*, name: str, namespace: str, pool: NodePoolConfig, nodes: in
     }
     meta = {"name": name, "namespace": namespace, "labels": dict(group)}
     return [
-        {"apiVersion": f"{POD_GROUP_API_GROUP}/v1alpha1", "kind": "PodGroup", "metadata": dict(meta),
-         "spec": {"minMember": nodes}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": dict(meta),
-         "spec": {"clusterIP": "None", "selector": dict(group), "publishNotReadyAddresses": True,
-                  "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT}]}},
-        {"apiVersion": "batch/v1", "kind": "Job", "metadata": dict(meta), "spec": {
-            "completionMode": "Indexed", "completions": nodes, "parallelism": nodes,
-            # One failed rank fails the run: a gang is restarted whole, by the researcher.
-            "backoffLimit": 0,
-            "template": {"metadata": {"labels": dict(group)}, "spec": pod},
-        }},
+        {
+            "apiVersion": f"{POD_GROUP_API_GROUP}/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": dict(meta),
+            "spec": {"minMember": nodes},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": dict(meta),
+            "spec": {
+                "clusterIP": "None",
+                "selector": dict(group),
+                "publishNotReadyAddresses": True,
+                "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT}],
+            },
+        },
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": dict(meta),
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": nodes,
+                "parallelism": nodes,
+                # One failed rank fails the run: a gang is restarted whole, by the researcher.
+                "backoffLimit": 0,
+                "template": {"metadata": {"labels": dict(group)}, "spec": pod},
+            },
+        },
     ]

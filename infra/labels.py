@@ -43,8 +43,17 @@ ACCELERATOR_VALUE = "nvidia"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 REGION_LABEL = "topology.kubernetes.io/region"
 # Derived by the program from a pool's settings; a pool's configured labels may not set them.
-DERIVED_LABELS = (ROLE_LABEL, POOL_LABEL, INFINIBAND_LABEL, INFINIBAND_DOMAIN_LABEL, GPU_COUNT_LABEL, GPU_PRESENT_LABEL,
-                  ACCELERATOR_LABEL, INSTANCE_TYPE_LABEL, REGION_LABEL)
+DERIVED_LABELS = (
+    ROLE_LABEL,
+    POOL_LABEL,
+    INFINIBAND_LABEL,
+    INFINIBAND_DOMAIN_LABEL,
+    GPU_COUNT_LABEL,
+    GPU_PRESENT_LABEL,
+    ACCELERATOR_LABEL,
+    INSTANCE_TYPE_LABEL,
+    REGION_LABEL,
+)
 
 # ------------------------------------------------------------------------------ taints
 
@@ -66,9 +75,17 @@ GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource the NVIDIA device plugi
 RDMA_RESOURCE = "rdma/ib"
 
 
-def node_labels(*, role: str, pool: str | None = None, instance_type: str | None = None, region: str | None = None,
-                infiniband: bool = False, infiniband_domain: str | None = None, gpus: int = 0,
-                extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def node_labels(
+    *,
+    role: str,
+    pool: str | None = None,
+    instance_type: str | None = None,
+    region: str | None = None,
+    infiniband: bool = False,
+    infiniband_domain: str | None = None,
+    gpus: int = 0,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The labels a node registers with: its role, its pool, where and what it is, GPU facts.
 
     ``extra`` (a pool's configured ``labels``) may add labels but never change the ones derived

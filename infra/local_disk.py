@@ -47,21 +47,39 @@ class LocalDisks:
 
 def settings(disks: LocalDisks, mount: str, label: str, bind_dirs: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """The program's settings file."""
-    return {"mount": mount, "label": label, "nvme_disks": disks.nvme_disks, "nvme_model_prefix": NVME_MODEL_PREFIX,
-            "bind_dirs": [list(pair) for pair in bind_dirs], "wait_attempts": WAIT_ATTEMPTS}
+    return {
+        "mount": mount,
+        "label": label,
+        "nvme_disks": disks.nvme_disks,
+        "nvme_model_prefix": NVME_MODEL_PREFIX,
+        "bind_dirs": [list(pair) for pair in bind_dirs],
+        "wait_attempts": WAIT_ATTEMPTS,
+    }
 
 
-def add_local_disk(cloud: CloudConfig, disks: LocalDisks, *, unit: str, description: str, mount: str, label: str,
-                   before: Sequence[str], bind_dirs: Sequence[tuple[str, str]] = ()) -> None:
+def add_local_disk(
+    cloud: CloudConfig,
+    disks: LocalDisks,
+    *,
+    unit: str,
+    description: str,
+    mount: str,
+    label: str,
+    before: Sequence[str],
+    bind_dirs: Sequence[tuple[str, str]] = (),
+) -> None:
     cloud.add(SCRIPT_PATH, machine.source(PROGRAM), permissions="0755")
     cloud.add(SETTINGS_PATH, json.dumps(settings(disks, mount, label, bind_dirs), indent=2) + "\n")
-    cloud.add(f"/etc/systemd/system/{unit}", systemd.unit(
-        description,
-        [SCRIPT_PATH, SETTINGS_PATH],
-        after=["local-fs.target"],
-        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
-        unit_extra={"Before": " ".join(before)},
-    ))
+    cloud.add(
+        f"/etc/systemd/system/{unit}",
+        systemd.unit(
+            description,
+            [SCRIPT_PATH, SETTINGS_PATH],
+            after=["local-fs.target"],
+            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
+            unit_extra={"Before": " ".join(before)},
+        ),
+    )
     if disks.uses_temp_disk:
         # The temp disk is ours: an entry with no mount point stops cloud-init mounting it at /mnt
         # (cloud-init cc_mounts: "[ swap ]" removes a previously listed mount).

@@ -86,9 +86,11 @@ def _write(path: str, content: str, mode: str) -> list[str]:
     """Writes ``content`` verbatim (a quoted here-document: no expansion), so the plan shows it as it is."""
     if HEREDOC_END in content.splitlines():
         raise ValueError(f"{path}: its content holds the here-document's end marker")
-    return [f"install -d -m 0755 {shlex.quote(path.rsplit('/', 1)[0])}",
-            f"cat > {shlex.quote(path)} <<'{HEREDOC_END}'\n{content.rstrip(chr(10))}\n{HEREDOC_END}",
-            f"chmod {mode} {shlex.quote(path)}"]
+    return [
+        f"install -d -m 0755 {shlex.quote(path.rsplit('/', 1)[0])}",
+        f"cat > {shlex.quote(path)} <<'{HEREDOC_END}'\n{content.rstrip(chr(10))}\n{HEREDOC_END}",
+        f"chmod {mode} {shlex.quote(path)}",
+    ]
 
 
 def customizer_script(config: ClusterConfig, kind: str) -> str:
@@ -104,8 +106,7 @@ def customizer_script(config: ClusterConfig, kind: str) -> str:
         "apt-get update",
         f"apt-get install -y --no-install-recommends {' '.join(PACKAGES)}",
         # Node binaries: the boot installer itself, with the full manifest (URLs and checksums).
-        *_write(f"{WORK_DIR}/install.py", machine.source("node/install.py"),
-                "0755"),
+        *_write(f"{WORK_DIR}/install.py", machine.source("node/install.py"), "0755"),
         *_write(f"{WORK_DIR}/install.json", manifest + "\n", "0644"),
         f"python3 {WORK_DIR}/install.py {WORK_DIR}/install.json",
     ]
@@ -134,10 +135,15 @@ def _image_archives(references: tuple[str, ...]) -> list[str]:
         ref = parse_image(reference)
         assert ref is not None, reference  # images.preload is validated by infra/config.py
         q = shlex.quote(str(ref))
-        lines += [f"{ctr} images pull --platform linux/amd64 {q}",
-                  f"{ctr} images export --platform linux/amd64 {node_images.archive_path(str(ref))} {q}"]
-    lines += ["kill $containerd_pid", "wait $containerd_pid || true",
-              f"rm -rf {WORK_DIR}/containerd-root {WORK_DIR}/containerd-state"]
+        lines += [
+            f"{ctr} images pull --platform linux/amd64 {q}",
+            f"{ctr} images export --platform linux/amd64 {node_images.archive_path(str(ref))} {q}",
+        ]
+    lines += [
+        "kill $containerd_pid",
+        "wait $containerd_pid || true",
+        f"rm -rf {WORK_DIR}/containerd-root {WORK_DIR}/containerd-state",
+    ]
     return lines
 
 
@@ -154,8 +160,11 @@ def customizer_commands(config: ClusterConfig, kind: str) -> list[str]:
     """The template's Shell customizer: writes the rendered script and runs it as root (Image Builder
     runs inline commands as its own sudo-capable user)."""
     encoded = base64.b64encode(customizer_script(config, kind).encode()).decode()
-    return [f"echo {encoded} | base64 -d | sudo tee {BUILD_SCRIPT} >/dev/null",
-            f"sudo bash {BUILD_SCRIPT}", f"sudo rm -f {BUILD_SCRIPT}"]
+    return [
+        f"echo {encoded} | base64 -d | sudo tee {BUILD_SCRIPT} >/dev/null",
+        f"sudo bash {BUILD_SCRIPT}",
+        f"sudo rm -f {BUILD_SCRIPT}",
+    ]
 
 
 def script_of(commands: list[str]) -> str | None:
@@ -172,8 +181,10 @@ OUTPUT_NAME = MACHINE_IMAGES_OUTPUT
 
 def built(config: ClusterConfig) -> dict[str, Any]:
     """``{"version": ..., "contents": {kind: fingerprint}}``: what this deploy's templates build."""
-    return {"version": config.machine_image_version,
-            "contents": {kind: fingerprint(config, kind) for kind in kinds_in_use(config)}}
+    return {
+        "version": config.machine_image_version,
+        "contents": {kind: fingerprint(config, kind) for kind in kinds_in_use(config)},
+    }
 
 
 def check_version_not_reused(previous: object, config: ClusterConfig) -> None:
@@ -185,7 +196,10 @@ def check_version_not_reused(previous: object, config: ClusterConfig) -> None:
     before: dict[str, Any] = contents if isinstance(contents, dict) else {}
     changed = sorted(kind for kind, now in built(config)["contents"].items() if before.get(kind) not in (None, now))
     if changed:
-        raise ConfigError("machineImageVersion", config.machine_image_version,
-                          f"a version not built before: what the {' and '.join(changed)} image carries changed "
-                          "(kubernetesVersion, a pin in infra/versions.py or images.preload) and Azure cannot "
-                          "overwrite an image version (docs/node-image.md)")
+        raise ConfigError(
+            "machineImageVersion",
+            config.machine_image_version,
+            f"a version not built before: what the {' and '.join(changed)} image carries changed "
+            "(kubernetesVersion, a pin in infra/versions.py or images.preload) and Azure cannot "
+            "overwrite an image version (docs/node-image.md)",
+        )

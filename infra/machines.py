@@ -34,8 +34,11 @@ def render_machines(spec: ClusterSpec) -> MachinePlan:
     vault_name = naming.key_vault(spec.config.cluster_name)
     etcd = {role: etcd_cluster_spec(spec, role) for role in (MAIN, EVENTS)}
     return MachinePlan(
-        etcd={role: EtcdMachines(cluster, tuple(member_cloud_init(cluster, member, vault_name)
-                                                for member in cluster.members))
-              for role, cluster in etcd.items()},
+        etcd={
+            role: EtcdMachines(
+                cluster, tuple(member_cloud_init(cluster, member, vault_name) for member in cluster.members)
+            )
+            for role, cluster in etcd.items()
+        },
         apiservers=apiserver_machines(spec, apiserver_etcd_flags(etcd[MAIN], etcd[EVENTS])),
     )

@@ -101,6 +101,7 @@ def container_registry_login_server(cluster: str) -> str:
 
 # --------------------------------------------------------------------------- network
 
+
 def network_security_group(cluster: str, group_key: str) -> str:
     return f"{cluster}-{group_key}-nsg"
 
@@ -195,53 +196,140 @@ _HOST_CHARS = "a host name: no \\/\"'[]:|<>+=;,?*@& or space, not starting with 
 # rule's, which that page does not list: its limits are the cacheRuleName parameter's in the
 # Microsoft.ContainerRegistry REST API (the same in azure-mgmt-containerregistry's request builder).
 NAME_RULES: dict[str, NameRule] = {
-    "resource group": NameRule("Microsoft.Resources/resourceGroups", 1, 90, r"[\w().-]*[\w()-]",
-                               "letters, digits, '_', '(', ')', '-' and '.', not ending with '.'",
-                               f"{NAME_RULES_PAGE}#microsoftresources"),
-    "key vault": NameRule("Microsoft.KeyVault/vaults", 3, 24, r"[A-Za-z](?!.*--)[A-Za-z0-9-]*[A-Za-z0-9]",
-                          "letters, digits and '-', starting with a letter, ending with a letter or digit, "
-                          "no consecutive hyphens", f"{NAME_RULES_PAGE}#microsoftkeyvault"),
-    "storage account": NameRule("Microsoft.Storage/storageAccounts", 3, 24, r"[a-z0-9]+",
-                                "lowercase letters and digits", f"{NAME_RULES_PAGE}#microsoftstorage"),
-    "container registry": NameRule("Microsoft.ContainerRegistry/registries", 5, 50, r"[A-Za-z0-9]+",
-                                   "letters and digits", f"{NAME_RULES_PAGE}#microsoftcontainerregistry"),
-    "registry cache rule": NameRule("Microsoft.ContainerRegistry/registries/cacheRules", 5, 50, r"[A-Za-z0-9-]+",
-                                    "letters, digits and '-'",
-                                    "https://learn.microsoft.com/rest/api/containerregistry/cache-rules/create"),
-    "key vault secret": NameRule("Microsoft.KeyVault/vaults/secrets", 1, 127, r"[A-Za-z0-9-]+",
-                                 "letters, digits and '-'", f"{NAME_RULES_PAGE}#microsoftkeyvault"),
-    "blob container": NameRule("Microsoft.Storage/storageAccounts/blobServices/containers", 3, 63,
-                               r"[a-z0-9](?!.*--)[a-z0-9-]*", "lowercase letters, digits and '-', starting with a "
-                               "letter or digit, no consecutive hyphens", f"{NAME_RULES_PAGE}#microsoftstorage"),
-    "managed identity": NameRule("Microsoft.ManagedIdentity/userAssignedIdentities", 3, 128,
-                                 r"[A-Za-z0-9][A-Za-z0-9_-]*", "letters, digits, '-' and '_', starting with a "
-                                 "letter or digit", f"{NAME_RULES_PAGE}#microsoftmanagedidentity"),
-    "virtual network": NameRule("Microsoft.Network/virtualNetworks", 2, 64, _NETWORK_PATTERN, _NETWORK_CHARS,
-                                f"{NAME_RULES_PAGE}#microsoftnetwork"),
-    "network resource": NameRule("Microsoft.Network (load balancers, NICs, NSGs, NAT gateways, public IP "
-                                 "prefixes, route tables, routes, peerings, subnets, private DNS zone links)", 1, 80, _NETWORK_PATTERN, _NETWORK_CHARS,
-                                 f"{NAME_RULES_PAGE}#microsoftnetwork"),
-    "virtual machine": NameRule("Microsoft.Compute/virtualMachines (Linux)", 1, 64, _HOST_PATTERN, _HOST_CHARS,
-                                f"{NAME_RULES_PAGE}#microsoftcompute"),
-    "scale set": NameRule("Microsoft.Compute/virtualMachineScaleSets (Linux)", 1, 64, _HOST_PATTERN, _HOST_CHARS,
-                          f"{NAME_RULES_PAGE}#microsoftcompute"),
+    "resource group": NameRule(
+        "Microsoft.Resources/resourceGroups",
+        1,
+        90,
+        r"[\w().-]*[\w()-]",
+        "letters, digits, '_', '(', ')', '-' and '.', not ending with '.'",
+        f"{NAME_RULES_PAGE}#microsoftresources",
+    ),
+    "key vault": NameRule(
+        "Microsoft.KeyVault/vaults",
+        3,
+        24,
+        r"[A-Za-z](?!.*--)[A-Za-z0-9-]*[A-Za-z0-9]",
+        "letters, digits and '-', starting with a letter, ending with a letter or digit, no consecutive hyphens",
+        f"{NAME_RULES_PAGE}#microsoftkeyvault",
+    ),
+    "storage account": NameRule(
+        "Microsoft.Storage/storageAccounts",
+        3,
+        24,
+        r"[a-z0-9]+",
+        "lowercase letters and digits",
+        f"{NAME_RULES_PAGE}#microsoftstorage",
+    ),
+    "container registry": NameRule(
+        "Microsoft.ContainerRegistry/registries",
+        5,
+        50,
+        r"[A-Za-z0-9]+",
+        "letters and digits",
+        f"{NAME_RULES_PAGE}#microsoftcontainerregistry",
+    ),
+    "registry cache rule": NameRule(
+        "Microsoft.ContainerRegistry/registries/cacheRules",
+        5,
+        50,
+        r"[A-Za-z0-9-]+",
+        "letters, digits and '-'",
+        "https://learn.microsoft.com/rest/api/containerregistry/cache-rules/create",
+    ),
+    "key vault secret": NameRule(
+        "Microsoft.KeyVault/vaults/secrets",
+        1,
+        127,
+        r"[A-Za-z0-9-]+",
+        "letters, digits and '-'",
+        f"{NAME_RULES_PAGE}#microsoftkeyvault",
+    ),
+    "blob container": NameRule(
+        "Microsoft.Storage/storageAccounts/blobServices/containers",
+        3,
+        63,
+        r"[a-z0-9](?!.*--)[a-z0-9-]*",
+        "lowercase letters, digits and '-', starting with a letter or digit, no consecutive hyphens",
+        f"{NAME_RULES_PAGE}#microsoftstorage",
+    ),
+    "managed identity": NameRule(
+        "Microsoft.ManagedIdentity/userAssignedIdentities",
+        3,
+        128,
+        r"[A-Za-z0-9][A-Za-z0-9_-]*",
+        "letters, digits, '-' and '_', starting with a letter or digit",
+        f"{NAME_RULES_PAGE}#microsoftmanagedidentity",
+    ),
+    "virtual network": NameRule(
+        "Microsoft.Network/virtualNetworks",
+        2,
+        64,
+        _NETWORK_PATTERN,
+        _NETWORK_CHARS,
+        f"{NAME_RULES_PAGE}#microsoftnetwork",
+    ),
+    "network resource": NameRule(
+        "Microsoft.Network (load balancers, NICs, NSGs, NAT gateways, public IP "
+        "prefixes, route tables, routes, peerings, subnets, private DNS zone links)",
+        1,
+        80,
+        _NETWORK_PATTERN,
+        _NETWORK_CHARS,
+        f"{NAME_RULES_PAGE}#microsoftnetwork",
+    ),
+    "virtual machine": NameRule(
+        "Microsoft.Compute/virtualMachines (Linux)",
+        1,
+        64,
+        _HOST_PATTERN,
+        _HOST_CHARS,
+        f"{NAME_RULES_PAGE}#microsoftcompute",
+    ),
+    "scale set": NameRule(
+        "Microsoft.Compute/virtualMachineScaleSets (Linux)",
+        1,
+        64,
+        _HOST_PATTERN,
+        _HOST_CHARS,
+        f"{NAME_RULES_PAGE}#microsoftcompute",
+    ),
     # A Linux host name is 1-64 characters; a scale set's instances are named prefix + 6 characters.
-    "computer name prefix": NameRule("Microsoft.Compute/virtualMachineScaleSets computerNamePrefix (Linux)", 1, 58,
-                                     _HOST_PATTERN, _HOST_CHARS, f"{NAME_RULES_PAGE}#microsoftcompute"),
+    "computer name prefix": NameRule(
+        "Microsoft.Compute/virtualMachineScaleSets computerNamePrefix (Linux)",
+        1,
+        58,
+        _HOST_PATTERN,
+        _HOST_CHARS,
+        f"{NAME_RULES_PAGE}#microsoftcompute",
+    ),
     # The page's galleries row: alphanumerics and periods (some revisions also list '_'; the stricter one).
-    "compute gallery": NameRule("Microsoft.Compute/galleries", 1, 80, r"[A-Za-z0-9](?:[A-Za-z0-9.]*[A-Za-z0-9])?",
-                                "letters, digits and '.', starting and ending with a letter or digit",
-                                f"{NAME_RULES_PAGE}#microsoftcompute"),
+    "compute gallery": NameRule(
+        "Microsoft.Compute/galleries",
+        1,
+        80,
+        r"[A-Za-z0-9](?:[A-Za-z0-9.]*[A-Za-z0-9])?",
+        "letters, digits and '.', starting and ending with a letter or digit",
+        f"{NAME_RULES_PAGE}#microsoftcompute",
+    ),
     # The galleries / images row: alphanumerics, hyphens and periods (some revisions also list '_').
-    "gallery image": NameRule("Microsoft.Compute/galleries/images", 1, 80, r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?",
-                              "letters, digits, '-' and '.', starting and ending with a letter or digit",
-                              f"{NAME_RULES_PAGE}#microsoftcompute"),
+    "gallery image": NameRule(
+        "Microsoft.Compute/galleries/images",
+        1,
+        80,
+        r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?",
+        "letters, digits, '-' and '.', starting and ending with a letter or digit",
+        f"{NAME_RULES_PAGE}#microsoftcompute",
+    ),
     # Not on the naming rules page: the imageTemplateName parameter's pattern, ^[A-Za-z0-9-_.]{1,64}$, in the
     # Microsoft.VirtualMachineImages REST API.
-    "image template": NameRule("Microsoft.VirtualMachineImages/imageTemplates", 1, 64, r"[A-Za-z0-9_.-]+",
-                               "letters, digits, '-', '_' and '.'",
-                               "https://learn.microsoft.com/rest/api/imagebuilder/virtual-machine-image-templates/"
-                               "create-or-update"),
+    "image template": NameRule(
+        "Microsoft.VirtualMachineImages/imageTemplates",
+        1,
+        64,
+        r"[A-Za-z0-9_.-]+",
+        "letters, digits, '-', '_' and '.'",
+        "https://learn.microsoft.com/rest/api/imagebuilder/virtual-machine-image-templates/create-or-update",
+    ),
 }
 
 # The role identities the program creates (components/identities.py declares one per role; Image Builder's,
@@ -259,15 +347,19 @@ def derived_names(cluster: str, pools: Iterable[str]) -> list[tuple[str, str, st
     """``(the config key it derives from, the name, its rule's key in NAME_RULES)`` for every Azure name
     the program derives from the cluster's and the pools' names, in their longest forms."""
     c = "clusterName"
-    names = [(c, resource_group(cluster), "resource group"), (c, node_resource_group(cluster), "resource group"),
-             (c, key_vault(cluster), "key vault"),
-             (c, storage_account(cluster, ETCD_BACKUP_STORAGE_PURPOSE), "storage account"),
-             (c, container_registry(cluster), "container registry"),
-             (c, apiserver(cluster, _WIDEST["apiserver"]), "virtual machine"),
-             (c, nat_host(cluster, _WIDEST["nat"]), "virtual machine"),
-             (c, etcd_member(f"{cluster}-events-etcd", _WIDEST["etcd"]), "virtual machine"),
-             (c, apiserver_load_balancer(cluster), "network resource"),
-             (c, nat_load_balancer(cluster), "network resource"), (c, service_route(cluster), "network resource")]
+    names = [
+        (c, resource_group(cluster), "resource group"),
+        (c, node_resource_group(cluster), "resource group"),
+        (c, key_vault(cluster), "key vault"),
+        (c, storage_account(cluster, ETCD_BACKUP_STORAGE_PURPOSE), "storage account"),
+        (c, container_registry(cluster), "container registry"),
+        (c, apiserver(cluster, _WIDEST["apiserver"]), "virtual machine"),
+        (c, nat_host(cluster, _WIDEST["nat"]), "virtual machine"),
+        (c, etcd_member(f"{cluster}-events-etcd", _WIDEST["etcd"]), "virtual machine"),
+        (c, apiserver_load_balancer(cluster), "network resource"),
+        (c, nat_load_balancer(cluster), "network resource"),
+        (c, service_route(cluster), "network resource"),
+    ]
     names += [(c, role_identity(cluster, role), "managed identity") for role in IDENTITY_ROLES]
     names += [(c, cache_rule(prefix), "registry cache rule") for prefix in sorted(CACHE_PREFIXES.values())]
     names += [(c, compute_gallery(cluster), "compute gallery")]
@@ -278,12 +370,16 @@ def derived_names(cluster: str, pools: Iterable[str]) -> list[tuple[str, str, st
         key = f"nodePools[{i}].name"
         vnet_keys += [(key, pool), (key, f"{pool}-{_WIDEST['vnet']}")]
         shard = f"{pool}-{_WIDEST_SHARD}"
-        names += [(key, scale_set(cluster, shard), "scale set"),
-                  (key, computer_name_prefix(shard), "computer name prefix")]
+        names += [
+            (key, scale_set(cluster, shard), "scale set"),
+            (key, computer_name_prefix(shard), "computer name prefix"),
+        ]
     for key, vnet_key in vnet_keys:
         names += [(key, vnet(cluster, vnet_key), "virtual network")]
-        names += [(key, make(cluster, vnet_key), "network resource")
-                  for make in (network_security_group, nat_gateway, egress_prefix, route_table, hub_peering)]
+        names += [
+            (key, make(cluster, vnet_key), "network resource")
+            for make in (network_security_group, nat_gateway, egress_prefix, route_table, hub_peering)
+        ]
     return names
 
 
@@ -295,5 +391,8 @@ def check_derived_names(cluster: str, pools: Iterable[str]) -> None:
         problem = rule.problem(name)
         if problem:
             value = cluster if key == "clusterName" else pools[int(key.split("[")[1].split("]")[0])]
-            raise ConfigError(key, value, f"a name from which every Azure name derives validly; the {rule_key} "
-                                          f"name {problem}; see {rule.source}")
+            raise ConfigError(
+                key,
+                value,
+                f"a name from which every Azure name derives validly; the {rule_key} name {problem}; see {rule.source}",
+            )

@@ -60,18 +60,31 @@ def nat_ruleset(plan: AddressPlan) -> Ruleset:
     cluster = [str(r) for r in plan.cluster_ranges]
     service = str(plan.service_cidr)
     from_cluster = tuple(Rule(("-s", cidr), "RETURN") for cidr in cluster)
-    masquerade = Chain("nat", "SUPERCLUSTER-NAT-MASQ", "POSTROUTING", (
-        *from_cluster,
-        # kube-proxy has already rewritten the destination to a pod; conntrack remembers the service IP.
-        Rule(("-m", "conntrack", "--ctorigdst", service), "MASQUERADE",
-             "from outside the cluster to a service: replies must come back through this host"),
-    ))
-    forward = Chain("filter", "SUPERCLUSTER-NAT-FWD", "FORWARD", (
-        Rule(("-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED"), "RETURN"),
-        *from_cluster,
-        Rule(("-m", "conntrack", "--ctorigdst", service), "RETURN"),
-        Rule((), "DROP", "from outside the cluster only the service range is forwarded"),
-    ))
+    masquerade = Chain(
+        "nat",
+        "SUPERCLUSTER-NAT-MASQ",
+        "POSTROUTING",
+        (
+            *from_cluster,
+            # kube-proxy has already rewritten the destination to a pod; conntrack remembers the service IP.
+            Rule(
+                ("-m", "conntrack", "--ctorigdst", service),
+                "MASQUERADE",
+                "from outside the cluster to a service: replies must come back through this host",
+            ),
+        ),
+    )
+    forward = Chain(
+        "filter",
+        "SUPERCLUSTER-NAT-FWD",
+        "FORWARD",
+        (
+            Rule(("-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED"), "RETURN"),
+            *from_cluster,
+            Rule(("-m", "conntrack", "--ctorigdst", service), "RETURN"),
+            Rule((), "DROP", "from outside the cluster only the service range is forwarded"),
+        ),
+    )
     return Ruleset("nat-hosts", f"translate {service} for traffic from outside the cluster", (masquerade, forward))
 
 
@@ -90,9 +103,15 @@ NAT_HOST_MAX_PODS = 16
 def nat_host_cloud_config(config: ClusterConfig, plan: AddressPlan, vault_name: str) -> CloudConfig:
     """A NAT host's whole cloud-init: a tainted node that forwards and masquerades the service range."""
     spec = joining_node(
-        config, plan, VM_SIZES[config.network.nat_hosts.vm_size], role="nat", vault_name=vault_name,
+        config,
+        plan,
+        VM_SIZES[config.network.nat_hosts.vm_size],
+        role="nat",
+        vault_name=vault_name,
         registry_login_server=naming.container_registry_login_server(config.cluster_name),
         images=preload_images(config)[:1],  # the pause image only: nothing else runs here
-        max_pods=NAT_HOST_MAX_PODS, labels=NAT_HOST_LABELS, taints=NAT_HOST_TAINTS)
-    return node_cloud_config(spec, before_kubelet=[lambda cloud: add_nat_host(cloud, plan),
-                                                   *boot_steps(config, plan)])
+        max_pods=NAT_HOST_MAX_PODS,
+        labels=NAT_HOST_LABELS,
+        taints=NAT_HOST_TAINTS,
+    )
+    return node_cloud_config(spec, before_kubelet=[lambda cloud: add_nat_host(cloud, plan), *boot_steps(config, plan)])

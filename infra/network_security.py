@@ -78,66 +78,174 @@ def security_groups(plan: AddressPlan, *, monitoring_pools: Sequence[str]) -> tu
     groups = [
         SecurityGroup("etcd", ("etcd",), _etcd_rules(plan, "etcd", apiservers, monitoring)),
         SecurityGroup("events-etcd", ("events-etcd",), _etcd_rules(plan, "events-etcd", apiservers, monitoring)),
-        SecurityGroup("apiserver", ("apiserver",), (
-            SecurityRule("allow-apiserver-from-hub", _ALLOW, "Allow", "Tcp", (HUB,), (APISERVER_PORT,),
-                         description="researchers' kubectl through the hub"),
-            SecurityRule("allow-apiserver-from-cluster", _ALLOW + 10, "Allow", "Tcp", cluster, (APISERVER_PORT,),
-                         description="kubelets, pods, NAT hosts and other apiservers"),
-            SecurityRule("allow-apiserver-probe", _ALLOW + 20, "Allow", "Tcp", (AZURE_LOAD_BALANCER,),
-                         (APISERVER_PORT,), description="the internal load balancer's /readyz probe"),
-            SecurityRule("deny-apiserver", _DENY, "Deny", "Tcp", (ANY,), (APISERVER_PORT,),
-                         description="nothing else reaches 6443"),
-            *_common_rules(),
-        )),
-        SecurityGroup("nat", ("nat",), (
-            # The hub routes serviceCidr to the NAT hosts' load balancer; the packets still carry
-            # the service IP as destination, which no VNet default rule covers.
-            SecurityRule("allow-services-from-hub", _ALLOW, "Allow", ANY, (HUB,),
-                         destinations=(str(plan.service_cidr),),
-                         description="researchers reach the service range through the NAT hosts"),
-            *_common_rules(),
-        )),
+        SecurityGroup(
+            "apiserver",
+            ("apiserver",),
+            (
+                SecurityRule(
+                    "allow-apiserver-from-hub",
+                    _ALLOW,
+                    "Allow",
+                    "Tcp",
+                    (HUB,),
+                    (APISERVER_PORT,),
+                    description="researchers' kubectl through the hub",
+                ),
+                SecurityRule(
+                    "allow-apiserver-from-cluster",
+                    _ALLOW + 10,
+                    "Allow",
+                    "Tcp",
+                    cluster,
+                    (APISERVER_PORT,),
+                    description="kubelets, pods, NAT hosts and other apiservers",
+                ),
+                SecurityRule(
+                    "allow-apiserver-probe",
+                    _ALLOW + 20,
+                    "Allow",
+                    "Tcp",
+                    (AZURE_LOAD_BALANCER,),
+                    (APISERVER_PORT,),
+                    description="the internal load balancer's /readyz probe",
+                ),
+                SecurityRule(
+                    "deny-apiserver",
+                    _DENY,
+                    "Deny",
+                    "Tcp",
+                    (ANY,),
+                    (APISERVER_PORT,),
+                    description="nothing else reaches 6443",
+                ),
+                *_common_rules(),
+            ),
+        ),
+        SecurityGroup(
+            "nat",
+            ("nat",),
+            (
+                # The hub routes serviceCidr to the NAT hosts' load balancer; the packets still carry
+                # the service IP as destination, which no VNet default rule covers.
+                SecurityRule(
+                    "allow-services-from-hub",
+                    _ALLOW,
+                    "Allow",
+                    ANY,
+                    (HUB,),
+                    destinations=(str(plan.service_cidr),),
+                    description="researchers reach the service range through the NAT hosts",
+                ),
+                *_common_rules(),
+            ),
+        ),
         SecurityGroup("endpoints", ("endpoints",), _common_rules()),
         # MPI launches its ranks over SSH between pods, on pod IPs (7,500-node post), so inside the
         # cluster port 22 stays open on node subnets.
-        SecurityGroup("nodes", node_subnets, (
-            SecurityRule("allow-ssh-between-pods", _ALLOW, "Allow", "Tcp", cluster, (SSH_PORT,),
-                         description="MPI over SSH between pods"),
-            *_common_rules(),
-        )),
+        SecurityGroup(
+            "nodes",
+            node_subnets,
+            (
+                SecurityRule(
+                    "allow-ssh-between-pods",
+                    _ALLOW,
+                    "Allow",
+                    "Tcp",
+                    cluster,
+                    (SSH_PORT,),
+                    description="MPI over SSH between pods",
+                ),
+                *_common_rules(),
+            ),
+        ),
     ]
     return tuple(groups)
 
 
-def _etcd_rules(plan: AddressPlan, subnet_key: str, apiservers: str,
-                monitoring: tuple[str, ...]) -> tuple[SecurityRule, ...]:
+def _etcd_rules(
+    plan: AddressPlan, subnet_key: str, apiservers: str, monitoring: tuple[str, ...]
+) -> tuple[SecurityRule, ...]:
     members = str(plan.subnet(subnet_key).cidr)
     # Without a monitoring pool nobody scrapes etcd, and the deny below closes 2381 to all.
-    metrics = (SecurityRule("allow-etcd-metrics-from-monitoring", _ALLOW + 20, "Allow", "Tcp", monitoring,
-                            (ETCD_METRICS_PORT,), description="Prometheus, on the monitoring pools' subnets"),) \
-        if monitoring else ()
+    metrics = (
+        (
+            SecurityRule(
+                "allow-etcd-metrics-from-monitoring",
+                _ALLOW + 20,
+                "Allow",
+                "Tcp",
+                monitoring,
+                (ETCD_METRICS_PORT,),
+                description="Prometheus, on the monitoring pools' subnets",
+            ),
+        )
+        if monitoring
+        else ()
+    )
     return (
-        SecurityRule("allow-etcd-client-from-apiservers", _ALLOW, "Allow", "Tcp", (apiservers,),
-                     (ETCD_CLIENT_PORT,), description="kube-apiserver is etcd's only client"),
-        SecurityRule("allow-etcd-from-peers", _ALLOW + 10, "Allow", "Tcp", (members,), (ETCD_PORTS,),
-                     description="raft peer traffic and member health checks"),
-        SecurityRule("deny-etcd", _DENY, "Deny", "Tcp", (ANY,), (ETCD_PORTS,),
-                     description="nothing else reaches 2379/2380"),
+        SecurityRule(
+            "allow-etcd-client-from-apiservers",
+            _ALLOW,
+            "Allow",
+            "Tcp",
+            (apiservers,),
+            (ETCD_CLIENT_PORT,),
+            description="kube-apiserver is etcd's only client",
+        ),
+        SecurityRule(
+            "allow-etcd-from-peers",
+            _ALLOW + 10,
+            "Allow",
+            "Tcp",
+            (members,),
+            (ETCD_PORTS,),
+            description="raft peer traffic and member health checks",
+        ),
+        SecurityRule(
+            "deny-etcd", _DENY, "Deny", "Tcp", (ANY,), (ETCD_PORTS,), description="nothing else reaches 2379/2380"
+        ),
         *metrics,
-        SecurityRule("deny-etcd-metrics", _DENY + 10, "Deny", "Tcp", (ANY,), (ETCD_METRICS_PORT,),
-                     description="nothing else reaches etcd's plain-HTTP metrics"),
+        SecurityRule(
+            "deny-etcd-metrics",
+            _DENY + 10,
+            "Deny",
+            "Tcp",
+            (ANY,),
+            (ETCD_METRICS_PORT,),
+            description="nothing else reaches etcd's plain-HTTP metrics",
+        ),
         *_common_rules(),
     )
 
 
 def _common_rules() -> tuple[SecurityRule, ...]:
     return (
-        SecurityRule("allow-ssh-from-hub", _ALLOW + 900, "Allow", "Tcp", (HUB,), (SSH_PORT,),
-                     description="break-glass SSH only through the hub"),
-        SecurityRule("deny-ssh", _DENY + 100, "Deny", "Tcp", (ANY,), (SSH_PORT,),
-                     description="no SSH from anywhere else, including other cluster machines"),
-        SecurityRule("deny-internet-inbound", _DENY_INTERNET, "Deny", ANY, (INTERNET,),
-                     description="nothing from the internet, whatever a later rule or public IP allows"),
+        SecurityRule(
+            "allow-ssh-from-hub",
+            _ALLOW + 900,
+            "Allow",
+            "Tcp",
+            (HUB,),
+            (SSH_PORT,),
+            description="break-glass SSH only through the hub",
+        ),
+        SecurityRule(
+            "deny-ssh",
+            _DENY + 100,
+            "Deny",
+            "Tcp",
+            (ANY,),
+            (SSH_PORT,),
+            description="no SSH from anywhere else, including other cluster machines",
+        ),
+        SecurityRule(
+            "deny-internet-inbound",
+            _DENY_INTERNET,
+            "Deny",
+            ANY,
+            (INTERNET,),
+            description="nothing from the internet, whatever a later rule or public IP allows",
+        ),
     )
 
 
@@ -151,4 +259,3 @@ def subnet_security_groups(plan: AddressPlan) -> dict[str, str]:
     if missing:
         raise ValueError(f"subnets without a security group: {missing}")
     return mapping
-

@@ -35,14 +35,21 @@ def check_nodes(config: ClusterConfig, addresses: AddressPlan, settings: AddonSe
     daemonsets = list(_daemonsets(config, addresses, settings))
     for index, pool in enumerate(config.node_pools):
         # Every shard of a pool runs the same services (shards differ only in their InfiniBand domain).
-        node = node_spec(config, addresses, pool, shards(pool)[0], vault_name=naming.key_vault(config.cluster_name),
-                         registry_login_server=naming.container_registry_login_server(config.cluster_name))
+        node = node_spec(
+            config,
+            addresses,
+            pool,
+            shards(pool)[0],
+            vault_name=naming.key_vault(config.cluster_name),
+            registry_login_server=naming.container_registry_login_server(config.cluster_name),
+        )
         check_host_ports(config, node, daemonsets)
         check_pod_budget(index, pool, node, daemonsets)
 
 
-def _daemonsets(config: ClusterConfig, addresses: AddressPlan,
-                settings: AddonSettings) -> Iterable[tuple[str, dict[str, Any]]]:
+def _daemonsets(
+    config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings
+) -> Iterable[tuple[str, dict[str, Any]]]:
     """``(add-on config key, DaemonSet)`` of every enabled add-on. The cluster autoscaler renders no
     DaemonSet (and needs the Azure identity to render at all), so it is not asked."""
     groups = build_addon_objects(config, addresses, settings, skip=("cluster_autoscaler",))
@@ -115,14 +122,18 @@ def runs_on(pod: Mapping[str, Any], labels: Mapping[str, str], taints: Iterable[
     its nodeSelector and required node affinity match, and it tolerates every NoSchedule/NoExecute taint."""
     if any(labels.get(k) != v for k, v in (pod.get("nodeSelector") or {}).items()):
         return False
-    required = (((pod.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    required = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     terms = required.get("nodeSelectorTerms") or []
     if terms and not any(all(_matches(e, labels) for e in term.get("matchExpressions", [])) for term in terms):
         return False
     tolerations = pod.get("tolerations") or []
-    return all(any(_tolerates(t, taint) for t in tolerations)
-               for taint in taints if taint.effect in ("NoSchedule", "NoExecute"))
+    return all(
+        any(_tolerates(t, taint) for t in tolerations)
+        for taint in taints
+        if taint.effect in ("NoSchedule", "NoExecute")
+    )
 
 
 def _matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -148,15 +159,22 @@ def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
 
 def daemon_pods(node: NodeSpec, daemonsets: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """The DaemonSets that put a pod on this node."""
-    return [ds["metadata"]["name"] for _, ds in daemonsets
-            if runs_on(ds["spec"]["template"]["spec"], node.labels, node.node_taints)]
+    return [
+        ds["metadata"]["name"]
+        for _, ds in daemonsets
+        if runs_on(ds["spec"]["template"]["spec"], node.labels, node.node_taints)
+    ]
 
 
-def check_pod_budget(index: int, pool: NodePoolConfig, node: NodeSpec,
-                     daemonsets: list[tuple[str, dict[str, Any]]]) -> None:
+def check_pod_budget(
+    index: int, pool: NodePoolConfig, node: NodeSpec, daemonsets: list[tuple[str, dict[str, Any]]]
+) -> None:
     running = daemon_pods(node, daemonsets)
     needed = len(running) + 1
     if node.max_pods < needed:
-        raise ConfigError(f"nodePools[{index}].podIpsPerNode", pool.pod_ips_per_node,
-                          f"at least {needed}: it is also kubelet's maxPods, and every {pool.name} node runs "
-                          f"{len(running)} DaemonSet pod(s) ({', '.join(running)}) before any workload")
+        raise ConfigError(
+            f"nodePools[{index}].podIpsPerNode",
+            pool.pod_ips_per_node,
+            f"at least {needed}: it is also kubelet's maxPods, and every {pool.name} node runs "
+            f"{len(running)} DaemonSet pod(s) ({', '.join(running)}) before any workload",
+        )

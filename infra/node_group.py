@@ -43,13 +43,16 @@ def check_scale_sets_stay(cluster_output: Any, cluster_name: str) -> None:
     if not isinstance(cluster_group, str):
         return
     # Azure resource group names are case-insensitive.
-    legacy = sorted(i for i, group in previous_scale_set_groups(cluster_output).items()
-                    if group.lower() == cluster_group.lower())
+    legacy = sorted(
+        i for i, group in previous_scale_set_groups(cluster_output).items() if group.lower() == cluster_group.lower()
+    )
     if legacy:
         expected = naming.node_resource_group(cluster_name)
         raise ConfigError(
-            "clusterName", cluster_name,
+            "clusterName",
+            cluster_name,
             f"a cluster whose scale sets are in {expected}; the last deploy left {len(legacy)} in {cluster_group} "
             f"(e.g. {legacy[0].rsplit('/', 1)[-1]}), and moving them replaces every node. Build the node "
             f"resource group with a new cluster, or keep deploying this one with the release that created it "
-            f"(docs/security.md, \"An existing cluster\")")
+            f'(docs/security.md, "An existing cluster")',
+        )

@@ -25,10 +25,18 @@ def shard_names(spec: ClusterSpec) -> list[str]:
     return [shard.name for pool in spec.config.node_pools for shard in shards(pool)]
 
 
-def cluster_contract(spec: ClusterSpec, *, resource_group_name: Any, vnet_ids: Mapping[str, Any],
-                     subnet_ids: Mapping[str, Any], scale_set_ids: Mapping[str, Any], ca_certificate: Any,
-                     admin_kubeconfig: Any, etcd_backup_storage_account_id: Any,
-                     etcd_backup_container_url: Any) -> ClusterContract:
+def cluster_contract(
+    spec: ClusterSpec,
+    *,
+    resource_group_name: Any,
+    vnet_ids: Mapping[str, Any],
+    subnet_ids: Mapping[str, Any],
+    scale_set_ids: Mapping[str, Any],
+    ca_certificate: Any,
+    admin_kubeconfig: Any,
+    etcd_backup_storage_account_id: Any,
+    etcd_backup_container_url: Any,
+) -> ClusterContract:
     """``scale_set_ids`` maps every planned shard name (``shard_names``) to its scale set's id."""
     expected = shard_names(spec)
     if sorted(scale_set_ids) != sorted(expected):
@@ -38,10 +46,15 @@ def cluster_contract(spec: ClusterSpec, *, resource_group_name: Any, vnet_ids: M
     config, addresses = spec.config, spec.addresses
     node_pools = {
         pool.name: NodePool(
-            role=pool.role, vm_size=pool.vm_size, min_nodes=0 if pool.retired else pool.min_nodes,
-            max_nodes=0 if pool.retired else pool.max_nodes, retired=pool.retired,
-            shards=tuple(Shard(name=shard.name, scale_set_id=scale_set_ids[shard.name],
-                               subnet_id=subnet_ids[shard.name]) for shard in shards(pool)),
+            role=pool.role,
+            vm_size=pool.vm_size,
+            min_nodes=0 if pool.retired else pool.min_nodes,
+            max_nodes=0 if pool.retired else pool.max_nodes,
+            retired=pool.retired,
+            shards=tuple(
+                Shard(name=shard.name, scale_set_id=scale_set_ids[shard.name], subnet_id=subnet_ids[shard.name])
+                for shard in shards(pool)
+            ),
         )
         for pool in config.node_pools
     }

@@ -31,7 +31,9 @@ def check_pool_removals(cluster_output: Any, config: ClusterConfig) -> None:
     for name, retired in sorted(previous_pools(cluster_output).items()):
         if name not in kept and not retired:
             raise ConfigError(
-                "nodePools", kept,
+                "nodePools",
+                kept,
                 f"pool {name} still listed: the last deploy ran it without retired: true, and removing a pool "
                 f"deletes every node in it. Set retired: true on it and deploy, drain it, then remove it "
-                f"(docs/runbooks/remove-a-pool.md)")
+                f"(docs/runbooks/remove-a-pool.md)",
+            )

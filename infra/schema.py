@@ -86,8 +86,15 @@ class Section:
             return default
         return value
 
-    def string(self, name: str, default: Any = MISSING, pattern: str | None = None,
-               accepted: str = "a non-empty string", allow_empty: bool = False, description: str = "") -> str:
+    def string(
+        self,
+        name: str,
+        default: Any = MISSING,
+        pattern: str | None = None,
+        accepted: str = "a non-empty string",
+        allow_empty: bool = False,
+        description: str = "",
+    ) -> str:
         self._record(name, "string", default, accepted, description)
         value = self._take(name, default)
         if value is None and default is None:
@@ -100,8 +107,14 @@ class Section:
             raise ConfigError(self.key(name), value, accepted)
         return value
 
-    def integer(self, name: str, default: Any = MISSING, minimum: int | None = None,
-                maximum: int | None = None, description: str = "") -> int:
+    def integer(
+        self,
+        name: str,
+        default: Any = MISSING,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        description: str = "",
+    ) -> int:
         accepted = _range_text(minimum, maximum)
         self._record(name, "integer", default, accepted, description)
         value = self._take(name, default)
@@ -139,10 +152,21 @@ class Section:
         value = self._take(name, default)
         return Section(value, self.key(name))
 
-    def items(self, name: str, parse: Callable[[Section], T], default: Any = MISSING,
-              min_items: int = 0, description: str = "") -> tuple[T, ...]:
-        self._record(name, "list of objects", default,
-                     f"a list of at least {min_items} object(s)" if min_items else "a list of objects", description)
+    def items(
+        self,
+        name: str,
+        parse: Callable[[Section], T],
+        default: Any = MISSING,
+        min_items: int = 0,
+        description: str = "",
+    ) -> tuple[T, ...]:
+        self._record(
+            name,
+            "list of objects",
+            default,
+            f"a list of at least {min_items} object(s)" if min_items else "a list of objects",
+            description,
+        )
         value = self._take(name, default)
         if not isinstance(value, list):
             raise ConfigError(self.key(name), value, "a list")
@@ -150,16 +174,23 @@ class Section:
             raise ConfigError(self.key(name), value, f"a list of at least {min_items} item(s)")
         return tuple(parse(Section(item, f"{self.key(name)}[{i}]")) for i, item in enumerate(value))
 
-    def string_list(self, name: str, default: Any = MISSING, accepted: str = "a list of non-empty strings",
-                    description: str = "") -> tuple[str, ...]:
+    def string_list(
+        self, name: str, default: Any = MISSING, accepted: str = "a list of non-empty strings", description: str = ""
+    ) -> tuple[str, ...]:
         self._record(name, "list of strings", default, accepted, description)
         value = self._take(name, default)
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ConfigError(self.key(name), value, accepted)
         return tuple(value)
 
-    def string_map(self, name: str, default: Any = MISSING, key_pattern: str | None = None,
-                   accepted: str = "a mapping of string keys to string values", description: str = "") -> dict[str, str]:
+    def string_map(
+        self,
+        name: str,
+        default: Any = MISSING,
+        key_pattern: str | None = None,
+        accepted: str = "a mapping of string keys to string values",
+        description: str = "",
+    ) -> dict[str, str]:
         self._record(name, "map of strings", default, accepted, description)
         value = self._take(name, default)
         if not isinstance(value, Mapping) or not all(
@@ -176,8 +207,11 @@ class Section:
         unknown = sorted(set(self.raw) - self._seen, key=str)
         if unknown:
             known = ", ".join(sorted(self._seen)) or "no keys"
-            raise ConfigError(self.key(_key_name(unknown[0])), self.raw[unknown[0]],
-                              f"a known key (unknown key; this object accepts: {known})")
+            raise ConfigError(
+                self.key(_key_name(unknown[0])),
+                self.raw[unknown[0]],
+                f"a known key (unknown key; this object accepts: {known})",
+            )
 
 
 def _key_name(name: Any) -> str:

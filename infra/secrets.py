@@ -53,7 +53,7 @@ def fetch_script(vault_name: str, secrets: Sequence[SecretFile]) -> str:
         '  tmp=$(mktemp -p "$(dirname "$2")")',
         '  curl -sf --retry 30 --retry-delay 2 --retry-all-errors -H "Authorization: Bearer $TOKEN" \\',
         f'    "$vault/secrets/$1?api-version={KEY_VAULT_API_VERSION}" \\',
-        "    | python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)[\"value\"])' > \"$tmp\"",
+        '    | python3 -c \'import json,sys; sys.stdout.write(json.load(sys.stdin)["value"])\' > "$tmp"',
         '  chmod "$3" "$tmp"',
         '  mv "$tmp" "$2"',
         "}",
@@ -72,8 +72,9 @@ def add_identity(cloud: CloudConfig, identity_name: str) -> None:
     cloud.add(IMDS_TOKEN_SCRIPT, _IMDS_TOKEN_SOURCE.read_text(), permissions="0755")
 
 
-def add_secret_fetching(cloud: CloudConfig, vault_name: str, secrets: Sequence[SecretFile],
-                        before: Sequence[str], identity_name: str) -> None:
+def add_secret_fetching(
+    cloud: CloudConfig, vault_name: str, secrets: Sequence[SecretFile], before: Sequence[str], identity_name: str
+) -> None:
     """Adds the role identity, the fetch script and the boot unit that runs it ahead of ``before``."""
     add_identity(cloud, identity_name)
     cloud.add(FETCH_SCRIPT_PATH, fetch_script(vault_name, secrets), permissions="0700")
@@ -84,8 +85,7 @@ def add_secret_fetching(cloud: CloudConfig, vault_name: str, secrets: Sequence[S
             [FETCH_SCRIPT_PATH],
             after=["network-online.target"],
             wants=["network-online.target"],
-            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure",
-                     "RestartSec": "10"},
+            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
             unit_extra={"Before": " ".join(before)},
         ),
     )

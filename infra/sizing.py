@@ -47,6 +47,7 @@ def shards(pool: NodePoolConfig) -> tuple[Shard, ...]:
         shard_min = min(shard_max, remaining_min)
         remaining_max -= shard_max
         remaining_min -= shard_min
-        result.append(Shard(pool.name, index, 0 if pool.retired else shard_max,
-                            0 if pool.retired else shard_min, capacity))
+        result.append(
+            Shard(pool.name, index, 0 if pool.retired else shard_max, 0 if pool.retired else shard_min, capacity)
+        )
     return tuple(result)

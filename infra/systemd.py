@@ -16,9 +16,17 @@ def flags(args: Mapping[str, str | int | bool]) -> list[str]:
     return rendered
 
 
-def unit(description: str, exec_start: Sequence[str], *, after: Sequence[str] = (),
-         requires: Sequence[str] = (), wants: Sequence[str] = (), service: Mapping[str, str] | None = None,
-         wanted_by: str | None = "multi-user.target", unit_extra: Mapping[str, str] | None = None) -> str:
+def unit(
+    description: str,
+    exec_start: Sequence[str],
+    *,
+    after: Sequence[str] = (),
+    requires: Sequence[str] = (),
+    wants: Sequence[str] = (),
+    service: Mapping[str, str] | None = None,
+    wanted_by: str | None = "multi-user.target",
+    unit_extra: Mapping[str, str] | None = None,
+) -> str:
     """A ``[Unit]/[Service]/[Install]`` file; ``exec_start`` is the binary followed by its flags.
     ``wanted_by=None`` leaves out ``[Install]`` (a service only ever started by a timer or another unit)."""
     lines = ["[Unit]", f"Description={description}"]

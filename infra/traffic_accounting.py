@@ -69,12 +69,16 @@ def accounting_ruleset(plan: AddressPlan) -> Ruleset:
         rules.append(Rule(comment=f"{COMMENT_PREFIX} traffic=internet-{direction}"))
         return Chain("mangle", name, hook, tuple(rules))
 
-    return Ruleset("traffic-accounting", "count internet and intra-cluster traffic apart (mangle, count only)", (
-        chain("SUPERCLUSTER-ACCT-IN", "INPUT", "in"),
-        chain("SUPERCLUSTER-ACCT-OUT", "OUTPUT", "out"),
-        chain("SUPERCLUSTER-ACCT-FWD-IN", "FORWARD", "in"),
-        chain("SUPERCLUSTER-ACCT-FWD-OUT", "FORWARD", "out"),
-    ))
+    return Ruleset(
+        "traffic-accounting",
+        "count internet and intra-cluster traffic apart (mangle, count only)",
+        (
+            chain("SUPERCLUSTER-ACCT-IN", "INPUT", "in"),
+            chain("SUPERCLUSTER-ACCT-OUT", "OUTPUT", "out"),
+            chain("SUPERCLUSTER-ACCT-FWD-IN", "FORWARD", "in"),
+            chain("SUPERCLUSTER-ACCT-FWD-OUT", "FORWARD", "out"),
+        ),
+    )
 
 
 def boot_steps(config: ClusterConfig, plan: AddressPlan) -> list[Callable[[CloudConfig], None]]:
@@ -88,19 +92,24 @@ def boot_steps(config: ClusterConfig, plan: AddressPlan) -> list[Callable[[Cloud
 def counters_script() -> str:
     """Dumps the mangle table's counters to ``COUNTERS_FILE`` (written aside, then renamed, so a reader
     never sees half a file); with ``INTERVAL_SECONDS`` set, again and again."""
-    return "\n".join([
-        "#!/bin/bash",
-        "# Written by supercluster (infra/traffic_accounting.py): publishes the traffic-accounting counters.",
-        "set -euo pipefail",
-        f'file="${{COUNTERS_FILE:-{COUNTERS_FILE}}}"',
-        'install -d -m 0755 "$(dirname "$file")"',
-        "while :; do",
-        '  iptables-save --counters --table mangle > "$file.tmp"',
-        '  chmod 0644 "$file.tmp" && mv -f "$file.tmp" "$file"',
-        '  [ -n "${INTERVAL_SECONDS:-}" ] || exit 0',
-        '  sleep "$INTERVAL_SECONDS"',
-        "done",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "#!/bin/bash",
+                "# Written by supercluster (infra/traffic_accounting.py): publishes the traffic-accounting counters.",
+                "set -euo pipefail",
+                f'file="${{COUNTERS_FILE:-{COUNTERS_FILE}}}"',
+                'install -d -m 0755 "$(dirname "$file")"',
+                "while :; do",
+                '  iptables-save --counters --table mangle > "$file.tmp"',
+                '  chmod 0644 "$file.tmp" && mv -f "$file.tmp" "$file"',
+                '  [ -n "${INTERVAL_SECONDS:-}" ] || exit 0',
+                '  sleep "$INTERVAL_SECONDS"',
+                "done",
+            ]
+        )
+        + "\n"
+    )
 
 
 def add_traffic_accounting(cloud: CloudConfig, plan: AddressPlan) -> None:
@@ -109,10 +118,14 @@ def add_traffic_accounting(cloud: CloudConfig, plan: AddressPlan) -> None:
     ruleset = accounting_ruleset(plan)
     add_ruleset(cloud, ruleset, before=BEFORE)
     cloud.add(COUNTERS_SCRIPT_PATH, counters_script(), permissions="0755")
-    cloud.add(f"/etc/systemd/system/{COUNTERS_UNIT}", systemd.unit(
-        "supercluster: publish the traffic-accounting counters for the exporter",
-        [COUNTERS_SCRIPT_PATH],
-        after=[ruleset.unit], wants=[ruleset.unit],
-        service={"Environment": f"INTERVAL_SECONDS={COUNTERS_INTERVAL_SECONDS}"},
-    ))
+    cloud.add(
+        f"/etc/systemd/system/{COUNTERS_UNIT}",
+        systemd.unit(
+            "supercluster: publish the traffic-accounting counters for the exporter",
+            [COUNTERS_SCRIPT_PATH],
+            after=[ruleset.unit],
+            wants=[ruleset.unit],
+            service={"Environment": f"INTERVAL_SECONDS={COUNTERS_INTERVAL_SECONDS}"},
+        ),
+    )
     cloud.runcmd.append(["systemctl", "enable", "--now", COUNTERS_UNIT])

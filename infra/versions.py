@@ -14,8 +14,7 @@ from __future__ import annotations
 # image version (docs/node-image.md).
 UBUNTU_IMAGE = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.202505280"}
 # Microsoft's HPC image: NVIDIA driver, fabric manager, DOCA/OFED for InfiniBand preinstalled.
-UBUNTU_HPC_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204",
-                    "version": "22.04.2024102301"}
+UBUNTU_HPC_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "22.04.2024102301"}
 
 ETCD_VERSION = "3.5.21"
 # SHA-256 of etcd-v3.5.21-linux-amd64.tar.gz as published in the release's SHA256SUMS

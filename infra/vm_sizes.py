@@ -57,8 +57,7 @@ _SIZES = (
     VmSize("Standard_D4s_v5", 4, 16),
     VmSize("Standard_D16s_v5", 16, 64),
     # GPU.
-    VmSize("Standard_ND96isr_H100_v5", 96, 1900, nvme_disks=8, temp_disk_gib=1000, gpus=8,
-           infiniband=True),
+    VmSize("Standard_ND96isr_H100_v5", 96, 1900, nvme_disks=8, temp_disk_gib=1000, gpus=8, infiniband=True),
     VmSize("Standard_ND96asr_v4", 96, 900, temp_disk_gib=6000, gpus=8, infiniband=True),
     VmSize("Standard_NC24ads_A100_v4", 24, 220, nvme_disks=1, temp_disk_gib=64, gpus=1),
 )

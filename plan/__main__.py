@@ -46,17 +46,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m plan", description=__doc__.splitlines()[0])
     parser.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
     parser.add_argument("--out", type=Path, help="output directory (default build/plan/<stack>)")
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config value like `pulumi config set --path` (repeatable)")
-    parser.add_argument("--config-file", type=Path, metavar="FILE",
-                        help="read the stack's config from FILE instead of Pulumi.<stack>.yaml (as pulumi --config-file)")
-    parser.add_argument("--stack-outputs", action="append", default=[], type=Path, metavar="FILE",
-                        help="YAML/JSON {org/project/stack: {output: value}} answering StackReferences "
-                             "(default: example outputs for the hub stack, marked as such in the summary)")
-    parser.add_argument("--diff", type=Path, metavar="OLD_DIR",
-                        help="compare with an earlier plan directory; exit 0 unchanged, 1 changed, "
-                             "4 changed with a protected/stateful resource replaced, deleted or unprotected, more "
-                             "than one machine of a role down, or a live pool resized")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value like `pulumi config set --path` (repeatable)",
+    )
+    parser.add_argument(
+        "--config-file",
+        type=Path,
+        metavar="FILE",
+        help="read the stack's config from FILE instead of Pulumi.<stack>.yaml (as pulumi --config-file)",
+    )
+    parser.add_argument(
+        "--stack-outputs",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="YAML/JSON {org/project/stack: {output: value}} answering StackReferences "
+        "(default: example outputs for the hub stack, marked as such in the summary)",
+    )
+    parser.add_argument(
+        "--diff",
+        type=Path,
+        metavar="OLD_DIR",
+        help="compare with an earlier plan directory; exit 0 unchanged, 1 changed, "
+        "4 changed with a protected/stateful resource replaced, deleted or unprotected, more "
+        "than one machine of a role down, or a live pool resized",
+    )
     args = parser.parse_args(argv)
     out = args.out or PROJECT_DIR / "build" / "plan" / args.stack
     try:
@@ -72,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     # The program validated this config already; the summary needs only its parsed form and address plan.
     parsed = parse_config(namespace_values(config), config.get(LOCATION_KEY))
-    summary = render_summary(args.stack, parsed, plan_addresses(parsed), run.registrations,
-                             example_stacks=run.example_stacks)
+    summary = render_summary(
+        args.stack, parsed, plan_addresses(parsed), run.registrations, example_stacks=run.example_stacks
+    )
     files = plan_files(run.registrations, run.outputs, summary)
     leaks = scan_files(files, run.secret_values)
     if leaks:

@@ -60,8 +60,11 @@ def recorded(registration: Registration) -> dict[str, Any]:
     raw = _raw_custom_data(registration)
     if raw is not None:
         digest = hashlib.sha256(raw.encode()).hexdigest()[:16]
-        document["inputs"] = _replaced(document["inputs"], VM_TYPES[registration.type],
-                                       f"[base64 of files/{registration.name}/cloud-init.yaml, sha256 {digest}]")
+        document["inputs"] = _replaced(
+            document["inputs"],
+            VM_TYPES[registration.type],
+            f"[base64 of files/{registration.name}/cloud-init.yaml, sha256 {digest}]",
+        )
     return document
 
 
@@ -117,7 +120,8 @@ def collect_files(registrations: list[Registration]) -> dict[str, str]:
             namespace = metadata.get("namespace") or "_cluster"
             name = metadata.get("name") or registration.name
             files[f"k8s/{namespace}/{manifest['kind']}-{name}.yaml"] = yaml_text.dump(
-                manifest, literal_blocks=True, sort_keys=False, default_flow_style=False)
+                manifest, literal_blocks=True, sort_keys=False, default_flow_style=False
+            )
     return files
 
 
@@ -175,7 +179,7 @@ def _link_identical_trees(out: Path, files: dict[str, str], made: set[str]) -> s
     for relative, text in files.items():
         tree = _tree_of(relative)
         if tree is not None:
-            trees.setdefault(tree, []).append((relative[len(tree):], text))
+            trees.setdefault(tree, []).append((relative[len(tree) :], text))
     first: dict[tuple[tuple[str, str], ...], str] = {}
     linked = set()
     for tree, contents in trees.items():

@@ -47,8 +47,10 @@ class Plan:
 def load_plan(directory: Path) -> Plan:
     resources_file = directory / "resources.json"
     if not resources_file.is_file():
-        raise PlanDirectoryError(f"{directory} is not a plan directory (no resources.json); "
-                                 f"write one with: python -m plan --stack STACK --out {directory}")
+        raise PlanDirectoryError(
+            f"{directory} is not a plan directory (no resources.json); "
+            f"write one with: python -m plan --stack STACK --out {directory}"
+        )
     try:
         resources = json.loads(resources_file.read_text())
         outputs_file = directory / "outputs.json"
@@ -101,6 +103,7 @@ def changed_paths(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 
 # --------------------------------------------------------------------------- resource changes
+
 
 @dataclass(frozen=True)
 class ResourceChange:
@@ -204,10 +207,12 @@ def _deleted(resource: dict[str, Any]) -> ResourceChange:
     stateful = _stateful(resource)
     danger = None
     if stateful:
-        danger = (f"deletes a {stateful} resource"
-                  + (": pulumi up stops here until it is unprotected on purpose" if stateful == "protected" else ""))
-    return ResourceChange("delete", resource["urn"], resource["type"], resource["name"], stateful=stateful,
-                          danger=danger)
+        danger = f"deletes a {stateful} resource" + (
+            ": pulumi up stops here until it is unprotected on purpose" if stateful == "protected" else ""
+        )
+    return ResourceChange(
+        "delete", resource["urn"], resource["type"], resource["name"], stateful=stateful, danger=danger
+    )
 
 
 def _compare(old: dict[str, Any], new: dict[str, Any], aliased: bool) -> ResourceChange | None:
@@ -217,9 +222,13 @@ def _compare(old: dict[str, Any], new: dict[str, Any], aliased: bool) -> Resourc
         # A VM that ignored its customData holds, in the state, the cloud-init its tag names, not the one the old
         # plan declared: a new tag is a new customData for pulumi up.
         input_paths.append(CUSTOM_DATA_PATH)
-    option_paths = [f"options.{path}" for path in changed_paths(
-        {k: v for k, v in old["options"].items() if k != "aliases"},
-        {k: v for k, v in new["options"].items() if k != "aliases"})]
+    option_paths = [
+        f"options.{path}"
+        for path in changed_paths(
+            {k: v for k, v in old["options"].items() if k != "aliases"},
+            {k: v for k, v in new["options"].items() if k != "aliases"},
+        )
+    ]
     if not input_paths and not option_paths and not urn_changed:
         return None
     ignore = new["options"].get("ignoreChanges", [])
@@ -227,8 +236,13 @@ def _compare(old: dict[str, Any], new: dict[str, Any], aliased: bool) -> Resourc
     applied = [p for p in input_paths if p not in ignored]
     replaced = replacements(new["type"], applied, new["options"].get("replaceOnChanges", []))
     if urn_changed and not aliased:
-        replaced.append(Replacement("urn", f"the URN changed from {old['urn']} with no alias: Pulumi deletes "
-                                           f"the old resource and creates the new one"))
+        replaced.append(
+            Replacement(
+                "urn",
+                f"the URN changed from {old['urn']} with no alias: Pulumi deletes "
+                f"the old resource and creates the new one",
+            )
+        )
     stateful = _stateful(old) or _stateful(new)
     danger = None
     if replaced and stateful:
@@ -236,14 +250,23 @@ def _compare(old: dict[str, Any], new: dict[str, Any], aliased: bool) -> Resourc
     elif old["options"].get("protect") and not new["options"].get("protect"):
         danger = "removes protection: the next change may delete it"
     return ResourceChange(
-        action="replace" if replaced else "update", urn=new["urn"], type=new["type"], name=new["name"],
-        changed=tuple(applied + option_paths), ignored=ignored, replacements=tuple(replaced),
-        previous_urn=old["urn"] if urn_changed else None, aliased=aliased, stateful=stateful,
-        note=in_place_note(new["type"], applied), danger=danger,
+        action="replace" if replaced else "update",
+        urn=new["urn"],
+        type=new["type"],
+        name=new["name"],
+        changed=tuple(applied + option_paths),
+        ignored=ignored,
+        replacements=tuple(replaced),
+        previous_urn=old["urn"] if urn_changed else None,
+        aliased=aliased,
+        stateful=stateful,
+        note=in_place_note(new["type"], applied),
+        danger=danger,
     )
 
 
 # --------------------------------------------------------------------------- day 2: machines and pools
+
 
 def _role(resource: dict[str, Any] | None) -> str | None:
     tags = (resource or {}).get("inputs", {}).get("tags") or {}
@@ -275,10 +298,13 @@ def _flag_machine_wide_restarts(result: PlanDiff, old: Plan, new: Plan) -> None:
         names = ", ".join(f"{result.resources[i].name} {_disruption(result.resources[i])}" for i in indexes)
         for i in indexes:
             change = result.resources[i]
-            danger = (f"{len(indexes)} {role} machines go down in one deploy ({names}); roll them one per "
-                      f"deploy (docs/day2.md)")
+            danger = (
+                f"{len(indexes)} {role} machines go down in one deploy ({names}); roll them one per "
+                f"deploy (docs/day2.md)"
+            )
             result.resources[i] = dataclasses.replace(
-                change, danger=f"{change.danger}; {danger}" if change.danger else danger)
+                change, danger=f"{change.danger}; {danger}" if change.danger else danger
+            )
 
 
 def _flag_capacity_sent(result: PlanDiff, new: Plan) -> None:
@@ -290,19 +316,32 @@ def _flag_capacity_sent(result: PlanDiff, new: Plan) -> None:
         capacity = (new.resources[change.urn]["inputs"].get("sku") or {}).get("capacity")
         if capacity is None:
             continue
-        danger = (f"sends sku.capacity={capacity} to a live scale set: Azure scales the pool to it, deleting "
-                  f"the nodes above it")
+        danger = (
+            f"sends sku.capacity={capacity} to a live scale set: Azure scales the pool to it, deleting "
+            f"the nodes above it"
+        )
         result.resources[i] = dataclasses.replace(
-            change, danger=f"{change.danger}; {danger}" if change.danger else danger)
+            change, danger=f"{change.danger}; {danger}" if change.danger else danger
+        )
 
 
 # --------------------------------------------------------------------------- rendered files
+
 
 def _diff_files(old: dict[str, str], new: dict[str, str], result: PlanDiff) -> None:
     result.files_added = sorted(set(new) - set(old))
     result.files_removed = sorted(set(old) - set(new))
     for path in sorted(set(old) & set(new)):
         if old[path] != new[path]:
-            result.files_changed[path] = "\n".join(difflib.unified_diff(
-                old[path].splitlines(), new[path].splitlines(),
-                fromfile=f"a/files/{path}", tofile=f"b/files/{path}", lineterm="")) + "\n"
+            result.files_changed[path] = (
+                "\n".join(
+                    difflib.unified_diff(
+                        old[path].splitlines(),
+                        new[path].splitlines(),
+                        fromfile=f"a/files/{path}",
+                        tofile=f"b/files/{path}",
+                        lineterm="",
+                    )
+                )
+                + "\n"
+            )

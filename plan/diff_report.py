@@ -24,13 +24,20 @@ def render_diff(stack: str, old_label: str, diff: PlanDiff, max_chars: int = DEF
     if not diff.changed:
         return "\n".join(lines + ["No changes: every resource, output and rendered file is the same.", ""])
     counts = {action: len(diff.of(action)) for action in SYMBOLS}
-    lines += [f"**{counts['create']} to create, {counts['update']} to update, {counts['replace']} to replace, "
-              f"{counts['delete']} to delete; {len(diff.files_changed)} rendered files changed, "
-              f"{len(diff.files_added)} added, {len(diff.files_removed)} removed.**", ""]
+    lines += [
+        f"**{counts['create']} to create, {counts['update']} to update, {counts['replace']} to replace, "
+        f"{counts['delete']} to delete; {len(diff.files_changed)} rendered files changed, "
+        f"{len(diff.files_added)} added, {len(diff.files_removed)} removed.**",
+        "",
+    ]
     if diff.dangers:
-        lines += ["> [!CAUTION]", "> **This change replaces, deletes or unprotects stateful resources, takes more than "
-                  "one machine of a role down, or resizes a live pool.** "
-                  "Read the runbook before `pulumi up`.", ">"]
+        lines += [
+            "> [!CAUTION]",
+            "> **This change replaces, deletes or unprotects stateful resources, takes more than "
+            "one machine of a role down, or resizes a live pool.** "
+            "Read the runbook before `pulumi up`.",
+            ">",
+        ]
         lines += [f"> - `{c.name}` (`{c.type}`): {c.danger}{_why(c)}" for c in diff.dangers]
         lines.append("")
     lines += _resources(diff.resources)
@@ -58,7 +65,8 @@ def _resources(changes: list[ResourceChange]) -> list[str]:
             inputs += f"<br>renamed from `{change.previous_urn}` (alias: same resource)"
         if change.ignored:
             inputs += "<br>ignored (`ignoreChanges`, not applied by `pulumi up`): " + ", ".join(
-                f"`{p}`" for p in change.ignored)
+                f"`{p}`" for p in change.ignored
+            )
         lines.append(f"| {SYMBOLS[change.action]} {change.action} | `{change.name}` | `{change.type}` | {inputs} |")
     lines.append("")
     notes: dict[str, list[str]] = defaultdict(list)
@@ -67,8 +75,10 @@ def _resources(changes: list[ResourceChange]) -> list[str]:
             notes[change.note].append(change.name)
     for note, names in notes.items():
         lines += [f"Note ({len(names)} of the resources above): {note}.", ""]
-    return lines + ["Offline diff: secret inputs show as `[secret]` in both plans, so a changed secret "
-                    "does not appear here.", ""]
+    return lines + [
+        "Offline diff: secret inputs show as `[secret]` in both plans, so a changed secret does not appear here.",
+        "",
+    ]
 
 
 def _files(diff: PlanDiff, budget: int) -> str:
@@ -81,15 +91,21 @@ def _files(diff: PlanDiff, budget: int) -> str:
     omitted: list[str] = []
     for hunks, paths in groups.items():
         title = f"`files/{paths[0]}`" + (f" and {len(paths) - 1} more with the same change" if len(paths) > 1 else "")
-        block = [f"#### changed: {title}", ""] + (_path_list(paths) if len(paths) > 1 else []) + \
-            ["```diff", hunks.rstrip("\n"), "```", ""]
+        block = (
+            [f"#### changed: {title}", ""]
+            + (_path_list(paths) if len(paths) > 1 else [])
+            + ["```diff", hunks.rstrip("\n"), "```", ""]
+        )
         if len("\n".join(lines + block)) > budget - 2_000:
             omitted += paths
             continue
         lines += block
     if omitted:
-        lines += [f"{len(omitted)} more changed files are not shown here (comment size); "
-                  "`python -m plan --stack STACK --diff OLD_DIR` shows them all:", ""] + _path_list(omitted)
+        lines += [
+            f"{len(omitted)} more changed files are not shown here (comment size); "
+            "`python -m plan --stack STACK --diff OLD_DIR` shows them all:",
+            "",
+        ] + _path_list(omitted)
     for title, paths in (("added", diff.files_added), ("removed", diff.files_removed)):
         if paths:
             lines += [f"#### {title}: {len(paths)} files", ""] + _path_list(paths)

@@ -36,8 +36,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pool not in pools:
         parser.error(f"--pool {args.pool}: expected a pool of stack {args.stack}: {', '.join(pools)}")
     try:
-        objects = infiniband_job(name=args.name, namespace=args.namespace, pool=pools[args.pool],
-                                 nodes=args.nodes, image=args.image, command=args.command)
+        objects = infiniband_job(
+            name=args.name,
+            namespace=args.namespace,
+            pool=pools[args.pool],
+            nodes=args.nodes,
+            image=args.image,
+            command=args.command,
+        )
     except ValueError as error:
         parser.error(str(error))
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False)

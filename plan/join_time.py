@@ -26,10 +26,16 @@ class Step:
 
 
 STEPS = (
-    Step("autoscaler notices the pending pod", 10,
-         "cluster-autoscaler --scan-interval default 10s (cluster-autoscaler FAQ, parameters table)"),
-    Step("VM created from the gallery image", TYPICAL_CREATE_SECONDS["azure-native:compute:VirtualMachine"],
-         "the deploy critical path's VM estimate (plan/critical_path.py)"),
+    Step(
+        "autoscaler notices the pending pod",
+        10,
+        "cluster-autoscaler --scan-interval default 10s (cluster-autoscaler FAQ, parameters table)",
+    ),
+    Step(
+        "VM created from the gallery image",
+        TYPICAL_CREATE_SECONDS["azure-native:compute:VirtualMachine"],
+        "the deploy critical path's VM estimate (plan/critical_path.py)",
+    ),
     Step("boot and cloud-init writes the files", 45, ESTIMATE),
     Step("local SSDs formatted and mounted", 10, ESTIMATE),
     # Without the image: kubelet, kube-proxy, containerd, runc and the CNI plugins from dl.k8s.io and
@@ -45,15 +51,23 @@ STEPS = (
 
 
 def total_seconds(gpu: bool, with_image: bool = True) -> int:
-    return sum(step.seconds if with_image or step.without_image is None else step.without_image
-               for step in STEPS if gpu or not step.gpu_only)
+    return sum(
+        step.seconds if with_image or step.without_image is None else step.without_image
+        for step in STEPS
+        if gpu or not step.gpu_only
+    )
 
 
 def summary_lines(gpu_pools: bool) -> list[str]:
     """The plan summary's section: the table, then the totals with and without the image."""
-    lines = ["## Node join time", "",
-             "From scale-out to a Ready node (docs/node-image.md; estimates until measured):", "",
-             "| step | seconds | without the machine image | source |", "|---|---:|---:|---|"]
+    lines = [
+        "## Node join time",
+        "",
+        "From scale-out to a Ready node (docs/node-image.md; estimates until measured):",
+        "",
+        "| step | seconds | without the machine image | source |",
+        "|---|---:|---:|---|",
+    ]
     for step in STEPS:
         if step.gpu_only and not gpu_pools:
             continue
@@ -61,11 +75,19 @@ def summary_lines(gpu_pools: bool) -> list[str]:
         name = f"{step.name} (GPU pools)" if step.gpu_only else step.name
         lines.append(f"| {name} | {step.seconds} | {without} | {step.source} |")
     cpu, cpu_without = total_seconds(False), total_seconds(False, with_image=False)
-    lines += ["", f"**CPU node: about {cpu // 60} min {cpu % 60:02d} s** "
-                  f"({cpu_without - cpu} s of downloads avoided by the machine image)."]
+    lines += [
+        "",
+        f"**CPU node: about {cpu // 60} min {cpu % 60:02d} s** "
+        f"({cpu_without - cpu} s of downloads avoided by the machine image).",
+    ]
     if gpu_pools:
         gpu, gpu_without = total_seconds(True), total_seconds(True, with_image=False)
-        lines.append(f"**GPU node: about {gpu // 60} min {gpu % 60:02d} s** "
-                     f"({gpu_without - gpu} s of downloads avoided).")
-    return lines + ["", "A new `machineImageVersion` first needs its image build, which Image Builder runs outside "
-                        "`pulumi up` and which neither estimate counts (docs/node-image.md, rollout runbook).", ""]
+        lines.append(
+            f"**GPU node: about {gpu // 60} min {gpu % 60:02d} s** ({gpu_without - gpu} s of downloads avoided)."
+        )
+    return lines + [
+        "",
+        "A new `machineImageVersion` first needs its image build, which Image Builder runs outside "
+        "`pulumi up` and which neither estimate counts (docs/node-image.md, rollout runbook).",
+        "",
+    ]

@@ -88,8 +88,13 @@ class Registration:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "urn": self.urn, "id": self.id, "type": self.type, "name": self.name,
-            "parent": self.parent, "inputs": self.inputs, "options": self.options,
+            "urn": self.urn,
+            "id": self.id,
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent,
+            "inputs": self.inputs,
+            "options": self.options,
             "dependencies": self.dependencies,
         }
 
@@ -111,8 +116,11 @@ class PlanMocks(pulumi.runtime.Mocks):
         typ, name = args.typ, args.name
         if typ == "pulumi:pulumi:StackReference":
             stack_name = args.inputs.get("name") or name
-            return stack_name, {"name": stack_name, "outputs": self.stack_outputs.get(stack_name, {}),
-                                "secretOutputNames": []}
+            return stack_name, {
+                "name": stack_name,
+                "outputs": self.stack_outputs.get(stack_name, {}),
+                "secretOutputNames": [],
+            }
         if typ.startswith("tls:"):
             outputs = _tls_outputs(typ, name)
             state.update(outputs)
@@ -129,14 +137,19 @@ class PlanMocks(pulumi.runtime.Mocks):
         elif typ.startswith("azure-native:"):
             state["name"] = args.inputs.get("name") or _azure_name(typ, args.inputs, name)
             state.update(_azure_outputs(typ, {**args.inputs, **state}))
-        resource_id = (_azure_id(typ, {**args.inputs, **state}, name) if typ.startswith("azure-native:")
-                       else f"{name}-id")
+        resource_id = (
+            _azure_id(typ, {**args.inputs, **state}, name) if typ.startswith("azure-native:") else f"{name}-id"
+        )
         return resource_id, state
 
     def call(self, args: mocks.MockCallArgs) -> dict:
         if args.token == "azure-native:authorization:getClientConfig":
-            return {"clientId": "mock-client", "objectId": "mock-object", "subscriptionId": MOCK_SUBSCRIPTION,
-                    "tenantId": MOCK_TENANT}
+            return {
+                "clientId": "mock-client",
+                "objectId": "mock-object",
+                "subscriptionId": MOCK_SUBSCRIPTION,
+                "tenantId": MOCK_TENANT,
+            }
         if args.token == "pulumi:pulumi:readStackOutputs":  # components/stack_config.previous_outputs
             name = args.args.get("name")
             return {"name": name, "outputs": self.stack_outputs.get(name, {}), "secretOutputNames": []}
@@ -152,20 +165,42 @@ def _tls_outputs(typ: str, name: str) -> dict[str, str]:
             "publicKeyOpenssh": f"ssh-ed25519 MOCK{name}",
         }
     if typ.endswith(":CertRequest"):
-        return {"certRequestPem":
-                f"-----BEGIN CERTIFICATE REQUEST-----\nMOCK-{name}\n-----END CERTIFICATE REQUEST-----\n"}
+        return {
+            "certRequestPem": f"-----BEGIN CERTIFICATE REQUEST-----\nMOCK-{name}\n-----END CERTIFICATE REQUEST-----\n"
+        }
     return {"certPem": f"-----BEGIN CERTIFICATE-----\nMOCK-{name}\n-----END CERTIFICATE-----\n"}
 
 
 # Azure-native resources take their physical name from one input (resourceGroupName for a group,
 # vmName for a VM, ...). The mock reports it as `name`, like the provider does; a child's own name
 # (a blob container's) comes before its parent's (the storage account's).
-_NAME_INPUTS = ("resourceName", "vmName", "vmScaleSetName", "virtualNetworkName", "subnetName",
-                "networkSecurityGroupName", "networkInterfaceName", "loadBalancerName", "routeTableName",
-                "natGatewayName", "publicIpAddressName", "containerName", "accountName", "vaultName",
-                "secretName", "privateEndpointName", "privateZoneName", "virtualNetworkPeeringName",
-                "virtualNetworkLinkName", "roleAssignmentName", "registryName", "managementPolicyName",
-                "blobServicesName", "publicIpPrefixName", "diskName")
+_NAME_INPUTS = (
+    "resourceName",
+    "vmName",
+    "vmScaleSetName",
+    "virtualNetworkName",
+    "subnetName",
+    "networkSecurityGroupName",
+    "networkInterfaceName",
+    "loadBalancerName",
+    "routeTableName",
+    "natGatewayName",
+    "publicIpAddressName",
+    "containerName",
+    "accountName",
+    "vaultName",
+    "secretName",
+    "privateEndpointName",
+    "privateZoneName",
+    "virtualNetworkPeeringName",
+    "virtualNetworkLinkName",
+    "roleAssignmentName",
+    "registryName",
+    "managementPolicyName",
+    "blobServicesName",
+    "publicIpPrefixName",
+    "diskName",
+)
 
 
 def _azure_name(typ: str, inputs: dict[str, Any], logical: str) -> str:
@@ -183,16 +218,21 @@ def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
     identity = state.get("identity")
     if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
         # Requests list the identity ids; Azure answers with a map of id -> {principalId, clientId}.
-        return {"identity": {**identity, "userAssignedIdentities": {
-            identity_id: {} for identity_id in identity["userAssignedIdentities"]}}}
+        return {
+            "identity": {
+                **identity,
+                "userAssignedIdentities": {identity_id: {} for identity_id in identity["userAssignedIdentities"]},
+            }
+        }
     if typ.endswith(":UserAssignedIdentity"):
         digest = hashlib.sha256(state["name"].encode()).hexdigest()
-        return {"principalId": f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}",
-                "clientId": f"{digest[32:40]}-{digest[40:44]}-{digest[44:48]}-{digest[48:52]}-{digest[52:64]}",
-                "tenantId": MOCK_TENANT}
+        return {
+            "principalId": f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}",
+            "clientId": f"{digest[32:40]}-{digest[40:44]}-{digest[44:48]}-{digest[48:52]}-{digest[52:64]}",
+            "tenantId": MOCK_TENANT,
+        }
     if typ.endswith(":Vault"):
-        return {"properties": {**state.get("properties", {}),
-                               "vaultUri": f"https://{state['name']}.vault.azure.net/"}}
+        return {"properties": {**state.get("properties", {}), "vaultUri": f"https://{state['name']}.vault.azure.net/"}}
     if typ.endswith(":PublicIPPrefix"):
         # Addresses from TEST-NET-3 (RFC 5737), which no real prefix ever has.
         offset = int(hashlib.sha256(state["name"].encode()).hexdigest(), 16) % 16 * 16
@@ -209,10 +249,15 @@ def _azure_outputs(typ: str, state: dict[str, Any]) -> dict[str, Any]:
 
 
 _PROVIDER_NAMESPACES = {
-    "resources": "Microsoft.Resources", "network": "Microsoft.Network", "compute": "Microsoft.Compute",
-    "storage": "Microsoft.Storage", "keyvault": "Microsoft.KeyVault",
-    "managedidentity": "Microsoft.ManagedIdentity", "authorization": "Microsoft.Authorization",
-    "containerregistry": "Microsoft.ContainerRegistry", "privatedns": "Microsoft.Network",
+    "resources": "Microsoft.Resources",
+    "network": "Microsoft.Network",
+    "compute": "Microsoft.Compute",
+    "storage": "Microsoft.Storage",
+    "keyvault": "Microsoft.KeyVault",
+    "managedidentity": "Microsoft.ManagedIdentity",
+    "authorization": "Microsoft.Authorization",
+    "containerregistry": "Microsoft.ContainerRegistry",
+    "privatedns": "Microsoft.Network",
 }
 
 
@@ -223,8 +268,10 @@ def _azure_id(typ: str, state: dict[str, Any], logical: str) -> str:
         return f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/{state['name']}"
     group = state.get("resourceGroupName", "mock-rg")
     namespace = _PROVIDER_NAMESPACES.get(module, f"Microsoft.{module.capitalize()}")
-    return (f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/{group}/providers/{namespace}/"
-            f"{kind[0].lower()}{kind[1:]}s/{state.get('name', logical)}")
+    return (
+        f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/{group}/providers/{namespace}/"
+        f"{kind[0].lower()}{kind[1:]}s/{state.get('name', logical)}"
+    )
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -243,9 +290,16 @@ class RecordingMonitor(mocks.MockMonitor):
         if request.type == "pulumi:pulumi:Stack":
             return super().RegisterResource(request)
         wire = struct_value(request.object)
-        resource_id, state = self.mocks.new_resource(mocks.MockResourceArgs(
-            typ=request.type, name=request.name, inputs=wire, provider=request.provider,
-            resource_id=request.importId, custom=request.custom or False))
+        resource_id, state = self.mocks.new_resource(
+            mocks.MockResourceArgs(
+                typ=request.type,
+                name=request.name,
+                inputs=wire,
+                provider=request.provider,
+                resource_id=request.importId,
+                custom=request.custom or False,
+            )
+        )
         urn = self.make_urn(request.parent, request.type, request.name)
         self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, resource_id, state)
         answer = struct_pb2.Struct()
@@ -269,8 +323,14 @@ class RecordingMonitor(mocks.MockMonitor):
             "additionalSecretOutputs": sorted(request.additionalSecretOutputs),
         }
         registration = Registration(
-            urn=response.urn, id=response.id, type=request.type, name=request.name,
-            parent=request.parent, custom=bool(request.custom), inputs=inputs, options=options,
+            urn=response.urn,
+            id=response.id,
+            type=request.type,
+            name=request.name,
+            parent=request.parent,
+            custom=bool(request.custom),
+            inputs=inputs,
+            options=options,
             dependencies=sorted(set(request.dependencies)),
             property_dependencies=property_dependencies,
             provider=request.provider,

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 # Create-only properties per resource type: Azure refuses to change them on an existing
 # resource (or the provider re-creates it). Paths use Pulumi's property-path syntax;
 # ``[*]`` matches any list index.
-_OS_PROFILE = "Azure Compute REST API, OSProfile: \"cannot be updated after the VM is created\""
+_OS_PROFILE = 'Azure Compute REST API, OSProfile: "cannot be updated after the VM is created"'
 _VMSS_PROFILE = "Azure Compute REST API, VirtualMachineScaleSetOSProfile: fixed at creation"
-_SUBNET_PREFIX = ("Azure refuses to change the prefix of a subnet that holds NICs: every machine in it "
-                  "would have to go first")
+_SUBNET_PREFIX = (
+    "Azure refuses to change the prefix of a subnet that holds NICs: every machine in it would have to go first"
+)
 CREATE_ONLY: dict[str, dict[str, str]] = {
     "azure-native:compute:VirtualMachine": {
         "osProfile.customData": _OS_PROFILE,
@@ -34,14 +35,15 @@ CREATE_ONLY: dict[str, dict[str, str]] = {
         "osProfile.adminUsername": _OS_PROFILE,
         "osProfile.linuxConfiguration": (
             "Azure refuses it on an existing VM: \"Changing property 'linuxConfiguration.ssh.publicKeys' is not "
-            "allowed\" (PropertyChangeNotAllowed, Azure/aks-engine#585; the same for disablePasswordAuthentication)"),
+            'allowed" (PropertyChangeNotAllowed, Azure/aks-engine#585; the same for disablePasswordAuthentication)'
+        ),
         "zones": "a VM cannot move between availability zones (Azure: re-create it in the new zone)",
         "storageProfile.osDisk.name": "the OS disk is created with the VM; a new name is a new disk",
         "storageProfile.imageReference": "a VM's image is fixed at creation (changing it means re-creating the VM)",
     },
     "azure-native:compute:VirtualMachineScaleSet": {
         "zones": "a scale set's zones are fixed at creation (Azure allows adding zones only via a new scale set "
-                 "in the general case)",
+        "in the general case)",
         "platformFaultDomainCount": "fixed at creation (Azure Compute REST API, VirtualMachineScaleSet)",
         "singlePlacementGroup": "Azure only allows true -> false; treated as create-only (InfiniBand needs true)",
         "orchestrationMode": "fixed at creation (Azure Compute REST API, VirtualMachineScaleSet)",
@@ -56,7 +58,7 @@ CREATE_ONLY: dict[str, dict[str, str]] = {
     "azure-native:network:VirtualNetwork": {
         "subnets[*].addressPrefix": _SUBNET_PREFIX,
         "subnets[*].name": "a subnet's name is part of its Azure id: a renamed subnet is a new one, the old one "
-                           "deleted",
+        "deleted",
     },
     "azure-native:network:LoadBalancer": {
         "sku": "a load balancer's SKU is fixed at creation (Azure: Basic to Standard needs a new LB)",
@@ -81,11 +83,13 @@ CREATE_ONLY: dict[str, dict[str, str]] = {
 IN_PLACE_NOTES: dict[str, dict[str, str]] = {
     "azure-native:compute:VirtualMachineScaleSet": {
         "virtualMachineProfile": "a scale set model change reaches new instances only (upgrade policy Manual): "
-                                 "running nodes keep the old model until they are reimaged or replaced",
+        "running nodes keep the old model until they are reimaged or replaced",
     },
 }
-_KUBERNETES_IDENTITY = {"metadata.name": "a Kubernetes object's name is its identity",
-                        "metadata.namespace": "a Kubernetes object's namespace is part of its identity"}
+_KUBERNETES_IDENTITY = {
+    "metadata.name": "a Kubernetes object's name is its identity",
+    "metadata.namespace": "a Kubernetes object's namespace is part of its identity",
+}
 _AZURE_ID_INPUT = re.compile(r"[a-zA-Z]+Name|resourceGroupName|scope")
 
 

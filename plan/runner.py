@@ -74,17 +74,23 @@ def encode_config(values: dict[str, Any]) -> dict[str, str]:
     return encoded
 
 
-def run_program(stack: str, config: dict[str, Any],
-                stack_outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
+def run_program(
+    stack: str, config: dict[str, Any], stack_outputs: dict[str, dict[str, Any]] | None = None
+) -> ProgramRun:
     """Runs ``__main__.py`` once; raises ``ConfigError`` for bad config, as the program does.
 
     A StackReference the caller gives no outputs for (the hub of ``network.hub.stack``) is answered
     with example outputs that satisfy its contract, and the run says so (``example_stacks``)."""
     program = str(PROJECT_DIR / "__main__.py")
-    examples = {name: outputs for name, outputs in example_stack_outputs(config).items()
-                if name not in (stack_outputs or {})}
-    run = run_declarations(lambda: runpy.run_path(program, run_name="__main__"), stack=stack, config=config,
-                           stack_outputs={**examples, **(stack_outputs or {})})
+    examples = {
+        name: outputs for name, outputs in example_stack_outputs(config).items() if name not in (stack_outputs or {})
+    }
+    run = run_declarations(
+        lambda: runpy.run_path(program, run_name="__main__"),
+        stack=stack,
+        config=config,
+        stack_outputs={**examples, **(stack_outputs or {})},
+    )
     run.example_stacks = tuple(sorted(examples))
     return run
 
@@ -98,14 +104,22 @@ def example_stack_outputs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {}
     hub_stack = network["hub"].get("stack")
     try:
-        return {hub_stack: example_hub_outputs(network["addressSpace"], network["serviceCidr"])} \
-            if isinstance(hub_stack, str) else {}
+        return (
+            {hub_stack: example_hub_outputs(network["addressSpace"], network["serviceCidr"])}
+            if isinstance(hub_stack, str)
+            else {}
+        )
     except (KeyError, TypeError, ValueError):
         return {}  # the program's own validation names the bad key
 
 
-def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config: dict[str, Any] | None = None,
-                     stack_outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
+def run_declarations(
+    declare: Callable[[], Any],
+    *,
+    stack: str = "test",
+    config: dict[str, Any] | None = None,
+    stack_outputs: dict[str, dict[str, Any]] | None = None,
+) -> ProgramRun:
     """Runs ``declare`` (the program, or one component in a test) under fresh mocks and waits for every
     registration, so assertions see finished resources and no ``apply`` callback is left unrun.
 
@@ -128,16 +142,18 @@ def run_declarations(declare: Callable[[], Any], *, stack: str = "test", config:
     return outcome["run"]
 
 
-def _run_declarations(declare: Callable[[], Any], stack: str, config: dict[str, Any],
-                      stack_outputs: dict[str, dict[str, Any]] | None) -> ProgramRun:
+def _run_declarations(
+    declare: Callable[[], Any], stack: str, config: dict[str, Any], stack_outputs: dict[str, dict[str, Any]] | None
+) -> ProgramRun:
     loop = asyncio.new_event_loop()
     loop.set_exception_handler(_quiet_config_errors)
     asyncio.set_event_loop(loop)
     settings.set_root_resource(None)  # type: ignore[arg-type]
     plan_mocks = PlanMocks(stack_outputs)
     monitor = RecordingMonitor(plan_mocks)
-    pulumi.runtime.set_mocks(plan_mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor,
-                             organization=ORGANIZATION)
+    pulumi.runtime.set_mocks(
+        plan_mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor, organization=ORGANIZATION
+    )
     pulumi.runtime.set_all_config(encode_config(config))
     declared: dict[tuple[str, str], int] = {}
     pulumi.runtime.register_stack_transformation(_recorder(declared))

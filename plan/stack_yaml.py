@@ -47,14 +47,22 @@ CORE_NAN = re.compile(r"\.(nan|NaN|NAN)")
 # Plain scalars YAML 1.2 and gopkg.in/yaml.v3 (resolve.go: strconv.ParseInt(base 0) after removing
 # underscores) read differently.
 AMBIGUOUS = (
-    (re.compile(r"[-+]?0[0-9]+"), "an integer without a leading zero (017 is 17 in YAML 1.2 but 15 to Pulumi), "
-                                  "or a quoted string"),
-    (re.compile(r"[-+]?[0-9][0-9_]*_[0-9_]*(\.[0-9_]*)?"), "digits without '_' (1_000 is a string in YAML 1.2 "
-                                                           "but 1000 to Pulumi), or a quoted string"),
-    (re.compile(r"[-+]?0b[01_]+"), "a decimal integer (0b binary is a string in YAML 1.2 but a number to "
-                                   "Pulumi), or a quoted string"),
-    (re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ].*)?"), "a quoted string (a date is text in YAML 1.2 but "
-                                                             "a timestamp to Pulumi: 2024-01-01T00:00:00Z)"),
+    (
+        re.compile(r"[-+]?0[0-9]+"),
+        "an integer without a leading zero (017 is 17 in YAML 1.2 but 15 to Pulumi), or a quoted string",
+    ),
+    (
+        re.compile(r"[-+]?[0-9][0-9_]*_[0-9_]*(\.[0-9_]*)?"),
+        "digits without '_' (1_000 is a string in YAML 1.2 but 1000 to Pulumi), or a quoted string",
+    ),
+    (
+        re.compile(r"[-+]?0b[01_]+"),
+        "a decimal integer (0b binary is a string in YAML 1.2 but a number to Pulumi), or a quoted string",
+    ),
+    (
+        re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ].*)?"),
+        "a quoted string (a date is text in YAML 1.2 but a timestamp to Pulumi: 2024-01-01T00:00:00Z)",
+    ),
 )
 # Go's encoding/json writes a float64 without an exponent below 1e21 (strconv 'f' format).
 JSON_INTEGER_FLOAT_LIMIT = 1e21
@@ -103,8 +111,9 @@ def load_text(text: str, source: str) -> Any:
         mark = getattr(error, "position", None)
         line = text.count("\n", 0, mark) + 1 if isinstance(mark, int) else 1
         column = mark - (text.rfind("\n", 0, mark) + 1) + 1 if isinstance(mark, int) else 1
-        raise ConfigError(f"{source}:{line}:{column}", None,
-                          "printable characters only (YAML refuses control characters)") from None
+        raise ConfigError(
+            f"{source}:{line}:{column}", None, "printable characters only (YAML refuses control characters)"
+        ) from None
     if node is None:
         return None
     try:
@@ -124,8 +133,11 @@ def load_file(path: Path) -> Any:
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-        raise ConfigError(f"{source}:{line}:{column}", data[error.start:error.start + 4],
-                          "a UTF-8 file (save it as UTF-8, not UTF-16 or Latin-1)") from None
+        raise ConfigError(
+            f"{source}:{line}:{column}",
+            data[error.start : error.start + 4],
+            "a UTF-8 file (save it as UTF-8, not UTF-16 or Latin-1)",
+        ) from None
     return load_text(text, source)
 
 
@@ -158,8 +170,11 @@ def resolve_plain(text: str) -> Any:
 def _value(node: Any) -> Any:
     if isinstance(node, ScalarNode):
         if node.tag != STR_TAG:
-            raise _Refused(node.start_mark, f"a value without a tag (no {node.tag.replace('tag:yaml.org,2002:', '!!')}; "
-                                            "Pulumi's config is plain JSON)")
+            raise _Refused(
+                node.start_mark,
+                f"a value without a tag (no {node.tag.replace('tag:yaml.org,2002:', '!!')}; "
+                "Pulumi's config is plain JSON)",
+            )
         if node.style is not None:  # quoted or block scalar: always a string
             return node.value
         try:
@@ -172,8 +187,11 @@ def _value(node: Any) -> Any:
         return [_value(item) for item in node.value]
     if isinstance(node, MappingNode):
         if node.tag != MAP_TAG:
-            raise _Refused(node.start_mark, "a mapping without a tag (no "
-                                            f"{node.tag.replace('tag:yaml.org,2002:', '!!')}; Pulumi's config is plain JSON)")
+            raise _Refused(
+                node.start_mark,
+                "a mapping without a tag (no "
+                f"{node.tag.replace('tag:yaml.org,2002:', '!!')}; Pulumi's config is plain JSON)",
+            )
         result: dict[str, Any] = {}
         first_seen: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -181,8 +199,11 @@ def _value(node: Any) -> Any:
             if not isinstance(key, str):
                 raise _Refused(key_node.start_mark, f"a string key (not {key!r}; JSON keys are strings: quote it)")
             if key in first_seen:
-                raise _Refused(key_node.start_mark, f"each key once (duplicate key {key!r}, first at line "
-                                                    f"{first_seen[key].line + 1}: YAML 1.2 refuses it, and so does Pulumi)")
+                raise _Refused(
+                    key_node.start_mark,
+                    f"each key once (duplicate key {key!r}, first at line "
+                    f"{first_seen[key].line + 1}: YAML 1.2 refuses it, and so does Pulumi)",
+                )
             first_seen[key] = key_node.start_mark
             result[key] = _value(value_node)
         return result
@@ -194,4 +215,4 @@ def _excerpt(text: str, mark: Any) -> str:
     lines = text.splitlines()
     if mark is None or mark.line >= len(lines):
         return ""
-    return lines[mark.line][mark.column:].strip()
+    return lines[mark.line][mark.column :].strip()

@@ -33,15 +33,16 @@ INT64 = 2**63
 MAX_NEW_LIST = 10_000
 
 
-def load_stack_config(stack: str, overrides: list[str] | None = None,
-                      project_dir: Path = PROJECT_DIR, config_file: Path | None = None) -> dict[str, Any]:
+def load_stack_config(
+    stack: str, overrides: list[str] | None = None, project_dir: Path = PROJECT_DIR, config_file: Path | None = None
+) -> dict[str, Any]:
     """``{"supercluster:network": {...}, "azure-native:location": "eastus", ...}``; ``config_file``
     replaces ``Pulumi.<stack>.yaml`` (the Pulumi CLI's ``--config-file``)."""
     stack_file = config_file or project_dir / f"Pulumi.{stack}.yaml"
     if config_file is not None and not config_file.is_file():
         raise ConfigError("--config-file", str(config_file), "a readable stack config file")
     if not stack_file.exists():
-        stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
+        stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
         raise ConfigError("--stack", stack, "one of the stacks with a Pulumi.<stack>.yaml: " + ", ".join(stacks))
     values: dict[str, Any] = _project_defaults(project_dir / "Pulumi.yaml")
     values.update(_stack_values(stack_file))
@@ -64,8 +65,11 @@ def _stack_values(stack_file: Path) -> dict[str, Any]:
         raise ConfigError(f"{stack_file.name} config", config, "a mapping of namespace:key to values")
     for key in config:
         if ":" not in key:
-            raise ConfigError(f"{stack_file.name} config.{key}", config[key],
-                              f"a key of the form <namespace>:<name>, e.g. {NAMESPACE}:{key} (as Pulumi requires)")
+            raise ConfigError(
+                f"{stack_file.name} config.{key}",
+                config[key],
+                f"a key of the form <namespace>:<name>, e.g. {NAMESPACE}:{key} (as Pulumi requires)",
+            )
     return config
 
 
@@ -86,9 +90,13 @@ def parse_path(override: str, path: str) -> list[str | int]:
     of Pulumi's strict property paths (sdk go/common/resource properties_path.go): names end at '.' or
     '['; ``["..."]`` is a key (``\\"`` a quote in it); ``[N]`` a signed decimal index; ``[*]`` the key "*";
     a path may not start or end with '.', nor have '.' before '['."""
+
     def refuse(why: str) -> ConfigError:
-        return ConfigError("--config", override, f"a key path like nodePools[0].maxNodes or "
-                                                 f'nodePools[0].labels["team.io/name"] ({why})')
+        return ConfigError(
+            "--config",
+            override,
+            f'a key path like nodePools[0].maxNodes or nodePools[0].labels["team.io/name"] ({why})',
+        )
 
     if path.startswith("."):
         raise refuse("it may not start with '.'")
@@ -118,7 +126,7 @@ def parse_path(override: str, path: str) -> list[str | int]:
             if not rest.startswith("]", i):
                 raise refuse("a quoted key lacks its closing bracket")
             segments.append("".join(key))
-            rest = rest[i + 1:]
+            rest = rest[i + 1 :]
         elif rest[0] == "[":
             end = rest.find("]")
             if end < 0:
@@ -130,7 +138,7 @@ def parse_path(override: str, path: str) -> list[str | int]:
                 segments.append(int(index))
             else:
                 raise refuse(f"[{index}] is not a list index")
-            rest = rest[end + 1:]
+            rest = rest[end + 1 :]
         else:
             end = min([i for i in (rest.find("."), rest.find("[")) if i >= 0], default=len(rest))
             segments.append(rest[:end])
@@ -191,9 +199,11 @@ def _set(current: Any, path: list[str | int], new: Any, prefix: list[str | int],
         if not isinstance(head, int):
             raise ConfigError("--config", override, f"a path that matches the config ({where} is a list)")
         if not 0 <= head <= len(current):
-            raise ConfigError("--config", override,
-                              f"an index from 0 to {len(current)} in {where} (it has {len(current)} items; "
-                              f"{len(current)} appends)")
+            raise ConfigError(
+                "--config",
+                override,
+                f"an index from 0 to {len(current)} in {where} (it has {len(current)} items; {len(current)} appends)",
+            )
         if head == len(current):
             current.append(None)  # an index equal to the length appends
         current[head] = _set(current[head], path[1:], new, prefix + [head], override)
@@ -231,7 +241,7 @@ def namespace_values(values: dict[str, Any]) -> dict[str, Any]:
     """The program's own keys (``supercluster:*``) without the namespace, decoded as the program
     receives them (``decode_cli_value``): what ``parse_config`` reads."""
     prefix = f"{NAMESPACE}:"
-    return {key[len(prefix):]: decode_cli_value(value) for key, value in values.items() if key.startswith(prefix)}
+    return {key[len(prefix) :]: decode_cli_value(value) for key, value in values.items() if key.startswith(prefix)}
 
 
 def stack_cluster_spec(stack: str, overrides: list[str] | None = None) -> ClusterSpec:

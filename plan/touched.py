@@ -17,7 +17,8 @@ from pathlib import Path
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 # Paths that cannot change what any stack declares or renders.
 NOT_THE_PROGRAM = re.compile(
-    r"(tests|\.github|\.ci|scripts|benchmarks|docs)/.*|[^/]*\.md|\.gitignore|pytest\.ini|pyproject\.toml|LICENSE")
+    r"(tests|\.github|\.ci|scripts|benchmarks|docs)/.*|[^/]*\.md|\.gitignore|pytest\.ini|pyproject\.toml|LICENSE"
+)
 STACK_FILE = re.compile(r"Pulumi\.([A-Za-z0-9_.-]+)\.yaml")
 
 

@@ -66,8 +66,10 @@ def _capacity_never_ignored(args: ResourceValidationArgs, report_violation: Repo
         return
     ignored = [p for p in args.opts.ignore_changes or [] if p in ("sku", "sku.capacity", "sku.*")]
     if ignored:
-        report_violation(f"{args.name} ignores {ignored[0]}: Pulumi would send the capacity stored at creation with "
-                         f"the next model update; send sku.capacity only when the scale set is created")
+        report_violation(
+            f"{args.name} ignores {ignored[0]}: Pulumi would send the capacity stored at creation with "
+            f"the next model update; send sku.capacity only when the scale set is created"
+        )
 
 
 def _no_public_ips(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -76,13 +78,17 @@ def _no_public_ips(args: ResourceValidationArgs, report_violation: ReportViolati
     props, typ = args.props, args.resource_type
     if typ == "azure-native:network:PublicIPAddress":
         report_violation(f"{args.name}: a public IP address (only NAT gateway egress prefixes are allowed)")
-    elif typ == NIC and any(c.get("publicIPAddress") for c in props.get("ipConfigurations") or ()
-                            if isinstance(c, Mapping)):
+    elif typ == NIC and any(
+        c.get("publicIPAddress") for c in props.get("ipConfigurations") or () if isinstance(c, Mapping)
+    ):
         report_violation(f"{args.name}: a NIC with a public IP")
     elif typ == SCALE_SET:
         profile = (props.get("virtualMachineProfile") or {}).get("networkProfile") or {}
-        ip_configurations = [c for nic in profile.get("networkInterfaceConfigurations") or ()
-                             for c in (nic.get("ipConfigurations") or () if isinstance(nic, Mapping) else ())]
+        ip_configurations = [
+            c
+            for nic in profile.get("networkInterfaceConfigurations") or ()
+            for c in (nic.get("ipConfigurations") or () if isinstance(nic, Mapping) else ())
+        ]
         if any(isinstance(c, Mapping) and c.get("publicIPAddressConfiguration") for c in ip_configurations):
             report_violation(f"{args.name}: scale set instances with public IPs")
     elif typ == "azure-native:network:LoadBalancer":
@@ -101,28 +107,44 @@ def _one_machine_per_role(args: StackValidationArgs, report_violation: ReportVio
         role = _role(resource.props)
         ignores = CUSTOM_DATA_PATH in (resource.opts.ignore_changes or [])
         if role in ETCD_ROLES and not ignores:
-            report_violation(f"{resource.name}: an etcd member must ignore {CUSTOM_DATA_PATH} (rolled by the "
-                             f"runbook, never by a deploy)", resource.urn)
+            report_violation(
+                f"{resource.name}: an etcd member must ignore {CUSTOM_DATA_PATH} (rolled by the "
+                f"runbook, never by a deploy)",
+                resource.urn,
+            )
         elif role in (APISERVER_ROLE, NAT_HOST_ROLE) and not ignores:
             taking.setdefault(role, []).append(resource.name)
     for role, names in taking.items():
         if len(names) > 1:
-            report_violation(f"{len(names)} {role} machines would take a new cloud-init in one deploy "
-                             f"({', '.join(sorted(names))}): roll one per deploy")
+            report_violation(
+                f"{len(names)} {role} machines would take a new cloud-init in one deploy "
+                f"({', '.join(sorted(names))}): roll one per deploy"
+            )
 
 
 PROTECTED_STATEFUL = ResourceValidationPolicy(
-    name="protected-stateful-resources", description="Resources that hold state are protected.",
-    validate=_protected, enforcement_level=EnforcementLevel.MANDATORY)
+    name="protected-stateful-resources",
+    description="Resources that hold state are protected.",
+    validate=_protected,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
 CAPACITY_NEVER_SENT = ResourceValidationPolicy(
     name="scale-set-capacity-never-sent",
     description="Scale sets never ignore sku.capacity (Pulumi would send the creation value back).",
-    validate=_capacity_never_ignored, enforcement_level=EnforcementLevel.MANDATORY)
+    validate=_capacity_never_ignored,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
 NO_PUBLIC_IPS = ResourceValidationPolicy(
-    name="no-public-ips", description="No public IP on a machine or load balancer; NAT gateway egress only.",
-    validate=_no_public_ips, enforcement_level=EnforcementLevel.MANDATORY)
+    name="no-public-ips",
+    description="No public IP on a machine or load balancer; NAT gateway egress only.",
+    validate=_no_public_ips,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
 NO_MACHINE_WIDE_RESTARTS = StackValidationPolicy(
-    name="no-machine-wide-restarts", description="At most one apiserver or NAT host rolled per deploy.",
-    validate=_one_machine_per_role, enforcement_level=EnforcementLevel.MANDATORY)
+    name="no-machine-wide-restarts",
+    description="At most one apiserver or NAT host rolled per deploy.",
+    validate=_one_machine_per_role,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
 
 POLICIES = [PROTECTED_STATEFUL, CAPACITY_NEVER_SENT, NO_PUBLIC_IPS, NO_MACHINE_WIDE_RESTARTS]

@@ -50,92 +50,202 @@ class AzureModel:
 
 
 _NETWORK = ("azure-mgmt-network", "azure.mgmt.network.models", "azure.mgmt.network.operations._operations")
-_COMPUTE = ("azure-mgmt-compute", "azure.mgmt.compute.v2024_11_01.models",
-            "azure.mgmt.compute.v2024_11_01.operations._operations")
+_COMPUTE = (
+    "azure-mgmt-compute",
+    "azure.mgmt.compute.v2024_11_01.models",
+    "azure.mgmt.compute.v2024_11_01.operations._operations",
+)
 _STORAGE = "azure.mgmt.storage.v2024_01_01"
 # Galleries: azure-mgmt-compute 34.1.0's newest gallery API is 2023-07-03 (pulumi sends 2024-03-03).
 _GALLERY = ("azure.mgmt.compute.v2023_07_03.models", "azure.mgmt.compute.v2023_07_03.operations._operations")
-_GALLERY_WHY = ("azure-mgmt-compute 34.1.0's newest gallery API; every property the program sends to a gallery "
-                "or an image definition is in both versions")
+_GALLERY_WHY = (
+    "azure-mgmt-compute 34.1.0's newest gallery API; every property the program sends to a gallery "
+    "or an image definition is in both versions"
+)
 
 
 def _network(kind: str, model: str, group: str) -> AzureModel:
-    return AzureModel(f"azure-native:network:{kind}", *_NETWORK[:2], model, _NETWORK[2],
-                      f"build_{group}_create_or_update_request")
+    return AzureModel(
+        f"azure-native:network:{kind}", *_NETWORK[:2], model, _NETWORK[2], f"build_{group}_create_or_update_request"
+    )
 
 
-MODELS: dict[str, AzureModel] = {m.token: m for m in (
-    AzureModel("azure-native:authorization:RoleAssignment", "azure-mgmt-authorization",
-               "azure.mgmt.authorization.v2022_04_01.models", "RoleAssignmentCreateParameters",
-               "azure.mgmt.authorization.v2022_04_01.operations._role_assignments_operations", "build_create_request"),
-    AzureModel("azure-native:compute:VirtualMachine", _COMPUTE[0], _COMPUTE[1], "VirtualMachine", _COMPUTE[2],
-               "build_virtual_machines_create_or_update_request"),
-    AzureModel("azure-native:compute:VirtualMachineExtension", _COMPUTE[0], _COMPUTE[1], "VirtualMachineExtension",
-               _COMPUTE[2], "build_virtual_machine_extensions_create_or_update_request"),
-    AzureModel("azure-native:compute:VirtualMachineScaleSet", _COMPUTE[0], _COMPUTE[1], "VirtualMachineScaleSet",
-               _COMPUTE[2], "build_virtual_machine_scale_sets_create_or_update_request"),
-    AzureModel("azure-native:compute:Gallery", _COMPUTE[0], *_GALLERY[:1], "Gallery", _GALLERY[1],
-               "build_galleries_create_or_update_request", api_version="2023-07-03", why=_GALLERY_WHY),
-    AzureModel("azure-native:compute:GalleryImage", _COMPUTE[0], *_GALLERY[:1], "GalleryImage", _GALLERY[1],
-               "build_gallery_images_create_or_update_request", api_version="2023-07-03", why=_GALLERY_WHY),
-    AzureModel("azure-native:containerregistry:CacheRule", "azure-mgmt-containerregistry",
-               "azure.mgmt.containerregistry.v2024_11_01_preview.models", "CacheRule",
-               "azure.mgmt.containerregistry.v2024_11_01_preview.operations._cache_rules_operations",
-               "build_create_request"),
-    AzureModel("azure-native:containerregistry:Registry", "azure-mgmt-containerregistry",
-               "azure.mgmt.containerregistry.v2023_01_01_preview.models", "Registry",
-               "azure.mgmt.containerregistry.v2023_01_01_preview.operations._registries_operations",
-               "build_create_request"),
-    AzureModel("azure-native:keyvault:Secret", "azure-mgmt-keyvault", "azure.mgmt.keyvault.v2024_11_01.models",
-               "SecretCreateOrUpdateParameters", "azure.mgmt.keyvault.v2024_11_01.operations._secrets_operations",
-               "build_create_or_update_request"),
-    AzureModel("azure-native:keyvault:Vault", "azure-mgmt-keyvault", "azure.mgmt.keyvault.v2024_11_01.models",
-               "VaultCreateOrUpdateParameters", "azure.mgmt.keyvault.v2024_11_01.operations._vaults_operations",
-               "build_create_or_update_request"),
-    AzureModel("azure-native:virtualmachineimages:VirtualMachineImageTemplate", "azure-mgmt-imagebuilder",
-               "azure.mgmt.imagebuilder.models", "ImageTemplate",
-               "azure.mgmt.imagebuilder.operations._virtual_machine_image_templates_operations",
-               "build_create_or_update_request"),
-    AzureModel("azure-native:managedidentity:UserAssignedIdentity", "azure-mgmt-msi",
-               "azure.mgmt.msi.v2023_01_31.models", "Identity",
-               "azure.mgmt.msi.v2023_01_31.operations._user_assigned_identities_operations",
-               "build_create_or_update_request"),
-    _network("LoadBalancer", "LoadBalancer", "load_balancers"),
-    _network("NatGateway", "NatGateway", "nat_gateways"),
-    _network("NetworkInterface", "NetworkInterface", "network_interfaces"),
-    _network("NetworkSecurityGroup", "NetworkSecurityGroup", "network_security_groups"),
-    _network("PrivateDnsZoneGroup", "PrivateDnsZoneGroup", "private_dns_zone_groups"),
-    _network("PrivateEndpoint", "PrivateEndpoint", "private_endpoints"),
-    _network("PublicIPPrefix", "PublicIPPrefix", "public_ip_prefixes"),
-    _network("Route", "Route", "routes"),
-    _network("RouteTable", "RouteTable", "route_tables"),
-    _network("Subnet", "Subnet", "subnets"),
-    _network("VirtualNetwork", "VirtualNetwork", "virtual_networks"),
-    _network("VirtualNetworkPeering", "VirtualNetworkPeering", "virtual_network_peerings"),
-    AzureModel("azure-native:privatedns:PrivateZone", "azure-mgmt-privatedns", "azure.mgmt.privatedns.models",
-               "PrivateZone", "azure.mgmt.privatedns.operations._private_zones_operations",
-               "build_create_or_update_request"),
-    AzureModel("azure-native:privatedns:VirtualNetworkLink", "azure-mgmt-privatedns", "azure.mgmt.privatedns.models",
-               "VirtualNetworkLink", "azure.mgmt.privatedns.operations._virtual_network_links_operations",
-               "build_create_or_update_request"),
-    AzureModel("azure-native:resources:ResourceGroup", "azure-mgmt-resource",
-               "azure.mgmt.resource.resources.v2024_07_01.models", "ResourceGroup",
-               "azure.mgmt.resource.resources.v2024_07_01.operations._operations",
-               "build_resource_groups_create_or_update_request", api_version="2024-07-01",
-               why="no azure-mgmt-resource release carries 2024-03-01; 2024-07-01 is the next, and a "
-                   "resource group's writable properties (location, tags, managedBy) are the same in both"),
-    AzureModel("azure-native:storage:BlobContainer", "azure-mgmt-storage", f"{_STORAGE}.models", "BlobContainer",
-               f"{_STORAGE}.operations._blob_containers_operations", "build_create_request"),
-    AzureModel("azure-native:storage:BlobServiceProperties", "azure-mgmt-storage", f"{_STORAGE}.models",
-               "BlobServiceProperties", f"{_STORAGE}.operations._blob_services_operations",
-               "build_set_service_properties_request"),
-    AzureModel("azure-native:storage:ManagementPolicy", "azure-mgmt-storage", f"{_STORAGE}.models",
-               "ManagementPolicy", f"{_STORAGE}.operations._management_policies_operations",
-               "build_create_or_update_request"),
-    AzureModel("azure-native:storage:StorageAccount", "azure-mgmt-storage", f"{_STORAGE}.models",
-               "StorageAccountCreateParameters", f"{_STORAGE}.operations._storage_accounts_operations",
-               "build_create_request"),
-)}
+MODELS: dict[str, AzureModel] = {
+    m.token: m
+    for m in (
+        AzureModel(
+            "azure-native:authorization:RoleAssignment",
+            "azure-mgmt-authorization",
+            "azure.mgmt.authorization.v2022_04_01.models",
+            "RoleAssignmentCreateParameters",
+            "azure.mgmt.authorization.v2022_04_01.operations._role_assignments_operations",
+            "build_create_request",
+        ),
+        AzureModel(
+            "azure-native:compute:VirtualMachine",
+            _COMPUTE[0],
+            _COMPUTE[1],
+            "VirtualMachine",
+            _COMPUTE[2],
+            "build_virtual_machines_create_or_update_request",
+        ),
+        AzureModel(
+            "azure-native:compute:VirtualMachineExtension",
+            _COMPUTE[0],
+            _COMPUTE[1],
+            "VirtualMachineExtension",
+            _COMPUTE[2],
+            "build_virtual_machine_extensions_create_or_update_request",
+        ),
+        AzureModel(
+            "azure-native:compute:VirtualMachineScaleSet",
+            _COMPUTE[0],
+            _COMPUTE[1],
+            "VirtualMachineScaleSet",
+            _COMPUTE[2],
+            "build_virtual_machine_scale_sets_create_or_update_request",
+        ),
+        AzureModel(
+            "azure-native:compute:Gallery",
+            _COMPUTE[0],
+            *_GALLERY[:1],
+            "Gallery",
+            _GALLERY[1],
+            "build_galleries_create_or_update_request",
+            api_version="2023-07-03",
+            why=_GALLERY_WHY,
+        ),
+        AzureModel(
+            "azure-native:compute:GalleryImage",
+            _COMPUTE[0],
+            *_GALLERY[:1],
+            "GalleryImage",
+            _GALLERY[1],
+            "build_gallery_images_create_or_update_request",
+            api_version="2023-07-03",
+            why=_GALLERY_WHY,
+        ),
+        AzureModel(
+            "azure-native:containerregistry:CacheRule",
+            "azure-mgmt-containerregistry",
+            "azure.mgmt.containerregistry.v2024_11_01_preview.models",
+            "CacheRule",
+            "azure.mgmt.containerregistry.v2024_11_01_preview.operations._cache_rules_operations",
+            "build_create_request",
+        ),
+        AzureModel(
+            "azure-native:containerregistry:Registry",
+            "azure-mgmt-containerregistry",
+            "azure.mgmt.containerregistry.v2023_01_01_preview.models",
+            "Registry",
+            "azure.mgmt.containerregistry.v2023_01_01_preview.operations._registries_operations",
+            "build_create_request",
+        ),
+        AzureModel(
+            "azure-native:keyvault:Secret",
+            "azure-mgmt-keyvault",
+            "azure.mgmt.keyvault.v2024_11_01.models",
+            "SecretCreateOrUpdateParameters",
+            "azure.mgmt.keyvault.v2024_11_01.operations._secrets_operations",
+            "build_create_or_update_request",
+        ),
+        AzureModel(
+            "azure-native:keyvault:Vault",
+            "azure-mgmt-keyvault",
+            "azure.mgmt.keyvault.v2024_11_01.models",
+            "VaultCreateOrUpdateParameters",
+            "azure.mgmt.keyvault.v2024_11_01.operations._vaults_operations",
+            "build_create_or_update_request",
+        ),
+        AzureModel(
+            "azure-native:virtualmachineimages:VirtualMachineImageTemplate",
+            "azure-mgmt-imagebuilder",
+            "azure.mgmt.imagebuilder.models",
+            "ImageTemplate",
+            "azure.mgmt.imagebuilder.operations._virtual_machine_image_templates_operations",
+            "build_create_or_update_request",
+        ),
+        AzureModel(
+            "azure-native:managedidentity:UserAssignedIdentity",
+            "azure-mgmt-msi",
+            "azure.mgmt.msi.v2023_01_31.models",
+            "Identity",
+            "azure.mgmt.msi.v2023_01_31.operations._user_assigned_identities_operations",
+            "build_create_or_update_request",
+        ),
+        _network("LoadBalancer", "LoadBalancer", "load_balancers"),
+        _network("NatGateway", "NatGateway", "nat_gateways"),
+        _network("NetworkInterface", "NetworkInterface", "network_interfaces"),
+        _network("NetworkSecurityGroup", "NetworkSecurityGroup", "network_security_groups"),
+        _network("PrivateDnsZoneGroup", "PrivateDnsZoneGroup", "private_dns_zone_groups"),
+        _network("PrivateEndpoint", "PrivateEndpoint", "private_endpoints"),
+        _network("PublicIPPrefix", "PublicIPPrefix", "public_ip_prefixes"),
+        _network("Route", "Route", "routes"),
+        _network("RouteTable", "RouteTable", "route_tables"),
+        _network("Subnet", "Subnet", "subnets"),
+        _network("VirtualNetwork", "VirtualNetwork", "virtual_networks"),
+        _network("VirtualNetworkPeering", "VirtualNetworkPeering", "virtual_network_peerings"),
+        AzureModel(
+            "azure-native:privatedns:PrivateZone",
+            "azure-mgmt-privatedns",
+            "azure.mgmt.privatedns.models",
+            "PrivateZone",
+            "azure.mgmt.privatedns.operations._private_zones_operations",
+            "build_create_or_update_request",
+        ),
+        AzureModel(
+            "azure-native:privatedns:VirtualNetworkLink",
+            "azure-mgmt-privatedns",
+            "azure.mgmt.privatedns.models",
+            "VirtualNetworkLink",
+            "azure.mgmt.privatedns.operations._virtual_network_links_operations",
+            "build_create_or_update_request",
+        ),
+        AzureModel(
+            "azure-native:resources:ResourceGroup",
+            "azure-mgmt-resource",
+            "azure.mgmt.resource.resources.v2024_07_01.models",
+            "ResourceGroup",
+            "azure.mgmt.resource.resources.v2024_07_01.operations._operations",
+            "build_resource_groups_create_or_update_request",
+            api_version="2024-07-01",
+            why="no azure-mgmt-resource release carries 2024-03-01; 2024-07-01 is the next, and a "
+            "resource group's writable properties (location, tags, managedBy) are the same in both",
+        ),
+        AzureModel(
+            "azure-native:storage:BlobContainer",
+            "azure-mgmt-storage",
+            f"{_STORAGE}.models",
+            "BlobContainer",
+            f"{_STORAGE}.operations._blob_containers_operations",
+            "build_create_request",
+        ),
+        AzureModel(
+            "azure-native:storage:BlobServiceProperties",
+            "azure-mgmt-storage",
+            f"{_STORAGE}.models",
+            "BlobServiceProperties",
+            f"{_STORAGE}.operations._blob_services_operations",
+            "build_set_service_properties_request",
+        ),
+        AzureModel(
+            "azure-native:storage:ManagementPolicy",
+            "azure-mgmt-storage",
+            f"{_STORAGE}.models",
+            "ManagementPolicy",
+            f"{_STORAGE}.operations._management_policies_operations",
+            "build_create_or_update_request",
+        ),
+        AzureModel(
+            "azure-native:storage:StorageAccount",
+            "azure-mgmt-storage",
+            f"{_STORAGE}.models",
+            "StorageAccountCreateParameters",
+            f"{_STORAGE}.operations._storage_accounts_operations",
+            "build_create_request",
+        ),
+    )
+}
 
 # Inputs of azure-native that are no property of Azure's request: the provider reads them itself.
 PROVIDER_INPUTS = {
@@ -162,6 +272,7 @@ class Violation:
 
 # --------------------------------------------------------------------------- request builders
 
+
 @dataclass(frozen=True)
 class _Builder:
     api_version: str
@@ -178,22 +289,35 @@ def _builder(module_name: str, function: str) -> _Builder:
     api_version = ""
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
-                if (isinstance(key, ast.Constant) and isinstance(value, ast.Call)
-                        and getattr(value.func, "attr", "") == "url"):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if (
+                    isinstance(key, ast.Constant)
+                    and isinstance(value, ast.Call)
+                    and getattr(value.func, "attr", "") == "url"
+                ):
                     parameters[key.value] = {kw.arg: ast.literal_eval(kw.value) for kw in value.keywords}
-        elif (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript)
-              and getattr(node.targets[0].value, "id", "") == "_params"
-              and isinstance(node.targets[0].slice, ast.Constant) and node.targets[0].slice.value != "api-version"):
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Subscript)
+            and getattr(node.targets[0].value, "id", "") == "_params"
+            and isinstance(node.targets[0].slice, ast.Constant)
+            and node.targets[0].slice.value != "api-version"
+        ):
             parameters[node.targets[0].slice.value] = {}
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "pop" and len(node.args) == 2
-              and isinstance(node.args[0], ast.Constant) and node.args[0].value == "api-version"):
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", "") == "pop"
+            and len(node.args) == 2
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "api-version"
+        ):
             api_version = ast.literal_eval(node.args[1])
     parameters.pop("subscriptionId", None)
     return _Builder(api_version, parameters)
 
 
 # --------------------------------------------------------------------------- models
+
 
 def _input_path(attr: str, key: str) -> list[str]:
     """Where Pulumi takes an SDK attribute: its wire path with ``properties.`` segments dropped (both
@@ -249,6 +373,7 @@ def as_sent(inputs: dict[str, Any]) -> dict[str, Any]:
     """The inputs as the provider sends them. azure-native 3.x takes a managed identity's
     ``userAssignedIdentities`` as a list of identity ids and sends Azure's map of them
     (``{id: {}}``; its SDK types the input ``Sequence[str]``, e.g. ``VirtualMachineScaleSetIdentityArgs``)."""
+
     def walk(value: Any, key: str = "") -> Any:
         if isinstance(value, dict):
             return {k: walk(v, k) for k, v in value.items()}
@@ -257,6 +382,7 @@ def as_sent(inputs: dict[str, Any]) -> dict[str, Any]:
                 return {v: {} for v in value}
             return [walk(v) for v in value]
         return value
+
     return walk(inputs)
 
 
@@ -287,18 +413,26 @@ def _check_model(out: list[Violation], path: str, models: str, cls: type, value:
     _check_object(out, path, models, _fields(cls), value, cls.__name__)
 
 
-def _check_object(out: list[Violation], path: str, models: str, fields: dict[str, Any], value: dict[str, Any],
-                  model_name: str) -> None:
+def _check_object(
+    out: list[Violation], path: str, models: str, fields: dict[str, Any], value: dict[str, Any], model_name: str
+) -> None:
     for name, field in fields.items():
-        if isinstance(field, _Field) and field.rules.get("required") and not field.rules.get("readonly") \
-                and name not in value:
+        if (
+            isinstance(field, _Field)
+            and field.rules.get("required")
+            and not field.rules.get("readonly")
+            and name not in value
+        ):
             out.append(Violation("required", _join(path, name), f"{model_name} requires {name}"))
     for name, item in value.items():
         where = _join(path, name)
         field = fields.get(name)
         if field is None:
-            out.append(Violation("unknown", where, f"{model_name} has no property {name}; it has: "
-                                 + ", ".join(sorted(fields))))
+            out.append(
+                Violation(
+                    "unknown", where, f"{model_name} has no property {name}; it has: " + ", ".join(sorted(fields))
+                )
+            )
         elif isinstance(field, dict):
             if isinstance(item, dict):
                 _check_object(out, where, models, field, item, model_name)
@@ -312,8 +446,15 @@ def _check_object(out: list[Violation], path: str, models: str, fields: dict[str
             _check_value(out, where, models, field.type, item, field.rules, field.enum)
 
 
-def _check_value(out: list[Violation], path: str, models: str, type_name: str, value: Any, rules: dict[str, Any],
-                 enum_type: type | None) -> None:
+def _check_value(
+    out: list[Violation],
+    path: str,
+    models: str,
+    type_name: str,
+    value: Any,
+    rules: dict[str, Any],
+    enum_type: type | None,
+) -> None:
     if value is None:
         return
     if type_name.startswith("[") and type_name.endswith("]"):
@@ -341,13 +482,25 @@ def _check_value(out: list[Violation], path: str, models: str, type_name: str, v
     _check_scalar(out, path, value, type_name, rules, enum_type)
 
 
-_SCALARS = {"str": (str,), "int": (int,), "long": (int,), "float": (int, float), "bool": (bool,),
-            "iso-8601": (str,), "rfc-1123": (str,), "duration": (str,), "date": (str,), "bytearray": (str,),
-            "base64": (str,), "unix-time": (int,)}
+_SCALARS = {
+    "str": (str,),
+    "int": (int,),
+    "long": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "iso-8601": (str,),
+    "rfc-1123": (str,),
+    "duration": (str,),
+    "date": (str,),
+    "bytearray": (str,),
+    "base64": (str,),
+    "unix-time": (int,),
+}
 
 
-def _check_scalar(out: list[Violation], path: str, value: Any, type_name: str, rules: dict[str, Any],
-                  enum_type: type | None) -> None:
+def _check_scalar(
+    out: list[Violation], path: str, value: Any, type_name: str, rules: dict[str, Any], enum_type: type | None
+) -> None:
     expected = _SCALARS.get(type_name)
     if expected is None:  # "object": any JSON
         return
@@ -356,20 +509,39 @@ def _check_scalar(out: list[Violation], path: str, value: Any, type_name: str, r
         return
     if isinstance(value, str):
         if "min_length" in rules and len(value) < rules["min_length"]:
-            out.append(Violation("length", path, f"{value!r:.80} is {len(value)} characters, "
-                                 f"at least {rules['min_length']} required"))
+            out.append(
+                Violation(
+                    "length", path, f"{value!r:.80} is {len(value)} characters, at least {rules['min_length']} required"
+                )
+            )
         if "max_length" in rules and len(value) > rules["max_length"]:
-            out.append(Violation("length", path, f"{value[:40]!r}... is {len(value)} characters, "
-                                 f"at most {rules['max_length']} allowed"))
+            out.append(
+                Violation(
+                    "length",
+                    path,
+                    f"{value[:40]!r}... is {len(value)} characters, at most {rules['max_length']} allowed",
+                )
+            )
         if "pattern" in rules and not re.match(rules["pattern"], value):
             out.append(Violation("pattern", path, f"{value!r:.80} does not match {rules['pattern']}"))
         if enum_type is not None and value.lower() not in {str(m.value).lower() for m in enum_type}:
             known = [str(m.value) for m in enum_type]
-            out.append(Violation("enum", path, f"{value!r:.80} is none of " + ", ".join(known[:12])
-                                 + (f" (and {len(known) - 12} more)" if len(known) > 12 else "")))
+            out.append(
+                Violation(
+                    "enum",
+                    path,
+                    f"{value!r:.80} is none of "
+                    + ", ".join(known[:12])
+                    + (f" (and {len(known) - 12} more)" if len(known) > 12 else ""),
+                )
+            )
     else:
-        for bound, ok in (("minimum", lambda v, b: v >= b), ("maximum", lambda v, b: v <= b),
-                          ("minimum_ex", lambda v, b: v > b), ("maximum_ex", lambda v, b: v < b)):
+        for bound, ok in (
+            ("minimum", lambda v, b: v >= b),
+            ("maximum", lambda v, b: v <= b),
+            ("minimum_ex", lambda v, b: v > b),
+            ("maximum_ex", lambda v, b: v < b),
+        ):
             if bound in rules and not ok(value, rules[bound]):
                 out.append(Violation("range", path, f"{value} is outside {bound} {rules[bound]}"))
         if rules.get("multiple") and value % rules["multiple"]:

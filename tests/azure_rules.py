@@ -44,13 +44,16 @@ def _primary_ip_configurations(resources: list[Resource]) -> Iterable[Violation]
         for problem in _one_primary("ipConfigurations", inputs.get("ipConfigurations", []), "IP configurations"):
             yield Violation("primary-ip-configuration", f"{name}.{problem.split(':')[0]}", problem)
     for name, inputs in _of(resources, "compute:VirtualMachineScaleSet"):
-        nics = inputs.get("virtualMachineProfile", {}).get("networkProfile", {}).get("networkInterfaceConfigurations", [])
+        nics = (
+            inputs.get("virtualMachineProfile", {}).get("networkProfile", {}).get("networkInterfaceConfigurations", [])
+        )
         path = "virtualMachineProfile.networkProfile.networkInterfaceConfigurations"
         for problem in _one_primary(path, nics, "network interfaces"):
             yield Violation("primary-ip-configuration", f"{name}.{path}", problem)
         for i, nic in enumerate(nics):
-            for problem in _one_primary(f"{path}[{i}].ipConfigurations", nic.get("ipConfigurations", []),
-                                        "IP configurations"):
+            for problem in _one_primary(
+                f"{path}[{i}].ipConfigurations", nic.get("ipConfigurations", []), "IP configurations"
+            ):
                 yield Violation("primary-ip-configuration", f"{name}.{path}[{i}].ipConfigurations", problem)
 
 
@@ -74,10 +77,13 @@ def _subnets_inside_their_vnet(resources: list[Resource]) -> Iterable[Violation]
         space = spaces.get(key)
         for where, prefix in prefixes:
             if space is not None and not any(prefix.subnet_of(s) for s in space if s.version == prefix.version):
-                yield Violation("subnet-in-vnet", where, f"{prefix} is outside the VNet's address space "
-                                + ", ".join(map(str, space)))
+                yield Violation(
+                    "subnet-in-vnet",
+                    where,
+                    f"{prefix} is outside the VNet's address space " + ", ".join(map(str, space)),
+                )
         for i, (where, prefix) in enumerate(prefixes):
-            for other_where, other in prefixes[i + 1:]:
+            for other_where, other in prefixes[i + 1 :]:
                 if prefix.version == other.version and prefix.overlaps(other):
                     yield Violation("subnet-in-vnet", where, f"{prefix} overlaps {other} of {other_where}")
 
@@ -88,11 +94,17 @@ def _nsg_priorities(resources: list[Resource]) -> Iterable[Violation]:
         for rule in inputs.get("securityRules", []):
             priority, direction = rule.get("priority"), rule.get("direction")
             if not isinstance(priority, int) or not 100 <= priority <= 4096:
-                yield Violation("nsg-priority", f"{name}.securityRules[{rule.get('name')}]",
-                                f"priority {priority!r}: a rule's priority is 100 to 4096")
+                yield Violation(
+                    "nsg-priority",
+                    f"{name}.securityRules[{rule.get('name')}]",
+                    f"priority {priority!r}: a rule's priority is 100 to 4096",
+                )
             elif (priority, direction) in seen:
-                yield Violation("nsg-priority", f"{name}.securityRules[{rule.get('name')}]",
-                                f"{direction} priority {priority} is also {seen[priority, direction]}'s")
+                yield Violation(
+                    "nsg-priority",
+                    f"{name}.securityRules[{rule.get('name')}]",
+                    f"{direction} priority {priority} is also {seen[priority, direction]}'s",
+                )
             else:
                 seen[priority, direction] = rule.get("name")
 
@@ -100,18 +112,25 @@ def _nsg_priorities(resources: list[Resource]) -> Iterable[Violation]:
 def _public_ip_prefix_length(resources: list[Resource]) -> Iterable[Violation]:
     for name, inputs in _of(resources, "network:PublicIPPrefix"):
         length = inputs.get("prefixLength")
-        if inputs.get("publicIPAddressVersion", "IPv4") == "IPv4" and not (isinstance(length, int)
-                                                                          and 28 <= length <= 31):
-            yield Violation("public-ip-prefix-size", f"{name}.prefixLength",
-                            f"/{length}: an IPv4 public IP prefix is /28 (16 addresses) to /31 (2)")
+        if inputs.get("publicIPAddressVersion", "IPv4") == "IPv4" and not (
+            isinstance(length, int) and 28 <= length <= 31
+        ):
+            yield Violation(
+                "public-ip-prefix-size",
+                f"{name}.prefixLength",
+                f"/{length}: an IPv4 public IP prefix is /28 (16 addresses) to /31 (2)",
+            )
 
 
 def _single_placement_group(resources: list[Resource]) -> Iterable[Violation]:
     for name, inputs in _of(resources, "compute:VirtualMachineScaleSet"):
         capacity = inputs.get("sku", {}).get("capacity", 0)
         if inputs.get("singlePlacementGroup", True) and isinstance(capacity, int) and capacity > 100:
-            yield Violation("single-placement-group", f"{name}.sku.capacity",
-                            f"{capacity} VMs in a single placement group, which holds at most 100")
+            yield Violation(
+                "single-placement-group",
+                f"{name}.sku.capacity",
+                f"{capacity} VMs in a single placement group, which holds at most 100",
+            )
 
 
 def _upgrade_policy(resources: list[Resource]) -> Iterable[Violation]:
@@ -119,11 +138,17 @@ def _upgrade_policy(resources: list[Resource]) -> Iterable[Violation]:
         policy = inputs.get("upgradePolicy", {})
         mode = policy.get("mode", "Manual")
         if policy.get("automaticOSUpgradePolicy", {}).get("enableAutomaticOSUpgrade") and mode == "Manual":
-            yield Violation("upgrade-policy", f"{name}.upgradePolicy",
-                            "automatic OS upgrades need upgradePolicy.mode Automatic or Rolling, not Manual")
+            yield Violation(
+                "upgrade-policy",
+                f"{name}.upgradePolicy",
+                "automatic OS upgrades need upgradePolicy.mode Automatic or Rolling, not Manual",
+            )
         if "rollingUpgradePolicy" in policy and mode != "Rolling":
-            yield Violation("upgrade-policy", f"{name}.upgradePolicy",
-                            f"rollingUpgradePolicy is set but upgradePolicy.mode is {mode}, not Rolling")
+            yield Violation(
+                "upgrade-policy",
+                f"{name}.upgradePolicy",
+                f"rollingUpgradePolicy is set but upgradePolicy.mode is {mode}, not Rolling",
+            )
 
 
 def _os_disks(resources: list[Resource]) -> Iterable[tuple[str, dict[str, Any]]]:
@@ -137,21 +162,29 @@ def _os_disks(resources: list[Resource]) -> Iterable[tuple[str, dict[str, Any]]]
 def _ephemeral_os_disk_caching(resources: list[Resource]) -> Iterable[Violation]:
     for where, disk in _os_disks(resources):
         if disk.get("diffDiskSettings", {}).get("option") == "Local" and disk.get("caching") != "ReadOnly":
-            yield Violation("ephemeral-os-disk", f"{where}.caching",
-                            f"{disk.get('caching')!r}: an ephemeral OS disk takes only ReadOnly caching")
+            yield Violation(
+                "ephemeral-os-disk",
+                f"{where}.caching",
+                f"{disk.get('caching')!r}: an ephemeral OS disk takes only ReadOnly caching",
+            )
 
 
 def _ha_ports(resources: list[Resource]) -> Iterable[Violation]:
     for name, inputs in _of(resources, "network:LoadBalancer"):
-        public = any("publicIPAddress" in f or "publicIPPrefix" in f for f in inputs.get("frontendIPConfigurations", []))
+        public = any(
+            "publicIPAddress" in f or "publicIPPrefix" in f for f in inputs.get("frontendIPConfigurations", [])
+        )
         standard = inputs.get("sku", {}).get("name") == "Standard"
         for rule in inputs.get("loadBalancingRules", []):
             if rule.get("protocol") == "All" or rule.get("frontendPort") == 0 or rule.get("backendPort") == 0:
                 ha = rule.get("protocol") == "All" and rule.get("frontendPort") == 0 and rule.get("backendPort") == 0
                 if not ha or public or not standard:
-                    yield Violation("ha-ports", f"{name}.loadBalancingRules[{rule.get('name')}]",
-                                    "HA ports (protocol All, frontend and backend port 0, together) are for an "
-                                    "internal Standard load balancer only")
+                    yield Violation(
+                        "ha-ports",
+                        f"{name}.loadBalancingRules[{rule.get('name')}]",
+                        "HA ports (protocol All, frontend and backend port 0, together) are for an "
+                        "internal Standard load balancer only",
+                    )
 
 
 def _nat_gateway_one_vnet(resources: list[Resource]) -> Iterable[Violation]:
@@ -165,8 +198,11 @@ def _nat_gateway_one_vnet(resources: list[Resource]) -> Iterable[Violation]:
             vnets[inputs["natGateway"].get("id")].add(inputs.get("virtualNetworkName"))
     for gateway, names in vnets.items():
         if len(names) > 1:
-            yield Violation("nat-gateway-one-vnet", str(gateway), f"subnets of {len(names)} VNets use it: "
-                            + ", ".join(sorted(map(str, names))))
+            yield Violation(
+                "nat-gateway-one-vnet",
+                str(gateway),
+                f"subnets of {len(names)} VNets use it: " + ", ".join(sorted(map(str, names))),
+            )
 
 
 _SSH_KEY_TYPES = {"ssh-rsa", "ssh-ed25519"}
@@ -182,12 +218,12 @@ def ssh_key_problem(key_data: Any) -> str | None:
         blob = base64.b64decode(fields[1], validate=True)
     except ValueError:
         return f"the body of the {fields[0]} key is not valid base64"
-    if len(blob) < 4 or blob[4:4 + struct.unpack(">I", blob[:4])[0]] != fields[0].encode():
+    if len(blob) < 4 or blob[4 : 4 + struct.unpack(">I", blob[:4])[0]] != fields[0].encode():
         return f"the body does not hold a {fields[0]} key"
     if fields[0] == "ssh-rsa":
         e_len = struct.unpack(">I", blob[11:15])[0]
-        n_len = struct.unpack(">I", blob[15 + e_len:19 + e_len])[0]
-        modulus = blob[19 + e_len:19 + e_len + n_len].lstrip(b"\0")
+        n_len = struct.unpack(">I", blob[15 + e_len : 19 + e_len])[0]
+        modulus = blob[19 + e_len : 19 + e_len + n_len].lstrip(b"\0")
         if len(modulus) * 8 < 2048:
             return f"an RSA key of {len(modulus) * 8} bits; Azure takes 2048 bits or more"
     elif len(blob) != 51:  # type (4 + 11) and key (4 + 32)
@@ -197,8 +233,10 @@ def ssh_key_problem(key_data: Any) -> str | None:
 
 def _ssh_keys(resources: list[Resource]) -> Iterable[Violation]:
     profiles = [(f"{n}.osProfile", i.get("osProfile", {})) for n, i in _of(resources, "compute:VirtualMachine")]
-    profiles += [(f"{n}.virtualMachineProfile.osProfile", i.get("virtualMachineProfile", {}).get("osProfile", {}))
-                 for n, i in _of(resources, "compute:VirtualMachineScaleSet")]
+    profiles += [
+        (f"{n}.virtualMachineProfile.osProfile", i.get("virtualMachineProfile", {}).get("osProfile", {}))
+        for n, i in _of(resources, "compute:VirtualMachineScaleSet")
+    ]
     for where, profile in profiles:
         for i, key in enumerate(profile.get("linuxConfiguration", {}).get("ssh", {}).get("publicKeys", [])):
             problem = ssh_key_problem(key.get("keyData"))
@@ -211,29 +249,46 @@ def _key_vault_soft_delete(resources: list[Resource]) -> Iterable[Violation]:
         properties = inputs.get("properties", {})
         days = properties.get("softDeleteRetentionInDays", 90)
         if not (isinstance(days, int) and 7 <= days <= 90):
-            yield Violation("key-vault-soft-delete", f"{name}.properties.softDeleteRetentionInDays",
-                            f"{days!r}: soft-delete retention is 7 to 90 days")
+            yield Violation(
+                "key-vault-soft-delete",
+                f"{name}.properties.softDeleteRetentionInDays",
+                f"{days!r}: soft-delete retention is 7 to 90 days",
+            )
         if properties.get("enableSoftDelete") is False:
-            yield Violation("key-vault-soft-delete", f"{name}.properties.enableSoftDelete",
-                            "soft delete can no longer be turned off")
+            yield Violation(
+                "key-vault-soft-delete",
+                f"{name}.properties.enableSoftDelete",
+                "soft delete can no longer be turned off",
+            )
 
 
 def _ip_configurations_per_nic(resources: list[Resource]) -> Iterable[Violation]:
-    nics = [(f"{n}.ipConfigurations", i.get("ipConfigurations", [])) for n, i in _of(resources, "network:NetworkInterface")]
+    nics = [
+        (f"{n}.ipConfigurations", i.get("ipConfigurations", [])) for n, i in _of(resources, "network:NetworkInterface")
+    ]
     for name, inputs in _of(resources, "compute:VirtualMachineScaleSet"):
         path = "virtualMachineProfile.networkProfile.networkInterfaceConfigurations"
-        configs = inputs.get("virtualMachineProfile", {}).get("networkProfile", {}).get("networkInterfaceConfigurations", [])
-        nics += [(f"{name}.{path}[{i}].ipConfigurations", nic.get("ipConfigurations", [])) for i, nic in enumerate(configs)]
+        configs = (
+            inputs.get("virtualMachineProfile", {}).get("networkProfile", {}).get("networkInterfaceConfigurations", [])
+        )
+        nics += [
+            (f"{name}.{path}[{i}].ipConfigurations", nic.get("ipConfigurations", [])) for i, nic in enumerate(configs)
+        ]
     for where, configurations in nics:
         if len(configurations) > 256:
-            yield Violation("ip-configurations-per-nic", where,
-                            f"{len(configurations)} IP configurations; a network interface holds at most 256")
+            yield Violation(
+                "ip-configurations-per-nic",
+                where,
+                f"{len(configurations)} IP configurations; a network interface holds at most 256",
+            )
 
 
 def _custom_data_size(resources: list[Resource]) -> Iterable[Violation]:
     profiles = [(f"{n}.osProfile", i.get("osProfile", {})) for n, i in _of(resources, "compute:VirtualMachine")]
-    profiles += [(f"{n}.virtualMachineProfile.osProfile", i.get("virtualMachineProfile", {}).get("osProfile", {}))
-                 for n, i in _of(resources, "compute:VirtualMachineScaleSet")]
+    profiles += [
+        (f"{n}.virtualMachineProfile.osProfile", i.get("virtualMachineProfile", {}).get("osProfile", {}))
+        for n, i in _of(resources, "compute:VirtualMachineScaleSet")
+    ]
     for where, profile in profiles:
         data = profile.get("customData")
         if isinstance(data, str):
@@ -254,49 +309,104 @@ def _tags(resources: list[Resource]) -> Iterable[Violation]:
             yield Violation("tags", f"{name}.tags", f"{len(tags)} tags; a resource takes at most 50")
         for key, value in tags.items():
             if len(key) > longest_name or any(c in key for c in "<>%&\\?/"):
-                yield Violation("tags", f"{name}.tags[{key!r}]", f"a tag name is at most {longest_name} characters "
-                                "without any of < > % & \\ ? /")
+                yield Violation(
+                    "tags",
+                    f"{name}.tags[{key!r}]",
+                    f"a tag name is at most {longest_name} characters without any of < > % & \\ ? /",
+                )
             if len(str(value)) > 256:
-                yield Violation("tags", f"{name}.tags[{key!r}]", f"a tag value is at most 256 characters, not {len(value)}")
+                yield Violation(
+                    "tags", f"{name}.tags[{key!r}]", f"a tag value is at most 256 characters, not {len(value)}"
+                )
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("primary-ip-configuration",
-         "a network interface with several IP configurations, and a scale set with several network interfaces, "
-         "marks exactly one of them primary",
-         "https://learn.microsoft.com/azure/virtual-network/ip-services/virtual-network-network-interface-addresses",
-         _primary_ip_configurations),
-    Rule("subnet-in-vnet", "every subnet's range lies in its VNet's address space and overlaps no other subnet",
-         "https://learn.microsoft.com/azure/virtual-network/virtual-network-manage-subnet", _subnets_inside_their_vnet),
-    Rule("nsg-priority", "a security rule's priority is 100 to 4096, unique per direction within its NSG",
-         "https://learn.microsoft.com/azure/virtual-network/network-security-groups-overview", _nsg_priorities),
-    Rule("public-ip-prefix-size", "an IPv4 public IP prefix is /28 to /31",
-         "https://learn.microsoft.com/azure/virtual-network/ip-services/public-ip-address-prefix",
-         _public_ip_prefix_length),
-    Rule("single-placement-group", "a scale set in a single placement group holds at most 100 VMs",
-         "https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-placement-groups",
-         _single_placement_group),
-    Rule("upgrade-policy", "automatic OS upgrades need mode Automatic or Rolling; a rolling policy needs Rolling",
-         "https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-automatic-upgrade",
-         _upgrade_policy),
-    Rule("ephemeral-os-disk", "an ephemeral (Local) OS disk uses ReadOnly caching",
-         "https://learn.microsoft.com/azure/virtual-machines/ephemeral-os-disks", _ephemeral_os_disk_caching),
-    Rule("ha-ports", "an HA-ports rule (protocol All, ports 0) is for an internal Standard load balancer",
-         "https://learn.microsoft.com/azure/load-balancer/load-balancer-ha-ports-overview", _ha_ports),
-    Rule("nat-gateway-one-vnet", "a NAT gateway serves subnets of one virtual network only",
-         "https://learn.microsoft.com/azure/nat-gateway/nat-overview", _nat_gateway_one_vnet),
-    Rule("ssh-public-key", "a Linux VM's SSH key is an OpenSSH RSA key of 2048 bits or more, or an Ed25519 key",
-         "https://learn.microsoft.com/azure/virtual-machines/linux/mac-create-ssh-keys", _ssh_keys),
-    Rule("ip-configurations-per-nic", "a network interface has at most 256 private IP addresses",
-         "https://learn.microsoft.com/azure/azure-resource-manager/management/azure-subscription-service-limits",
-         _ip_configurations_per_nic),
-    Rule("custom-data", "custom data is base64 that decodes to at most 65535 bytes",
-         "https://learn.microsoft.com/rest/api/compute/virtual-machines/create-or-update", _custom_data_size),
-    Rule("tags", "at most 50 tags a resource; a name at most 512 characters (a storage account's 128) without "
-         "< > % & \\ ? /, a value at most 256", "https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources",
-         _tags),
-    Rule("key-vault-soft-delete", "soft delete is always on; its retention is 7 to 90 days",
-         "https://learn.microsoft.com/azure/key-vault/general/soft-delete-overview", _key_vault_soft_delete),
+    Rule(
+        "primary-ip-configuration",
+        "a network interface with several IP configurations, and a scale set with several network interfaces, "
+        "marks exactly one of them primary",
+        "https://learn.microsoft.com/azure/virtual-network/ip-services/virtual-network-network-interface-addresses",
+        _primary_ip_configurations,
+    ),
+    Rule(
+        "subnet-in-vnet",
+        "every subnet's range lies in its VNet's address space and overlaps no other subnet",
+        "https://learn.microsoft.com/azure/virtual-network/virtual-network-manage-subnet",
+        _subnets_inside_their_vnet,
+    ),
+    Rule(
+        "nsg-priority",
+        "a security rule's priority is 100 to 4096, unique per direction within its NSG",
+        "https://learn.microsoft.com/azure/virtual-network/network-security-groups-overview",
+        _nsg_priorities,
+    ),
+    Rule(
+        "public-ip-prefix-size",
+        "an IPv4 public IP prefix is /28 to /31",
+        "https://learn.microsoft.com/azure/virtual-network/ip-services/public-ip-address-prefix",
+        _public_ip_prefix_length,
+    ),
+    Rule(
+        "single-placement-group",
+        "a scale set in a single placement group holds at most 100 VMs",
+        "https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-placement-groups",
+        _single_placement_group,
+    ),
+    Rule(
+        "upgrade-policy",
+        "automatic OS upgrades need mode Automatic or Rolling; a rolling policy needs Rolling",
+        "https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-automatic-upgrade",
+        _upgrade_policy,
+    ),
+    Rule(
+        "ephemeral-os-disk",
+        "an ephemeral (Local) OS disk uses ReadOnly caching",
+        "https://learn.microsoft.com/azure/virtual-machines/ephemeral-os-disks",
+        _ephemeral_os_disk_caching,
+    ),
+    Rule(
+        "ha-ports",
+        "an HA-ports rule (protocol All, ports 0) is for an internal Standard load balancer",
+        "https://learn.microsoft.com/azure/load-balancer/load-balancer-ha-ports-overview",
+        _ha_ports,
+    ),
+    Rule(
+        "nat-gateway-one-vnet",
+        "a NAT gateway serves subnets of one virtual network only",
+        "https://learn.microsoft.com/azure/nat-gateway/nat-overview",
+        _nat_gateway_one_vnet,
+    ),
+    Rule(
+        "ssh-public-key",
+        "a Linux VM's SSH key is an OpenSSH RSA key of 2048 bits or more, or an Ed25519 key",
+        "https://learn.microsoft.com/azure/virtual-machines/linux/mac-create-ssh-keys",
+        _ssh_keys,
+    ),
+    Rule(
+        "ip-configurations-per-nic",
+        "a network interface has at most 256 private IP addresses",
+        "https://learn.microsoft.com/azure/azure-resource-manager/management/azure-subscription-service-limits",
+        _ip_configurations_per_nic,
+    ),
+    Rule(
+        "custom-data",
+        "custom data is base64 that decodes to at most 65535 bytes",
+        "https://learn.microsoft.com/rest/api/compute/virtual-machines/create-or-update",
+        _custom_data_size,
+    ),
+    Rule(
+        "tags",
+        "at most 50 tags a resource; a name at most 512 characters (a storage account's 128) without "
+        "< > % & \\ ? /, a value at most 256",
+        "https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources",
+        _tags,
+    ),
+    Rule(
+        "key-vault-soft-delete",
+        "soft delete is always on; its retention is 7 to 90 days",
+        "https://learn.microsoft.com/azure/key-vault/general/soft-delete-overview",
+        _key_vault_soft_delete,
+    ),
 )
 
 

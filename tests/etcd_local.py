@@ -34,8 +34,12 @@ from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, EtcdClusterSpe
 from infra.secret_names import ETCD_PKI_DIR
 from tests.fake_azure_blob import FakeBlobService
 
-OPENSSL_USES = {"digital_signature": "digitalSignature", "key_encipherment": "keyEncipherment",
-                "server_auth": "serverAuth", "client_auth": "clientAuth"}
+OPENSSL_USES = {
+    "digital_signature": "digitalSignature",
+    "key_encipherment": "keyEncipherment",
+    "server_auth": "serverAuth",
+    "client_auth": "clientAuth",
+}
 
 
 def _ephemeral_floor() -> int:
@@ -66,24 +70,52 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def openssl_cert(directory: Path, stem: str, profile: pki.CertProfile, ip: str,
-                 ca: tuple[Path, Path] | None = None) -> tuple[Path, Path]:
+def openssl_cert(
+    directory: Path, stem: str, profile: pki.CertProfile, ip: str, ca: tuple[Path, Path] | None = None
+) -> tuple[Path, Path]:
     """An ECDSA P-256 certificate following ``profile`` (the member IP replaced by ``ip``)."""
     crt, key = directory / f"{stem}.crt", directory / f"{stem}.key"
-    argv = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", str(key), "-out", str(crt), "-days", "2", "-subj",
-            f"/O={profile.organization}/CN={profile.common_name}"]
+    argv = [
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        str(key),
+        "-out",
+        str(crt),
+        "-days",
+        "2",
+        "-subj",
+        f"/O={profile.organization}/CN={profile.common_name}",
+    ]
     if ca is None:
-        argv += ["-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"]
+        argv += [
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        ]
     else:
         key_uses = [OPENSSL_USES[u] for u in profile.allowed_uses if u in ("digital_signature", "key_encipherment")]
         ext_uses = [OPENSSL_USES[u] for u in profile.allowed_uses if u in ("server_auth", "client_auth")]
         sans = [f"IP:{ip}" for _ in profile.ip_addresses] + [f"DNS:{name}" for name in profile.dns_names]
-        argv += ["-CA", str(ca[0]), "-CAkey", str(ca[1]),
-                 "-addext", "basicConstraints=critical,CA:FALSE",
-                 "-addext", "keyUsage=critical," + ",".join(key_uses),
-                 "-addext", "extendedKeyUsage=" + ",".join(ext_uses)]
+        argv += [
+            "-CA",
+            str(ca[0]),
+            "-CAkey",
+            str(ca[1]),
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+            "-addext",
+            "keyUsage=critical," + ",".join(key_uses),
+            "-addext",
+            "extendedKeyUsage=" + ",".join(ext_uses),
+        ]
         if sans:
             argv += ["-addext", "subjectAltName=" + ",".join(sans)]
     subprocess.run(argv, check=True, capture_output=True)
@@ -131,8 +163,9 @@ class LocalMember:
     def start(self) -> None:
         effective = self.root / "run" / "etcd.yaml"
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen([shutil.which("etcd"), f"--config-file={effective}"],
-                                            stdout=log, stderr=log, start_new_session=True)
+            self.process = subprocess.Popen(
+                [shutil.which("etcd"), f"--config-file={effective}"], stdout=log, stderr=log, start_new_session=True
+            )
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -170,8 +203,9 @@ class LocalCluster:
         settings = json.loads(self._rewrite(local, files[TOOL_SETTINGS_PATH]))
         settings.update(etcd_user=None, etcdctl=shutil.which("etcdctl"), etcdutl=shutil.which("etcdutl"))
         settings["disk"]["mount"] = "/"  # a real mount point, so prepare's mount check holds
-        settings["backup"].update(account_url=self.blobs.url, imds_token_url=self.blobs.imds_token_url,
-                                  block_bytes=16384)
+        settings["backup"].update(
+            account_url=self.blobs.url, imds_token_url=self.blobs.imds_token_url, block_bytes=16384
+        )
         settings["metrics"]["port"] = local.ports["backup_metrics"]
         (local.root / "member.json").write_text(json.dumps(settings))
 
@@ -194,14 +228,24 @@ class LocalCluster:
             path.write_text(yaml.safe_dump(conf, sort_keys=False))
 
     def tool_run(self, local: LocalMember, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(self.tool), f"--settings={local.root / 'member.json'}", *args],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, str(self.tool), f"--settings={local.root / 'member.json'}", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     def tool_all(self, *args: str, members: list[LocalMember] | None = None) -> list[subprocess.CompletedProcess]:
         """Runs the tool on every member (or ``members``) at once, as the members' own boots would."""
-        procs = [subprocess.Popen([sys.executable, str(self.tool), f"--settings={m.root / 'member.json'}", *args],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for m in (self.members if members is None else members)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(self.tool), f"--settings={m.root / 'member.json'}", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for m in (self.members if members is None else members)
+        ]
         results = []
         for proc in procs:
             out, err = proc.communicate(timeout=60)
@@ -210,14 +254,21 @@ class LocalCluster:
 
     def etcdctl(self, endpoints: list[str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
         argv = [shutil.which("etcdctl"), f"--endpoints={','.join(endpoints)}", *self.client_tls, *args]
-        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=30,
-                              env=dict(os.environ, ETCDCTL_API="3"))
+        return subprocess.run(
+            argv, capture_output=True, text=True, check=check, timeout=30, env=dict(os.environ, ETCDCTL_API="3")
+        )
 
     def wait_healthy(self, members: list[LocalMember], timeout: float = 20) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            result = self.etcdctl([m.client_url for m in members], "endpoint", "health",
-                                  "--dial-timeout=500ms", "--command-timeout=1s", check=False)
+            result = self.etcdctl(
+                [m.client_url for m in members],
+                "endpoint",
+                "health",
+                "--dial-timeout=500ms",
+                "--command-timeout=1s",
+                check=False,
+            )
             if result.returncode == 0:
                 return
             for member in members:

@@ -47,8 +47,10 @@ class FakeBlobService:
 
     @property
     def imds_token_url(self) -> str:
-        return f"{self.url}/metadata/identity/oauth2/token?api-version=2018-02-01&resource=" \
-               "https%3A%2F%2Fstorage.azure.com%2F"
+        return (
+            f"{self.url}/metadata/identity/oauth2/token?api-version=2018-02-01&resource="
+            "https%3A%2F%2Fstorage.azure.com%2F"
+        )
 
     def start(self) -> FakeBlobService:
         service = self
@@ -66,8 +68,10 @@ class FakeBlobService:
                 self.wfile.write(body)
 
             def _authorized(self) -> bool:
-                ok = (self.headers.get("Authorization") == f"Bearer {TOKEN}"
-                      and self.headers.get("x-ms-version") is not None)
+                ok = (
+                    self.headers.get("Authorization") == f"Bearer {TOKEN}"
+                    and self.headers.get("x-ms-version") is not None
+                )
                 if not ok:
                     service.rejected.append(f"{self.command} {self.path}: not authorized")
                     self._reply(403)
@@ -128,8 +132,11 @@ class FakeBlobService:
                         return
                     ids = [node.text for node in ElementTree.fromstring(body).iterfind("Latest")]
                     data = b"".join(service.staged.pop((name, block_id)) for block_id in ids)
-                    metadata = {key[len("x-ms-meta-"):].lower(): value for key, value in self.headers.items()
-                                if key.lower().startswith("x-ms-meta-")}
+                    metadata = {
+                        key[len("x-ms-meta-") :].lower(): value
+                        for key, value in self.headers.items()
+                        if key.lower().startswith("x-ms-meta-")
+                    }
                     service.blobs[name] = StoredBlob(data, metadata)
                     self._reply(201)
                     return
@@ -148,7 +155,7 @@ class FakeBlobService:
         names = sorted(name for name in self.blobs if name.startswith(query.get("prefix", "")))
         start = names.index(query["marker"]) if query.get("marker") in names else 0
         limit = min(int(query.get("maxresults", self.page_size)), self.page_size)
-        page, rest = names[start:start + limit], names[start + limit:]
+        page, rest = names[start : start + limit], names[start + limit :]
         root = ElementTree.Element("EnumerationResults")
         blobs = ElementTree.SubElement(root, "Blobs")
         for name in page:
@@ -156,6 +163,7 @@ class FakeBlobService:
             ElementTree.SubElement(blob, "Name").text = name
             properties = ElementTree.SubElement(blob, "Properties")
             ElementTree.SubElement(properties, "Last-Modified").text = email.utils.formatdate(
-                self.blobs[name].last_modified, usegmt=True)
+                self.blobs[name].last_modified, usegmt=True
+            )
         ElementTree.SubElement(root, "NextMarker").text = rest[0] if rest else ""
         return ElementTree.tostring(root, xml_declaration=True, encoding="utf-8")

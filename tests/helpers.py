@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-
 from infra.config import ClusterConfig, parse_config
 from infra.errors import NAMESPACE
 from plan.stack_yaml import load_file
@@ -16,7 +15,7 @@ def raw_stack(stack: str = "dev") -> dict[str, Any]:
     """The ``supercluster:*`` values of a stack file, without the namespace, as a fresh copy."""
     values = load_file(PROJECT_DIR / f"Pulumi.{stack}.yaml")["config"]  # read as the Pulumi CLI reads it
     prefix = f"{NAMESPACE}:"
-    return copy.deepcopy({k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)})
+    return copy.deepcopy({k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)})
 
 
 def parsed(stack: str = "dev", **changes: Any) -> ClusterConfig:
@@ -44,8 +43,11 @@ def require_tool(binary: str) -> str:
 def cluster_subnets(run) -> dict[str, tuple[Any, dict[str, Any]]]:
     """The subnets the cluster's VNets declare inline (the hub keeps separate Subnet resources):
     ``{subnet name: (its VNet's registration, the subnet's inputs)}``."""
-    return {subnet["name"]: (vnet, subnet) for vnet in run.of_type("azure-native:network:VirtualNetwork")
-            for subnet in vnet.inputs.get("subnets", [])}
+    return {
+        subnet["name"]: (vnet, subnet)
+        for vnet in run.of_type("azure-native:network:VirtualNetwork")
+        for subnet in vnet.inputs.get("subnets", [])
+    }
 
 
 def doc_table_rows(page: str, heading: str, row_prefix: str) -> dict[str, list[str]]:
@@ -81,8 +83,12 @@ def monitoring_tool(binary: str) -> str:
             if os.environ.get("CI") == "true":
                 pytest.fail("the Go toolchain is missing; promtool and amtool are built from their Go modules")
             pytest.skip("the Go toolchain is missing (promtool and amtool are built from their Go modules)")
-        result = subprocess.run(["bash", str(PROJECT_DIR / "scripts" / "build-monitoring-tools.sh")],
-                                capture_output=True, text=True, timeout=1800)
+        result = subprocess.run(
+            ["bash", str(PROJECT_DIR / "scripts" / "build-monitoring-tools.sh")],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         if result.returncode != 0:
             pytest.fail(f"scripts/build-monitoring-tools.sh failed:\n{result.stderr[-3000:]}")
         folder = result.stdout.strip().splitlines()[-1]

@@ -14,14 +14,36 @@ from typing import Any
 
 AZURE_LOAD_BALANCER_IP = "168.63.129.16"
 DEFAULT_INBOUND_RULES = (
-    {"name": "AllowVnetInBound", "priority": 65000, "access": "Allow", "protocol": "*", "direction": "Inbound",
-     "sourceAddressPrefix": "VirtualNetwork", "destinationAddressPrefix": "VirtualNetwork",
-     "destinationPortRange": "*"},
-    {"name": "AllowAzureLoadBalancerInBound", "priority": 65001, "access": "Allow", "protocol": "*",
-     "direction": "Inbound", "sourceAddressPrefix": "AzureLoadBalancer", "destinationAddressPrefix": "*",
-     "destinationPortRange": "*"},
-    {"name": "DenyAllInBound", "priority": 65500, "access": "Deny", "protocol": "*", "direction": "Inbound",
-     "sourceAddressPrefix": "*", "destinationAddressPrefix": "*", "destinationPortRange": "*"},
+    {
+        "name": "AllowVnetInBound",
+        "priority": 65000,
+        "access": "Allow",
+        "protocol": "*",
+        "direction": "Inbound",
+        "sourceAddressPrefix": "VirtualNetwork",
+        "destinationAddressPrefix": "VirtualNetwork",
+        "destinationPortRange": "*",
+    },
+    {
+        "name": "AllowAzureLoadBalancerInBound",
+        "priority": 65001,
+        "access": "Allow",
+        "protocol": "*",
+        "direction": "Inbound",
+        "sourceAddressPrefix": "AzureLoadBalancer",
+        "destinationAddressPrefix": "*",
+        "destinationPortRange": "*",
+    },
+    {
+        "name": "DenyAllInBound",
+        "priority": 65500,
+        "access": "Deny",
+        "protocol": "*",
+        "direction": "Inbound",
+        "sourceAddressPrefix": "*",
+        "destinationAddressPrefix": "*",
+        "destinationPortRange": "*",
+    },
 )
 
 
@@ -62,8 +84,15 @@ def _address_in(address: str, prefixes: Sequence[str], virtual_network: Sequence
     return False
 
 
-def decide(rules: Sequence[dict[str, Any]], *, source: str, destination: str, port: int, protocol: str = "Tcp",
-           virtual_network: Sequence[str]) -> str:
+def decide(
+    rules: Sequence[dict[str, Any]],
+    *,
+    source: str,
+    destination: str,
+    port: int,
+    protocol: str = "Tcp",
+    virtual_network: Sequence[str],
+) -> str:
     """The name of the rule that decides an inbound packet, prefixed with its access: ``Allow:rule``."""
     inbound = [r for r in [*rules, *DEFAULT_INBOUND_RULES] if r.get("direction", "Inbound") == "Inbound"]
     for rule in sorted(inbound, key=lambda r: r["priority"]):

@@ -45,8 +45,9 @@ class Client:
         for attempt in range(2):
             connection = getattr(self.local, "connection", None)
             if connection is None:
-                connection = http.client.HTTPSConnection(self.url.hostname, self.url.port, context=self.context,
-                                                         timeout=60)
+                connection = http.client.HTTPSConnection(
+                    self.url.hostname, self.url.port, context=self.context, timeout=60
+                )
                 self.local.connection = connection
             started = time.monotonic()
             try:
@@ -69,8 +70,14 @@ def summary(results: list[tuple[int, float]], seconds: float) -> dict:
     def pct(q: float) -> float | None:
         return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 1) if latencies else None
 
-    return {"requests": len(results), "seconds": round(seconds, 2), "rate": round(len(results) / seconds, 1),
-            "p50_ms": pct(0.5), "p99_ms": pct(0.99), "codes": dict(Counter(str(code) for code, _ in results))}
+    return {
+        "requests": len(results),
+        "seconds": round(seconds, 2),
+        "rate": round(len(results) / seconds, 1),
+        "p50_ms": pct(0.5),
+        "p99_ms": pct(0.99),
+        "codes": dict(Counter(str(code) for code, _ in results)),
+    }
 
 
 def run_all(client: Client, calls: list[tuple[str, str, object | None]], concurrency: int) -> dict:
@@ -82,10 +89,22 @@ def run_all(client: Client, calls: list[tuple[str, str, object | None]], concurr
 
 def events(client: Client, count: int, concurrency: int, namespace: str) -> dict:
     run = uuid.uuid4().hex[:6]
-    calls = [("POST", f"/api/v1/namespaces/{namespace}/events", {
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": f"storm-{run}-{i}", "namespace": namespace},
-        "involvedObject": {"kind": "Namespace", "name": namespace}, "reason": "Storm", "type": "Normal",
-        "message": "an event storm"}) for i in range(count)]
+    calls = [
+        (
+            "POST",
+            f"/api/v1/namespaces/{namespace}/events",
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"storm-{run}-{i}", "namespace": namespace},
+                "involvedObject": {"kind": "Namespace", "name": namespace},
+                "reason": "Storm",
+                "type": "Normal",
+                "message": "an event storm",
+            },
+        )
+        for i in range(count)
+    ]
     return run_all(client, calls, concurrency)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 Labels = tuple[tuple[str, str], ...]  # sorted (name, value) pairs
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$')
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
@@ -38,8 +38,7 @@ def parse(text: str) -> Snapshot:
         if not match:
             continue
         name, labels, value = match.groups()
-        pairs = tuple(sorted((k, v.replace('\\"', '"').replace("\\\\", "\\"))
-                             for k, v in _LABEL.findall(labels or "")))
+        pairs = tuple(sorted((k, v.replace('\\"', '"').replace("\\\\", "\\")) for k, v in _LABEL.findall(labels or "")))
         samples[name][pairs] = float(value)
     return Snapshot(dict(samples))
 
@@ -71,8 +70,9 @@ def gauge(snapshot: Snapshot, name: str, where: Selector | None = None) -> float
     return sum(_select(snapshot.get(name), where).values())
 
 
-def histogram_delta(before: Snapshot, after: Snapshot, name: str,
-                    where: Selector | None = None) -> list[tuple[float, float]]:
+def histogram_delta(
+    before: Snapshot, after: Snapshot, name: str, where: Selector | None = None
+) -> list[tuple[float, float]]:
     """``[(upper bound, cumulative count)]`` of the observations made between the snapshots, summed
     over the selected series (the ``le`` label aside), sorted by bound, ``+Inf`` last."""
     buckets: dict[float, float] = defaultdict(float)

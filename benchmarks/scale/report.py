@@ -38,19 +38,27 @@ def heap_slope(steps: list[dict[str, Any]]) -> float | None:
     """GiB of apiserver heap per 1,000 nodes, between the smallest and largest step measured."""
     if len(steps) < 2 or steps[-1]["nodes"] == steps[0]["nodes"]:
         return None
-    return ((steps[-1]["apiserver_heap_gib_mean"] - steps[0]["apiserver_heap_gib_mean"])
-            / (steps[-1]["nodes"] - steps[0]["nodes"]) * 1000)
+    return (
+        (steps[-1]["apiserver_heap_gib_mean"] - steps[0]["apiserver_heap_gib_mean"])
+        / (steps[-1]["nodes"] - steps[0]["nodes"])
+        * 1000
+    )
 
 
 def render(results: dict[str, Any]) -> str:
-    lines = [f"Machine: {results.get('machine')}; prod control plane booted in {results.get('boot_s')} s; "
-             f"whole run {results.get('total_s')} s.", ""]
+    lines = [
+        f"Machine: {results.get('machine')}; prod control plane booted in {results.get('boot_s')} s; "
+        f"whole run {results.get('total_s')} s.",
+        "",
+    ]
     if results.get("stopped"):
         lines += [f"Growth stopped: {results['stopped']}.", ""]
-    lines += ["| nodes | join p99 | lease update p99 (SLO 1 s) | worst mutating p99 | worst GET p99 | "
-              "worst cluster LIST p99 (SLO 30 s) | 429s | req/s | apiserver heap (mean) | etcd DB | "
-              "etcd commit p99 | main etcd puts/s | busiest (cores) |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines += [
+        "| nodes | join p99 | lease update p99 (SLO 1 s) | worst mutating p99 | worst GET p99 | "
+        "worst cluster LIST p99 (SLO 30 s) | 429s | req/s | apiserver heap (mean) | etcd DB | "
+        "etcd commit p99 | main etcd puts/s | busiest (cores) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for step in results.get("steps", []):
         registration = step.get("registration") or {}
         lines.append(
@@ -59,16 +67,20 @@ def render(results: dict[str, Any]) -> str:
             f"{_s(step['worst_mutating'][1])} | {step['worst_get'][0]} {_s(step['worst_get'][1])} | "
             f"{step['worst_cluster_list'][0]} {_s(step['worst_cluster_list'][1])} | {int(step['http_429'])} | "
             f"{step['requests_per_s']} | {step['apiserver_heap_gib_mean']} GiB | {step['etcd_db_mib']} MiB | "
-            f"{step['etcd_commit_p99_ms']} ms | {step['main_etcd_puts_per_s']} | {_busiest(step)} |")
+            f"{step['etcd_commit_p99_ms']} ms | {step['main_etcd_puts_per_s']} | {_busiest(step)} |"
+        )
     slope = heap_slope(results.get("steps", []))
     if slope is not None:
         first = results["steps"][0]
         projected = first["apiserver_heap_gib_mean"] + slope * (7500 - first["nodes"]) / 1000
         memory = VM_SIZES[PROD_APISERVER_VM].memory_gib
-        lines += ["", f"Apiserver heap grows {slope:.2f} GiB per 1,000 nodes (mean of the 5 apiservers); projected "
-                      f"at 7,500 nodes: {projected:.1f} GiB, against the seed's up to {SEED_HEAP_GB_AT_7500} GB and "
-                      f"the rendered {PROD_APISERVER_VM}'s {memory} GiB. Simulated nodes carry no pods beyond the "
-                      f"benchmark's, so this is a floor."]
+        lines += [
+            "",
+            f"Apiserver heap grows {slope:.2f} GiB per 1,000 nodes (mean of the 5 apiservers); projected "
+            f"at 7,500 nodes: {projected:.1f} GiB, against the seed's up to {SEED_HEAP_GB_AT_7500} GB and "
+            f"the rendered {PROD_APISERVER_VM}'s {memory} GiB. Simulated nodes carry no pods beyond the "
+            f"benchmark's, so this is a floor.",
+        ]
     patterns = results.get("patterns") or {}
     if patterns:
         lines += ["", "| pattern | with the rendered setting | without it | measured difference |", "|---|---|---|---|"]
@@ -79,14 +91,16 @@ def render(results: dict[str, Any]) -> str:
                 f"{_s(on['registration'].get('p99'))}, lease p99 {_s(on['lease_update_p99_s'])}, 429s "
                 f"{int(on['http_429'])} | unpaced: join p99 {_s(off['registration'].get('p99'))}, lease p99 "
                 f"{_s(off['lease_update_p99_s'])}, 429s {int(off['http_429'])} | lease p99 paced/unpaced "
-                f"{_ratio(on['lease_update_p99_s'], off['lease_update_p99_s'])} |")
+                f"{_ratio(on['lease_update_p99_s'], off['lease_update_p99_s'])} |"
+            )
         job = patterns.get("job_burst")
         if job:
             lines.append(
                 f"| job burst: {job['pods']} pods, a gang of {job['gang']} whole GPU nodes | all bound in "
                 f"{job['all_bound_s']} s ({job['pods_per_s']} pods/s), "
                 f"start-up p99 {_s(job['startup_p99_s'], digits=0)} "
-                f"({_verdict(job['startup_p99_s'], SLO_POD_STARTUP_S)} the 5 s SLO) | | the gang bound whole |")
+                f"({_verdict(job['startup_p99_s'], SLO_POD_STARTUP_S)} the 5 s SLO) | | the gang bound whole |"
+            )
         on, off = patterns.get("event_storm_override_on"), patterns.get("event_storm_override_off")
         if on and off:
             lines.append(
@@ -94,7 +108,8 @@ def render(results: dict[str, Any]) -> str:
                 f"events etcd {on['events_etcd_puts_per_s']} puts/s, create p99 {on['storm']['p99_ms']} ms | main "
                 f"etcd {off['main_etcd_puts_per_s']} puts/s, events etcd {off['events_etcd_puts_per_s']} puts/s, "
                 f"create p99 {off['storm']['p99_ms']} ms | main etcd writes with/without "
-                f"{_ratio(on['main_etcd_puts_per_s'], off['main_etcd_puts_per_s'])} |")
+                f"{_ratio(on['main_etcd_puts_per_s'], off['main_etcd_puts_per_s'])} |"
+            )
         on, off = patterns.get("list_agents_apf_rendered"), patterns.get("list_agents_apf_removed")
         if on and off:
             lines.append(
@@ -102,5 +117,6 @@ def render(results: dict[str, Any]) -> str:
                 f"{_s(on['lease_update_p99_s'])}, agents' LIST p99 {on['agents']['p99_ms']} ms, agents' 429s "
                 f"{on['agents']['codes'].get('429', 0)} | lease update p99 {_s(off['lease_update_p99_s'])}, agents' "
                 f"LIST p99 {off['agents']['p99_ms']} ms, 429s {off['agents']['codes'].get('429', 0)} | lease p99 "
-                f"with/without {_ratio(on['lease_update_p99_s'], off['lease_update_p99_s'])} |")
+                f"with/without {_ratio(on['lease_update_p99_s'], off['lease_update_p99_s'])} |"
+            )
     return "\n".join(lines) + "\n"

@@ -78,23 +78,36 @@ def parse_addon_settings(config: ClusterConfig) -> AddonSettings:
 def _check_dependencies(config: ClusterConfig) -> None:
     addons = config.addons
     if addons.node_local_dns.enabled and not addons.coredns.enabled:
-        raise ConfigError("addons.nodeLocalDns.enabled", True,
-                          "false while addons.coredns is disabled (NodeLocal DNS forwards cluster names to CoreDNS)")
+        raise ConfigError(
+            "addons.nodeLocalDns.enabled",
+            True,
+            "false while addons.coredns is disabled (NodeLocal DNS forwards cluster names to CoreDNS)",
+        )
     if addons.balloons.enabled and not addons.cluster_autoscaler.enabled:
-        raise ConfigError("addons.balloons.enabled", True,
-                          "false while addons.clusterAutoscaler is disabled (balloons only make sense when "
-                          "pending pods add nodes)")
+        raise ConfigError(
+            "addons.balloons.enabled",
+            True,
+            "false while addons.clusterAutoscaler is disabled (balloons only make sense when pending pods add nodes)",
+        )
     gpu_pools = [pool.name for pool in config.node_pools if pool.role == ROLE_GPU]
     if gpu_pools and not addons.gpu_health_check.enabled:
-        raise ConfigError("addons.gpuHealthCheck.enabled", False,
-                          f"true while GPU pools exist ({', '.join(gpu_pools)}): their nodes register with the "
-                          f"start-up taint {GPU_STARTUP_TAINT_KEY} and only the health check "
-                          "removes it")
+        raise ConfigError(
+            "addons.gpuHealthCheck.enabled",
+            False,
+            f"true while GPU pools exist ({', '.join(gpu_pools)}): their nodes register with the "
+            f"start-up taint {GPU_STARTUP_TAINT_KEY} and only the health check "
+            "removes it",
+        )
 
 
-def build_addon_objects(config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings,
-                        azure: AzureAccess | None = None, skip: Collection[str] = (),
-                        node_kubernetes_version: str | None = None) -> dict[str, list[k8s.Obj]]:
+def build_addon_objects(
+    config: ClusterConfig,
+    addresses: AddressPlan,
+    settings: AddonSettings,
+    azure: AzureAccess | None = None,
+    skip: Collection[str] = (),
+    node_kubernetes_version: str | None = None,
+) -> dict[str, list[k8s.Obj]]:
     """``{"base": [...], "<enabled add-on>": [...]}``; ``azure`` is needed when the autoscaler is enabled.
     Each builder is handed only what it reads. ``skip``: add-ons (by attribute) not to render.
     ``node_kubernetes_version``: the release the nodes run (``ClusterSpec.node_kubernetes_version``,
@@ -103,15 +116,17 @@ def build_addon_objects(config: ClusterConfig, addresses: AddressPlan, settings:
     builders: dict[str, Callable[[], list[k8s.Obj]]] = {
         "coredns": lambda: coredns.objects(config, addresses, settings.coredns),
         "node_local_dns": lambda: node_local_dns.objects(addresses, settings.node_local_dns),
-        "cluster_autoscaler": lambda: cluster_autoscaler.objects(config, settings.cluster_autoscaler,
-                                                                 _require(azure), node_release),
+        "cluster_autoscaler": lambda: cluster_autoscaler.objects(
+            config, settings.cluster_autoscaler, _require(azure), node_release
+        ),
         "balloons": lambda: balloons.objects(config, settings.balloons),
         "nvidia_device_plugin": nvidia_device_plugin.objects,
         "rdma_device_plugin": lambda: rdma_device_plugin.objects(settings.rdma_device_plugin),
         "gpu_health_check": lambda: gpu_health_check.objects(config, settings.gpu_health_check),
         "traffic_accounting": lambda: traffic_accounting.objects(settings.traffic_accounting),
-        "monitoring": lambda: monitoring.objects(config, addresses, settings.monitoring,
-                                                 settings.cluster_autoscaler.max_total_unready_percentage),
+        "monitoring": lambda: monitoring.objects(
+            config, addresses, settings.monitoring, settings.cluster_autoscaler.max_total_unready_percentage
+        ),
     }
     groups = {BASE: base.objects(config)}
     for attr in MODULES:

@@ -45,8 +45,9 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     for name in sorted(headroom.raw, key=str):
         pool = pools.get(name)
         if pool is None:
-            raise ConfigError(headroom.key(str(name)), headroom.raw[name],
-                              "a node pool's name as key: " + ", ".join(pools))
+            raise ConfigError(
+                headroom.key(str(name)), headroom.raw[name], "a node pool's name as key: " + ", ".join(pools)
+            )
         ceiling = 0 if pool.retired else pool.max_nodes
         accepted = "0 for a retired pool" if pool.retired else f"at most the pool's maxNodes ({pool.max_nodes})"
         count = headroom.integer(name, minimum=0)
@@ -61,8 +62,12 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
 def objects(config: ClusterConfig, settings: Settings) -> list[k8s.Obj]:
     result = [
         k8s.namespace(NAMESPACE, "restricted"),
-        priority_class(BALLOON_PRIORITY, BALLOON_PRIORITY_VALUE,
-                       "Balloon pods that keep warm nodes; every workload preempts them.", preempts=False),
+        priority_class(
+            BALLOON_PRIORITY,
+            BALLOON_PRIORITY_VALUE,
+            "Balloon pods that keep warm nodes; every workload preempts them.",
+            preempts=False,
+        ),
         k8s.service_account("balloon", NAMESPACE, automount=False),
     ]
     for pool in config.node_pools:
@@ -82,22 +87,31 @@ def _balloons(pool: NodePoolConfig, count: int) -> k8s.Obj:
     name = f"balloon-{pool.name}"
     selector = {"app.kubernetes.io/name": name}
     requests = balloon_requests(pool)
-    container = {"name": "balloon", "image": images.PAUSE,
-                 "resources": {"requests": requests, "limits": requests},
-                 "securityContext": k8s.locked_down()}
+    container = {
+        "name": "balloon",
+        "image": images.PAUSE,
+        "resources": {"requests": requests, "limits": requests},
+        "securityContext": k8s.locked_down(),
+    }
     pod = k8s.pod_spec(
-        [container], priority_class=BALLOON_PRIORITY, service_account="balloon",
+        [container],
+        priority_class=BALLOON_PRIORITY,
+        service_account="balloon",
         automountServiceAccountToken=False,
         nodeSelector={POOL_LABEL: pool.name},
         # The pool's own taints (team pools included), never the GPU start-up taint: a warm
         # node is a healthy node.
         tolerations=[{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.taints],
-        affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}]}},
+        affinity={
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        },
         terminationGracePeriodSeconds=0,
         securityContext=dict(k8s.RUNTIME_DEFAULT_SECCOMP),
     )
     # Pending balloons are the point (they make the autoscaler add nodes): Pulumi must not
     # wait for them to become ready.
-    return k8s.deployment(name, NAMESPACE, count, pod, selector, app=name,
-                          annotations={"pulumi.com/skipAwait": "true"})
+    return k8s.deployment(name, NAMESPACE, count, pod, selector, app=name, annotations={"pulumi.com/skipAwait": "true"})

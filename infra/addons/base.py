@@ -19,11 +19,15 @@ SYSTEM_PRIORITY_VALUE = 1_000_000
 WORKLOAD_PRIORITY_VALUE = 1_000
 
 
-def priority_class(name: str, value: int, description: str, *, global_default: bool = False,
-                   preempts: bool = True) -> k8s.Obj:
+def priority_class(
+    name: str, value: int, description: str, *, global_default: bool = False, preempts: bool = True
+) -> k8s.Obj:
     return {
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": k8s.metadata(name),
-        "value": value, "globalDefault": global_default,
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": k8s.metadata(name),
+        "value": value,
+        "globalDefault": global_default,
         "preemptionPolicy": "PreemptLowerPriority" if preempts else "Never",
         "description": description,
     }
@@ -31,15 +35,25 @@ def priority_class(name: str, value: int, description: str, *, global_default: b
 
 def objects(config: ClusterConfig) -> list[k8s.Obj]:
     result = [
-        priority_class(SYSTEM_PRIORITY, SYSTEM_PRIORITY_VALUE,
-                       "Platform services that are not per-node agents (monitoring)."),
-        priority_class(WORKLOAD_PRIORITY, WORKLOAD_PRIORITY_VALUE,
-                       "Research workloads; the default for every pod that names no class.", global_default=True),
+        priority_class(
+            SYSTEM_PRIORITY, SYSTEM_PRIORITY_VALUE, "Platform services that are not per-node agents (monitoring)."
+        ),
+        priority_class(
+            WORKLOAD_PRIORITY,
+            WORKLOAD_PRIORITY_VALUE,
+            "Research workloads; the default for every pod that names no class.",
+            global_default=True,
+        ),
     ]
     if any(pool.role == ROLE_GPU for pool in config.node_pools):
         # Pods that ask for the NVIDIA runtime can only land on GPU nodes.
-        result.append({
-            "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": k8s.metadata(NVIDIA_RUNTIME_CLASS),
-            "handler": NVIDIA_RUNTIME_CLASS, "scheduling": {"nodeSelector": {ROLE_LABEL: ROLE_GPU}},
-        })
+        result.append(
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": k8s.metadata(NVIDIA_RUNTIME_CLASS),
+                "handler": NVIDIA_RUNTIME_CLASS,
+                "scheduling": {"nodeSelector": {ROLE_LABEL: ROLE_GPU}},
+            }
+        )
     return result

@@ -81,21 +81,27 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     s = section(KEY, raw)
     x = Settings()
     settings = Settings(
-        max_total_unready_percentage=s.integer("maxTotalUnreadyPercentage", x.max_total_unready_percentage,
-                                               minimum=1, maximum=MAX_UNREADY_PERCENTAGE_CEILING),
+        max_total_unready_percentage=s.integer(
+            "maxTotalUnreadyPercentage",
+            x.max_total_unready_percentage,
+            minimum=1,
+            maximum=MAX_UNREADY_PERCENTAGE_CEILING,
+        ),
         ok_total_unready_count=s.integer("okTotalUnreadyCount", x.ok_total_unready_count, minimum=0, maximum=1_000),
         max_node_provision_time=duration(s, "maxNodeProvisionTime", x.max_node_provision_time, 3600),
         scale_down_unneeded_time=duration(s, "scaleDownUnneededTime", x.scale_down_unneeded_time),
         scale_down_delay_after_add=duration(s, "scaleDownDelayAfterAdd", x.scale_down_delay_after_add),
         scale_down_delay_after_delete=duration(s, "scaleDownDelayAfterDelete", x.scale_down_delay_after_delete),
         scale_down_delay_after_failure=duration(s, "scaleDownDelayAfterFailure", x.scale_down_delay_after_failure),
-        max_scale_down_parallelism=s.integer("maxScaleDownParallelism", x.max_scale_down_parallelism,
-                                             minimum=1, maximum=100),
+        max_scale_down_parallelism=s.integer(
+            "maxScaleDownParallelism", x.max_scale_down_parallelism, minimum=1, maximum=100
+        ),
         max_drain_parallelism=s.integer("maxDrainParallelism", x.max_drain_parallelism, minimum=1, maximum=100),
         scale_down_unready_enabled=s.boolean("scaleDownUnreadyEnabled", x.scale_down_unready_enabled),
         vmss_cache_ttl_seconds=s.integer("vmssCacheTtlSeconds", x.vmss_cache_ttl_seconds, minimum=15, maximum=3600),
-        vmss_vms_cache_ttl_seconds=s.integer("vmssVmsCacheTtlSeconds", x.vmss_vms_cache_ttl_seconds,
-                                             minimum=60, maximum=3600),
+        vmss_vms_cache_ttl_seconds=s.integer(
+            "vmssVmsCacheTtlSeconds", x.vmss_vms_cache_ttl_seconds, minimum=60, maximum=3600
+        ),
         read_qps=s.integer("readQps", x.read_qps, minimum=1, maximum=ARM_READ_QPS),
         read_buckets=s.integer("readBuckets", x.read_buckets, minimum=1, maximum=ARM_READ_BUCKET),
         write_qps=s.integer("writeQps", x.write_qps, minimum=1, maximum=ARM_WRITE_QPS),
@@ -166,34 +172,48 @@ def objects(config: ClusterConfig, settings: Settings, azure: AzureAccess, kuber
     autoscaler's image moves only after every apiserver runs the new release (infra/day2.py)."""
     ns = SYSTEM_NAMESPACE
     container = {
-        "name": NAME, "image": images.cluster_autoscaler(kubernetes_version),
+        "name": NAME,
+        "image": images.cluster_autoscaler(kubernetes_version),
         "command": ["/cluster-autoscaler", *flags(config, settings)],
         "env": environment(settings, azure),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "resources": k8s.resources("500m", "1Gi", "2Gi"),
         "securityContext": k8s.locked_down(),
-        "livenessProbe": {"httpGet": {"path": "/health-check", "port": METRICS_PORT}, "periodSeconds": 60,
-                          "failureThreshold": 3},
+        "livenessProbe": {
+            "httpGet": {"path": "/health-check", "port": METRICS_PORT},
+            "periodSeconds": 60,
+            "failureThreshold": 3,
+        },
     }
     pod = k8s.pod_spec(
         # Host network: the managed identity is the node VM's, reached through IMDS.
-        [container], priority_class=CLUSTER_CRITICAL, service_account=NAME, host_network=True,
+        [container],
+        priority_class=CLUSTER_CRITICAL,
+        service_account=NAME,
+        host_network=True,
         nodeSelector={ROLE_LABEL: ROLE_CPU},
     )
     return [
         k8s.service_account(NAME, ns),
         k8s.cluster_role(f"supercluster-{NAME}", _cluster_rules(), app=NAME),
-        k8s.binding("ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}", NAME, ns,
-                    app=NAME),
-        k8s.role(NAME, ns, [
-            k8s.rule([""], ["configmaps"], ["create"]),
-            k8s.rule([""], ["configmaps"], ["get", "update", "delete"],
-                     resource_names=["cluster-autoscaler-status"]),
-        ]),
+        k8s.binding(
+            "ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}", NAME, ns, app=NAME
+        ),
+        k8s.role(
+            NAME,
+            ns,
+            [
+                k8s.rule([""], ["configmaps"], ["create"]),
+                k8s.rule(
+                    [""], ["configmaps"], ["get", "update", "delete"], resource_names=["cluster-autoscaler-status"]
+                ),
+            ],
+        ),
         k8s.binding("RoleBinding", NAME, "Role", NAME, NAME, ns, ns=ns),
         # Never on a node it might remove; never evicted by its own scale-down.
-        k8s.deployment(NAME, ns, 1, pod, {"app": NAME}, strategy={"type": "Recreate"},
-                       pod_annotations={SAFE_TO_EVICT: "false"}),
+        k8s.deployment(
+            NAME, ns, 1, pod, {"app": NAME}, strategy={"type": "Recreate"}, pod_annotations={SAFE_TO_EVICT: "false"}
+        ),
     ]
 
 
@@ -204,12 +224,18 @@ def _cluster_rules() -> list[k8s.Obj]:
         k8s.rule([""], ["pods/eviction"], ["create"]),
         k8s.rule([""], ["pods/status"], ["update"]),
         k8s.rule([""], ["nodes"], [*read, "update"]),
-        k8s.rule([""], ["pods", "services", "replicationcontrollers", "persistentvolumeclaims",
-                        "persistentvolumes", "namespaces"], read),
+        k8s.rule(
+            [""],
+            ["pods", "services", "replicationcontrollers", "persistentvolumeclaims", "persistentvolumes", "namespaces"],
+            read,
+        ),
         k8s.rule(["policy"], ["poddisruptionbudgets"], ["list", "watch"]),
         k8s.rule(["apps"], ["statefulsets", "replicasets", "daemonsets"], read),
-        k8s.rule(["storage.k8s.io"], ["storageclasses", "csinodes", "csidrivers", "csistoragecapacities",
-                                      "volumeattachments"], read),
+        k8s.rule(
+            ["storage.k8s.io"],
+            ["storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"],
+            read,
+        ),
         k8s.rule(["batch"], ["jobs", "cronjobs"], read),
         k8s.rule(["coordination.k8s.io"], ["leases"], ["create"]),
         k8s.rule(["coordination.k8s.io"], ["leases"], ["get", "update"], resource_names=[NAME]),

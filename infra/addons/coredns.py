@@ -64,35 +64,53 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     )
     s.done()
     if settings.max_replicas < settings.min_replicas:
-        raise ConfigError(s.key("maxReplicas"), settings.max_replicas,
-                          f"at least minReplicas ({settings.min_replicas})")
+        raise ConfigError(
+            s.key("maxReplicas"), settings.max_replicas, f"at least minReplicas ({settings.min_replicas})"
+        )
     return settings
 
 
 def corefile() -> str:
-    return render([ServerBlock((".:53",), (
-        d("errors"),
-        d("health", block=(d("lameduck", "5s"),)),
-        d("ready"),
-        # `pods insecure` answers pod A records without watching every pod in the cluster.
-        d("kubernetes", CLUSTER_DOMAIN, "in-addr.arpa", "ip6.arpa", block=(
-            d("pods", "insecure"), d("fallthrough", "in-addr.arpa", "ip6.arpa"), d("ttl", "30"))),
-        d("prometheus", f":{METRICS_PORT}"),
-        d("forward", ".", f"{UPSTREAM_RESOLV_DIR}/resolv.conf", block=(d("max_concurrent", "1000"),)),
-        d("cache", "30"),
-        d("loop"),
-        d("reload"),
-        d("loadbalance"),
-    ))])
+    return render(
+        [
+            ServerBlock(
+                (".:53",),
+                (
+                    d("errors"),
+                    d("health", block=(d("lameduck", "5s"),)),
+                    d("ready"),
+                    # `pods insecure` answers pod A records without watching every pod in the cluster.
+                    d(
+                        "kubernetes",
+                        CLUSTER_DOMAIN,
+                        "in-addr.arpa",
+                        "ip6.arpa",
+                        block=(d("pods", "insecure"), d("fallthrough", "in-addr.arpa", "ip6.arpa"), d("ttl", "30")),
+                    ),
+                    d("prometheus", f":{METRICS_PORT}"),
+                    d("forward", ".", f"{UPSTREAM_RESOLV_DIR}/resolv.conf", block=(d("max_concurrent", "1000"),)),
+                    d("cache", "30"),
+                    d("loop"),
+                    d("reload"),
+                    d("loadbalance"),
+                ),
+            )
+        ]
+    )
 
 
 def autoscaler_parameters(settings: Settings) -> dict[str, Any]:
     """cluster-proportional-autoscaler's ``linear`` mode: max(cores/c, nodes/n), clamped to [min, max]."""
-    return {"linear": {
-        "coresPerReplica": settings.cores_per_replica, "nodesPerReplica": settings.nodes_per_replica,
-        "min": settings.min_replicas, "max": settings.max_replicas,
-        "preventSinglePointFailure": True, "includeUnschedulableNodes": True,
-    }}
+    return {
+        "linear": {
+            "coresPerReplica": settings.cores_per_replica,
+            "nodesPerReplica": settings.nodes_per_replica,
+            "min": settings.min_replicas,
+            "max": settings.max_replicas,
+            "preventSinglePointFailure": True,
+            "includeUnschedulableNodes": True,
+        }
+    }
 
 
 def objects(config: ClusterConfig, addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
@@ -100,60 +118,103 @@ def objects(config: ClusterConfig, addresses: AddressPlan, settings: Settings) -
     memory_limit = "340Mi" if config.max_nodes_total >= LARGE_CLUSTER_NODES else "170Mi"
     return [
         k8s.service_account(NAME, ns),
-        k8s.cluster_role(f"supercluster-{NAME}", [
-            k8s.rule(["discovery.k8s.io"], ["endpointslices"], ["list", "watch"]),
-            k8s.rule([""], ["services", "namespaces"], ["list", "watch"]),
-        ], app=NAME),
-        k8s.binding("ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}", NAME, ns,
-                    app=NAME),
+        k8s.cluster_role(
+            f"supercluster-{NAME}",
+            [
+                k8s.rule(["discovery.k8s.io"], ["endpointslices"], ["list", "watch"]),
+                k8s.rule([""], ["services", "namespaces"], ["list", "watch"]),
+            ],
+            app=NAME,
+        ),
+        k8s.binding(
+            "ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}", NAME, ns, app=NAME
+        ),
         k8s.config_map(NAME, ns, {"Corefile": corefile()}),
         _deployment(memory_limit),
-        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": k8s.metadata(NAME, ns),
-         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(SELECTOR)}}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": k8s.metadata(SERVICE, ns, app=NAME),
-         "spec": {"selector": dict(SELECTOR), "clusterIP": addresses.dns_service_ip, "ports": [
-             {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
-             {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
-             {"name": "metrics", "port": METRICS_PORT, "protocol": "TCP", "targetPort": METRICS_PORT},
-         ]}},
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": k8s.metadata(NAME, ns),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(SELECTOR)}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": k8s.metadata(SERVICE, ns, app=NAME),
+            "spec": {
+                "selector": dict(SELECTOR),
+                "clusterIP": addresses.dns_service_ip,
+                "ports": [
+                    {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                    {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                    {"name": "metrics", "port": METRICS_PORT, "protocol": "TCP", "targetPort": METRICS_PORT},
+                ],
+            },
+        },
         *_proportional_autoscaler(settings),
     ]
 
 
 def _deployment(memory_limit: str) -> k8s.Obj:
     container = {
-        "name": NAME, "image": images.COREDNS, "args": ["-conf", "/etc/coredns/Corefile"],
-        "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"},
-                  {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
-                  {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "name": NAME,
+        "image": images.COREDNS,
+        "args": ["-conf", "/etc/coredns/Corefile"],
+        "ports": [
+            {"name": "dns", "containerPort": 53, "protocol": "UDP"},
+            {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
         "resources": k8s.resources("100m", "70Mi", memory_limit),
         "securityContext": k8s.locked_down("NET_BIND_SERVICE", as_nobody=False),  # as upstream
-        "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}, "initialDelaySeconds": 60,
-                          "timeoutSeconds": 5, "failureThreshold": 5},
+        "livenessProbe": {
+            "httpGet": {"path": "/health", "port": 8080},
+            "initialDelaySeconds": 60,
+            "timeoutSeconds": 5,
+            "failureThreshold": 5,
+        },
         "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}},
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns", "readOnly": True},
-                         {"name": "upstream", "mountPath": UPSTREAM_RESOLV_DIR, "readOnly": True}],
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/coredns", "readOnly": True},
+            {"name": "upstream", "mountPath": UPSTREAM_RESOLV_DIR, "readOnly": True},
+        ],
     }
     pod = k8s.pod_spec(
-        [container], priority_class=CLUSTER_CRITICAL, service_account=NAME, dns_policy="Default",
+        [container],
+        priority_class=CLUSTER_CRITICAL,
+        service_account=NAME,
+        dns_policy="Default",
         affinity={
             # Required, not preferred: the 2,500-node post's fix. Never two DNS pods on one node.
-            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                "labelSelector": {"matchExpressions": [{"key": "k8s-app", "operator": "In",
-                                                        "values": [SELECTOR["k8s-app"]]}]},
-                "topologyKey": "kubernetes.io/hostname",
-            }]},
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {
+                            "matchExpressions": [{"key": "k8s-app", "operator": "In", "values": [SELECTOR["k8s-app"]]}]
+                        },
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            },
             # CPU nodes first: a GPU node's VM should not serve the cluster's DNS.
-            "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                "weight": 100,
-                "preference": {"matchExpressions": [{"key": ROLE_LABEL, "operator": "In", "values": [ROLE_CPU]}]},
-            }]},
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchExpressions": [{"key": ROLE_LABEL, "operator": "In", "values": [ROLE_CPU]}]
+                        },
+                    }
+                ]
+            },
         },
         tolerations=[{"key": "CriticalAddonsOnly", "operator": "Exists"}],
         volumes=[
             {"name": "config", "configMap": {"name": NAME, "items": [{"key": "Corefile", "path": "Corefile"}]}},
-            {"name": "upstream", "hostPath": {"path": HOST_UPSTREAM_RESOLV_CONF.rsplit("/", 1)[0],
-                                              "type": "Directory"}},
+            {
+                "name": "upstream",
+                "hostPath": {"path": HOST_UPSTREAM_RESOLV_CONF.rsplit("/", 1)[0], "type": "Directory"},
+            },
         ],
     )
     # No surge: with the anti-affinity a surge pod needs a node no DNS pod is on.
@@ -166,27 +227,46 @@ def _deployment(memory_limit: str) -> k8s.Obj:
 def _proportional_autoscaler(settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     container = {
-        "name": "autoscaler", "image": images.CLUSTER_PROPORTIONAL_AUTOSCALER,
-        "command": ["/cluster-proportional-autoscaler", f"--namespace={ns}", f"--configmap={AUTOSCALER}",
-                    f"--target=deployment/{NAME}", "--v=2"],
+        "name": "autoscaler",
+        "image": images.CLUSTER_PROPORTIONAL_AUTOSCALER,
+        "command": [
+            "/cluster-proportional-autoscaler",
+            f"--namespace={ns}",
+            f"--configmap={AUTOSCALER}",
+            f"--target=deployment/{NAME}",
+            "--v=2",
+        ],
         "resources": k8s.resources("20m", "32Mi", "64Mi"),
         "securityContext": k8s.locked_down(),
     }
-    pod = k8s.pod_spec([container], priority_class=CLUSTER_CRITICAL, service_account=AUTOSCALER,
-                       nodeSelector={ROLE_LABEL: ROLE_CPU})
+    pod = k8s.pod_spec(
+        [container], priority_class=CLUSTER_CRITICAL, service_account=AUTOSCALER, nodeSelector={ROLE_LABEL: ROLE_CPU}
+    )
     return [
         k8s.service_account(AUTOSCALER, ns),
         # Counting nodes is one cluster-wide watch from one pod, not one per node.
         k8s.cluster_role(f"supercluster-{AUTOSCALER}", [k8s.rule([""], ["nodes"], ["list", "watch"])]),
-        k8s.binding("ClusterRoleBinding", f"supercluster-{AUTOSCALER}", "ClusterRole",
-                    f"supercluster-{AUTOSCALER}", AUTOSCALER, ns, app=AUTOSCALER),
-        k8s.role(AUTOSCALER, ns, [
-            k8s.rule(["apps"], ["deployments/scale"], ["get", "update"], resource_names=[NAME]),
-            k8s.rule(["apps"], ["deployments"], ["get"], resource_names=[NAME]),
-            k8s.rule([""], ["configmaps"], ["get"], resource_names=[AUTOSCALER]),
-        ]),
+        k8s.binding(
+            "ClusterRoleBinding",
+            f"supercluster-{AUTOSCALER}",
+            "ClusterRole",
+            f"supercluster-{AUTOSCALER}",
+            AUTOSCALER,
+            ns,
+            app=AUTOSCALER,
+        ),
+        k8s.role(
+            AUTOSCALER,
+            ns,
+            [
+                k8s.rule(["apps"], ["deployments/scale"], ["get", "update"], resource_names=[NAME]),
+                k8s.rule(["apps"], ["deployments"], ["get"], resource_names=[NAME]),
+                k8s.rule([""], ["configmaps"], ["get"], resource_names=[AUTOSCALER]),
+            ],
+        ),
         k8s.binding("RoleBinding", AUTOSCALER, "Role", AUTOSCALER, AUTOSCALER, ns, ns=ns),
-        k8s.config_map(AUTOSCALER, ns, {"linear": json.dumps(autoscaler_parameters(settings)["linear"],
-                                                             sort_keys=True)}),
+        k8s.config_map(
+            AUTOSCALER, ns, {"linear": json.dumps(autoscaler_parameters(settings)["linear"], sort_keys=True)}
+        ),
         k8s.deployment(AUTOSCALER, ns, 1, pod, {"k8s-app": AUTOSCALER}),
     ]

@@ -60,14 +60,24 @@ def objects(config: ClusterConfig, settings: Settings) -> list[k8s.Obj]:
     result = [
         k8s.service_account(NAME, ns, automount=False),
         k8s.cluster_role(f"supercluster-{NAME}", [k8s.rule([""], ["nodes"], ["get", "patch"])], app=NAME),
-        k8s.binding("ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}", NAME, ns,
-                    app=NAME),
-        k8s.config_map(NAME, ns, {"gpu_check.sh": (SCRIPTS / "gpu_check.sh").read_text(),
-                                  "node_taint.py": (SCRIPTS / "node_taint.py").read_text()}),
+        k8s.binding(
+            "ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}", NAME, ns, app=NAME
+        ),
+        k8s.config_map(
+            NAME,
+            ns,
+            {
+                "gpu_check.sh": (SCRIPTS / "gpu_check.sh").read_text(),
+                "node_taint.py": (SCRIPTS / "node_taint.py").read_text(),
+            },
+        ),
         _own_node_policy(account),
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-         "metadata": k8s.metadata(f"supercluster-{NAME}", app=NAME),
-         "spec": {"policyName": f"supercluster-{NAME}", "validationActions": ["Deny"]}},
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": k8s.metadata(f"supercluster-{NAME}", app=NAME),
+            "spec": {"policyName": f"supercluster-{NAME}", "validationActions": ["Deny"]},
+        },
     ]
     result += [_daemon_set(pool, settings) for pool in config.node_pools if pool.role == ROLE_GPU]
     return result
@@ -78,26 +88,37 @@ def _own_node_policy(account: str) -> k8s.Obj:
         return f"(has({obj}.spec.taints) ? {obj}.spec.taints : []).filter(t, t.key != '{GPU_STARTUP_TAINT_KEY}')"
 
     return {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
         "metadata": k8s.metadata(f"supercluster-{NAME}", app=NAME),
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                    "operations": ["UPDATE"], "resources": ["nodes"]}]},
-            "matchConditions": [{"name": "gpu-health-check-only",
-                                 "expression": f"request.userInfo.username == '{account}'"}],
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+                ]
+            },
+            "matchConditions": [
+                {"name": "gpu-health-check-only", "expression": f"request.userInfo.username == '{account}'"}
+            ],
             "validations": [
-                {"expression": f"'{NODE_NAME_CLAIM}' in request.userInfo.extra && "
-                               f"request.userInfo.extra['{NODE_NAME_CLAIM}'] == [object.metadata.name]",
-                 "message": "the GPU health check may only change its own node"},
-                {"expression": f"{taints('object')} == {taints('oldObject')}",
-                 "message": f"the GPU health check may only change the {GPU_STARTUP_TAINT_KEY} taint"},
-                {"expression": "object.metadata.labels == oldObject.metadata.labels && "
-                               "(has(object.metadata.annotations) ? object.metadata.annotations : {}) == "
-                               "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) && "
-                               "(has(object.spec.unschedulable) ? object.spec.unschedulable : false) == "
-                               "(has(oldObject.spec.unschedulable) ? oldObject.spec.unschedulable : false)",
-                 "message": "the GPU health check may not change labels, annotations or cordon state"},
+                {
+                    "expression": f"'{NODE_NAME_CLAIM}' in request.userInfo.extra && "
+                    f"request.userInfo.extra['{NODE_NAME_CLAIM}'] == [object.metadata.name]",
+                    "message": "the GPU health check may only change its own node",
+                },
+                {
+                    "expression": f"{taints('object')} == {taints('oldObject')}",
+                    "message": f"the GPU health check may only change the {GPU_STARTUP_TAINT_KEY} taint",
+                },
+                {
+                    "expression": "object.metadata.labels == oldObject.metadata.labels && "
+                    "(has(object.metadata.annotations) ? object.metadata.annotations : {}) == "
+                    "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}) && "
+                    "(has(object.spec.unschedulable) ? object.spec.unschedulable : false) == "
+                    "(has(oldObject.spec.unschedulable) ? oldObject.spec.unschedulable : false)",
+                    "message": "the GPU health check may not change labels, annotations or cordon state",
+                },
             ],
         },
     }
@@ -108,7 +129,9 @@ def _daemon_set(pool: NodePoolConfig, settings: Settings) -> k8s.Obj:
     status_mount = {"name": "status", "mountPath": STATUS_DIR}
     scripts_mount = {"name": "scripts", "mountPath": "/opt/gpu-health", "readOnly": True}
     dcgm = {
-        "name": "dcgm", "image": images.DCGM, "command": ["/bin/bash", "/opt/gpu-health/gpu_check.sh"],
+        "name": "dcgm",
+        "image": images.DCGM,
+        "command": ["/bin/bash", "/opt/gpu-health/gpu_check.sh"],
         "env": [
             {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
             {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
@@ -124,7 +147,9 @@ def _daemon_set(pool: NodePoolConfig, settings: Settings) -> k8s.Obj:
         "volumeMounts": [status_mount, scripts_mount],
     }
     tainter = {
-        "name": "node-taint", "image": images.PYTHON, "command": ["python3", "/opt/gpu-health/node_taint.py"],
+        "name": "node-taint",
+        "image": images.PYTHON,
+        "command": ["python3", "/opt/gpu-health/node_taint.py"],
         "env": [
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": "TAINT_KEY", "value": GPU_STARTUP_TAINT_KEY},
@@ -134,12 +159,16 @@ def _daemon_set(pool: NodePoolConfig, settings: Settings) -> k8s.Obj:
         ],
         "resources": k8s.resources("10m", "32Mi", "64Mi"),
         "securityContext": k8s.locked_down(),
-        "volumeMounts": [{**status_mount, "readOnly": True}, scripts_mount,
-                         {"name": "token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                          "readOnly": True}],
+        "volumeMounts": [
+            {**status_mount, "readOnly": True},
+            scripts_mount,
+            {"name": "token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True},
+        ],
     }
     pod = k8s.pod_spec(
-        [dcgm, tainter], priority_class=NODE_CRITICAL, service_account=NAME,
+        [dcgm, tainter],
+        priority_class=NODE_CRITICAL,
+        service_account=NAME,
         automountServiceAccountToken=False,  # only node-taint gets a token, through the volume below
         runtimeClassName=NVIDIA_RUNTIME_CLASS,
         nodeSelector={ROLE_LABEL: ROLE_GPU, POOL_LABEL: pool.name},
@@ -147,10 +176,15 @@ def _daemon_set(pool: NodePoolConfig, settings: Settings) -> k8s.Obj:
         volumes=[
             {"name": "status", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
             {"name": "scripts", "configMap": {"name": NAME}},
-            {"name": "token", "projected": {"sources": [
-                {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-            ]}},
+            {
+                "name": "token",
+                "projected": {
+                    "sources": [
+                        {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
+                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    ]
+                },
+            },
         ],
     )
     name = f"{NAME}-{pool.name}"

@@ -20,9 +20,13 @@ def labels(app: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": PART_OF, **(extra or {})}
 
 
-def metadata(name: str, namespace: str | None = None, app: str | None = None,
-             extra_labels: Mapping[str, str] | None = None,
-             annotations: Mapping[str, str] | None = None) -> Obj:
+def metadata(
+    name: str,
+    namespace: str | None = None,
+    app: str | None = None,
+    extra_labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
     meta: Obj = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
@@ -53,8 +57,12 @@ def service_account(name: str, ns: str, automount: bool = True) -> Obj:
     return account
 
 
-def rule(api_groups: Iterable[str], resources: Iterable[str], verbs: Iterable[str],
-         resource_names: Iterable[str] | None = None) -> Obj:
+def rule(
+    api_groups: Iterable[str],
+    resources: Iterable[str],
+    verbs: Iterable[str],
+    resource_names: Iterable[str] | None = None,
+) -> Obj:
     result: Obj = {"apiGroups": list(api_groups), "resources": list(resources), "verbs": list(verbs)}
     if resource_names is not None:
         result["resourceNames"] = list(resource_names)
@@ -62,20 +70,38 @@ def rule(api_groups: Iterable[str], resources: Iterable[str], verbs: Iterable[st
 
 
 def cluster_role(name: str, rules: list[Obj], app: str | None = None) -> Obj:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": metadata(name, app=app), "rules": rules}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": metadata(name, app=app),
+        "rules": rules,
+    }
 
 
 def role(name: str, ns: str, rules: list[Obj], app: str | None = None) -> Obj:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": metadata(name, ns, app=app), "rules": rules}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": metadata(name, ns, app=app),
+        "rules": rules,
+    }
 
 
-def binding(kind: str, name: str, role_kind: str, role_name: str, account: str, account_ns: str,
-            ns: str | None = None, app: str | None = None) -> Obj:
+def binding(
+    kind: str,
+    name: str,
+    role_kind: str,
+    role_name: str,
+    account: str,
+    account_ns: str,
+    ns: str | None = None,
+    app: str | None = None,
+) -> Obj:
     """A ClusterRoleBinding (``ns`` None) or RoleBinding of ``role_name`` to one service account."""
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata(name, ns, app=app),
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": metadata(name, ns, app=app),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role_name},
         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": account_ns}],
     }
@@ -85,8 +111,15 @@ def config_map(name: str, ns: str, data: Mapping[str, str], app: str | None = No
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(name, ns, app=app), "data": dict(data)}
 
 
-def pod_spec(containers: list[Obj], *, priority_class: str, service_account: str | None = None,
-             host_network: bool = False, dns_policy: str | None = None, **fields: Any) -> Obj:
+def pod_spec(
+    containers: list[Obj],
+    *,
+    priority_class: str,
+    service_account: str | None = None,
+    host_network: bool = False,
+    dns_policy: str | None = None,
+    **fields: Any,
+) -> Obj:
     """A PodSpec; host-network pods always get ``ClusterFirstWithHostNet``."""
     spec: Obj = {}
     if service_account is not None:
@@ -102,31 +135,45 @@ def pod_spec(containers: list[Obj], *, priority_class: str, service_account: str
     return spec
 
 
-def template(app: str, spec: Obj, match_labels: Mapping[str, str],
-             annotations: Mapping[str, str] | None = None) -> Obj:
+def template(app: str, spec: Obj, match_labels: Mapping[str, str], annotations: Mapping[str, str] | None = None) -> Obj:
     meta: Obj = {"labels": {**labels(app), **match_labels}}
     if annotations:
         meta["annotations"] = dict(annotations)
     return {"metadata": meta, "spec": spec}
 
 
-def deployment(name: str, ns: str, replicas: int | None, pod: Obj, match_labels: Mapping[str, str],
-               strategy: Obj | None = None, annotations: Mapping[str, str] | None = None,
-               pod_annotations: Mapping[str, str] | None = None, app: str | None = None) -> Obj:
+def deployment(
+    name: str,
+    ns: str,
+    replicas: int | None,
+    pod: Obj,
+    match_labels: Mapping[str, str],
+    strategy: Obj | None = None,
+    annotations: Mapping[str, str] | None = None,
+    pod_annotations: Mapping[str, str] | None = None,
+    app: str | None = None,
+) -> Obj:
     """``replicas`` None leaves the count to someone else (an autoscaler): a re-apply never resets it."""
     spec: Obj = {} if replicas is None else {"replicas": replicas}
     spec["selector"] = {"matchLabels": dict(match_labels)}
     if strategy is not None:
         spec["strategy"] = strategy
     spec["template"] = template(app or name, pod, match_labels, pod_annotations)
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": metadata(name, ns, app=app, annotations=annotations), "spec": spec}
-
-
-def daemon_set(name: str, ns: str, pod: Obj, match_labels: Mapping[str, str], max_unavailable: str | int,
-               app: str | None = None) -> Obj:
     return {
-        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": metadata(name, ns, app=app),
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(name, ns, app=app, annotations=annotations),
+        "spec": spec,
+    }
+
+
+def daemon_set(
+    name: str, ns: str, pod: Obj, match_labels: Mapping[str, str], max_unavailable: str | int, app: str | None = None
+) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": metadata(name, ns, app=app),
         "spec": {
             "selector": {"matchLabels": dict(match_labels)},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable}},
@@ -150,9 +197,11 @@ def tolerate_everything() -> list[Obj]:
 def locked_down(*add_capabilities: str, as_nobody: bool = True, read_only_root: bool = True) -> Obj:
     """A container security context that drops every capability it does not name; ``as_nobody``
     runs it as uid 65534 (False keeps the image's own user, for images that need root)."""
-    context: Obj = {"allowPrivilegeEscalation": False,
-                    "capabilities": {"drop": ["ALL"], **({"add": list(add_capabilities)} if add_capabilities else {})},
-                    "readOnlyRootFilesystem": read_only_root}
+    context: Obj = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"], **({"add": list(add_capabilities)} if add_capabilities else {})},
+        "readOnlyRootFilesystem": read_only_root,
+    }
     if as_nobody:
         context.update({"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534})
     return context

@@ -33,11 +33,14 @@ HEALTH_PORT = 8080  # node-cache's default health port
 # Azure CNI routes it via the host ("ipsToRouteViaHost" in azure-linux.conflist).
 DEFAULT_LOCAL_IP = "169.254.20.10"
 # RFC 3927 §2.1: the first and last 256 addresses of 169.254.0.0/16 are reserved and never a host's;
-# 169.254.169.254 is Azure's instance metadata service (learn.microsoft.com/azure/virtual-machines/instance-metadata-service).
+# 169.254.169.254 is Azure's instance metadata service
+# (learn.microsoft.com/azure/virtual-machines/instance-metadata-service).
 USABLE_LINK_LOCAL = range(int(ipaddress.IPv4Address("169.254.1.0")), int(ipaddress.IPv4Address("169.254.254.255")) + 1)
 IMDS_ADDRESS = ipaddress.IPv4Address("169.254.169.254")
-LOCAL_IP_ACCEPTED = ("a usable link-local IPv4 host address, 169.254.1.0 to 169.254.254.255 (RFC 3927), "
-                     "other than Azure's metadata service 169.254.169.254")
+LOCAL_IP_ACCEPTED = (
+    "a usable link-local IPv4 host address, 169.254.1.0 to 169.254.254.255 (RFC 3927), "
+    "other than Azure's metadata service 169.254.169.254"
+)
 # node-cache replaces this token with the kube-dns-upstream service IP it reads from the
 # environment (-upstreamsvc); it is node-cache's own runtime syntax, not a template of ours.
 CLUSTER_DNS_TOKEN = "__PILLAR__CLUSTER__DNS__"
@@ -73,42 +76,70 @@ def corefile(local_ip: str, dns_service_ip: str) -> str:
     bind = d("bind", local_ip, dns_service_ip)
 
     def cluster_zone(zone: str) -> ServerBlock:
-        return ServerBlock((f"{zone}:53",), (
-            d("errors"),
-            d("cache", block=(d("success", "9984", "30"), d("denial", "9984", "5"))),
-            d("reload"), d("loop"), bind,
-            d("forward", ".", CLUSTER_DNS_TOKEN, block=(d("force_tcp"),)),
-            d("prometheus", f":{METRICS_PORT}"),
-            *((d("health", f"{local_ip}:{HEALTH_PORT}"),) if zone == CLUSTER_DOMAIN else ()),
-        ))
+        return ServerBlock(
+            (f"{zone}:53",),
+            (
+                d("errors"),
+                d("cache", block=(d("success", "9984", "30"), d("denial", "9984", "5"))),
+                d("reload"),
+                d("loop"),
+                bind,
+                d("forward", ".", CLUSTER_DNS_TOKEN, block=(d("force_tcp"),)),
+                d("prometheus", f":{METRICS_PORT}"),
+                *((d("health", f"{local_ip}:{HEALTH_PORT}"),) if zone == CLUSTER_DOMAIN else ()),
+            ),
+        )
 
-    return render([
-        cluster_zone(CLUSTER_DOMAIN), cluster_zone("in-addr.arpa"), cluster_zone("ip6.arpa"),
-        ServerBlock((".:53",), (
-            d("errors"), d("cache", "30"), d("reload"), d("loop"), bind,
-            # The node's real upstream servers, not the pod's resolv.conf: with
-            # ClusterFirstWithHostNet that file points back at this cache.
-            d("forward", ".", f"{coredns.UPSTREAM_RESOLV_DIR}/resolv.conf"),
-            d("prometheus", f":{METRICS_PORT}"),
-        )),
-    ])
+    return render(
+        [
+            cluster_zone(CLUSTER_DOMAIN),
+            cluster_zone("in-addr.arpa"),
+            cluster_zone("ip6.arpa"),
+            ServerBlock(
+                (".:53",),
+                (
+                    d("errors"),
+                    d("cache", "30"),
+                    d("reload"),
+                    d("loop"),
+                    bind,
+                    # The node's real upstream servers, not the pod's resolv.conf: with
+                    # ClusterFirstWithHostNet that file points back at this cache.
+                    d("forward", ".", f"{coredns.UPSTREAM_RESOLV_DIR}/resolv.conf"),
+                    d("prometheus", f":{METRICS_PORT}"),
+                ),
+            ),
+        ]
+    )
 
 
 def objects(addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     dns_ip = addresses.dns_service_ip
     container = {
-        "name": "node-cache", "image": images.NODE_LOCAL_DNS,
-        "args": ["-localip", f"{settings.local_ip},{dns_ip}", "-conf", "/etc/Corefile",
-                 "-upstreamsvc", UPSTREAM_SERVICE],
-        "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"},
-                  {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
-                  {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "name": "node-cache",
+        "image": images.NODE_LOCAL_DNS,
+        "args": [
+            "-localip",
+            f"{settings.local_ip},{dns_ip}",
+            "-conf",
+            "/etc/Corefile",
+            "-upstreamsvc",
+            UPSTREAM_SERVICE,
+        ],
+        "ports": [
+            {"name": "dns", "containerPort": 53, "protocol": "UDP"},
+            {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
         "resources": k8s.resources("25m", "32Mi", "128Mi"),
         # NET_ADMIN: node-cache creates its dummy interface and NOTRACK rules.
         "securityContext": k8s.locked_down("NET_ADMIN", "NET_BIND_SERVICE", as_nobody=False, read_only_root=False),
-        "livenessProbe": {"httpGet": {"host": settings.local_ip, "path": "/health", "port": HEALTH_PORT},
-                          "initialDelaySeconds": 60, "timeoutSeconds": 5},
+        "livenessProbe": {
+            "httpGet": {"host": settings.local_ip, "path": "/health", "port": HEALTH_PORT},
+            "initialDelaySeconds": 60,
+            "timeoutSeconds": 5,
+        },
         "volumeMounts": [
             {"name": "xtables-lock", "mountPath": "/run/xtables.lock"},
             {"name": "config", "mountPath": "/etc/coredns"},
@@ -116,25 +147,38 @@ def objects(addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
         ],
     }
     pod = k8s.pod_spec(
-        [container], priority_class=NODE_CRITICAL, service_account=NAME, host_network=True,
+        [container],
+        priority_class=NODE_CRITICAL,
+        service_account=NAME,
+        host_network=True,
         # node-cache never calls the apiserver: it learns the upstream service from its environment.
         automountServiceAccountToken=False,
         tolerations=k8s.tolerate_everything(),
         volumes=[
             {"name": "xtables-lock", "hostPath": {"path": "/run/xtables.lock", "type": "FileOrCreate"}},
             {"name": "config", "configMap": {"name": NAME, "items": [{"key": "Corefile", "path": "Corefile.base"}]}},
-            {"name": "upstream", "hostPath": {"path": coredns.HOST_UPSTREAM_RESOLV_CONF.rsplit("/", 1)[0],
-                                              "type": "Directory"}},
+            {
+                "name": "upstream",
+                "hostPath": {"path": coredns.HOST_UPSTREAM_RESOLV_CONF.rsplit("/", 1)[0], "type": "Directory"},
+            },
         ],
     )
     return [
         k8s.service_account(NAME, ns, automount=False),
         # A second service over the CoreDNS pods: node-cache binds the kube-dns IP itself, so
         # it needs another address to reach CoreDNS.
-        {"apiVersion": "v1", "kind": "Service", "metadata": k8s.metadata(UPSTREAM_SERVICE, ns, app=NAME),
-         "spec": {"selector": dict(coredns.SELECTOR), "ports": [
-             {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
-             {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": k8s.metadata(UPSTREAM_SERVICE, ns, app=NAME),
+            "spec": {
+                "selector": dict(coredns.SELECTOR),
+                "ports": [
+                    {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                    {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                ],
+            },
+        },
         k8s.config_map(NAME, ns, {"Corefile": corefile(settings.local_ip, dns_ip)}),
         k8s.daemon_set(NAME, ns, pod, {"k8s-app": NAME}, "10%"),
     ]

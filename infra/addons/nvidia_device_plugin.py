@@ -36,7 +36,8 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
 def objects() -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     container = {
-        "name": NAME, "image": images.NVIDIA_DEVICE_PLUGIN,
+        "name": NAME,
+        "image": images.NVIDIA_DEVICE_PLUGIN,
         "env": [
             # A node with a GPU the plugin cannot initialise must fail loudly, not advertise zero GPUs.
             {"name": "FAIL_ON_INIT_ERROR", "value": "true"},
@@ -52,13 +53,14 @@ def objects() -> list[k8s.Obj]:
         "volumeMounts": [{"name": "device-plugin", "mountPath": DEVICE_PLUGIN_DIR}],
     }
     pod = k8s.pod_spec(
-        [container], priority_class=NODE_CRITICAL, service_account=NAME,
+        [container],
+        priority_class=NODE_CRITICAL,
+        service_account=NAME,
         automountServiceAccountToken=False,
         runtimeClassName=NVIDIA_RUNTIME_CLASS,
         nodeSelector=dict(GPU_NODE_SELECTOR),
         tolerations=k8s.tolerate_everything(),
-        volumes=[{"name": "device-plugin", "hostPath": {"path": DEVICE_PLUGIN_DIR,
-                                                        "type": "Directory"}}],
+        volumes=[{"name": "device-plugin", "hostPath": {"path": DEVICE_PLUGIN_DIR, "type": "Directory"}}],
     )
     return [
         k8s.service_account(NAME, ns, automount=False),

@@ -60,18 +60,23 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
 
 def plugin_config(settings: Settings) -> dict[str, Any]:
     """The plugin's config.json: one shared resource holding every InfiniBand HCA of the node."""
-    return {"configList": [{
-        "resourceName": RESOURCE_NAME,
-        "rdmaHcaMax": settings.pods_per_node,
-        # Selectors are ANDed: Mellanox devices whose network device is an InfiniBand link.
-        "selectors": {"vendors": [MELLANOX_VENDOR], "linkTypes": [INFINIBAND_LINK_TYPE]},
-    }]}
+    return {
+        "configList": [
+            {
+                "resourceName": RESOURCE_NAME,
+                "rdmaHcaMax": settings.pods_per_node,
+                # Selectors are ANDed: Mellanox devices whose network device is an InfiniBand link.
+                "selectors": {"vendors": [MELLANOX_VENDOR], "linkTypes": [INFINIBAND_LINK_TYPE]},
+            }
+        ]
+    }
 
 
 def objects(settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     container = {
-        "name": NAME, "image": images.RDMA_SHARED_DEVICE_PLUGIN,
+        "name": NAME,
+        "image": images.RDMA_SHARED_DEVICE_PLUGIN,
         "resources": k8s.resources("10m", "32Mi", "128Mi"),
         "securityContext": {"privileged": True},
         "volumeMounts": [
@@ -82,16 +87,23 @@ def objects(settings: Settings) -> list[k8s.Obj]:
         ],
     }
     pod = k8s.pod_spec(
-        [container], priority_class=NODE_CRITICAL, service_account=NAME, host_network=True,
+        [container],
+        priority_class=NODE_CRITICAL,
+        service_account=NAME,
+        host_network=True,
         automountServiceAccountToken=False,
         nodeSelector=dict(INFINIBAND_NODE_SELECTOR),
         tolerations=k8s.tolerate_everything(),
         volumes=[
             {"name": "device-plugin", "hostPath": {"path": DEVICE_PLUGIN_DIR, "type": "Directory"}},
-            {"name": "plugins-registry", "hostPath": {"path": "/var/lib/kubelet/plugins_registry",
-                                                      "type": "DirectoryOrCreate"}},
-            {"name": "config", "configMap": {"name": CONFIG_MAP, "items": [{"key": "config.json",
-                                                                            "path": "config.json"}]}},
+            {
+                "name": "plugins-registry",
+                "hostPath": {"path": "/var/lib/kubelet/plugins_registry", "type": "DirectoryOrCreate"},
+            },
+            {
+                "name": "config",
+                "configMap": {"name": CONFIG_MAP, "items": [{"key": "config.json", "path": "config.json"}]},
+            },
             {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
         ],
     )

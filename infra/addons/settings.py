@@ -48,7 +48,7 @@ DESCRIPTIONS = {
     "addons.coredns.nodesPerReplica": "replicas = max(nodes / nodesPerReplica, cores / coresPerReplica), clamped",
     "addons.coredns.coresPerReplica": "see nodesPerReplica",
     "addons.nodeLocalDns.localIp": "the node-local DNS cache's link-local address (it also answers on the "
-                                   "cluster DNS IP); routed via the host by the CNI",
+    "cluster DNS IP); routed via the host by the CNI",
     "addons.clusterAutoscaler.maxTotalUnreadyPercentage": "the autoscaler halts when more of the cluster is unready",
     "addons.clusterAutoscaler.okTotalUnreadyCount": "unready nodes tolerated whatever the percentage",
     "addons.clusterAutoscaler.maxNodeProvisionTime": "a node not ready by then counts as failed",
@@ -59,7 +59,7 @@ DESCRIPTIONS = {
     "addons.clusterAutoscaler.maxScaleDownParallelism": "empty nodes removed at once",
     "addons.clusterAutoscaler.maxDrainParallelism": "nodes drained at once",
     "addons.clusterAutoscaler.scaleDownUnreadyEnabled": "whether unready nodes may be removed (off: an outage never "
-                                                        "becomes mass deletion)",
+    "becomes mass deletion)",
     "addons.clusterAutoscaler.vmssCacheTtlSeconds": "Azure scale-set cache lifetime (fewer ARM reads)",
     "addons.clusterAutoscaler.vmssVmsCacheTtlSeconds": "Azure scale-set instance cache lifetime",
     "addons.clusterAutoscaler.readQps": "client-side ARM read rate limit, at most ARM's own",
@@ -67,7 +67,7 @@ DESCRIPTIONS = {
     "addons.clusterAutoscaler.writeQps": "client-side ARM write rate limit, at most ARM's own",
     "addons.clusterAutoscaler.writeBuckets": "client-side ARM write burst, at most ARM's own",
     "addons.balloons.headroomNodes": "pool name -> warm nodes kept free for it (at most the pool's maxNodes; "
-                                     "0 for a retired pool)",
+    "0 for a retired pool)",
     "addons.rdmaDevicePlugin.podsPerNode": "pods of one InfiniBand node that may share its HCAs (rdma/ib)",
     "addons.gpuHealthCheck.intervalSeconds": "how often DCGM checks the GPUs",
     "addons.gpuHealthCheck.reconcileSeconds": "how often the taint is re-asserted when nothing changed",
@@ -75,15 +75,15 @@ DESCRIPTIONS = {
     "addons.monitoring.scrapeInterval": "Prometheus scrape and rule interval",
     "addons.monitoring.retention": "how long Prometheus keeps samples",
     "addons.monitoring.storageGiB": "each Prometheus's TSDB size budget on its node's local SSD (at most half "
-                                    "the smallest CPU size's temp disk)",
+    "the smallest CPU size's temp disk)",
     "addons.monitoring.memoryGiB": "each Prometheus's memory",
     "addons.monitoring.seriesPerShard": "active series one Prometheus shard is sized for; the node shards are "
-                                        "derived from it and the pools' maxNodes (docs/monitoring.md)",
+    "derived from it and the pools' maxNodes (docs/monitoring.md)",
     "addons.monitoring.nodeShards": "node shards (none: derived from the pools' maxNodes and seriesPerShard; "
-                                    "fewer than derived is refused)",
+    "fewer than derived is refused)",
     "addons.monitoring.replicas": "identical Prometheus servers per shard (an HA pair by default)",
     "addons.monitoring.receivers": "who Alertmanager pages: each {name, type (webhook, email, pagerduty or "
-                                   "msteams), keyVaultSecret (the Key Vault secret holding the URL, key or "
-                                   "SMTP password), severities (default critical and warning); for email also "
-                                   "to, from, smarthost (host:port), username} (docs/monitoring.md)",
+    "msteams), keyVaultSecret (the Key Vault secret holding the URL, key or "
+    "SMTP password), severities (default critical and warning); for email also "
+    "to, from, smarthost (host:port), username} (docs/monitoring.md)",
 }

@@ -44,11 +44,15 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
 def objects(settings: Settings) -> list[k8s.Obj]:
     ns = SYSTEM_NAMESPACE
     container = {
-        "name": NAME, "image": images.PYTHON, "command": ["python3", "/opt/iptables-exporter/iptables_exporter.py"],
-        "env": [{"name": "COUNTERS_FILE", "value": COUNTERS_FILE},
-                # Three missed rewrites: the node's publisher has stopped, say so rather than look idle.
-                {"name": "MAX_AGE_SECONDS", "value": str(3 * COUNTERS_INTERVAL_SECONDS)},
-                {"name": "PORT", "value": str(settings.port)}],
+        "name": NAME,
+        "image": images.PYTHON,
+        "command": ["python3", "/opt/iptables-exporter/iptables_exporter.py"],
+        "env": [
+            {"name": "COUNTERS_FILE", "value": COUNTERS_FILE},
+            # Three missed rewrites: the node's publisher has stopped, say so rather than look idle.
+            {"name": "MAX_AGE_SECONDS", "value": str(3 * COUNTERS_INTERVAL_SECONDS)},
+            {"name": "PORT", "value": str(settings.port)},
+        ],
         "ports": [{"name": "metrics", "containerPort": settings.port, "protocol": "TCP"}],
         "resources": k8s.resources("10m", "32Mi", "64Mi"),
         # It reads a file: no root, no capability (the node's iptables-save holds those).
@@ -60,7 +64,10 @@ def objects(settings: Settings) -> list[k8s.Obj]:
         ],
     }
     pod = k8s.pod_spec(
-        [container], priority_class=NODE_CRITICAL, service_account=NAME, host_network=True,
+        [container],
+        priority_class=NODE_CRITICAL,
+        service_account=NAME,
+        host_network=True,
         automountServiceAccountToken=False,
         tolerations=k8s.tolerate_everything(),
         volumes=[

@@ -40,20 +40,32 @@ TEAM_TAINT_KEY = "supercluster.io/team"  # the team-pool runbook's taint and lab
 # Tolerations the apiserver itself adds to pods, which a namespace's whitelist must allow or it
 # refuses every pod: DefaultTolerationSeconds adds not-ready and unreachable (NoExecute, 300 s), and
 # PodTolerationRestriction adds memory-pressure to every pod that is not BestEffort.
-ADDED_BY_ADMISSION = tuple({"key": key, "operator": "Exists", "effect": effect} for key, effect in (
-    ("node.kubernetes.io/not-ready", "NoExecute"), ("node.kubernetes.io/unreachable", "NoExecute"),
-    ("node.kubernetes.io/memory-pressure", "NoSchedule")))
+ADDED_BY_ADMISSION = tuple(
+    {"key": key, "operator": "Exists", "effect": effect}
+    for key, effect in (
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    )
+)
 
 
 def team_namespace(name: str, team: str) -> dict[str, Any]:
     """A namespace whose pods all land on the pool reserved for ``team`` (tainted and labelled
     ``supercluster.io/team=<team>``) and may tolerate nothing else: docs/runbooks/team-isolation.md."""
     toleration = {"key": TEAM_TAINT_KEY, "operator": "Equal", "value": team, "effect": "NoSchedule"}
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "annotations": {
-        DEFAULT_TOLERATIONS_ANNOTATION: json.dumps([toleration], separators=(",", ":")),
-        TOLERATIONS_WHITELIST_ANNOTATION: json.dumps([toleration, *ADDED_BY_ADMISSION], separators=(",", ":")),
-        NODE_SELECTOR_ANNOTATION: f"{TEAM_TAINT_KEY}={team}",
-    }}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "annotations": {
+                DEFAULT_TOLERATIONS_ANNOTATION: json.dumps([toleration], separators=(",", ":")),
+                TOLERATIONS_WHITELIST_ANNOTATION: json.dumps([toleration, *ADDED_BY_ADMISSION], separators=(",", ":")),
+                NODE_SELECTOR_ANNOTATION: f"{TEAM_TAINT_KEY}={team}",
+            },
+        },
+    }
 
 
 def pod_security_version(config: ClusterConfig) -> str:
@@ -68,23 +80,36 @@ def admission_configuration(config: ClusterConfig) -> str:
         "apiVersion": "apiserver.config.k8s.io/v1",
         "kind": "AdmissionConfiguration",
         "plugins": [
-            {"name": "PodSecurity", "configuration": {
-                "apiVersion": "pod-security.admission.config.k8s.io/v1",
-                "kind": "PodSecurityConfiguration",
-                "defaults": {"enforce": DEFAULT_ENFORCE, "enforce-version": version,
-                             "audit": DEFAULT_AUDIT_AND_WARN, "audit-version": version,
-                             "warn": DEFAULT_AUDIT_AND_WARN, "warn-version": version},
-                "exemptions": {"usernames": [], "runtimeClasses": [], "namespaces": list(EXEMPT_NAMESPACES)},
-            }},
-            {"name": "PodTolerationRestriction", "configuration": {
-                "apiVersion": "podtolerationrestriction.admission.k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "default": [],  # no cluster-wide default tolerations
-                "whitelist": [],  # no cluster-wide bound: only annotated namespaces are restricted
-            }},
+            {
+                "name": "PodSecurity",
+                "configuration": {
+                    "apiVersion": "pod-security.admission.config.k8s.io/v1",
+                    "kind": "PodSecurityConfiguration",
+                    "defaults": {
+                        "enforce": DEFAULT_ENFORCE,
+                        "enforce-version": version,
+                        "audit": DEFAULT_AUDIT_AND_WARN,
+                        "audit-version": version,
+                        "warn": DEFAULT_AUDIT_AND_WARN,
+                        "warn-version": version,
+                    },
+                    "exemptions": {"usernames": [], "runtimeClasses": [], "namespaces": list(EXEMPT_NAMESPACES)},
+                },
+            },
+            {
+                "name": "PodTolerationRestriction",
+                "configuration": {
+                    "apiVersion": "podtolerationrestriction.admission.k8s.io/v1alpha1",
+                    "kind": "Configuration",
+                    "default": [],  # no cluster-wide default tolerations
+                    "whitelist": [],  # no cluster-wide bound: only annotated namespaces are restricted
+                },
+            },
             # PodNodeSelector's own format; no cluster default selector, namespaces annotate their own.
-            {"name": "PodNodeSelector", "configuration": {"podNodeSelectorPluginConfig": {
-                "clusterDefaultNodeSelector": ""}}},
+            {
+                "name": "PodNodeSelector",
+                "configuration": {"podNodeSelectorPluginConfig": {"clusterDefaultNodeSelector": ""}},
+            },
         ],
     }
     return yaml_text.dump(document, sort_keys=False)

@@ -36,9 +36,12 @@ AUDIT_LOG_MAXBACKUP = 20
 AUDIT_LOG_MAXSIZE_MB = 200
 # TLS 1.2 suites with forward secrecy and AEAD only (CIS 1.2.29's list); TLS 1.3 suites are fixed by Go.
 TLS_CIPHER_SUITES = (
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
 )
 
 
@@ -54,8 +57,9 @@ def _minor(kubernetes_version: str) -> int:
     return int(kubernetes_version.split(".")[1])
 
 
-def apiserver_flags(config: ClusterConfig, addresses: AddressPlan, advertise_address: str,
-                    etcd: Mapping[str, str]) -> dict[str, str | int | bool]:
+def apiserver_flags(
+    config: ClusterConfig, addresses: AddressPlan, advertise_address: str, etcd: Mapping[str, str]
+) -> dict[str, str | int | bool]:
     """``etcd``: every flag about etcd (servers, the /events override, client TLS, compaction),
     from ``infra.etcd.spec.apiserver_etcd_flags``, which owns how the apiserver talks to etcd."""
     reads, writes = inflight_limits(config.max_nodes_total)
@@ -139,13 +143,15 @@ def encryption_config(secretbox_key_base64: str) -> str:
     document = {
         "apiVersion": "apiserver.config.k8s.io/v1",
         "kind": "EncryptionConfiguration",
-        "resources": [{
-            "resources": ["secrets"],
-            "providers": [
-                {"secretbox": {"keys": [{"name": "key1", "secret": secretbox_key_base64}]}},
-                {"identity": {}},
-            ],
-        }],
+        "resources": [
+            {
+                "resources": ["secrets"],
+                "providers": [
+                    {"secretbox": {"keys": [{"name": "key1", "secret": secretbox_key_base64}]}},
+                    {"identity": {}},
+                ],
+            }
+        ],
     }
     return yaml_text.dump(document, sort_keys=False)
 
@@ -160,27 +166,49 @@ def audit_policy() -> str:
     rules = [
         {"level": "None", "nonResourceURLs": [f"{p}*" for p in HEALTH_PATHS] + ["/version", "/version/"]},
         # Node and leader-election Lease renewals: every kubelet every 10 s, ~750 requests/s at 7,500 nodes.
-        {"level": "None", "verbs": ["get", "update"], "userGroups": ["system:nodes"],
-         "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
-        {"level": "None", "verbs": ["get", "update"],
-         "users": [pki.CONTROLLER_MANAGER_USER, pki.SCHEDULER_USER],
-         "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
-        {"level": "None", "verbs": ["get"], "userGroups": ["system:nodes"],
-         "resources": [{"group": "", "resources": ["nodes", "nodes/status"]}]},
-        {"level": "None", "verbs": ["watch"], "users": ["system:kube-proxy"],
-         "resources": [{"group": "", "resources": ["endpoints", "services"]},
-                       {"group": "discovery.k8s.io", "resources": ["endpointslices"]}]},
+        {
+            "level": "None",
+            "verbs": ["get", "update"],
+            "userGroups": ["system:nodes"],
+            "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}],
+        },
+        {
+            "level": "None",
+            "verbs": ["get", "update"],
+            "users": [pki.CONTROLLER_MANAGER_USER, pki.SCHEDULER_USER],
+            "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}],
+        },
+        {
+            "level": "None",
+            "verbs": ["get"],
+            "userGroups": ["system:nodes"],
+            "resources": [{"group": "", "resources": ["nodes", "nodes/status"]}],
+        },
+        {
+            "level": "None",
+            "verbs": ["watch"],
+            "users": ["system:kube-proxy"],
+            "resources": [
+                {"group": "", "resources": ["endpoints", "services"]},
+                {"group": "discovery.k8s.io", "resources": ["endpointslices"]},
+            ],
+        },
         # Event writes are the noisiest traffic there is; Event LISTs fall through and are kept.
-        {"level": "None", "verbs": ["create", "update", "patch"],
-         "resources": [{"group": g, "resources": ["events"]} for g in core_and_events]},
-        {"level": "Metadata", "resources": [
-            {"group": "", "resources": ["secrets", "configmaps", "serviceaccounts/token"]},
-            {"group": "authentication.k8s.io", "resources": ["tokenreviews"]},
-        ]},
+        {
+            "level": "None",
+            "verbs": ["create", "update", "patch"],
+            "resources": [{"group": g, "resources": ["events"]} for g in core_and_events],
+        },
+        {
+            "level": "Metadata",
+            "resources": [
+                {"group": "", "resources": ["secrets", "configmaps", "serviceaccounts/token"]},
+                {"group": "authentication.k8s.io", "resources": ["tokenreviews"]},
+            ],
+        },
         {"level": "Metadata", "verbs": ["get", "list", "watch"]},
         {"level": "Request", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
         {"level": "Metadata"},
     ]
-    document = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-                "rules": rules}
+    document = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"], "rules": rules}
     return yaml_text.dump(document, sort_keys=False)

@@ -56,15 +56,22 @@ def _binding(name: str, role: str, subject_kind: str, subject: str) -> dict[str,
 def node_join_rbac() -> list[dict[str, Any]]:
     return [
         _binding("supercluster:node-bootstrapper", "system:node-bootstrapper", "Group", BOOTSTRAP_GROUP),
-        _binding("supercluster:node-autoapprove-bootstrap",
-                 "system:certificates.k8s.io:certificatesigningrequests:nodeclient", "Group", BOOTSTRAP_GROUP),
-        _binding("supercluster:node-autoapprove-certificate-rotation",
-                 "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "Group", "system:nodes"),
+        _binding(
+            "supercluster:node-autoapprove-bootstrap",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            "Group",
+            BOOTSTRAP_GROUP,
+        ),
+        _binding(
+            "supercluster:node-autoapprove-certificate-rotation",
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            "Group",
+            "system:nodes",
+        ),
         # kube-proxy runs on every node with the node's own certificate (infra/node/kube_proxy.py).
         _binding("supercluster:node-proxier", "system:node-proxier", "Group", "system:nodes"),
         # kubectl logs/exec/port-forward: the apiserver's client identity towards kubelets.
-        _binding("supercluster:apiserver-kubelet-client", "system:kubelet-api-admin", "User",
-                 pki.KUBELET_CLIENT_USER),
+        _binding("supercluster:apiserver-kubelet-client", "system:kubelet-api-admin", "User", pki.KUBELET_CLIENT_USER),
     ]
 
 
@@ -75,51 +82,73 @@ def pod_group_crd() -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"podgroups.{POD_GROUP_API_GROUP}",
-                     "annotations": {"api-approved.kubernetes.io":
-                                     "https://github.com/kubernetes-sigs/scheduler-plugins/pull/50"}},
+        "metadata": {
+            "name": f"podgroups.{POD_GROUP_API_GROUP}",
+            "annotations": {
+                "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/scheduler-plugins/pull/50"
+            },
+        },
         "spec": {
             "group": POD_GROUP_API_GROUP,
-            "names": {"kind": "PodGroup", "listKind": "PodGroupList", "plural": "podgroups",
-                      "singular": "podgroup", "shortNames": ["pg", "pgs"]},
+            "names": {
+                "kind": "PodGroup",
+                "listKind": "PodGroupList",
+                "plural": "podgroups",
+                "singular": "podgroup",
+                "shortNames": ["pg", "pgs"],
+            },
             "scope": "Namespaced",
-            "versions": [{
-                "name": "v1alpha1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                    {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
-                    {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                ],
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "description": f"Pods labelled {POD_GROUP_LABEL}=<name> and scheduled by the "
-                                   "gang-scheduler profile start together once minMember of them fit.",
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "metadata": {"type": "object"},
-                        "spec": {"type": "object", "properties": {
-                            "minMember": {**count, "minimum": 1},
-                            "minResources": {"type": "object", "additionalProperties": {
-                                "anyOf": [{"type": "integer"}, {"type": "string"}],
-                                "x-kubernetes-int-or-string": True}},
-                            "scheduleTimeoutSeconds": count,
-                        }},
-                        "status": {"type": "object", "properties": {
-                            "phase": {"type": "string"},
-                            "occupiedBy": {"type": "string"},
-                            "running": count,
-                            "succeeded": count,
-                            "failed": count,
-                            "scheduleStartTime": {"type": "string", "format": "date-time"},
-                        }},
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                        {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
+                        {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": f"Pods labelled {POD_GROUP_LABEL}=<name> and scheduled by the "
+                            "gang-scheduler profile start together once minMember of them fit.",
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {
+                                        "minMember": {**count, "minimum": 1},
+                                        "minResources": {
+                                            "type": "object",
+                                            "additionalProperties": {
+                                                "anyOf": [{"type": "integer"}, {"type": "string"}],
+                                                "x-kubernetes-int-or-string": True,
+                                            },
+                                        },
+                                        "scheduleTimeoutSeconds": count,
+                                    },
+                                },
+                                "status": {
+                                    "type": "object",
+                                    "properties": {
+                                        "phase": {"type": "string"},
+                                        "occupiedBy": {"type": "string"},
+                                        "running": count,
+                                        "succeeded": count,
+                                        "failed": count,
+                                        "scheduleStartTime": {"type": "string", "format": "date-time"},
+                                    },
+                                },
+                            },
+                        }
                     },
-                }},
-            }],
+                }
+            ],
         },
     }
 
@@ -130,11 +159,9 @@ def gang_scheduling_rbac() -> list[dict[str, Any]]:
         "apiVersion": f"{RBAC}/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "supercluster:gang-scheduler"},
-        "rules": [{"apiGroups": [POD_GROUP_API_GROUP], "resources": ["podgroups"],
-                   "verbs": ["get", "list", "watch"]}],
+        "rules": [{"apiGroups": [POD_GROUP_API_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]}],
     }
-    return [role, _binding("supercluster:gang-scheduler", "supercluster:gang-scheduler", "User",
-                           pki.SCHEDULER_USER)]
+    return [role, _binding("supercluster:gang-scheduler", "supercluster:gang-scheduler", "User", pki.SCHEDULER_USER)]
 
 
 def cluster_objects() -> list[dict[str, Any]]:

@@ -47,8 +47,10 @@ def objects() -> list[dict[str, Any]]:
                 "nominalConcurrencyShares": NOMINAL_CONCURRENCY_SHARES,
                 "lendablePercent": 0,
                 "borrowingLimitPercent": 0,
-                "limitResponse": {"type": "Queue", "queuing": {
-                    "queues": QUEUES, "handSize": HAND_SIZE, "queueLengthLimit": QUEUE_LENGTH_LIMIT}},
+                "limitResponse": {
+                    "type": "Queue",
+                    "queuing": {"queues": QUEUES, "handSize": HAND_SIZE, "queueLengthLimit": QUEUE_LENGTH_LIMIT},
+                },
             },
         },
     }
@@ -60,11 +62,20 @@ def objects() -> list[dict[str, Any]]:
             "priorityLevelConfiguration": {"name": LEVEL},
             "matchingPrecedence": MATCHING_PRECEDENCE,
             "distinguisherMethod": {"type": "ByUser"},
-            "rules": [{
-                "subjects": [{"kind": "Group", "group": {"name": "system:serviceaccounts"}}],
-                "resourceRules": [{"verbs": ["list"], "apiGroups": ["*"], "resources": ["*"],
-                                   "clusterScope": True, "namespaces": ["*"]}],
-            }],
+            "rules": [
+                {
+                    "subjects": [{"kind": "Group", "group": {"name": "system:serviceaccounts"}}],
+                    "resourceRules": [
+                        {
+                            "verbs": ["list"],
+                            "apiGroups": ["*"],
+                            "resources": ["*"],
+                            "clusterScope": True,
+                            "namespaces": ["*"],
+                        }
+                    ],
+                }
+            ],
         },
     }
     return [level, schema]

@@ -27,7 +27,7 @@ SCHEDULER_PATH_IN_IMAGE = "bin/kube-scheduler"  # the image's entrypoint (build/
 SCHEDULER_SOURCE = f"{paths.BIN_DIR}/kube-scheduler.source"
 PACKAGES = ("skopeo",)
 
-_FUNCTIONS = r'''
+_FUNCTIONS = r"""
 download() {  # download URL FILE
   curl -fsSL --retry 10 --retry-delay 3 --retry-all-errors -o "$2" "$1"
 }
@@ -55,7 +55,7 @@ for layer in json.load(open(sys.argv[1]))["layers"]:
   install -m 0755 "$tmp/rootfs/$2" "$3.new"
   mv -f "$3.new" "$3"
 }
-'''
+"""
 
 
 def install_script(kubernetes_version: str) -> str:
@@ -73,8 +73,10 @@ def install_script(kubernetes_version: str) -> str:
         url = RELEASE_URL.format(version=kubernetes_version, binary=binary)
         lines.append(f"install_release_binary {shlex.quote(url)} {paths.BIN_DIR}/{binary}")
     lines.append(f"# scheduler-plugins {tag}")
-    lines.append(f"install_image_binary {shlex.quote(f'{image}@{digest}')} {SCHEDULER_PATH_IN_IMAGE} "
-                 f"{paths.BIN_DIR}/kube-scheduler")
+    lines.append(
+        f"install_image_binary {shlex.quote(f'{image}@{digest}')} {SCHEDULER_PATH_IN_IMAGE} "
+        f"{paths.BIN_DIR}/kube-scheduler"
+    )
     lines.append(f"echo {shlex.quote(f'{image}@{digest}')} > {SCHEDULER_SOURCE}")
     return "\n".join(lines) + "\n"
 
@@ -88,15 +90,17 @@ def verify_script(kubernetes_version: str) -> str:
         "# Written by supercluster: checks the control-plane binaries the machine image carries",
         "# (see infra/control_plane/install.py in the supercluster repository). Downloads nothing.",
         "set -euo pipefail",
-        "fail() { echo \"control plane: $1; boot a machine image built for these pins (docs/node-image.md)\" >&2; "
+        'fail() { echo "control plane: $1; boot a machine image built for these pins (docs/node-image.md)" >&2; '
         "exit 1; }",
     ]
     for binary in RELEASE_BINARIES:
         path = f"{paths.BIN_DIR}/{binary}"
         want = f"Kubernetes v{kubernetes_version}"
-        lines.append(f"[ \"$({path} --version 2>&1)\" = {q(want)} ] || fail {q(f'{binary} is not {want}')}")
+        lines.append(f'[ "$({path} --version 2>&1)" = {q(want)} ] || fail {q(f"{binary} is not {want}")}')
     source = f"{image}@{digest}"
-    lines.append(f"[ -x {paths.BIN_DIR}/kube-scheduler ] && "
-                 f"[ \"$(cat {SCHEDULER_SOURCE} 2>/dev/null)\" = {q(source)} ] "
-                 f"|| fail {q(f'kube-scheduler is not from {source}')}")
+    lines.append(
+        f"[ -x {paths.BIN_DIR}/kube-scheduler ] && "
+        f'[ "$(cat {SCHEDULER_SOURCE} 2>/dev/null)" = {q(source)} ] '
+        f"|| fail {q(f'kube-scheduler is not from {source}')}"
+    )
     return "\n".join(lines) + "\n"

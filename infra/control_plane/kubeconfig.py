@@ -30,19 +30,28 @@ def _document(server: str, user: str, cluster: dict[str, Any], credentials: dict
     }
 
 
-def file_kubeconfig(user: str, ca_file: str, cert_file: str, key_file: str,
-                    server: str = LOCAL_APISERVER) -> str:
-    return yaml_text.dump(_document(
-        server, user, {"certificate-authority": ca_file},
-        {"client-certificate": cert_file, "client-key": key_file}), sort_keys=False)
+def file_kubeconfig(user: str, ca_file: str, cert_file: str, key_file: str, server: str = LOCAL_APISERVER) -> str:
+    return yaml_text.dump(
+        _document(
+            server, user, {"certificate-authority": ca_file}, {"client-certificate": cert_file, "client-key": key_file}
+        ),
+        sort_keys=False,
+    )
 
 
 def embedded_kubeconfig(server: str, user: str, ca_pem: str, cert_pem: str, key_pem: str) -> str:
     """A self-contained kubeconfig (the admin one). Its key makes it a secret: only ever build it
     inside ``Output.apply`` of secret inputs."""
+
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
 
-    return yaml_text.dump(_document(
-        server, user, {"certificate-authority-data": b64(ca_pem)},
-        {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}), sort_keys=False)
+    return yaml_text.dump(
+        _document(
+            server,
+            user,
+            {"certificate-authority-data": b64(ca_pem)},
+            {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)},
+        ),
+        sort_keys=False,
+    )

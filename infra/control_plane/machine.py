@@ -73,26 +73,43 @@ def shared_files(spec: ClusterSpec) -> tuple[tuple[str, str, str], ...]:
     config = spec.config
     files = [
         (paths.INSTALL_SCRIPT, install.verify_script(config.kubernetes_version), "0755"),
-        (f"/etc/systemd/system/{paths.INSTALL_UNIT}", systemd.unit(
-            "Check the pinned control-plane binaries (from the machine image)",
-            [paths.INSTALL_SCRIPT],
-            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
-        ), "0644"),
+        (
+            f"/etc/systemd/system/{paths.INSTALL_UNIT}",
+            systemd.unit(
+                "Check the pinned control-plane binaries (from the machine image)",
+                [paths.INSTALL_SCRIPT],
+                service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
+            ),
+            "0644",
+        ),
         (paths.AUDIT_POLICY, apiserver.audit_policy(), "0600"),
         (paths.AUTHENTICATION_CONFIG, apiserver.authentication_config(), "0600"),
         (paths.ADMISSION_CONFIG, admission.admission_configuration(config), "0600"),
         (paths.SCHEDULER_CONFIG, render_scheduler_config(), "0600"),
     ]
-    kubeconfigs = ((paths.CONTROLLER_MANAGER_KUBECONFIG, pki.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER_USER),
-                   (paths.SCHEDULER_KUBECONFIG, pki.SCHEDULER, pki.SCHEDULER_USER))
+    kubeconfigs = (
+        (paths.CONTROLLER_MANAGER_KUBECONFIG, pki.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER_USER),
+        (paths.SCHEDULER_KUBECONFIG, pki.SCHEDULER, pki.SCHEDULER_USER),
+    )
     for path, cert_key, user in kubeconfigs:
-        files.append((path, file_kubeconfig(user, pki.cert_path(pki.CLUSTER_CA), pki.cert_path(cert_key),
-                                            pki.key_path(cert_key)), "0600"))
+        files.append(
+            (
+                path,
+                file_kubeconfig(user, pki.cert_path(pki.CLUSTER_CA), pki.cert_path(cert_key), pki.key_path(cert_key)),
+                "0600",
+            )
+        )
     return tuple(files)
 
 
-def _component_unit(description: str, binary: str, flags: dict[str, Any], *, after: Sequence[str] = (),
-                    service: dict[str, Any] | None = None) -> str:
+def _component_unit(
+    description: str,
+    binary: str,
+    flags: dict[str, Any],
+    *,
+    after: Sequence[str] = (),
+    service: dict[str, Any] | None = None,
+) -> str:
     prepared = [FETCH_UNIT, paths.INSTALL_UNIT]
     return systemd.unit(
         description,
@@ -103,9 +120,13 @@ def _component_unit(description: str, binary: str, flags: dict[str, Any], *, aft
     )
 
 
-def apiserver_cloud_config(spec: ClusterSpec, ip: str, etcd: Mapping[str, str],
-                           specs: tuple[pki.CertificateSpec, ...],
-                           shared: tuple[tuple[str, str, str], ...]) -> CloudConfig:
+def apiserver_cloud_config(
+    spec: ClusterSpec,
+    ip: str,
+    etcd: Mapping[str, str],
+    specs: tuple[pki.CertificateSpec, ...],
+    shared: tuple[tuple[str, str, str], ...],
+) -> CloudConfig:
     """One apiserver's cloud-init: the ``shared`` files (``shared_files``) and its own units."""
     config, addresses = spec.config, spec.addresses
     cloud = CloudConfig()
@@ -113,23 +134,49 @@ def apiserver_cloud_config(spec: ClusterSpec, ip: str, etcd: Mapping[str, str],
     for path, content, permissions in shared:
         cloud.add(path, content, permissions=permissions)
 
-    cloud.add(f"/etc/systemd/system/{paths.APISERVER_UNIT}", _component_unit(
-        "Kubernetes API server", "kube-apiserver",
-        apiserver.apiserver_flags(config, addresses, ip, etcd),
-        service={"LimitNOFILE": str(APISERVER_OPEN_FILES),
-                 "LogsDirectory": paths.AUDIT_LOG_DIR.removeprefix("/var/log/"), "LogsDirectoryMode": "0700"}),
-        permissions=UNIT_FILE_MODE)
-    cloud.add(f"/etc/systemd/system/{paths.CONTROLLER_MANAGER_UNIT}", _component_unit(
-        "Kubernetes controller manager", "kube-controller-manager",
-        controller_manager_flags(config, addresses), after=[paths.APISERVER_UNIT]), permissions=UNIT_FILE_MODE)
-    cloud.add(f"/etc/systemd/system/{paths.SCHEDULER_UNIT}", _component_unit(
-        "Kubernetes scheduler (scheduler-plugins build: bin-packing and gang profiles)", "kube-scheduler",
-        scheduler_flags(), after=[paths.APISERVER_UNIT]), permissions=UNIT_FILE_MODE)
+    cloud.add(
+        f"/etc/systemd/system/{paths.APISERVER_UNIT}",
+        _component_unit(
+            "Kubernetes API server",
+            "kube-apiserver",
+            apiserver.apiserver_flags(config, addresses, ip, etcd),
+            service={
+                "LimitNOFILE": str(APISERVER_OPEN_FILES),
+                "LogsDirectory": paths.AUDIT_LOG_DIR.removeprefix("/var/log/"),
+                "LogsDirectoryMode": "0700",
+            },
+        ),
+        permissions=UNIT_FILE_MODE,
+    )
+    cloud.add(
+        f"/etc/systemd/system/{paths.CONTROLLER_MANAGER_UNIT}",
+        _component_unit(
+            "Kubernetes controller manager",
+            "kube-controller-manager",
+            controller_manager_flags(config, addresses),
+            after=[paths.APISERVER_UNIT],
+        ),
+        permissions=UNIT_FILE_MODE,
+    )
+    cloud.add(
+        f"/etc/systemd/system/{paths.SCHEDULER_UNIT}",
+        _component_unit(
+            "Kubernetes scheduler (scheduler-plugins build: bin-packing and gang profiles)",
+            "kube-scheduler",
+            scheduler_flags(),
+            after=[paths.APISERVER_UNIT],
+        ),
+        permissions=UNIT_FILE_MODE,
+    )
 
     cloud.runcmd.append(["systemctl", "daemon-reload"])
-    add_secret_fetching(cloud, naming.key_vault(config.cluster_name), pki.apiserver_secret_files(specs),
-                        before=[paths.INSTALL_UNIT, *paths.COMPONENT_UNITS],
-                        identity_name=naming.role_identity(config.cluster_name, "apiserver"))
+    add_secret_fetching(
+        cloud,
+        naming.key_vault(config.cluster_name),
+        pki.apiserver_secret_files(specs),
+        before=[paths.INSTALL_UNIT, *paths.COMPONENT_UNITS],
+        identity_name=naming.role_identity(config.cluster_name, "apiserver"),
+    )
     cloud.runcmd.append(["systemctl", "enable", "--now", paths.INSTALL_UNIT, *paths.COMPONENT_UNITS])
     return cloud
 

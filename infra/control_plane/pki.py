@@ -73,10 +73,19 @@ def apiserver_sans(addresses: AddressPlan, apiservers: int) -> tuple[tuple[str, 
     """``(dns_names, ip_addresses)`` every client may use to reach an apiserver: the load balancer,
     each VM directly, loopback (the co-located controller-manager and scheduler), and the
     ``kubernetes`` Service from inside the cluster."""
-    dns = ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
-           f"kubernetes.default.svc.{CLUSTER_DOMAIN}", "localhost")
-    ips = (addresses.apiserver_lb_ip(), *addresses.apiserver_ips(apiservers),
-           addresses.kubernetes_service_ip, "127.0.0.1")
+    dns = (
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        f"kubernetes.default.svc.{CLUSTER_DOMAIN}",
+        "localhost",
+    )
+    ips = (
+        addresses.apiserver_lb_ip(),
+        *addresses.apiserver_ips(apiservers),
+        addresses.kubernetes_service_ip,
+        "127.0.0.1",
+    )
     return dns, ips
 
 
@@ -93,6 +102,7 @@ def certificates(addresses: AddressPlan, apiservers: int) -> tuple[CertificateSp
 
 
 # ---------------------------------------------------------------- secrets and files
+
 
 def cert_secret(key: str) -> str:
     return secret_names.CLUSTER_CA_CERT if key == CLUSTER_CA else f"{key}-crt"

@@ -57,16 +57,26 @@ def scheduler_image(kubernetes_version: str) -> tuple[str, str, str]:
 
 def _plugin_config() -> list[dict[str, Any]]:
     return [
-        {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
-            "type": "MostAllocated",
-            "resources": [{"name": name, "weight": weight} for name, weight in BINPACK_RESOURCES],
-        }}},
+        {
+            "name": "NodeResourcesFit",
+            "args": {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "resources": [{"name": name, "weight": weight} for name, weight in BINPACK_RESOURCES],
+                }
+            },
+        },
         # No cluster-wide default spreading (the built-in default spreads every workload's pods
         # across hosts and zones); constraints a pod states itself still apply.
         {"name": "PodTopologySpread", "args": {"defaultingType": "List"}},
         # Identical in both profiles: the queue-sort plugin and its args must match across profiles.
-        {"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": PERMIT_WAITING_TIME_SECONDS,
-                                          "podGroupBackoffSeconds": POD_GROUP_BACKOFF_SECONDS}},
+        {
+            "name": "Coscheduling",
+            "args": {
+                "permitWaitingTimeSeconds": PERMIT_WAITING_TIME_SECONDS,
+                "podGroupBackoffSeconds": POD_GROUP_BACKOFF_SECONDS,
+            },
+        },
     ]
 
 

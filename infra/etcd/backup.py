@@ -43,8 +43,10 @@ BLOB_API_VERSION = "2021-08-06"
 BLOCK_BYTES = 64 * 1024 * 1024
 # IMDS managed-identity token for Azure Storage (learn.microsoft.com/entra/identity/
 # managed-identities-azure-resources/how-to-use-vm-token); the VM's only identity is used.
-IMDS_STORAGE_TOKEN_URL = ("http://169.254.169.254/metadata/identity/oauth2/token"
-                          "?api-version=2018-02-01&resource=https%3A%2F%2Fstorage.azure.com%2F")
+IMDS_STORAGE_TOKEN_URL = (
+    "http://169.254.169.254/metadata/identity/oauth2/token"
+    "?api-version=2018-02-01&resource=https%3A%2F%2Fstorage.azure.com%2F"
+)
 # A restore moves etcd's revision back to the snapshot's; jumping it forward by far more than the
 # writes since the snapshot, and marking old revisions compacted, makes every watcher re-list
 # instead of silently missing events (etcd op-guide/recovery "Restoring with revision bump").

@@ -55,8 +55,7 @@ def member_tool_source() -> str:
 
 
 def etcd_release_url(version: str = ETCD_VERSION) -> str:
-    return (f"https://github.com/etcd-io/etcd/releases/download/v{version}/"
-            f"etcd-v{version}-linux-amd64.tar.gz")
+    return f"https://github.com/etcd-io/etcd/releases/download/v{version}/etcd-v{version}-linux-amd64.tar.gz"
 
 
 def tool_settings(cluster: EtcdClusterSpec) -> dict[str, Any]:
@@ -104,15 +103,15 @@ def install_script(version: str = ETCD_VERSION, sha256: str = ETCD_SHA256) -> st
         f"# Written by supercluster: installs etcd v{version} from the upstream release, checked against its",
         "# pinned SHA-256 (infra/versions.py) before anything is unpacked.",
         "set -euo pipefail",
-        f"if [ \"$({BIN_DIR}/etcd --version 2>/dev/null | head -n 1)\" = {q('etcd Version: ' + version)} ]; then",
+        f'if [ "$({BIN_DIR}/etcd --version 2>/dev/null | head -n 1)" = {q("etcd Version: " + version)} ]; then',
         "  exit 0",
         "fi",
         "tmp=$(mktemp -d)",
         "trap 'rm -rf \"$tmp\"' EXIT",
-        f"curl -fsSL --retry 10 --retry-delay 3 --retry-all-errors -o \"$tmp/etcd.tar.gz\" {q(url)}",
-        f"echo {q(sha256 + '  ')}\"$tmp/etcd.tar.gz\" | sha256sum --check --strict -",
-        "tar -xzf \"$tmp/etcd.tar.gz\" -C \"$tmp\" --strip-components=1",
-        f"install -m 0755 \"$tmp/etcd\" \"$tmp/etcdctl\" \"$tmp/etcdutl\" {BIN_DIR}/",
+        f'curl -fsSL --retry 10 --retry-delay 3 --retry-all-errors -o "$tmp/etcd.tar.gz" {q(url)}',
+        f'echo {q(sha256 + "  ")}"$tmp/etcd.tar.gz" | sha256sum --check --strict -',
+        'tar -xzf "$tmp/etcd.tar.gz" -C "$tmp" --strip-components=1',
+        f'install -m 0755 "$tmp/etcd" "$tmp/etcdctl" "$tmp/etcdutl" {BIN_DIR}/',
         f"id -u {ETCD_USER} >/dev/null 2>&1 || useradd --system --no-create-home --home-dir {MOUNT_POINT} "
         f"--shell /usr/sbin/nologin {ETCD_USER}",
     ]
@@ -127,8 +126,8 @@ def boot_check_script(version: str = ETCD_VERSION) -> str:
         f"# Written by supercluster: checks the machine image carries etcd v{version} (infra/etcd/machine.py).",
         "set -euo pipefail",
         f"for binary in etcd etcdctl etcdutl; do [ -x {BIN_DIR}/$binary ] || "
-        "{ echo \"etcd-install: $binary is not in this machine image (docs/node-image.md)\" >&2; exit 1; }; done",
-        f"if [ \"$({BIN_DIR}/etcd --version 2>/dev/null | head -n 1)\" != {q('etcd Version: ' + version)} ]; then",
+        '{ echo "etcd-install: $binary is not in this machine image (docs/node-image.md)" >&2; exit 1; }; done',
+        f'if [ "$({BIN_DIR}/etcd --version 2>/dev/null | head -n 1)" != {q("etcd Version: " + version)} ]; then',
         f"  echo {q(f'etcd-install: this machine image does not carry etcd v{version} (docs/node-image.md)')} >&2",
         "  exit 1",
         "fi",
@@ -167,8 +166,13 @@ def backup_unit() -> str:
         "Snapshot etcd and upload it to Blob storage (one designated member per round)",
         [TOOL_PATH, "backup"],
         after=[ETCD_UNIT],
-        service={"Type": "oneshot", "Restart": "no", "Nice": "10",
-                 "IOSchedulingClass": "best-effort", "IOSchedulingPriority": "7"},
+        service={
+            "Type": "oneshot",
+            "Restart": "no",
+            "Nice": "10",
+            "IOSchedulingClass": "best-effort",
+            "IOSchedulingPriority": "7",
+        },
         wanted_by=None,
     )
 
@@ -182,14 +186,23 @@ def metrics_unit() -> str:
         [TOOL_PATH, "metrics"],
         after=["network-online.target", DISK_UNIT],
         wants=["network-online.target"],
-        service={"Restart": "always", "RestartSec": "10", "NoNewPrivileges": "true",
-                 "ProtectSystem": "strict", "ProtectHome": "true", "PrivateTmp": "true"},
+        service={
+            "Restart": "always",
+            "RestartSec": "10",
+            "NoNewPrivileges": "true",
+            "ProtectSystem": "strict",
+            "ProtectHome": "true",
+            "PrivateTmp": "true",
+        },
     )
 
 
 def backup_timer() -> str:
-    return systemd.timer(f"Snapshot etcd every {backup.SNAPSHOT_INTERVAL_MINUTES} minutes", backup.SNAPSHOT_SCHEDULE,
-                         timer_settings={"Persistent": "true", "AccuracySec": "1min"})
+    return systemd.timer(
+        f"Snapshot etcd every {backup.SNAPSHOT_INTERVAL_MINUTES} minutes",
+        backup.SNAPSHOT_SCHEDULE,
+        timer_settings={"Persistent": "true", "AccuracySec": "1min"},
+    )
 
 
 def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name: str) -> CloudConfig:
@@ -200,17 +213,27 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
     cloud.add(TOOL_SETTINGS_PATH, json.dumps(tool_settings(cluster), indent=2, sort_keys=True) + "\n")
     cloud.add(TOOL_PATH, member_tool_source(), permissions="0755")
     cloud.add(INSTALL_PATH, boot_check_script(), permissions="0755")
-    local_disk.add_local_disk(cloud, local_disk.LocalDisks.of(cluster.vm_size), unit=DISK_UNIT, mount=MOUNT_POINT,
-                              label=DISK_LABEL, before=[ETCD_UNIT],
-                              description="Mount etcd's local SSD (formatted again whenever Azure hands over a "
-                                          "wiped disk)")
+    local_disk.add_local_disk(
+        cloud,
+        local_disk.LocalDisks.of(cluster.vm_size),
+        unit=DISK_UNIT,
+        mount=MOUNT_POINT,
+        label=DISK_LABEL,
+        before=[ETCD_UNIT],
+        description="Mount etcd's local SSD (formatted again whenever Azure hands over a wiped disk)",
+    )
     # CIS 1.1.7: the etcd "pod specification file" is root's only.
     cloud.add(f"/etc/systemd/system/{ETCD_UNIT}", etcd_unit(cluster), permissions="0600")
     cloud.add(f"/etc/systemd/system/{BACKUP_UNIT}", backup_unit())
     cloud.add(f"/etc/systemd/system/{BACKUP_TIMER}", backup_timer())
     cloud.add(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit())
-    add_secret_fetching(cloud, vault_name, member_secret_files(member), before=[ETCD_UNIT],
-                        identity_name=naming.role_identity(cluster.cluster_name, cluster.role))
+    add_secret_fetching(
+        cloud,
+        vault_name,
+        member_secret_files(member),
+        before=[ETCD_UNIT],
+        identity_name=naming.role_identity(cluster.cluster_name, cluster.role),
+    )
     cloud.runcmd += [
         [INSTALL_PATH],
         ["systemctl", "daemon-reload"],

@@ -26,7 +26,7 @@ from infra.etcd.spec import EVENTS, MAIN
 CLIENT_URL_OUTPUTS = {MAIN: "etcdClientUrls", EVENTS: "eventsEtcdClientUrls"}
 # The config key of each cluster's member count.
 MEMBERS_KEYS = {MAIN: "etcd.members", EVENTS: "eventsEtcd.members"}
-RUNBOOK = "docs/runbooks/etcd.md, \"Growing or shrinking a cluster\""
+RUNBOOK = 'docs/runbooks/etcd.md, "Growing or shrinking a cluster"'
 
 
 def previous_members(outputs: Mapping[str, Any]) -> dict[str, int]:
@@ -53,8 +53,16 @@ def check_member_changes(outputs: Mapping[str, Any], config: ClusterConfig) -> N
         previous = before.get(role)
         if previous is not None and abs(wanted - previous) > 1:
             step = previous + (1 if wanted > previous else -1)
-            raise ConfigError(key, wanted, f"at most one member more or fewer than the last deploy's {previous} "
-                                           f"(deploy {step} first, then the next; {RUNBOOK})")
+            raise ConfigError(
+                key,
+                wanted,
+                f"at most one member more or fewer than the last deploy's {previous} "
+                f"(deploy {step} first, then the next; {RUNBOOK})",
+            )
         if wanted % 2 == 0 and (previous is None or abs(wanted - previous) != 1):
-            raise ConfigError(key, wanted, f"an odd number of members (1, 3, 5 or 7); an even count only as the "
-                                           f"one-member step between two odd ones ({RUNBOOK})")
+            raise ConfigError(
+                key,
+                wanted,
+                f"an odd number of members (1, 3, 5 or 7); an even count only as the "
+                f"one-member step between two odd ones ({RUNBOOK})",
+            )

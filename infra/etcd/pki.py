@@ -24,7 +24,8 @@ KEY_ALGORITHM = "ECDSA"
 KEY_CURVE = "P256"
 # The CA outlives every leaf; replacing it means re-issuing everything, so it is long-lived and
 # its resources are protected. Leaves are re-issued by `pulumi up` once they are within
-# LEAF_EARLY_RENEWAL_HOURS of expiry, then reach members at their next secret fetch (docs/runbooks/rotate-certificates.md).
+# LEAF_EARLY_RENEWAL_HOURS of expiry, then reach members at their next secret fetch
+# (docs/runbooks/rotate-certificates.md).
 CA_VALIDITY_HOURS = 10 * 365 * 24
 LEAF_VALIDITY_HOURS = 2 * 365 * 24
 LEAF_EARLY_RENEWAL_HOURS = 60 * 24
@@ -55,20 +56,26 @@ class CertProfile:
 
 
 def ca_profile(cluster_name: str) -> CertProfile:
-    return CertProfile(common_name=f"{cluster_name} etcd CA", allowed_uses=CA_USES,
-                       validity_hours=CA_VALIDITY_HOURS, early_renewal_hours=0)
+    return CertProfile(
+        common_name=f"{cluster_name} etcd CA",
+        allowed_uses=CA_USES,
+        validity_hours=CA_VALIDITY_HOURS,
+        early_renewal_hours=0,
+    )
 
 
 def server_profile(member: EtcdMember) -> CertProfile:
     """Serves the client port; also the member's own client identity (backups, rejoin)."""
-    return CertProfile(common_name=member.name, allowed_uses=SERVER_USES,
-                       ip_addresses=(member.ip,), dns_names=(member.name,))
+    return CertProfile(
+        common_name=member.name, allowed_uses=SERVER_USES, ip_addresses=(member.ip,), dns_names=(member.name,)
+    )
 
 
 def peer_profile(member: EtcdMember) -> CertProfile:
     """Serves the peer port and identifies the member to its peers (both ends authenticate)."""
-    return CertProfile(common_name=member.name, allowed_uses=PEER_USES,
-                       ip_addresses=(member.ip,), dns_names=(member.name,))
+    return CertProfile(
+        common_name=member.name, allowed_uses=PEER_USES, ip_addresses=(member.ip,), dns_names=(member.name,)
+    )
 
 
 def apiserver_client_profile() -> CertProfile:

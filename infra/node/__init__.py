@@ -64,8 +64,11 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     cloud.add(sysctls.SYSCTL_PATH, sysctls.render_sysctls(sysctls.node_sysctls(spec.vcpus)))
     cloud.add(sysctls.MODULES_PATH, sysctls.render_modules())
     # First boot only: cloud-init wrote the files after systemd had applied /etc; later boots apply them early.
-    cloud.runcmd += [["systemctl", "daemon-reload"], ["systemctl", "restart", "systemd-modules-load.service"],
-                     ["sysctl", "--system"]]
+    cloud.runcmd += [
+        ["systemctl", "daemon-reload"],
+        ["systemctl", "restart", "systemd-modules-load.service"],
+        ["sysctl", "--system"],
+    ]
     local_disk.add_local_disk(cloud, spec.local_disks)
     install.add_install(cloud, spec.kubernetes_version)
     cni.add_pod_network(cloud, spec.cluster_cidr, spec.node_local_dns_ip)
@@ -74,11 +77,19 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     images.add_preload(cloud, spec.registry_login_server, spec.images)
     if spec.gpus:
         gpu.add_gpu_check(cloud, spec.gpus, spec.nvswitch)
-    add_secret_fetching(cloud, spec.vault_name, NODE_JOIN_FILES, before=[kubelet.UNIT],
-                        identity_name=spec.identity_name)
-    kubelet.add_kubelet(cloud, server=spec.apiserver_endpoint, cluster_dns=spec.cluster_dns,
-                        max_pods=spec.max_pods, labels=spec.labels, taints=spec.node_taints,
-                        gpu=spec.gpus > 0, registry=spec.registry_login_server)
+    add_secret_fetching(
+        cloud, spec.vault_name, NODE_JOIN_FILES, before=[kubelet.UNIT], identity_name=spec.identity_name
+    )
+    kubelet.add_kubelet(
+        cloud,
+        server=spec.apiserver_endpoint,
+        cluster_dns=spec.cluster_dns,
+        max_pods=spec.max_pods,
+        labels=spec.labels,
+        taints=spec.node_taints,
+        gpu=spec.gpus > 0,
+        registry=spec.registry_login_server,
+    )
     kube_proxy.add_kube_proxy(cloud, server=spec.apiserver_endpoint, cluster_cidr=spec.cluster_cidr)
     for add_step in before_kubelet:
         add_step(cloud)
@@ -86,4 +97,3 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     units += [gpu.UNIT] if spec.gpus else []
     cloud.runcmd.append(["systemctl", "enable", "--now", *units, kubelet.UNIT, kube_proxy.UNIT])
     return cloud
-

@@ -46,9 +46,13 @@ def conflist(node_local_dns_ip: str | None) -> dict[str, Any]:
         "cniVersion": "0.3.0",
         "name": "azure",
         "plugins": [
-            {"type": "azure-vnet", "mode": "bridge", "bridge": "azure0",
-             "ipsToRouteViaHost": [node_local_dns_ip] if node_local_dns_ip else [],
-             "ipam": {"type": "azure-vnet-ipam"}},
+            {
+                "type": "azure-vnet",
+                "mode": "bridge",
+                "bridge": "azure0",
+                "ipsToRouteViaHost": [node_local_dns_ip] if node_local_dns_ip else [],
+                "ipam": {"type": "azure-vnet-ipam"},
+            },
             {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
         ],
     }
@@ -60,33 +64,42 @@ def render_conflist(node_local_dns_ip: str | None) -> str:
 
 def render_rules(cluster_cidr: str) -> str:
     """An nftables table of our own (kube-proxy keeps its own), replaced atomically on every load."""
-    return "\n".join([
-        "# Written by supercluster (infra/node/cni.py).",
-        f"table ip {TABLE}",
-        f"delete table ip {TABLE}",
-        f"table ip {TABLE} {{",
-        "  chain pod-egress {",
-        "    type nat hook postrouting priority srcnat; policy accept;",
-        "    fib daddr type local return",
-        f"    ip daddr {cluster_cidr} return",
-        "    masquerade",
-        "  }",
-        "  chain pod-metadata {",
-        "    type filter hook forward priority filter; policy accept;",
-        f"    ip daddr {IMDS_IP} drop",
-        f"    ip daddr {WIRESERVER_IP} tcp dport {{ {', '.join(map(str, WIRESERVER_BLOCKED_TCP_PORTS))} }} drop",
-        "  }",
-        "}",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "# Written by supercluster (infra/node/cni.py).",
+                f"table ip {TABLE}",
+                f"delete table ip {TABLE}",
+                f"table ip {TABLE} {{",
+                "  chain pod-egress {",
+                "    type nat hook postrouting priority srcnat; policy accept;",
+                "    fib daddr type local return",
+                f"    ip daddr {cluster_cidr} return",
+                "    masquerade",
+                "  }",
+                "  chain pod-metadata {",
+                "    type filter hook forward priority filter; policy accept;",
+                f"    ip daddr {IMDS_IP} drop",
+                f"    ip daddr {WIRESERVER_IP} tcp dport "
+                f"{{ {', '.join(map(str, WIRESERVER_BLOCKED_TCP_PORTS))} }} drop",
+                "  }",
+                "}",
+            ]
+        )
+        + "\n"
+    )
 
 
 def add_pod_network(cloud: CloudConfig, cluster_cidr: str, node_local_dns_ip: str | None) -> None:
     cloud.add(CONFLIST_PATH, render_conflist(node_local_dns_ip), permissions="0600")  # CIS 1.1.9, root's only
     cloud.add(NFT_PATH, render_rules(cluster_cidr))
-    cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
-        "Pod egress masquerade and metadata/WireServer block (nftables)",
-        ["/usr/sbin/nft", "-f", NFT_PATH],
-        after=["network-pre.target"],
-        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
-        unit_extra={"Before": "kubelet.service"},
-    ))
+    cloud.add(
+        f"/etc/systemd/system/{UNIT}",
+        systemd.unit(
+            "Pod egress masquerade and metadata/WireServer block (nftables)",
+            ["/usr/sbin/nft", "-f", NFT_PATH],
+            after=["network-pre.target"],
+            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
+            unit_extra={"Before": "kubelet.service"},
+        ),
+    )

@@ -33,25 +33,29 @@ def config(sandbox_image: str, gpu: bool) -> dict[str, Any]:
     runc_options = {"BinaryName": install.RUNC_PATH, "SystemdCgroup": True}
     runtimes = {"runc": {"runtime_type": "io.containerd.runc.v2", "options": runc_options}}
     if gpu:
-        runtimes["nvidia"] = {"runtime_type": "io.containerd.runc.v2",
-                              "options": {"BinaryName": NVIDIA_RUNTIME, "SystemdCgroup": True}}
+        runtimes["nvidia"] = {
+            "runtime_type": "io.containerd.runc.v2",
+            "options": {"BinaryName": NVIDIA_RUNTIME, "SystemdCgroup": True},
+        }
     return {
         "version": 2,
         "root": local_disk.CONTAINERD_ROOT,
         # Runtime state (sockets, task bundles) stays on tmpfs: it must not outlive a reboot.
         "state": "/run/containerd",
-        "plugins": {CRI: {
-            # Preloaded and pinned before kubelet starts (infra/node/images.py): never pulled at pod start.
-            "sandbox_image": sandbox_image,
-            "max_concurrent_downloads": MAX_CONCURRENT_DOWNLOADS,
-            "image_pull_progress_timeout": IMAGE_PULL_PROGRESS_TIMEOUT,
-            "containerd": {
-                "snapshotter": "overlayfs",
-                "default_runtime_name": "nvidia" if gpu else "runc",
-                "runtimes": runtimes,
-            },
-            "cni": {"bin_dir": install.CNI_BIN, "conf_dir": "/etc/cni/net.d"},
-        }},
+        "plugins": {
+            CRI: {
+                # Preloaded and pinned before kubelet starts (infra/node/images.py): never pulled at pod start.
+                "sandbox_image": sandbox_image,
+                "max_concurrent_downloads": MAX_CONCURRENT_DOWNLOADS,
+                "image_pull_progress_timeout": IMAGE_PULL_PROGRESS_TIMEOUT,
+                "containerd": {
+                    "snapshotter": "overlayfs",
+                    "default_runtime_name": "nvidia" if gpu else "runc",
+                    "runtimes": runtimes,
+                },
+                "cni": {"bin_dir": install.CNI_BIN, "conf_dir": "/etc/cni/net.d"},
+            }
+        },
     }
 
 
@@ -68,9 +72,18 @@ def unit(rdma: bool = False) -> str:
     only the rlimits the OCI spec names (containerd's default spec names RLIMIT_NOFILE alone), so a
     container inherits the rest from containerd, through its shim.
     """
-    service = {"Type": "notify", "ExecStartPre": "-/sbin/modprobe overlay", "Delegate": "yes",
-               "KillMode": "process", "Restart": "always", "RestartSec": "5", "LimitNPROC": "infinity",
-               "LimitCORE": "infinity", "TasksMax": "infinity", "OOMScoreAdjust": "-999"}
+    service = {
+        "Type": "notify",
+        "ExecStartPre": "-/sbin/modprobe overlay",
+        "Delegate": "yes",
+        "KillMode": "process",
+        "Restart": "always",
+        "RestartSec": "5",
+        "LimitNPROC": "infinity",
+        "LimitCORE": "infinity",
+        "TasksMax": "infinity",
+        "OOMScoreAdjust": "-999",
+    }
     if rdma:
         service["LimitMEMLOCK"] = "infinity"
     return systemd.unit(

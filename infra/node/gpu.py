@@ -19,8 +19,9 @@ from infra.cloudinit import CloudConfig
 from infra.config import Taint
 from infra.node import install
 
-UNHEALTHY_TAINT = Taint(key=labels.GPU_STARTUP_TAINT_KEY, value=labels.GPU_STARTUP_TAINT_VALUE,
-                        effect=labels.GPU_STARTUP_TAINT_EFFECT)
+UNHEALTHY_TAINT = Taint(
+    key=labels.GPU_STARTUP_TAINT_KEY, value=labels.GPU_STARTUP_TAINT_VALUE, effect=labels.GPU_STARTUP_TAINT_EFFECT
+)
 UNIT = "supercluster-gpu-check.service"
 SCRIPT_PATH = "/usr/local/sbin/supercluster-gpu-check"
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
@@ -53,16 +54,17 @@ def render_toolkit_config() -> str:
 
 def add_gpu_check(cloud: CloudConfig, gpus: int, nvswitch: bool) -> None:
     cloud.add(TOOLKIT_CONFIG_PATH, render_toolkit_config(), permissions="0644")
-    cloud.add(SCRIPT_PATH, machine.source("node/gpu_check.sh"),
-              permissions="0755")
+    cloud.add(SCRIPT_PATH, machine.source("node/gpu_check.sh"), permissions="0755")
     # NVSwitch systems (8-GPU ND sizes) need the fabric manager running before CUDA can use the GPUs.
     fabric = [FABRIC_MANAGER_UNIT] if nvswitch else []
-    cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
-        "Check the GPUs and the NVIDIA container runtime before kubelet registers the node",
-        [SCRIPT_PATH],
-        after=fabric,
-        wants=fabric,
-        service={"Type": "oneshot", "RemainAfterExit": "true", "Environment": f"GPUS={gpus}",
-                 "Restart": "no"},
-        unit_extra={"Before": "kubelet.service"},
-    ))
+    cloud.add(
+        f"/etc/systemd/system/{UNIT}",
+        systemd.unit(
+            "Check the GPUs and the NVIDIA container runtime before kubelet registers the node",
+            [SCRIPT_PATH],
+            after=fabric,
+            wants=fabric,
+            service={"Type": "oneshot", "RemainAfterExit": "true", "Environment": f"GPUS={gpus}", "Restart": "no"},
+            unit_extra={"Before": "kubelet.service"},
+        ),
+    )

@@ -47,22 +47,28 @@ def manifest(registry_login_server: str, images: tuple[str, ...]) -> dict[str, A
         ref = parse_image(reference)
         if ref is None:
             raise ValueError(f"{reference}: not a pinned image from a registry the cluster caches")
-        entries.append({"source": str(ref), "archive": archive_path(str(ref)),
-                        "cached": ref.cached_in(registry_login_server)})
-    return {"registry": registry_login_server,
-            "credential_provider": f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}", "images": entries}
+        entries.append(
+            {"source": str(ref), "archive": archive_path(str(ref)), "cached": ref.cached_in(registry_login_server)}
+        )
+    return {
+        "registry": registry_login_server,
+        "credential_provider": f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}",
+        "images": entries,
+    }
 
 
 def add_preload(cloud: CloudConfig, registry_login_server: str, images: tuple[str, ...]) -> None:
-    cloud.add(SCRIPT_PATH, machine.source("node/preload_images.py"),
-              permissions="0755")
+    cloud.add(SCRIPT_PATH, machine.source("node/preload_images.py"), permissions="0755")
     cloud.add(MANIFEST_PATH, json.dumps(manifest(registry_login_server, images), indent=1) + "\n")
-    cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
-        "Load and pin the pause image and images.preload from the machine image",
-        [SCRIPT_PATH, MANIFEST_PATH],
-        after=[containerd.UNIT, "network-online.target"],
-        requires=[containerd.UNIT],
-        wants=["network-online.target"],
-        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
-        unit_extra={"Before": "kubelet.service"},
-    ))
+    cloud.add(
+        f"/etc/systemd/system/{UNIT}",
+        systemd.unit(
+            "Load and pin the pause image and images.preload from the machine image",
+            [SCRIPT_PATH, MANIFEST_PATH],
+            after=[containerd.UNIT, "network-online.target"],
+            requires=[containerd.UNIT],
+            wants=["network-online.target"],
+            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
+            unit_extra={"Before": "kubelet.service"},
+        ),
+    )

@@ -35,37 +35,52 @@ def manifest(kubernetes_version: str) -> dict[str, Any]:
     containerd = versions.CONTAINERD_VERSION
     azure_cni = versions.AZURE_CNI_VERSION
     artifacts = [
-        {"name": "containerd",
-         "url": f"https://github.com/containerd/containerd/releases/download/v{containerd}/"
-                f"containerd-{containerd}-linux-amd64.tar.gz",
-         "sha256": versions.CONTAINERD_SHA256,
-         "files": {name: f"{BIN}/{name}" for name in CONTAINERD_BINARIES},
-         "version_command": [f"{BIN}/containerd", "--version"], "version_expect": f" v{containerd} "},
-        {"name": "runc",
-         "url": f"https://github.com/opencontainers/runc/releases/download/{versions.RUNC_VERSION}/runc.amd64",
-         "sha256": versions.RUNC_SHA256, "path": RUNC_PATH,
-         "version_command": [RUNC_PATH, "--version"],
-         "version_expect": f"runc version {versions.RUNC_VERSION.lstrip('v')}\n"},
-        {"name": "cni-plugins",
-         "url": f"https://github.com/containernetworking/plugins/releases/download/{versions.CNI_PLUGINS_VERSION}/"
-                f"cni-plugins-linux-amd64-{versions.CNI_PLUGINS_VERSION}.tgz",
-         "sha256": versions.CNI_PLUGINS_SHA256,
-         "files": {name: f"{CNI_BIN}/{name}" for name in CNI_PLUGINS},
-         "version_command": [f"{CNI_BIN}/portmap", "--version"],
-         "version_expect": f"plugin {versions.CNI_PLUGINS_VERSION}\n"},  # "CNI portmap plugin v1.6.2"
-        {"name": "azure-cni",
-         "url": f"https://github.com/Azure/azure-container-networking/releases/download/{azure_cni}/"
-                f"azure-vnet-cni-linux-amd64-{azure_cni}.tgz",
-         "files": {name: f"{CNI_BIN}/{name}" for name in AZURE_CNI_BINARIES},
-         "version_command": [f"{CNI_BIN}/azure-vnet", "-v"], "version_expect": f"Azure CNI Version {azure_cni}\n"},
+        {
+            "name": "containerd",
+            "url": f"https://github.com/containerd/containerd/releases/download/v{containerd}/"
+            f"containerd-{containerd}-linux-amd64.tar.gz",
+            "sha256": versions.CONTAINERD_SHA256,
+            "files": {name: f"{BIN}/{name}" for name in CONTAINERD_BINARIES},
+            "version_command": [f"{BIN}/containerd", "--version"],
+            "version_expect": f" v{containerd} ",
+        },
+        {
+            "name": "runc",
+            "url": f"https://github.com/opencontainers/runc/releases/download/{versions.RUNC_VERSION}/runc.amd64",
+            "sha256": versions.RUNC_SHA256,
+            "path": RUNC_PATH,
+            "version_command": [RUNC_PATH, "--version"],
+            "version_expect": f"runc version {versions.RUNC_VERSION.lstrip('v')}\n",
+        },
+        {
+            "name": "cni-plugins",
+            "url": f"https://github.com/containernetworking/plugins/releases/download/{versions.CNI_PLUGINS_VERSION}/"
+            f"cni-plugins-linux-amd64-{versions.CNI_PLUGINS_VERSION}.tgz",
+            "sha256": versions.CNI_PLUGINS_SHA256,
+            "files": {name: f"{CNI_BIN}/{name}" for name in CNI_PLUGINS},
+            "version_command": [f"{CNI_BIN}/portmap", "--version"],
+            "version_expect": f"plugin {versions.CNI_PLUGINS_VERSION}\n",
+        },  # "CNI portmap plugin v1.6.2"
+        {
+            "name": "azure-cni",
+            "url": f"https://github.com/Azure/azure-container-networking/releases/download/{azure_cni}/"
+            f"azure-vnet-cni-linux-amd64-{azure_cni}.tgz",
+            "files": {name: f"{CNI_BIN}/{name}" for name in AZURE_CNI_BINARIES},
+            "version_command": [f"{CNI_BIN}/azure-vnet", "-v"],
+            "version_expect": f"Azure CNI Version {azure_cni}\n",
+        },
     ]
     for binary in ("kubelet", "kube-proxy"):
-        artifacts.append({
-            "name": binary, "url": f"{k8s}/{binary}", "sha256_url": f"{k8s}/{binary}.sha256",
-            "path": f"{BIN}/{binary}",
-            "version_command": [f"{BIN}/{binary}", "--version"],
-            "version_expect": f"Kubernetes v{kubernetes_version}\n",
-        })
+        artifacts.append(
+            {
+                "name": binary,
+                "url": f"{k8s}/{binary}",
+                "sha256_url": f"{k8s}/{binary}.sha256",
+                "path": f"{BIN}/{binary}",
+                "version_command": [f"{BIN}/{binary}", "--version"],
+                "version_expect": f"Kubernetes v{kubernetes_version}\n",
+            }
+        )
     return {"artifacts": artifacts}
 
 
@@ -74,17 +89,22 @@ BOOT_FIELDS = ("name", "version_command", "version_expect")
 
 def boot_manifest(kubernetes_version: str) -> dict[str, Any]:
     """The checks a booting machine runs on the binaries its image carries: no download source."""
-    return {"artifacts": [{key: artifact[key] for key in BOOT_FIELDS}
-                          for artifact in manifest(kubernetes_version)["artifacts"]]}
+    return {
+        "artifacts": [
+            {key: artifact[key] for key in BOOT_FIELDS} for artifact in manifest(kubernetes_version)["artifacts"]
+        ]
+    }
 
 
 def add_install(cloud: CloudConfig, kubernetes_version: str) -> None:
-    cloud.add(SCRIPT_PATH, machine.source("node/install.py"),
-              permissions="0755")
+    cloud.add(SCRIPT_PATH, machine.source("node/install.py"), permissions="0755")
     cloud.add(MANIFEST_PATH, json.dumps(boot_manifest(kubernetes_version), indent=1) + "\n")
-    cloud.add(f"/etc/systemd/system/{UNIT}", systemd.unit(
-        "Check this node's pinned binaries (from its machine image)",
-        [SCRIPT_PATH, MANIFEST_PATH],
-        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
-        unit_extra={"Before": "containerd.service kubelet.service kube-proxy.service"},
-    ))
+    cloud.add(
+        f"/etc/systemd/system/{UNIT}",
+        systemd.unit(
+            "Check this node's pinned binaries (from its machine image)",
+            [SCRIPT_PATH, MANIFEST_PATH],
+            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},
+            unit_extra={"Before": "containerd.service kubelet.service kube-proxy.service"},
+        ),
+    )

@@ -51,13 +51,18 @@ def unit() -> str:
         after=[kubelet.UNIT, install.UNIT],
         requires=[install.UNIT],
         # kube-proxy starts once kubelet has bootstrapped the node certificate it uses.
-        service={"ExecStartPre": f"/bin/sh -c 'until [ -s {kubelet.CLIENT_CERT} ]; do sleep 2; done'",
-                 "TimeoutStartSec": "infinity", "Restart": "always", "RestartSec": "5"},
+        service={
+            "ExecStartPre": f"/bin/sh -c 'until [ -s {kubelet.CLIENT_CERT} ]; do sleep 2; done'",
+            "TimeoutStartSec": "infinity",
+            "Restart": "always",
+            "RestartSec": "5",
+        },
     )
 
 
 def add_kube_proxy(cloud: CloudConfig, *, server: str, cluster_cidr: str) -> None:
     cloud.add(CONFIG_PATH, yaml_text.dump(config(cluster_cidr), sort_keys=False))
-    cloud.add(KUBECONFIG, yaml_text.dump(kubelet.node_kubeconfig(server), sort_keys=False),
-              permissions=kubelet.PRIVATE)  # CIS 4.1.3
+    cloud.add(
+        KUBECONFIG, yaml_text.dump(kubelet.node_kubeconfig(server), sort_keys=False), permissions=kubelet.PRIVATE
+    )  # CIS 4.1.3
     cloud.add(f"/etc/systemd/system/{UNIT}", unit())

@@ -44,9 +44,12 @@ RESOLV_CONF = "/run/systemd/resolve/resolv.conf"
 # CIS Kubernetes Benchmark 4.2.12: the kubelet's serving TLS only with these (TLS 1.3 suites are not configurable
 # and always strong).
 TLS_CIPHER_SUITES = (
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
 )
 # CIS 4.1.1, 4.1.5, 4.1.9: the kubelet's unit, kubeconfigs and config file readable by root only.
 PRIVATE = "0600"
@@ -64,13 +67,15 @@ def credential_provider_config(registry: str) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1",
         "kind": "CredentialProviderConfig",
-        "providers": [{
-            "name": CREDENTIAL_PROVIDER,
-            "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-            "matchImages": [registry],
-            "defaultCacheDuration": CREDENTIAL_CACHE,
-            "args": [registry],
-        }],
+        "providers": [
+            {
+                "name": CREDENTIAL_PROVIDER,
+                "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+                "matchImages": [registry],
+                "defaultCacheDuration": CREDENTIAL_CACHE,
+                "args": [registry],
+            }
+        ],
     }
 
 
@@ -150,22 +155,34 @@ def unit(labels: Mapping[str, str], gpu: bool) -> str:
         after=requires + wanted,
         requires=requires,
         wants=wanted,
-        service={"ExecStartPre": f"{PROVIDER_ID_SCRIPT} {PROVIDER_ID_PATH}", "Restart": "always",
-                 "RestartSec": "10"},
+        service={"ExecStartPre": f"{PROVIDER_ID_SCRIPT} {PROVIDER_ID_PATH}", "Restart": "always", "RestartSec": "10"},
     )
 
 
-def add_kubelet(cloud: CloudConfig, *, server: str, cluster_dns: str, max_pods: int,
-                labels: Mapping[str, str], taints: Sequence[Taint], gpu: bool, registry: str) -> None:
-    cloud.add(CONFIG_PATH, render_config(cluster_dns=cluster_dns, max_pods=max_pods, taints=taints),
-              permissions=PRIVATE)
-    cloud.add(BOOTSTRAP_KUBECONFIG, yaml_text.dump(bootstrap_kubeconfig(server), sort_keys=False),
-              permissions=PRIVATE)
-    cloud.add(PROVIDER_ID_SCRIPT, machine.source("node/provider_id.py"),
-              permissions="0755")
-    cloud.add(CREDENTIAL_PROVIDER_CONFIG, yaml_text.dump(credential_provider_config(registry), sort_keys=False),
-              permissions=PRIVATE)
-    cloud.add(f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}",
-              machine.source("node/acr-credential-provider.py"),
-              permissions="0755")
+def add_kubelet(
+    cloud: CloudConfig,
+    *,
+    server: str,
+    cluster_dns: str,
+    max_pods: int,
+    labels: Mapping[str, str],
+    taints: Sequence[Taint],
+    gpu: bool,
+    registry: str,
+) -> None:
+    cloud.add(
+        CONFIG_PATH, render_config(cluster_dns=cluster_dns, max_pods=max_pods, taints=taints), permissions=PRIVATE
+    )
+    cloud.add(BOOTSTRAP_KUBECONFIG, yaml_text.dump(bootstrap_kubeconfig(server), sort_keys=False), permissions=PRIVATE)
+    cloud.add(PROVIDER_ID_SCRIPT, machine.source("node/provider_id.py"), permissions="0755")
+    cloud.add(
+        CREDENTIAL_PROVIDER_CONFIG,
+        yaml_text.dump(credential_provider_config(registry), sort_keys=False),
+        permissions=PRIVATE,
+    )
+    cloud.add(
+        f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}",
+        machine.source("node/acr-credential-provider.py"),
+        permissions="0755",
+    )
     cloud.add(f"/etc/systemd/system/{UNIT}", unit(labels, gpu), permissions=PRIVATE)

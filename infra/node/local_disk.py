@@ -27,6 +27,12 @@ BIND_DIRS = (("kubelet", "/var/lib/kubelet"), ("pod-logs", "/var/log/pods"))
 
 def add_local_disk(cloud: CloudConfig, disks: LocalDisks) -> None:
     local_disk.add_local_disk(
-        cloud, disks, unit=UNIT, mount=MOUNT, label=LABEL, bind_dirs=BIND_DIRS,
+        cloud,
+        disks,
+        unit=UNIT,
+        mount=MOUNT,
+        label=LABEL,
+        bind_dirs=BIND_DIRS,
         description="Local SSDs for kubelet and containerd state (assemble, format when blank, mount)",
-        before=["containerd.service", "kubelet.service"])
+        before=["containerd.service", "kubelet.service"],
+    )

@@ -38,17 +38,44 @@ RESOURCES_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_resources_"
 CLOUD_INIT_TAG = "supercluster.io_cloud-init"
 
 
-def node_spec(config: ClusterConfig, addresses: AddressPlan, pool: NodePoolConfig, shard: Shard, *,
-              vault_name: str, registry_login_server: str) -> NodeSpec:
-    return joining_node(config, addresses, pool.size, role="node", vault_name=vault_name,
-                        registry_login_server=registry_login_server, images=preload_images(config),
-                        max_pods=pod_ip_configurations(pool), labels=pool_labels(config, pool, shard),
-                        taints=pool.taints, infiniband=pool.infiniband)
+def node_spec(
+    config: ClusterConfig,
+    addresses: AddressPlan,
+    pool: NodePoolConfig,
+    shard: Shard,
+    *,
+    vault_name: str,
+    registry_login_server: str,
+) -> NodeSpec:
+    return joining_node(
+        config,
+        addresses,
+        pool.size,
+        role="node",
+        vault_name=vault_name,
+        registry_login_server=registry_login_server,
+        images=preload_images(config),
+        max_pods=pod_ip_configurations(pool),
+        labels=pool_labels(config, pool, shard),
+        taints=pool.taints,
+        infiniband=pool.infiniband,
+    )
 
 
-def joining_node(config: ClusterConfig, addresses: AddressPlan, size: VmSize, *, role: str, vault_name: str,
-                 registry_login_server: str, images: tuple[str, ...], max_pods: int,
-                 labels: Mapping[str, str], taints: tuple[Taint, ...], infiniband: bool = False) -> NodeSpec:
+def joining_node(
+    config: ClusterConfig,
+    addresses: AddressPlan,
+    size: VmSize,
+    *,
+    role: str,
+    vault_name: str,
+    registry_login_server: str,
+    images: tuple[str, ...],
+    max_pods: int,
+    labels: Mapping[str, str],
+    taints: tuple[Taint, ...],
+    infiniband: bool = False,
+) -> NodeSpec:
     """A machine that joins the cluster as a node: a pool's scale-set instance or a NAT host (``role``
     names the identity its boot scripts sign in as)."""
     return NodeSpec(
@@ -81,9 +108,16 @@ def preload_images(config: ClusterConfig) -> tuple[str, ...]:
 def pool_labels(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -> dict[str, str]:
     """The labels every node of the shard registers with (infra.labels decides them; GPU labels come
     with the VM size, the InfiniBand domain with the shard)."""
-    return node_labels(role=pool.role, pool=pool.name, instance_type=pool.vm_size, region=config.location,
-                       infiniband=pool.infiniband, infiniband_domain=infiniband_domain(shard),
-                       gpus=pool.size.gpus, extra=pool.labels)
+    return node_labels(
+        role=pool.role,
+        pool=pool.name,
+        instance_type=pool.vm_size,
+        region=config.location,
+        infiniband=pool.infiniband,
+        infiniband_domain=infiniband_domain(shard),
+        gpus=pool.size.gpus,
+        extra=pool.labels,
+    )
 
 
 def infiniband_domain(shard: Shard) -> str:
@@ -140,8 +174,9 @@ def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -
     return tags
 
 
-def scale_set_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard,
-                   cloud_init_fingerprint: str) -> dict[str, str]:
+def scale_set_tags(
+    config: ClusterConfig, pool: NodePoolConfig, shard: Shard, cloud_init_fingerprint: str
+) -> dict[str, str]:
     return {
         **autoscaler_tags(config, pool, shard),
         encode_tag_key(POOL_LABEL): pool.name,
@@ -154,9 +189,12 @@ def check_pool_tags(config: ClusterConfig) -> None:
     for i, pool in enumerate(config.node_pools):
         count = len(scale_set_tags(config, pool, shards(pool)[0], ""))
         if count > MAX_TAGS:
-            raise ConfigError(f"nodePools[{i}].labels", dict(pool.labels),
-                              f"fewer labels and taints: each becomes a scale-set tag for the autoscaler and "
-                              f"the pool's scale sets would carry {count} tags, over Azure's {MAX_TAGS}")
+            raise ConfigError(
+                f"nodePools[{i}].labels",
+                dict(pool.labels),
+                f"fewer labels and taints: each becomes a scale-set tag for the autoscaler and "
+                f"the pool's scale sets would carry {count} tags, over Azure's {MAX_TAGS}",
+            )
 
 
 def custom_data_size(text: str) -> int:
@@ -171,8 +209,14 @@ def check_custom_data(config: ClusterConfig, index: int, cloud_init: str) -> Non
     if size > MAX_CUSTOM_DATA_BASE64_CHARS:
         # The preload list is the only part of a node's cloud-init that grows without a bound of its own
         # (labels and taints are bounded by the scale set's 50 tags).
-        key, value = (("images.preload", list(config.images.preload)) if config.images.preload
-                      else (f"nodePools[{index}].labels", dict(pool.labels)))
-        raise ConfigError(key, value,
-                          f"fewer or shorter entries: the {pool.name} nodes' cloud-init would be {size:,} base64 "
-                          f"characters, over Azure's customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS:,}")
+        key, value = (
+            ("images.preload", list(config.images.preload))
+            if config.images.preload
+            else (f"nodePools[{index}].labels", dict(pool.labels))
+        )
+        raise ConfigError(
+            key,
+            value,
+            f"fewer or shorter entries: the {pool.name} nodes' cloud-init would be {size:,} base64 "
+            f"characters, over Azure's customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS:,}",
+        )

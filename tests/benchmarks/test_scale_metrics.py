@@ -53,11 +53,21 @@ def test_quantile_in_the_infinite_bucket_is_the_highest_finite_bound():
 
 
 def test_the_report_compares_each_figure_with_its_slo():
-    step = {"nodes": 1000, "registration": {"p99": 0.2}, "lease_update_p99_s": 1.5,
-            "worst_mutating": ("PUT leases", 1.5),
-            "worst_get": ("GET nodes", 0.01), "worst_cluster_list": ("LIST pods", 0.2), "http_429": 0,
-            "requests_per_s": 100.0, "apiserver_heap_gib_mean": 1.0, "etcd_db_mib": 10.0, "etcd_commit_p99_ms": 5.0,
-            "main_etcd_puts_per_s": 100.0, "cores_busy": {"kube-apiserver": 1.2, "etcd": 0.4, "fleet": 0.1}}
+    step = {
+        "nodes": 1000,
+        "registration": {"p99": 0.2},
+        "lease_update_p99_s": 1.5,
+        "worst_mutating": ("PUT leases", 1.5),
+        "worst_get": ("GET nodes", 0.01),
+        "worst_cluster_list": ("LIST pods", 0.2),
+        "http_429": 0,
+        "requests_per_s": 100.0,
+        "apiserver_heap_gib_mean": 1.0,
+        "etcd_db_mib": 10.0,
+        "etcd_commit_p99_ms": 5.0,
+        "main_etcd_puts_per_s": 100.0,
+        "cores_busy": {"kube-apiserver": 1.2, "etcd": 0.4, "fleet": 0.1},
+    }
     table = render({"machine": "2 cores", "steps": [step, {**step, "nodes": 3000, "apiserver_heap_gib_mean": 2.0}]})
     assert "1.500 s (**over**)" in table
     assert "kube-apiserver 1.20, etcd 0.40, fleet 0.10" in table

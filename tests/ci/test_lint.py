@@ -1,6 +1,6 @@
-"""Lint and types, on every test run: ``ruff check`` over the tree and ``mypy`` (strict on ``infra/``,
-less so on ``components/``), both configured in pyproject.toml. A finding fails the suite (and so
-scripts/test.sh and .ci/run)."""
+"""Lint, format and types, on every test run: ``ruff check`` and ``ruff format --check`` over the tree,
+and ``mypy`` (strict on ``infra/``, less so on ``components/``), all configured in pyproject.toml. A finding
+fails the suite (and so scripts/test.sh and .ci/run)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ BIN = Path(sys.executable).parent
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=PROJECT_DIR, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=600)
 
 
 def test_ruff_finds_nothing():
     result = _run("ruff", "check", "--no-cache", "--output-format", "concise", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_changes_nothing():
+    result = _run("ruff", "format", "--check", "--no-cache", ".")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -43,8 +43,11 @@ def locked() -> dict[str, tuple[str, int]]:
 
 def test_every_top_level_pin_is_locked_at_its_version():
     lock = locked()
-    drift = {name: (pinned, lock.get(name, ("missing", 0))[0]) for name, pinned in top_level_pins().items()
-             if lock.get(name, ("missing", 0))[0] != pinned}
+    drift = {
+        name: (pinned, lock.get(name, ("missing", 0))[0])
+        for name, pinned in top_level_pins().items()
+        if lock.get(name, ("missing", 0))[0] != pinned
+    }
     assert not drift, f"requirements.lock is stale ({{package: (requirements.in, lock)}}: {drift}); run scripts/lock.sh"
 
 

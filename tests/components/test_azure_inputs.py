@@ -15,29 +15,45 @@ import pytest
 
 from plan.stackfile import PROJECT_DIR
 
-GOOD = '''
+GOOD = """
 from components import declare
 
 declare.azure("network:VirtualNetwork", "vnet", {
     "virtualNetworkName": "vnet", "resourceGroupName": "rg", "location": "eastus",
     "addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}, "flowTimeoutInMinutes": 4,
 })
-'''
+"""
 
 
 def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
     program = tmp_path / "program.py"
     program.write_text(source)
     return subprocess.run(
-        [str(Path(sys.executable).parent / "mypy"), "--config-file", str(PROJECT_DIR / "pyproject.toml"),
-         "--follow-imports=silent", "--cache-dir", str(tmp_path / "cache"), str(program)],
-        cwd=PROJECT_DIR, env={**os.environ, "MYPYPATH": str(PROJECT_DIR)}, capture_output=True, text=True,
-        timeout=300)
+        [
+            str(Path(sys.executable).parent / "mypy"),
+            "--config-file",
+            str(PROJECT_DIR / "pyproject.toml"),
+            "--follow-imports=silent",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(program),
+        ],
+        cwd=PROJECT_DIR,
+        env={**os.environ, "MYPYPATH": str(PROJECT_DIR)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_generated_types_are_up_to_date():
-    result = subprocess.run([sys.executable, "scripts/generate_azure_inputs.py", "--check"], cwd=PROJECT_DIR,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "scripts/generate_azure_inputs.py", "--check"],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -46,11 +62,14 @@ def test_a_correct_declaration_passes_mypy(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("change", [
-    ('"addressSpace"', '"adressSpace"'),  # a misspelt property
-    ('"flowTimeoutInMinutes": 4', '"flowTimeoutInMinutes": "four"'),  # a value of the wrong type
-    ('"network:VirtualNetwork"', '"network:VirtualNetwrk"'),  # a type token the SDK does not have
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        ('"addressSpace"', '"adressSpace"'),  # a misspelt property
+        ('"flowTimeoutInMinutes": 4', '"flowTimeoutInMinutes": "four"'),  # a value of the wrong type
+        ('"network:VirtualNetwork"', '"network:VirtualNetwrk"'),  # a type token the SDK does not have
+    ],
+)
 def test_a_mistake_fails_mypy(tmp_path, change):
     """mypy names the call (the overloads' note lists the input type each token takes)."""
     result = _mypy(tmp_path, GOOD.replace(*change))

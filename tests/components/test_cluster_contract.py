@@ -30,14 +30,25 @@ def produce() -> dict:
 
     def program():
         group = azure.resources.ResourceGroup("dev", resource_group_name="dev-rg", location="eastus")
-        network = ClusterNetwork("dev", plan=spec.addresses, resource_group_name=group.name, location="eastus",
-                                 hub_prefixes=["10.250.0.0/22"], monitoring_pools=())
+        network = ClusterNetwork(
+            "dev",
+            plan=spec.addresses,
+            resource_group_name=group.name,
+            location="eastus",
+            hub_prefixes=["10.250.0.0/22"],
+            monitoring_pools=(),
+        )
         export_cluster_contract(
-            spec, resource_group_name=group.name, vnet_ids=network.vnet_ids, subnet_ids=network.subnet_ids,
+            spec,
+            resource_group_name=group.name,
+            vnet_ids=network.vnet_ids,
+            subnet_ids=network.subnet_ids,
             scale_set_ids={n: f"{SUB}/Microsoft.Compute/virtualMachineScaleSets/dev-{n}" for n in shard_names(spec)},
-            ca_certificate=CA, admin_kubeconfig=KUBECONFIG,
+            ca_certificate=CA,
+            admin_kubeconfig=KUBECONFIG,
             etcd_backup_storage_account_id=f"{SUB}/Microsoft.Storage/storageAccounts/devetcd",
-            etcd_backup_container_url="https://devetcd.blob.core.windows.net/etcd-snapshots")
+            etcd_backup_container_url="https://devetcd.blob.core.windows.net/etcd-snapshots",
+        )
 
     return run_declarations(program, stack="dev").outputs
 
@@ -66,25 +77,44 @@ def published(produced: dict) -> dict:
 def hub_team_program():
     """What the hub team writes: route the service range to the NAT hosts, talk to the API."""
     cluster = ClusterReference("research", STACK)
-    azure.network.RouteTable("hub-routes", resource_group_name="hub-rg", routes=[azure.network.RouteArgs(
-        name="to-services", address_prefix=cluster.service_cidr, next_hop_type="VirtualAppliance",
-        next_hop_ip_address=cluster.nat_frontend_ip)])
-    azure.network.VirtualNetworkPeering(
-        "hub-to-system", virtual_network_peering_name="to-system", virtual_network_name="hub",
+    azure.network.RouteTable(
+        "hub-routes",
         resource_group_name="hub-rg",
-        remote_virtual_network=azure.network.SubResourceArgs(id=cluster.vnet_ids.apply(lambda ids: ids["system"])))
-    azure.resources.ResourceGroup("kube-client", tags={
-        "endpoint": cluster.apiserver_endpoint, "kubeconfig": cluster.admin_kubeconfig,
-        "gpu-shards": cluster.shard_ids("gpu").apply(",".join),
-        "backup": cluster.etcd_backup.apply(lambda b: b.container_url)})
+        routes=[
+            azure.network.RouteArgs(
+                name="to-services",
+                address_prefix=cluster.service_cidr,
+                next_hop_type="VirtualAppliance",
+                next_hop_ip_address=cluster.nat_frontend_ip,
+            )
+        ],
+    )
+    azure.network.VirtualNetworkPeering(
+        "hub-to-system",
+        virtual_network_peering_name="to-system",
+        virtual_network_name="hub",
+        resource_group_name="hub-rg",
+        remote_virtual_network=azure.network.SubResourceArgs(id=cluster.vnet_ids.apply(lambda ids: ids["system"])),
+    )
+    azure.resources.ResourceGroup(
+        "kube-client",
+        tags={
+            "endpoint": cluster.apiserver_endpoint,
+            "kubeconfig": cluster.admin_kubeconfig,
+            "gpu-shards": cluster.shard_ids("gpu").apply(",".join),
+            "backup": cluster.etcd_backup.apply(lambda b: b.container_url),
+        },
+    )
 
 
 def test_consumer_reads_every_field_it_uses(produced):
     run = run_declarations(hub_team_program, stack_outputs={STACK: {"cluster": published(produced)}})
     route = run.named("hub-routes").inputs["routes"][0]
     assert (route["addressPrefix"], route["nextHopIpAddress"]) == ("172.20.0.0/20", "10.64.0.100")
-    assert run.named("hub-to-system").inputs["remoteVirtualNetwork"]["id"] == \
-        produced["cluster"]["network"]["vnetIds"]["system"]
+    assert (
+        run.named("hub-to-system").inputs["remoteVirtualNetwork"]["id"]
+        == produced["cluster"]["network"]["vnetIds"]["system"]
+    )
     tags = run.named("kube-client").inputs["tags"]
     assert tags["endpoint"] == "https://10.64.0.68:6443"
     assert tags["kubeconfig"] == SECRET, "the kubeconfig must stay a secret in the consumer's program"
@@ -99,8 +129,9 @@ def test_consumer_fields_are_plain_even_when_the_output_arrives_secret(produced)
         cluster = ClusterReference("research", STACK)
         # What a real backend does: the output holding a secret arrives secret as a whole.
         cluster.contract = pulumi.Output.secret(cluster.contract)
-        pulumi.Output.all(cluster._plain(lambda c: c.network.service_cidr).is_secret(),
-                          cluster.admin_kubeconfig.is_secret()).apply(lambda flags: seen.update(flags=flags))
+        pulumi.Output.all(
+            cluster._plain(lambda c: c.network.service_cidr).is_secret(), cluster.admin_kubeconfig.is_secret()
+        ).apply(lambda flags: seen.update(flags=flags))
 
     run_declarations(program, stack_outputs={STACK: {"cluster": published(produced)}})
     assert seen["flags"] == [False, True]
@@ -123,7 +154,8 @@ def test_consumer_fails_clearly_on_a_newer_major(produced):
     document = published(produced)
     document["schemaVersion"] = "2.0"
     assert f"stack {STACK}: contract 2.0 is newer than this reader (1.x)" in consume_expecting_failure(
-        {"cluster": document})
+        {"cluster": document}
+    )
 
 
 def test_consumer_tolerates_a_newer_minor(produced):
@@ -140,8 +172,9 @@ def test_consumer_fails_clearly_when_the_producer_dropped_a_field(produced):
 
 
 def test_reader_imports_nothing_of_supercluster_but_the_contract():
-    code = ("import sys; import components.cluster_reference; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('infra', 'components')))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True,
-                            check=True)
+    code = (
+        "import sys; import components.cluster_reference; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('infra', 'components')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "['components', 'components.cluster_reference', 'infra', 'infra.contract']"

@@ -76,8 +76,12 @@ def test_replacing_an_apiserver_reaches_its_gate_and_nothing_in_the_cluster(prod
     depends on the VM (inputs, dependsOn, provider, parent), transitively: its readiness gate, nothing more."""
     dependents: dict[str, set[str]] = {}
     for r in prod_plan.registrations:
-        for dependency in {*r.dependencies, *r.options["dependsOn"], *([r.parent] if r.parent else []),
-                           *([r.provider.split("::")[0]] if r.provider else [])}:
+        for dependency in {
+            *r.dependencies,
+            *r.options["dependsOn"],
+            *([r.parent] if r.parent else []),
+            *([r.provider.split("::")[0]] if r.provider else []),
+        }:
             dependents.setdefault(dependency, set()).add(r.urn)
     for i, vm in enumerate(_apiserver_vms(prod_plan)):
         reached, frontier = set(), [vm.urn]
@@ -122,11 +126,15 @@ def test_readiness_gate_waits_for_readyz_and_reruns_when_a_secret_changes(prod_p
     assert (gate.inputs["publisher"], gate.inputs["type"]) == ("Microsoft.Azure.Extensions", "CustomScript")
     assert "https://127.0.0.1:6443/readyz" in gate.inputs["settings"]["commandToExecute"]
     fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))}
-    secrets = {r.inputs["secretName"]: r.urn for r in prod_plan.of_type("azure-native:keyvault:Secret")
-               if r.name.startswith(CP)}
+    secrets = {
+        r.inputs["secretName"]: r.urn
+        for r in prod_plan.of_type("azure-native:keyvault:Secret")
+        if r.name.startswith(CP)
+    }
     # Every secret the apiservers fetch re-runs the gate; the nodes' bootstrap token does not.
-    assert set(gate.property_dependencies["forceUpdateTag"]) == {urn for name, urn in secrets.items()
-                                                                 if name in fetched}
+    assert set(gate.property_dependencies["forceUpdateTag"]) == {
+        urn for name, urn in secrets.items() if name in fetched
+    }
     assert secrets[NODE_BOOTSTRAP_TOKEN] not in gate.property_dependencies["forceUpdateTag"]
 
 
@@ -138,7 +146,7 @@ def _readers(plan) -> dict[str, set[str]]:
         if not assignment.name.endswith("-reader"):
             continue  # not a Key Vault secret grant (registry pull, backup writes)
         logical = max((name for name in by_logical if assignment.name.startswith(f"{name}-")), key=len)
-        readers[by_logical[logical]].add(assignment.name[len(logical) + 1:-len("-reader")])
+        readers[by_logical[logical]].add(assignment.name[len(logical) + 1 : -len("-reader")])
     return readers
 
 
@@ -152,13 +160,17 @@ def test_only_the_ca_certificate_and_token_are_readable_beyond_apiservers(prod_p
         expected = {"apiserver", "node", "nat"} if secret.secret_name == CLUSTER_CA_CERT else {"apiserver"}
         assert readers[secret.secret_name] == expected, secret.secret_name
     assert readers[NODE_BOOTSTRAP_TOKEN] == {"node", "nat"}
-    assert all(v == "[secret]" for r in prod_plan.of_type("azure-native:keyvault:Secret")
-               for v in [r.inputs["properties"]["value"]])
+    assert all(
+        v == "[secret]"
+        for r in prod_plan.of_type("azure-native:keyvault:Secret")
+        for v in [r.inputs["properties"]["value"]]
+    )
 
 
 def test_every_fetched_secret_is_stored_by_the_control_plane_or_the_etcd_clusters(prod_plan):
-    stored = {r.inputs["secretName"] for r in prod_plan.of_type("azure-native:keyvault:Secret")
-              if r.name.startswith(CP)}
+    stored = {
+        r.inputs["secretName"] for r in prod_plan.of_type("azure-native:keyvault:Secret") if r.name.startswith(CP)
+    }
     fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))}
     assert fetched - stored == {f.secret_name for f in APISERVER_ETCD_CLIENT_FILES}
     assert stored - fetched == {NODE_BOOTSTRAP_TOKEN}  # for nodes, not apiservers
@@ -171,9 +183,9 @@ def _mock_secret_values(plan) -> list[str]:
         if r.type.startswith("tls:") and r.type.endswith(":PrivateKey"):
             values.append(f"MOCK-{r.name}\n-----END PRIVATE KEY")
         elif r.type == "random:index/randomPassword:RandomPassword":
-            values.append(hashlib.sha256(r.name.encode()).hexdigest()[:int(r.inputs["length"])])
+            values.append(hashlib.sha256(r.name.encode()).hexdigest()[: int(r.inputs["length"])])
         elif r.type == "random:index/randomBytes:RandomBytes":
-            raw = hashlib.sha256(r.name.encode()).digest()[:int(r.inputs["length"])]
+            raw = hashlib.sha256(r.name.encode()).digest()[: int(r.inputs["length"])]
             values.append(base64.b64encode(raw).decode())
     return values
 
@@ -205,28 +217,36 @@ def test_kubeconfig_is_a_secret_output_and_feeds_the_provider(prod_plan):
 def test_apiserver_certificate_names_every_way_in(prod_plan):
     csr = prod_plan.named(f"{CP}-pki-apiserver-csr")
     addresses = spec("prod").addresses
-    assert set(csr.inputs["ipAddresses"]) == {addresses.apiserver_lb_ip(), *addresses.apiserver_ips(5),
-                                              addresses.kubernetes_service_ip, "127.0.0.1"}
+    assert set(csr.inputs["ipAddresses"]) == {
+        addresses.apiserver_lb_ip(),
+        *addresses.apiserver_ips(5),
+        addresses.kubernetes_service_ip,
+        "127.0.0.1",
+    }
     assert "kubernetes.default.svc.cluster.local" in csr.inputs["dnsNames"]
     admin = prod_plan.named(f"{CP}-pki-admin-csr")
     assert admin.inputs["subject"]["organization"] == "system:masters"
     front_proxy_client = prod_plan.named(f"{CP}-pki-front-proxy-client-cert")
     assert front_proxy_client.property_dependencies["caCertPem"] == [
-        prod_plan.named(f"{CP}-pki-front-proxy-ca-cert").urn]
+        prod_plan.named(f"{CP}-pki-front-proxy-ca-cert").urn
+    ]
 
 
 def test_bootstrap_token_has_the_join_format(prod_plan):
     token_id = prod_plan.named(f"{CP}-bootstrap-token-id")
     token_secret = prod_plan.named(f"{CP}-bootstrap-token-secret")
-    for resource, length in ((token_id, cluster_objects.TOKEN_ID_LENGTH),
-                             (token_secret, cluster_objects.TOKEN_SECRET_LENGTH)):
+    for resource, length in (
+        (token_id, cluster_objects.TOKEN_ID_LENGTH),
+        (token_secret, cluster_objects.TOKEN_SECRET_LENGTH),
+    ):
         assert resource.inputs["length"] == length
         assert (resource.inputs["upper"], resource.inputs["special"]) == (False, False)
 
 
 def test_cluster_bootstrap_objects(prod_plan):
-    in_cluster = [r for r in prod_plan.registrations
-                  if r.type.startswith("kubernetes:") and r.name.startswith("prod-bootstrap-")]
+    in_cluster = [
+        r for r in prod_plan.registrations if r.type.startswith("kubernetes:") and r.name.startswith("prod-bootstrap-")
+    ]
     assert len(in_cluster) == len(cluster_objects.cluster_objects()) + 1
     (token,) = [r for r in in_cluster if r.type == "kubernetes:core/v1:Secret"]
     assert token.inputs["stringData"] == "[secret]"

@@ -21,8 +21,12 @@ from components import declare
 from plan.mocks import Registration
 from plan.runner import run_declarations
 
-PACKAGES = {"azure-native": "pulumi_azure_native", "kubernetes": "pulumi_kubernetes", "tls": "pulumi_tls",
-            "random": "pulumi_random"}
+PACKAGES = {
+    "azure-native": "pulumi_azure_native",
+    "kubernetes": "pulumi_kubernetes",
+    "tls": "pulumi_tls",
+    "random": "pulumi_random",
+}
 
 
 def typed_class(token: str) -> tuple[type, type]:
@@ -48,9 +52,18 @@ def typed_class(token: str) -> tuple[type, type]:
 
 # pulumi-kubernetes names the CRD schema extensions with underscores; manifests, the API server and the
 # provider (which passes objects through as given, as it does for YAML) use the API's hyphens.
-_SDK_NAMES = {f"x-kubernetes-{name}": f"x_kubernetes_{name.replace('-', '_')}" for name in (
-    "embedded-resource", "int-or-string", "list-map-keys", "list-type", "map-type", "preserve-unknown-fields",
-    "validations")}
+_SDK_NAMES = {
+    f"x-kubernetes-{name}": f"x_kubernetes_{name.replace('-', '_')}"
+    for name in (
+        "embedded-resource",
+        "int-or-string",
+        "list-map-keys",
+        "list-type",
+        "map-type",
+        "preserve-unknown-fields",
+        "validations",
+    )
+}
 
 
 def unknown_properties(value: Any, typ: Any, path: str) -> list[str]:
@@ -88,15 +101,20 @@ def typed_secret_properties(token: str) -> set[str]:
     outputs = re.search(r"additional_secret_outputs=\[([^\]]*)\]", source)
     secret = set(re.findall(r'"([^"]+)"', outputs.group(1))) if outputs else set()
     py_to_pulumi = _types.input_type_py_to_pulumi_names(args_class)
-    for py_name in re.findall(r'__props__\.__dict__\["(\w+)"\] = None if \w+ is None else pulumi\.Output\.secret',
-                              source):
+    for py_name in re.findall(
+        r'__props__\.__dict__\["(\w+)"\] = None if \w+ is None else pulumi\.Output\.secret', source
+    ):
         secret.add(py_to_pulumi.get(py_name, py_name))
     return secret
 
 
 def declared(*runs) -> list[Registration]:
-    return [r for run in runs for r in run.registrations if r.custom and not r.type.startswith(
-        ("pulumi:pulumi:", "supercluster:"))]
+    return [
+        r
+        for run in runs
+        for r in run.registrations
+        if r.custom and not r.type.startswith(("pulumi:pulumi:", "supercluster:"))
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -110,23 +128,33 @@ def test_every_property_the_program_sends_is_one_the_type_accepts(resources):
     problems = []
     for registration in resources:
         _, args_class = typed_class(registration.type)
-        problems += [f"{registration.type} {registration.name}: {path}"
-                     for path in unknown_properties(registration.inputs, args_class, "")]
+        problems += [
+            f"{registration.type} {registration.name}: {path}"
+            for path in unknown_properties(registration.inputs, args_class, "")
+        ]
     assert not problems, "properties the provider does not know:\n" + "\n".join(sorted(set(problems))[:20])
 
 
 def test_the_check_catches_a_misspelt_and_a_misplaced_property():
     _, args_class = typed_class("azure-native:compute:VirtualMachineScaleSet")
-    sent = {"vmScaleSetName": "x", "upgradePolicy": {"mode": "Manual", "automaticOSUpgrade": True},
-            "virtualMachineProfile": {"osProfile": {"customdata": "x"}}}
-    assert unknown_properties(sent, args_class, "") == [".upgradePolicy.automaticOSUpgrade",
-                                                        ".virtualMachineProfile.osProfile.customdata"]
+    sent = {
+        "vmScaleSetName": "x",
+        "upgradePolicy": {"mode": "Manual", "automaticOSUpgrade": True},
+        "virtualMachineProfile": {"osProfile": {"customdata": "x"}},
+    }
+    assert unknown_properties(sent, args_class, "") == [
+        ".upgradePolicy.automaticOSUpgrade",
+        ".virtualMachineProfile.osProfile.customdata",
+    ]
 
 
 def test_each_resource_names_the_provider_version_its_sdk_package_would(resources):
     for registration in resources:
-        package = registration.type.split(":")[2] if registration.type.startswith("pulumi:providers:") \
+        package = (
+            registration.type.split(":")[2]
+            if registration.type.startswith("pulumi:providers:")
             else registration.type.split(":")[0]
+        )
         utilities = importlib.import_module(f"{PACKAGES[package]}._utilities")
         assert registration.options["version"] == utilities.get_version(), registration.name
 
@@ -136,7 +164,8 @@ def test_secret_properties_match_what_the_typed_classes_mark(resources):
         assert set(declare.SECRET_PROPERTIES.get(token, ())) == typed_secret_properties(token), token
     for registration in resources:
         assert set(registration.options["additionalSecretOutputs"]) == set(
-            declare.SECRET_PROPERTIES.get(registration.type, ())), registration.name
+            declare.SECRET_PROPERTIES.get(registration.type, ())
+        ), registration.name
 
 
 def test_secret_table_has_no_entry_the_program_does_not_use(resources):
@@ -145,8 +174,9 @@ def test_secret_table_has_no_entry_the_program_does_not_use(resources):
 
 def test_kubernetes_tokens_follow_the_manifest_api_version():
     def token_of(api_version: str, kind: str) -> str:
-        run = run_declarations(lambda: declare.kubernetes(
-            "x", {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}))
+        run = run_declarations(
+            lambda: declare.kubernetes("x", {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}})
+        )
         return run.named("x").type
 
     assert token_of("v1", "ConfigMap") == "kubernetes:core/v1:ConfigMap"
@@ -155,24 +185,31 @@ def test_kubernetes_tokens_follow_the_manifest_api_version():
 
 def test_absent_means_absent_and_undeclared_outputs_are_refused():
     def program():
-        resource = declare.azure("network:RouteTable", "routes", {
-            "routeTableName": "r", "resourceGroupName": "g", "tags": None,
-            "routes": [{"name": "a", "nextHopIpAddress": None}, None]})
+        resource = declare.azure(
+            "network:RouteTable",
+            "routes",
+            {
+                "routeTableName": "r",
+                "resourceGroupName": "g",
+                "tags": None,
+                "routes": [{"name": "a", "nextHopIpAddress": None}, None],
+            },
+        )
         resource.output("name")
         with pytest.raises(AttributeError, match="'etag' is neither an input nor a declared output"):
             resource.output("etag")
 
     run = run_declarations(program)
-    assert run.named("routes").inputs == {"routeTableName": "r", "resourceGroupName": "g",
-                                          "routes": [{"name": "a"}]}
+    assert run.named("routes").inputs == {"routeTableName": "r", "resourceGroupName": "g", "routes": [{"name": "a"}]}
 
 
 def test_the_program_imports_no_typed_sdk_module():
     """Importing them is the cost components/declare.py avoids; one stray import brings it back."""
-    code = ("import sys; from plan.runner import run_program; from plan.stackfile import load_stack_config; "
-            "run_program('dev', load_stack_config('dev', [])); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('pulumi_azure_native', 'pulumi_kubernetes', 'pulumi_tls', 'pulumi_random')))")
+    code = (
+        "import sys; from plan.runner import run_program; from plan.stackfile import load_stack_config; "
+        "run_program('dev', load_stack_config('dev', [])); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pulumi_azure_native', 'pulumi_kubernetes', 'pulumi_tls', 'pulumi_random')))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]", loaded
-

@@ -27,8 +27,9 @@ KEY_VAULT_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
 
 def etcd_vms(run, role):
     cluster = run.named(f"{run.stack}-{role}", "supercluster:etcd:EtcdCluster")
-    members = [r for r in run.registrations
-               if r.parent == cluster.urn and r.type == "supercluster:machines:DedicatedVm"]
+    members = [
+        r for r in run.registrations if r.parent == cluster.urn and r.type == "supercluster:machines:DedicatedVm"
+    ]
     return [next(r for r in run.of_type(VM) if r.parent == member.urn) for member in members]
 
 
@@ -38,8 +39,11 @@ def identity_of(run, role):
 
 def readers_of(run, secret):
     """Principal IDs granted read on a Key Vault secret, by the role assignments that depend on it."""
-    return {r.inputs["principalId"] for r in run.of_type(ROLE_ASSIGNMENT)
-            if secret.urn in r.dependencies and r.inputs["roleDefinitionId"].endswith(KEY_VAULT_SECRETS_USER)}
+    return {
+        r.inputs["principalId"]
+        for r in run.of_type(ROLE_ASSIGNMENT)
+        if secret.urn in r.dependencies and r.inputs["roleDefinitionId"].endswith(KEY_VAULT_SECRETS_USER)
+    }
 
 
 def _principal_ids(run):
@@ -68,7 +72,7 @@ def test_members_are_protected_keep_their_cloud_init_and_spread_over_zones(prod_
         assert all("osProfile.customData" in vm.options["ignoreChanges"] for vm in vms)
         # A resize would restart every member at once onto a blank NVMe: declared a replacement, which protect stops.
         assert all(vm.options["replaceOnChanges"] == ["hardwareProfile.vmSize"] for vm in vms)
-        assert [vm.inputs["zones"] for vm in vms] == [["1"], ["2"], ["3"], ["1"], ["2"]][:len(vms)]
+        assert [vm.inputs["zones"] for vm in vms] == [["1"], ["2"], ["3"], ["1"], ["2"]][: len(vms)]
         nics = [r for r in prod_plan.of_type(NIC) if any(r.parent == vm.parent for vm in vms)]
         assert len(nics) == len(vms) and all(nic.options["protect"] for nic in nics)
 
@@ -88,8 +92,7 @@ def test_members_have_static_addresses_in_their_own_subnet(prod_plan):
 def test_members_run_as_their_role_identity(prod_plan):
     for role in ("etcd", "events-etcd"):
         identity_id = identity_of(prod_plan, role).id
-        assert all(vm.inputs["identity"]["userAssignedIdentities"] == [identity_id]
-                   for vm in etcd_vms(prod_plan, role))
+        assert all(vm.inputs["identity"]["userAssignedIdentities"] == [identity_id] for vm in etcd_vms(prod_plan, role))
 
 
 def test_cloud_init_carries_no_secret_and_is_the_members_own(prod_plan):
@@ -156,8 +159,10 @@ def test_backup_account_is_private_keyless_versioned_and_protected(prod_plan):
     assert rule["baseBlob"]["delete"]["daysAfterModificationGreaterThan"] == RETENTION_DAYS
     endpoint = prod_plan.named("prod-etcd-backup-store-endpoint").inputs
     assert endpoint["privateLinkServiceConnections"][0]["groupIds"] == ["blob"]
-    assert endpoint["privateLinkServiceConnections"][0]["privateLinkServiceId"] == prod_plan.named(
-        "prod-etcd-backup-store-account").id
+    assert (
+        endpoint["privateLinkServiceConnections"][0]["privateLinkServiceId"]
+        == prod_plan.named("prod-etcd-backup-store-account").id
+    )
 
 
 @pytest.mark.parametrize("role", ["etcd", "events-etcd"])
@@ -165,8 +170,11 @@ def test_each_cluster_writes_only_its_own_retained_container(prod_plan, role):
     container = prod_plan.named(f"prod-{role}-backup-container")
     assert container.inputs["containerName"] == role and container.inputs["publicAccess"] == "None"
     assert container.options["retainOnDelete"] and container.options["protect"]
-    (writer,) = [r for r in prod_plan.of_type(ROLE_ASSIGNMENT) if r.inputs["scope"] == container.id
-                 and container.urn in r.dependencies]
+    (writer,) = [
+        r
+        for r in prod_plan.of_type(ROLE_ASSIGNMENT)
+        if r.inputs["scope"] == container.id and container.urn in r.dependencies
+    ]
     assert writer.inputs["roleDefinitionId"].endswith(STORAGE_BLOB_DATA_CONTRIBUTOR)
     assert writer.inputs["principalId"] == _principal_ids(prod_plan)[role]
     account_id = prod_plan.named("prod-etcd-backup-store-account").id
@@ -193,6 +201,7 @@ def test_a_cloud_init_change_neither_replaces_nor_rewrites_a_member(dev_plan):
     before, after = etcd_vms(dev_plan, "etcd")[0], etcd_vms(changed, "etcd")[0]
     assert before.inputs["osProfile"]["customData"] != after.inputs["osProfile"]["customData"]
     assert "osProfile.customData" in after.options["ignoreChanges"]
+
     def without_cloud_init(vm):
         return {**vm.inputs, "osProfile": {**vm.inputs["osProfile"], "customData": None}, "tags": None}
 

@@ -24,10 +24,18 @@ def declare(stack: str = "prod"):
     plan = plan_addresses(config)
 
     def program():
-        NatHosts("c-nat-hosts", config=config, plan=plan, resource_group_name="c-rg", location="eastus",
-                 subscription_id="sub", subnet_id="/subnets/nat", identity_id="/identities/nat",
-                 cloud_init=render(nat_host_cloud_config(config, plan, "c-kv-abcdef")),
-                 image_id="/galleries/c.images/images/c-cpu/versions/1.0.0")
+        NatHosts(
+            "c-nat-hosts",
+            config=config,
+            plan=plan,
+            resource_group_name="c-rg",
+            location="eastus",
+            subscription_id="sub",
+            subnet_id="/subnets/nat",
+            identity_id="/identities/nat",
+            cloud_init=render(nat_host_cloud_config(config, plan, "c-kv-abcdef")),
+            image_id="/galleries/c.images/images/c-cpu/versions/1.0.0",
+        )
 
     return config, plan, run_declarations(program)
 
@@ -38,8 +46,11 @@ def test_an_internal_standard_load_balancer_spreads_every_port_over_the_hosts():
     assert lb["sku"] == {"name": "Standard", "tier": "Regional"}
     assert lb["loadBalancerName"] == "prod-nat-lb"
     frontend = lb["frontendIPConfigurations"][0]
-    assert (frontend["name"], frontend["privateIPAddress"], frontend["privateIPAllocationMethod"]) == \
-        ("services", plan.nat_lb_ip(), "Static")
+    assert (frontend["name"], frontend["privateIPAddress"], frontend["privateIPAllocationMethod"]) == (
+        "services",
+        plan.nat_lb_ip(),
+        "Static",
+    )
     assert frontend["subnet"]["id"] == "/subnets/nat" and "publicIPAddress" not in frontend
     rule = lb["loadBalancingRules"][0]
     assert (rule["protocol"], rule["frontendPort"], rule["backendPort"]) == ("All", 0, 0)  # HA ports
@@ -72,8 +83,12 @@ def test_every_host_gets_the_same_cloud_init_with_nat_rules_join_secrets_and_acc
     assert len(custom_data) == 1, "rendered once, identical on every host"
     document = yaml.safe_load(base64.b64decode(custom_data.pop()))
     paths = {f["path"] for f in document["write_files"]}
-    assert {"/etc/supercluster/iptables/nat-hosts.rules", "/etc/supercluster/iptables/traffic-accounting.rules",
-            "/etc/sysctl.d/60-supercluster-nat-host.conf", "/usr/local/sbin/supercluster-fetch-secrets"} <= paths
+    assert {
+        "/etc/supercluster/iptables/nat-hosts.rules",
+        "/etc/supercluster/iptables/traffic-accounting.rules",
+        "/etc/sysctl.d/60-supercluster-nat-host.conf",
+        "/usr/local/sbin/supercluster-fetch-secrets",
+    } <= paths
     fetch = next(f["content"] for f in document["write_files"] if f["path"].endswith("fetch-secrets"))
     for secret in NODE_JOIN_FILES:
         assert f"fetch {secret.secret_name} {secret.path} {secret.mode}" in fetch

@@ -18,16 +18,31 @@ def declare(raw: dict):
     plan = plan_addresses(parse_config(raw, "eastus"))
 
     def program():
-        ClusterNetwork("c", plan=plan, resource_group_name="c-rg", location="eastus",
-                       hub_prefixes=pulumi.Output.from_input(HUB_PREFIXES), monitoring_pools=())
+        ClusterNetwork(
+            "c",
+            plan=plan,
+            resource_group_name="c-rg",
+            location="eastus",
+            hub_prefixes=pulumi.Output.from_input(HUB_PREFIXES),
+            monitoring_pools=(),
+        )
 
     return plan, run_declarations(program)
 
 
 def test_a_pool_spread_over_two_vnets_gets_both_meshed_with_their_own_nat_gateways():
     raw = raw_stack("prod")
-    raw["nodePools"] = [{"name": "big", "role": "cpu", "vmSize": "Standard_D64ds_v5", "minNodes": 0,
-                         "maxNodes": 7_000, "podIpsPerNode": 15, "addressSlot": 1}]
+    raw["nodePools"] = [
+        {
+            "name": "big",
+            "role": "cpu",
+            "vmSize": "Standard_D64ds_v5",
+            "minNodes": 0,
+            "maxNodes": 7_000,
+            "podIpsPerNode": 15,
+            "addressSlot": 1,
+        }
+    ]
     plan, run = declare(raw)
     vnets = {r.inputs["virtualNetworkName"]: r for r in run.of_type("azure-native:network:VirtualNetwork")}
     assert set(vnets) == {"c-system-vnet", "c-big-vnet", "c-big-1-vnet"}
@@ -44,11 +59,16 @@ def test_a_pool_spread_over_two_vnets_gets_both_meshed_with_their_own_nat_gatewa
 
 def test_the_hub_source_becomes_the_hubs_prefixes_and_service_tags_stay_singular():
     def program():
-        pulumi.export("rules", [
-            _security_rule(SecurityRule("a", 100, "Allow", "Tcp", (HUB, "10.0.0.0/8"), ("80", "443")),
-                           pulumi.Output.from_input(HUB_PREFIXES)),
-            _security_rule(SecurityRule("b", 200, "Deny", "*", ("Internet",)), HUB_PREFIXES),
-        ])
+        pulumi.export(
+            "rules",
+            [
+                _security_rule(
+                    SecurityRule("a", 100, "Allow", "Tcp", (HUB, "10.0.0.0/8"), ("80", "443")),
+                    pulumi.Output.from_input(HUB_PREFIXES),
+                ),
+                _security_rule(SecurityRule("b", 200, "Deny", "*", ("Internet",)), HUB_PREFIXES),
+            ],
+        )
 
     rules = run_declarations(program).outputs["rules"]
     assert rules[0]["sourceAddressPrefixes"] == [*HUB_PREFIXES, "10.0.0.0/8"]
@@ -76,9 +96,14 @@ def test_each_vnet_creates_its_subnets_in_one_request():
 
 def test_subnet_ids_are_azure_ids_under_their_vnet():
     def program():
-        network = ClusterNetwork("c", plan=plan_addresses(parse_config(raw_stack("prod"), "eastus")),
-                                 resource_group_name="c-rg", location="eastus", hub_prefixes=HUB_PREFIXES,
-                                 monitoring_pools=())
+        network = ClusterNetwork(
+            "c",
+            plan=plan_addresses(parse_config(raw_stack("prod"), "eastus")),
+            resource_group_name="c-rg",
+            location="eastus",
+            hub_prefixes=HUB_PREFIXES,
+            monitoring_pools=(),
+        )
         pulumi.export("subnetIds", network.subnet_ids)
         pulumi.export("vnetIds", network.vnet_ids)
 

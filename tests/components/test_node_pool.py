@@ -65,8 +65,10 @@ def test_vm_model(prod_plan):
     # The exact machine image version of each kind (components/machine_images.py), never a marketplace "latest".
     assert gpu_profile["storageProfile"]["imageReference"]["id"].endswith("/galleryImages/prod-gpu/versions/1.0.0")
     assert cpu_profile["storageProfile"]["imageReference"]["id"].endswith("/galleryImages/prod-cpu/versions/1.0.0")
-    assert gpu_profile["storageProfile"]["osDisk"]["diffDiskSettings"] == {"option": "Local",
-                                                                          "placement": "ResourceDisk"}
+    assert gpu_profile["storageProfile"]["osDisk"]["diffDiskSettings"] == {
+        "option": "Local",
+        "placement": "ResourceDisk",
+    }
     assert "diffDiskSettings" not in cpu_profile["storageProfile"]["osDisk"]
     assert gpu_profile["securityProfile"]["encryptionAtHost"] is True
     assert gpu.inputs["identity"]["type"] == "UserAssigned"
@@ -121,7 +123,7 @@ def test_growing_a_pool_appends_shards_and_keeps_the_existing_ones():
     after = plan_stack("dev", "nodePools[0].maxNodes=250")
     names = [v.name for v in scale_sets(before, "gpu")]
     grown = [v.name for v in scale_sets(after, "gpu")]
-    assert grown[:len(names)] == names and len(grown) == 3
+    assert grown[: len(names)] == names and len(grown) == 3
     first_before, first_after = scale_sets(before, "gpu")[0], scale_sets(after, "gpu")[0]
     assert first_before.inputs == first_after.inputs
 
@@ -135,7 +137,11 @@ def test_registry_is_a_private_cache_nodes_may_pull_from(prod_plan):
     rules = prod_plan.of_type("azure-native:containerregistry:CacheRule")
     # One rule per upstream the preload list and the add-on images come from (infra/addons/images.py).
     assert [(r.inputs["sourceRepository"], r.inputs["targetRepository"]) for r in rules] == [
-        ("docker.io/*", "docker/*"), ("ghcr.io/*", "ghcr/*"), ("registry.k8s.io/*", "k8s/*"), ("nvcr.io/*", "nvcr/*")]
+        ("docker.io/*", "docker/*"),
+        ("ghcr.io/*", "ghcr/*"),
+        ("registry.k8s.io/*", "k8s/*"),
+        ("nvcr.io/*", "nvcr/*"),
+    ]
     endpoint = prod_plan.named("prod-registry-endpoint")
     assert endpoint.inputs["privateLinkServiceConnections"][0]["groupIds"] == ["registry"]
     pull = prod_plan.named("prod-registry-node-pull")

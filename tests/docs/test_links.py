@@ -1,5 +1,6 @@
 """README and the pages under docs/ link to each other by relative path and heading anchor; a
 moved page or a renamed heading must not leave a link that leads nowhere."""
+
 import re
 from pathlib import Path
 

@@ -104,10 +104,21 @@ class Cluster:
     def kubeconfig(self) -> Path:
         return self.workdir / "admin.conf"
 
-    def kubectl(self, *args: str, timeout: float = 60, check: bool = True, input: str | None = None,
-                kubeconfig: Path | None = None) -> subprocess.CompletedProcess:
-        return self.network.run(self.admin, ["/usr/local/bin/kubectl", f"--kubeconfig={kubeconfig or self.kubeconfig}",
-                                             *args], timeout=timeout, check=check, input=input)
+    def kubectl(
+        self,
+        *args: str,
+        timeout: float = 60,
+        check: bool = True,
+        input: str | None = None,
+        kubeconfig: Path | None = None,
+    ) -> subprocess.CompletedProcess:
+        return self.network.run(
+            self.admin,
+            ["/usr/local/bin/kubectl", f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            timeout=timeout,
+            check=check,
+            input=input,
+        )
 
     def get_json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
@@ -115,27 +126,49 @@ class Cluster:
     def raw(self, path: str, anonymous: bool = False, url: str | None = None, timeout: float = 10) -> tuple[int, str]:
         """``(HTTP status, body)`` of a GET, as the admin or with no credentials at all (status 0: no answer
         within ``timeout`` seconds)."""
-        argv = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", f"{timeout:g}",
-                "--cacert", str(self.workdir / "ca.crt")]
+        argv = [
+            "curl",
+            "-s",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            "--max-time",
+            f"{timeout:g}",
+            "--cacert",
+            str(self.workdir / "ca.crt"),
+        ]
         if not anonymous:
             argv += ["--cert", str(self.workdir / "admin.crt"), "--key", str(self.workdir / "admin.key")]
-        result = self.network.run(self.admin, [*argv, (url or self.apiserver_url) + path], check=False,
-                                  timeout=timeout + 10)
+        result = self.network.run(
+            self.admin, [*argv, (url or self.apiserver_url) + path], check=False, timeout=timeout + 10
+        )
         body, _, status = result.stdout.rpartition("\n")
         return int(status or 0), body
 
-    def etcdctl(self, role: str, *args: str, endpoints: list[str] | None = None, timeout: float = 30,
-                check: bool = True) -> subprocess.CompletedProcess:
+    def etcdctl(
+        self, role: str, *args: str, endpoints: list[str] | None = None, timeout: float = 30, check: bool = True
+    ) -> subprocess.CompletedProcess:
         """etcdctl on the first member of ``role``, with that member's own client certificate."""
         machine, host, _ = self.etcd[role][0]
         config = yaml.safe_load((machine.files / RENDERED_ETCD_CONFIG).read_text())
         tls = config["client-transport-security"]
         urls = endpoints or [m.ip for m, _, _ in self.etcd[role]]
         urls = [u if u.startswith("https://") else f"https://{u}:2379" for u in urls]
-        return self.network.run(host, ["/usr/local/bin/etcdctl", f"--endpoints={','.join(urls)}",
-                                       f"--cacert={tls['trusted-ca-file']}", f"--cert={tls['cert-file']}",
-                                       f"--key={tls['key-file']}", "--command-timeout=10s", *args],
-                                timeout=timeout, check=check)
+        return self.network.run(
+            host,
+            [
+                "/usr/local/bin/etcdctl",
+                f"--endpoints={','.join(urls)}",
+                f"--cacert={tls['trusted-ca-file']}",
+                f"--cert={tls['cert-file']}",
+                f"--key={tls['key-file']}",
+                "--command-timeout=10s",
+                *args,
+            ],
+            timeout=timeout,
+            check=check,
+        )
 
     def describe(self) -> str:
         """The last lines of every process's log: what a failed wait prints."""
@@ -153,8 +186,16 @@ class Cluster:
 # ---------------------------------------------------------------------- booting
 
 
-def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = (), nodes_per_pool: int | None = None,
-         nodes_per_shard: int | None = None, with_nodes: bool = True) -> Cluster:
+def boot(
+    stack: str,
+    workdir: Path,
+    binaries: Path,
+    *,
+    overrides: list[str] = (),
+    nodes_per_pool: int | None = None,
+    nodes_per_shard: int | None = None,
+    with_nodes: bool = True,
+) -> Cluster:
     """Plans ``stack``, boots its control plane, applies its objects and (``with_nodes``) joins nodes.
 
     On any failure everything started so far is stopped before the error propagates.
@@ -169,8 +210,12 @@ def boot(stack: str, workdir: Path, binaries: Path, *, overrides: list[str] = ()
     config = spec.config
     members = [m for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members]
     token_id = _bootstrap_token_id(plan)
-    pki = issue_pki(config.cluster_name, cluster_pki.certificates(spec.addresses, config.control_plane.apiservers),
-                    members, token_id)
+    pki = issue_pki(
+        config.cluster_name,
+        cluster_pki.certificates(spec.addresses, config.control_plane.apiservers),
+        members,
+        token_id,
+    )
     _check_vault(plan, pki)
     prefix_length = config.network.address_space.prefixlen
     network = TestNetwork(f"sc{os.getpid() % 100000}-{stack}", workdir, binaries).open()
@@ -224,15 +269,34 @@ def _write_admin_credentials(cluster: Cluster) -> None:
     (cluster.workdir / "admin.crt").write_text(cluster.pki.admin.cert_pem)
     (cluster.workdir / "admin.key").write_text(cluster.pki.admin.key_pem)
     os.chmod(cluster.workdir / "admin.key", 0o600)
-    cluster.kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "box", "cluster": {"server": cluster.apiserver_url,
-                                                 "certificate-authority": str(cluster.workdir / "ca.crt")}}],
-        "users": [{"name": "admin", "user": {"client-certificate": str(cluster.workdir / "admin.crt"),
-                                             "client-key": str(cluster.workdir / "admin.key")}}],
-        "contexts": [{"name": "box", "context": {"cluster": "box", "user": "admin"}}],
-        "current-context": "box",
-    }))
+    cluster.kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "box",
+                        "cluster": {
+                            "server": cluster.apiserver_url,
+                            "certificate-authority": str(cluster.workdir / "ca.crt"),
+                        },
+                    }
+                ],
+                "users": [
+                    {
+                        "name": "admin",
+                        "user": {
+                            "client-certificate": str(cluster.workdir / "admin.crt"),
+                            "client-key": str(cluster.workdir / "admin.key"),
+                        },
+                    }
+                ],
+                "contexts": [{"name": "box", "context": {"cluster": "box", "user": "admin"}}],
+                "current-context": "box",
+            }
+        )
+    )
 
 
 def install(machine: Machine, host: Host, pki: TestPki) -> None:
@@ -262,13 +326,15 @@ def install(machine: Machine, host: Host, pki: TestPki) -> None:
                     (host.root / base / directory).mkdir(parents=True, exist_ok=True)
 
 
-def start_unit(cluster: Cluster, machine: Machine, host: Host, unit_name: str,
-               argv: list[str] | None = None) -> Process:
+def start_unit(
+    cluster: Cluster, machine: Machine, host: Host, unit_name: str, argv: list[str] | None = None
+) -> Process:
     """Runs a rendered unit's ``ExecStart`` (or ``argv`` standing in for it) on ``host``, restarted as
     its ``Restart=``/``RestartSec=`` say."""
     unit = machine.unit(unit_name)
-    return cluster.network.start(host, unit_name.removesuffix(".service"), argv or unit.exec_start,
-                                 restart_sec=unit.restart_sec)
+    return cluster.network.start(
+        host, unit_name.removesuffix(".service"), argv or unit.exec_start, restart_sec=unit.restart_sec
+    )
 
 
 def _start_etcd(cluster: Cluster) -> None:
@@ -281,9 +347,12 @@ def _start_etcd(cluster: Cluster) -> None:
             started.append((machine, host, process))
         cluster.etcd[role] = started
     for role in cluster.etcd:
-        wait_for(f"the {role} etcd cluster to be healthy",
-                 lambda role=role: cluster.etcdctl(role, "endpoint", "health", check=False).returncode == 0,
-                 timeout=BOOT_TIMEOUT, on_timeout=cluster.describe)
+        wait_for(
+            f"the {role} etcd cluster to be healthy",
+            lambda role=role: cluster.etcdctl(role, "endpoint", "health", check=False).returncode == 0,
+            timeout=BOOT_TIMEOUT,
+            on_timeout=cluster.describe,
+        )
 
 
 def _start_control_plane(cluster: Cluster) -> None:
@@ -297,15 +366,30 @@ def _start_control_plane(cluster: Cluster) -> None:
     port = lb["loadBalancingRules"][0]["backendPort"]
     prefix_length = cluster.spec.config.network.address_space.prefixlen
     lb_host = cluster.network.add_host("apiserver-load-balancer", [f"{frontend}/{prefix_length}"])
-    cluster.load_balancer = cluster.network.start(lb_host, "load-balancer", [
-        sys.executable, str(Path(__file__).with_name("load_balancer.py")),
-        f"{frontend}:{lb['loadBalancingRules'][0]['frontendPort']}",
-        probe["requestPath"], *[f"{m.ip}:{port}" for m, _ in machines]])
-    wait_for("every apiserver to answer /readyz", lambda: all(
-        cluster.raw("/readyz", url=f"https://{m.ip}:{port}")[0] == 200 for m, _ in machines),
-        timeout=BOOT_TIMEOUT, interval=1, on_timeout=cluster.describe)
-    wait_for("the load balancer to answer /readyz", lambda: cluster.raw("/readyz")[0] == 200,
-             timeout=60, on_timeout=cluster.describe)
+    cluster.load_balancer = cluster.network.start(
+        lb_host,
+        "load-balancer",
+        [
+            sys.executable,
+            str(Path(__file__).with_name("load_balancer.py")),
+            f"{frontend}:{lb['loadBalancingRules'][0]['frontendPort']}",
+            probe["requestPath"],
+            *[f"{m.ip}:{port}" for m, _ in machines],
+        ],
+    )
+    wait_for(
+        "every apiserver to answer /readyz",
+        lambda: all(cluster.raw("/readyz", url=f"https://{m.ip}:{port}")[0] == 200 for m, _ in machines),
+        timeout=BOOT_TIMEOUT,
+        interval=1,
+        on_timeout=cluster.describe,
+    )
+    wait_for(
+        "the load balancer to answer /readyz",
+        lambda: cluster.raw("/readyz")[0] == 200,
+        timeout=60,
+        on_timeout=cluster.describe,
+    )
 
 
 # ---------------------------------------------------------------------- objects
@@ -332,12 +416,24 @@ def apply_objects(cluster: Cluster) -> list[str]:
     for batch in (crds, rest):
         if not batch:
             continue
-        result = cluster.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-",
-                                 input=yaml.safe_dump_all(batch), timeout=120)
+        result = cluster.kubectl(
+            "apply",
+            "--server-side",
+            f"--field-manager={FIELD_MANAGER}",
+            "-f",
+            "-",
+            input=yaml.safe_dump_all(batch),
+            timeout=120,
+        )
         lines += result.stdout.splitlines()
         if batch is crds:
-            cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                            *[f"crd/{d['metadata']['name']}" for d in crds], timeout=90)
+            cluster.kubectl(
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                *[f"crd/{d['metadata']['name']}" for d in crds],
+                timeout=90,
+            )
     return lines
 
 
@@ -364,17 +460,28 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | N
             joining.append((machine, None, cluster.spec.config.network.nat_hosts.vm_size))
     for machine, pool, vm_size in joining:
         host = cluster.network.hosts.get(machine.name) or cluster.network.add_host(
-            machine.name, [f"{machine.ip}/{prefix_length}"])
+            machine.name, [f"{machine.ip}/{prefix_length}"]
+        )
         bootstrap = host.root / "etc/kubernetes/bootstrap-kubelet.conf"
         if machine.name not in cluster.network.hosts or not bootstrap.exists():
             install(machine, host, cluster.pki)
         capacity = _capacity(vm_size, _rdma_pods_per_node(cluster.spec))
-        argv = ["/usr/local/bin/nodesim", *machine.unit(KUBELET_UNIT).exec_start[1:],
-                f"--hostname-override={machine.name}", f"--node-ip={machine.ip}", f"--sim-capacity={capacity}"]
+        argv = [
+            "/usr/local/bin/nodesim",
+            *machine.unit(KUBELET_UNIT).exec_start[1:],
+            f"--hostname-override={machine.name}",
+            f"--node-ip={machine.ip}",
+            f"--sim-capacity={capacity}",
+        ]
         cluster.nodes.append(Node(machine, host, start_unit(cluster, machine, host, KUBELET_UNIT, argv), pool))
     names = {n.machine.name for n in cluster.nodes}
-    wait_for(f"{len(names)} nodes to register Ready", lambda: names <= _ready_nodes(cluster),
-             timeout=BOOT_TIMEOUT, interval=1, on_timeout=cluster.describe)
+    wait_for(
+        f"{len(names)} nodes to register Ready",
+        lambda: names <= _ready_nodes(cluster),
+        timeout=BOOT_TIMEOUT,
+        interval=1,
+        on_timeout=cluster.describe,
+    )
 
 
 def _rdma_pods_per_node(spec: ClusterSpec) -> int:
@@ -397,6 +504,8 @@ def _capacity(vm_size: str, rdma_pods_per_node: int) -> str:
 
 def _ready_nodes(cluster: Cluster) -> set[str]:
     nodes = cluster.get_json("nodes")["items"]
-    return {n["metadata"]["name"] for n in nodes
-            if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))}
-
+    return {
+        n["metadata"]["name"]
+        for n in nodes
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+    }

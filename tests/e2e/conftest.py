@@ -31,8 +31,9 @@ def binaries() -> Path:
         _unavailable("needs root for network namespaces")
     if shutil.which("go") is None:
         _unavailable("needs the Go toolchain to build the pinned binaries")
-    result = subprocess.run(["bash", str(PROJECT_DIR / "scripts" / "build-binaries.sh")], capture_output=True,
-                            text=True, timeout=3000)
+    result = subprocess.run(
+        ["bash", str(PROJECT_DIR / "scripts" / "build-binaries.sh")], capture_output=True, text=True, timeout=3000
+    )
     if result.returncode != 0:
         pytest.fail(f"building the binaries failed:\n{result.stderr[-3000:]}")
     return Path(result.stdout.strip().splitlines()[-1])

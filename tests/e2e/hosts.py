@@ -23,8 +23,18 @@ from pathlib import Path
 # Paths a machine owns: bind-mounted from its folder inside its own mount namespace. The mount
 # points are created on the host when missing (empty directories) and left there: another box
 # booted at the same time may be using them.
-MACHINE_PATHS = ("etc/kubernetes", "etc/etcd", "etc/supercluster", "usr/local/sbin", "var/lib/etcd",
-                 "var/lib/kubelet", "var/log/kubernetes", "run/etcd", "run/kubernetes", "run/containerd")
+MACHINE_PATHS = (
+    "etc/kubernetes",
+    "etc/etcd",
+    "etc/supercluster",
+    "usr/local/sbin",
+    "var/lib/etcd",
+    "var/lib/kubelet",
+    "var/log/kubernetes",
+    "run/etcd",
+    "run/kubernetes",
+    "run/containerd",
+)
 BINARIES_PATH = "/usr/local/bin"  # where the rendered units expect the binaries
 
 
@@ -115,8 +125,21 @@ class TestNetwork:
         index = len(self.hosts)
         namespace = f"{self.prefix}-h{index}"
         _run("ip", "netns", "add", namespace)
-        _run("ip", "link", "add", "eth0", "netns", namespace, "type", "veth",
-             "peer", "name", f"p{index}", "netns", self.switch)
+        _run(
+            "ip",
+            "link",
+            "add",
+            "eth0",
+            "netns",
+            namespace,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            f"p{index}",
+            "netns",
+            self.switch,
+        )
         _run("ip", "-n", self.switch, "link", "set", f"p{index}", "master", "br0", "up")
         for address in addresses:
             _run("ip", "-n", namespace, "addr", "add", address, "dev", "eth0")
@@ -141,29 +164,43 @@ class TestNetwork:
         script = " && ".join([f"hostname {shlex.quote(host.name)}", *binds]) + " && " + run
         return ["ip", "netns", "exec", host.namespace, "unshare", "--uts", "sh", "-c", script, "sh", *argv]
 
-    def start(self, host: Host, name: str, argv: list[str], env: dict[str, str] | None = None,
-              restart_sec: float | None = None) -> Process:
+    def start(
+        self,
+        host: Host,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        restart_sec: float | None = None,
+    ) -> Process:
         """Starts ``argv`` on ``host`` in the background, output to ``logs/<host>-<name>.log``;
         with ``restart_sec``, started again that long after every exit (systemd's ``Restart=``)."""
         log = self.workdir / "logs" / f"{host.name}-{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
-            popen = subprocess.Popen(self._wrapped(host, argv, restart_sec), stdout=out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True,
-                                     env={**os.environ, **(env or {})})
+            popen = subprocess.Popen(
+                self._wrapped(host, argv, restart_sec),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
+            )
         process = Process(host, name, argv, log, popen)
         self.processes.append(process)
         return process
 
-    def run(self, host: Host, argv: list[str], timeout: float = 60, check: bool = True,
-            input: str | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self, host: Host, argv: list[str], timeout: float = 60, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess:
         """Runs ``argv`` on ``host`` to completion (bounded by ``timeout``)."""
-        result = subprocess.run(self._wrapped(host, argv), capture_output=True, text=True, errors="replace",
-                                timeout=timeout,
-                                input=input)
+        result = subprocess.run(
+            self._wrapped(host, argv), capture_output=True, text=True, errors="replace", timeout=timeout, input=input
+        )
         if check and result.returncode != 0:
-            raise RuntimeError(f"{host.name}: {shlex.join(argv)} exited {result.returncode}: "
-                               f"{result.stderr.strip() or result.stdout.strip()}")
+            raise RuntimeError(
+                f"{host.name}: {shlex.join(argv)} exited {result.returncode}: "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
         return result
 
     def close(self, timeout: float = 5) -> None:

@@ -45,8 +45,9 @@ class Issued:
 
     @property
     def key_pem(self) -> str:
-        return self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()).decode()
+        return self.key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
 
 
 def _name(common_name: str, organization: str | None) -> x509.Name:
@@ -54,26 +55,45 @@ def _name(common_name: str, organization: str | None) -> x509.Name:
     return x509.Name([*parts, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def issue(common_name: str, *, uses: tuple[str, ...], hours: int, organization: str | None = None,
-          dns_names: tuple[str, ...] = (), ip_addresses: tuple[str, ...] = (), ca: Issued | None = None) -> Issued:
+def issue(
+    common_name: str,
+    *,
+    uses: tuple[str, ...],
+    hours: int,
+    organization: str | None = None,
+    dns_names: tuple[str, ...] = (),
+    ip_addresses: tuple[str, ...] = (),
+    ca: Issued | None = None,
+) -> Issued:
     """One certificate as pulumi-tls makes it: self-signed CA when ``ca`` is None, else signed by ``ca``."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     subject = _name(common_name, organization)
     usage = {u: u in uses for u in _KEY_USAGES}
-    builder = (x509.CertificateBuilder()
-               .subject_name(subject)
-               .issuer_name(ca.cert.subject if ca else subject)
-               .public_key(key.public_key())
-               .serial_number(x509.random_serial_number())
-               .not_valid_before(now)
-               .not_valid_after(now + datetime.timedelta(hours=hours))
-               .add_extension(x509.BasicConstraints(ca=ca is None, path_length=None), critical=True)
-               .add_extension(x509.KeyUsage(
-                   digital_signature=usage["digital_signature"], content_commitment=False,
-                   key_encipherment=usage["key_encipherment"], data_encipherment=False, key_agreement=False,
-                   key_cert_sign=usage["cert_signing"], crl_sign=usage["crl_signing"],
-                   encipher_only=False, decipher_only=False), critical=True))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca.cert.subject if ca else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(hours=hours))
+        .add_extension(x509.BasicConstraints(ca=ca is None, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=usage["digital_signature"],
+                content_commitment=False,
+                key_encipherment=usage["key_encipherment"],
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=usage["cert_signing"],
+                crl_sign=usage["crl_signing"],
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
     extended = [_EXTENDED[u] for u in uses if u in _EXTENDED]
     if extended:
         builder = builder.add_extension(x509.ExtendedKeyUsage(extended), critical=False)
@@ -103,29 +123,46 @@ class TestPki:
         return cluster_objects.bootstrap_token_data(token_id, token_secret)
 
 
-def issue_pki(cluster_name: str, certificate_specs: tuple[cluster_pki.CertificateSpec, ...],
-              etcd_members: list[EtcdMember], bootstrap_token_id: str) -> TestPki:
+def issue_pki(
+    cluster_name: str,
+    certificate_specs: tuple[cluster_pki.CertificateSpec, ...],
+    etcd_members: list[EtcdMember],
+    bootstrap_token_id: str,
+) -> TestPki:
     vault: dict[str, str] = {}
-    cas = {key: issue(cn, uses=cluster_pki.CA_USAGES, hours=cluster_pki.CA_VALIDITY_HOURS)
-           for key, cn in cluster_pki.CA_COMMON_NAMES.items()}
+    cas = {
+        key: issue(cn, uses=cluster_pki.CA_USAGES, hours=cluster_pki.CA_VALIDITY_HOURS)
+        for key, cn in cluster_pki.CA_COMMON_NAMES.items()
+    }
     vault[cluster_pki.cert_secret(cluster_pki.CLUSTER_CA)] = cas[cluster_pki.CLUSTER_CA].cert_pem
     vault[cluster_pki.key_secret(cluster_pki.CLUSTER_CA)] = cas[cluster_pki.CLUSTER_CA].key_pem
     vault[cluster_pki.cert_secret(cluster_pki.FRONT_PROXY_CA)] = cas[cluster_pki.FRONT_PROXY_CA].cert_pem
     leaves = {}
     for spec in certificate_specs:
-        leaves[spec.key] = issue(spec.common_name, uses=spec.usages, hours=cluster_pki.LEAF_VALIDITY_HOURS,
-                                 organization=spec.organization, dns_names=spec.dns_names,
-                                 ip_addresses=spec.ip_addresses, ca=cas[spec.signer])
+        leaves[spec.key] = issue(
+            spec.common_name,
+            uses=spec.usages,
+            hours=cluster_pki.LEAF_VALIDITY_HOURS,
+            organization=spec.organization,
+            dns_names=spec.dns_names,
+            ip_addresses=spec.ip_addresses,
+            ca=cas[spec.signer],
+        )
         if spec.on_machine:
             vault[cluster_pki.cert_secret(spec.key)] = leaves[spec.key].cert_pem
             vault[cluster_pki.key_secret(spec.key)] = leaves[spec.key].key_pem
     service_account = ec.generate_private_key(ec.SECP256R1())
     vault[cluster_pki.SERVICE_ACCOUNT_KEY_SECRET] = service_account.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
-    vault[cluster_pki.SERVICE_ACCOUNT_PUB_SECRET] = service_account.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    vault[cluster_pki.SERVICE_ACCOUNT_PUB_SECRET] = (
+        service_account.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     vault[cluster_pki.ENCRYPTION_CONFIG_SECRET] = apiserver.encryption_config(
-        base64.b64encode(secrets.token_bytes(32)).decode())
+        base64.b64encode(secrets.token_bytes(32)).decode()
+    )
     token = f"{bootstrap_token_id}.{_token_part(cluster_objects.TOKEN_SECRET_LENGTH)}"
     vault[secret_names.NODE_BOOTSTRAP_TOKEN] = token
 
@@ -144,9 +181,15 @@ def issue_pki(cluster_name: str, certificate_specs: tuple[cluster_pki.Certificat
 
 
 def _issue_profile(profile: etcd_pki.CertProfile, ca: Issued | None) -> Issued:
-    return issue(profile.common_name, uses=profile.allowed_uses, hours=profile.validity_hours,
-                 organization=profile.organization, dns_names=profile.dns_names,
-                 ip_addresses=profile.ip_addresses, ca=ca)
+    return issue(
+        profile.common_name,
+        uses=profile.allowed_uses,
+        hours=profile.validity_hours,
+        organization=profile.organization,
+        dns_names=profile.dns_names,
+        ip_addresses=profile.ip_addresses,
+        ca=ca,
+    )
 
 
 def _token_part(length: int) -> str:

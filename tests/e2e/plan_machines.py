@@ -136,31 +136,44 @@ class Plan:
         return [r for r in self.resources if r["type"] == typ]
 
     def vms(self) -> list[Machine]:
-        nic_ips = {r["inputs"]["networkInterfaceName"]: r["inputs"]["ipConfigurations"][0]["privateIPAddress"]
-                   for r in self.of_type(NIC)}
+        nic_ips = {
+            r["inputs"]["networkInterfaceName"]: r["inputs"]["ipConfigurations"][0]["privateIPAddress"]
+            for r in self.of_type(NIC)
+        }
         machines = []
         for vm in self.of_type(VM):
             nic = vm["inputs"]["networkProfile"]["networkInterfaces"][0]["id"].rsplit("/", 1)[1]
-            machines.append(Machine(vm["name"], vm["inputs"]["vmName"], nic_ips[nic],
-                                    self.directory / "files" / vm["name"]))
+            machines.append(
+                Machine(vm["name"], vm["inputs"]["vmName"], nic_ips[nic], self.directory / "files" / vm["name"])
+            )
         return machines
 
     def subnets(self) -> dict[str, ipaddress.IPv4Network]:
         """``{"<vnet azure name>/<subnet>": prefix}``."""
-        return {f"{v['inputs']['virtualNetworkName']}/{s['name']}": ipaddress.ip_network(s["addressPrefix"])
-                for v in self.of_type(VNET) for s in v["inputs"].get("subnets", [])}
+        return {
+            f"{v['inputs']['virtualNetworkName']}/{s['name']}": ipaddress.ip_network(s["addressPrefix"])
+            for v in self.of_type(VNET)
+            for s in v["inputs"].get("subnets", [])
+        }
 
     def scale_sets(self) -> list[ScaleSet]:
         subnets = self.subnets()
         result = []
         for vmss in self.of_type(SCALE_SET):
             profile = vmss["inputs"]["virtualMachineProfile"]
-            subnet_id = profile["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"][0][
-                "subnet"]["id"]
+            subnet_id = profile["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"][0]["subnet"][
+                "id"
+            ]
             vnet, subnet = subnet_id.split("/virtualNetworks/")[1].split("/subnets/")
-            result.append(ScaleSet(vmss["name"], profile["osProfile"]["computerNamePrefix"],
-                                   vmss["inputs"]["sku"]["name"], subnets[f"{vnet}/{subnet}"],
-                                   self.directory / "files" / vmss["name"]))
+            result.append(
+                ScaleSet(
+                    vmss["name"],
+                    profile["osProfile"]["computerNamePrefix"],
+                    vmss["inputs"]["sku"]["name"],
+                    subnets[f"{vnet}/{subnet}"],
+                    self.directory / "files" / vmss["name"],
+                )
+            )
         return result
 
     def load_balancer(self, suffix: str) -> dict[str, Any]:

@@ -33,8 +33,10 @@ def test_kubernetes_and_scheduler_plugins_are_the_stacks_versions(stack):
     kubernetes = raw_stack(stack)["kubernetesVersion"]
     assert module_version("kubernetes", "k8s.io/kubernetes") == f"v{kubernetes}"
     minor = ".".join(kubernetes.split(".")[:2])
-    assert module_version("kubernetes", "sigs.k8s.io/scheduler-plugins") == \
-        versions.SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR[minor][0]
+    assert (
+        module_version("kubernetes", "sigs.k8s.io/scheduler-plugins")
+        == versions.SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR[minor][0]
+    )
     # Every staging module at the release that matches kubernetesVersion (v1.X.Y -> v0.X.Y).
     staging = re.findall(r"^\s*(k8s\.io/\S+) => \S+ (v\S+)$", (GO / "kubernetes" / "go.mod").read_text(), re.M)
     assert staging and {v for m, v in staging if m != "k8s.io/kubernetes"} == {"v0" + kubernetes[1:]}

@@ -27,8 +27,11 @@ from tests.e2e.hosts import wait_for
 pytestmark = pytest.mark.e2e
 
 # What a component prints when a flag or config field is refused or on its way out.
-REFUSED = re.compile(r"unknown flag|flag provided but not defined|invalid argument|unknown field|"
-                     r"strict decoding error|deprecated|no longer supported", re.I)
+REFUSED = re.compile(
+    r"unknown flag|flag provided but not defined|invalid argument|unknown field|"
+    r"strict decoding error|deprecated|no longer supported",
+    re.I,
+)
 SETTLE_SECONDS = 60
 
 
@@ -50,8 +53,11 @@ def test_every_control_plane_process_runs_its_rendered_unit_with_no_refused_or_d
     for members in dev.etcd.values():
         for machine, _, process in members:
             assert process.alive(), f"{machine.name} etcd exited:\n{process.output()[-2000:]}"
-            assert not [line for line in process.output().splitlines() if '"level":"fatal"' in line
-                        or "deprecated" in line.lower()]
+            assert not [
+                line
+                for line in process.output().splitlines()
+                if '"level":"fatal"' in line or "deprecated" in line.lower()
+            ]
 
 
 def test_readyz_answers_anonymously_and_the_api_refuses_anonymous_requests(dev: Cluster):
@@ -75,10 +81,25 @@ def test_the_scheduler_answers_prometheus_on_metrics_and_refuses_an_unknown_call
     ServiceAccount token (its ClusterRole grants get on /metrics) is answered, no token is not."""
     token = dev.kubectl("create", "token", monitoring.SERVICE_ACCOUNT, "-n", monitoring.NAMESPACE).stdout.strip()
     for machine, host, _ in dev.control_plane:
+
         def status(*headers: str, host=host) -> str:  # bound now: called before the loop moves on
-            return dev.network.run(host, ["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
-                                          *headers, f"https://127.0.0.1:{SCHEDULER_SECURE_PORT}/metrics"],
-                                   check=False, timeout=20).stdout
+            return dev.network.run(
+                host,
+                [
+                    "curl",
+                    "-sk",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--max-time",
+                    "10",
+                    *headers,
+                    f"https://127.0.0.1:{SCHEDULER_SECURE_PORT}/metrics",
+                ],
+                check=False,
+                timeout=20,
+            ).stdout
 
         assert status("-H", f"Authorization: Bearer {token}") == "200", machine.name
         assert status() in ("401", "403"), machine.name
@@ -86,10 +107,22 @@ def test_the_scheduler_answers_prometheus_on_metrics_and_refuses_an_unknown_call
 
 def test_events_are_stored_in_the_events_etcd_and_never_in_the_main_etcd(dev: Cluster):
     name = f"box-{uuid.uuid4().hex[:8]}"
-    dev.kubectl("create", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "default"},
-        "involvedObject": {"kind": "Namespace", "name": "default"}, "reason": "ClusterInABox",
-        "message": "where does this land", "type": "Normal"}))
+    dev.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": "default"},
+                "involvedObject": {"kind": "Namespace", "name": "default"},
+                "reason": "ClusterInABox",
+                "message": "where does this land",
+                "type": "Normal",
+            }
+        ),
+    )
     key = f"/registry/events/default/{name}"
     assert dev.etcdctl("events-etcd", "get", key, "--keys-only").stdout.strip() == key
     assert dev.etcdctl("etcd", "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip() == ""
@@ -98,8 +131,12 @@ def test_events_are_stored_in_the_events_etcd_and_never_in_the_main_etcd(dev: Cl
 
 
 def test_secrets_are_encrypted_at_rest(dev: Cluster):
-    value = dev.etcdctl("etcd", "get", "/registry/secrets/kube-system/" +
-                        f"bootstrap-token-{dev.pki.bootstrap_token_id}", "--print-value-only").stdout
+    value = dev.etcdctl(
+        "etcd",
+        "get",
+        "/registry/secrets/kube-system/" + f"bootstrap-token-{dev.pki.bootstrap_token_id}",
+        "--print-value-only",
+    ).stdout
     assert value.startswith("k8s:enc:secretbox:v1:"), value[:40]
 
 
@@ -109,9 +146,15 @@ def test_the_audit_log_is_written_under_the_rendered_policy(dev: Cluster):
     argv = processes[APISERVER_UNIT].argv
     (path,) = [a.split("=", 1)[1] for a in argv if a.startswith("--audit-log-path=")]
     log = host.root / path.lstrip("/")
-    entries = wait_for("the audit log to record the secrets list", lambda: [
-        e for e in map(json.loads, log.read_text().splitlines())
-        if e.get("objectRef", {}).get("resource") == "secrets" and e.get("verb") == "list"], timeout=30)
+    entries = wait_for(
+        "the audit log to record the secrets list",
+        lambda: [
+            e
+            for e in map(json.loads, log.read_text().splitlines())
+            if e.get("objectRef", {}).get("resource") == "secrets" and e.get("verb") == "list"
+        ],
+        timeout=30,
+    )
     # Secrets are audited at Metadata level: never their contents.
     assert all(e["level"] == "Metadata" and "responseObject" not in e for e in entries)
     # Health probes are not audited at all (level None for /readyz).
@@ -120,8 +163,11 @@ def test_the_audit_log_is_written_under_the_rendered_policy(dev: Cluster):
 
 def test_every_node_joins_through_the_bootstrap_token_with_exactly_its_rendered_labels_and_taints(dev: Cluster):
     csrs = dev.get_json("csr")["items"]
-    approved = {c["spec"]["username"]: c for c in csrs
-                if any(cond["type"] == "Approved" for cond in c["status"].get("conditions", []))}
+    approved = {
+        c["spec"]["username"]: c
+        for c in csrs
+        if any(cond["type"] == "Approved" for cond in c["status"].get("conditions", []))
+    }
     assert f"system:bootstrap:{dev.pki.bootstrap_token_id}" in approved
     assert all(c["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet" for c in csrs)
     registered = {n["metadata"]["name"]: n for n in dev.get_json("nodes")["items"]}
@@ -132,10 +178,12 @@ def test_every_node_joins_through_the_bootstrap_token_with_exactly_its_rendered_
         labels = registered_node["metadata"]["labels"]
         assert {k: labels.get(k) for k in rendered_labels} == rendered_labels
         config = yaml.safe_load((node.machine.files / "etc/kubernetes/kubelet-config.yaml").read_text())
-        rendered_taints = [{k: t[k] for k in ("key", "value", "effect") if k in t}
-                           for t in config.get("registerWithTaints", [])]
-        taints = [{k: t[k] for k in ("key", "value", "effect") if k in t}
-                  for t in registered_node["spec"].get("taints", [])]
+        rendered_taints = [
+            {k: t[k] for k in ("key", "value", "effect") if k in t} for t in config.get("registerWithTaints", [])
+        ]
+        taints = [
+            {k: t[k] for k in ("key", "value", "effect") if k in t} for t in registered_node["spec"].get("taints", [])
+        ]
         assert taints == rendered_taints, node.machine.name
         assert int(registered_node["status"]["allocatable"]["pods"]) == config["maxPods"]
 
@@ -159,20 +207,39 @@ def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_t
         (host.root / "etc/kubernetes/kubelet.conf.d").mkdir(exist_ok=True)
         config = yaml.safe_load((machine.files / "etc/kubernetes/kubelet-config.yaml").read_text())
         socket_path = config["containerRuntimeEndpoint"].removeprefix("unix://")
-        runtime = dev.network.start(host, "silent-runtime", ["python3", "-c", (
-            "import socket, sys, time; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(64); "
-            "time.sleep(600)"), socket_path])
+        runtime = dev.network.start(
+            host,
+            "silent-runtime",
+            [
+                "python3",
+                "-c",
+                (
+                    "import socket, sys, time; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(64); "
+                    "time.sleep(600)"
+                ),
+                socket_path,
+            ],
+        )
         # wait_for calls its lambdas at once, within this iteration: late binding cannot bite (B023).
-        wait_for("the runtime socket", lambda: (host.root / socket_path.lstrip("/")).exists(),  # noqa: B023
-                 timeout=10)
+        wait_for(
+            "the runtime socket",
+            lambda: (host.root / socket_path.lstrip("/")).exists(),  # noqa: B023
+            timeout=10,
+        )
         argv = [*machine.unit(KUBELET_UNIT).exec_start, f"--hostname-override={machine.name}"]
         process = dev.network.start(host, "real-kubelet", argv)
         try:
-            csr = wait_for(f"the real kubelet on {machine.name} to get its client certificate", lambda: (
-                (c := _csr_of(dev, f"system:node:{machine.name}")) and c["status"].get("certificate") and c),  # noqa: B023
-                timeout=90, on_timeout=lambda: process.output()[-3000:])  # noqa: B023
-            wait_for("its kubeconfig", lambda: (host.root / "var/lib/kubelet/kubeconfig").exists(),  # noqa: B023
-                     timeout=30)
+            csr = wait_for(
+                f"the real kubelet on {machine.name} to get its client certificate",
+                lambda: (c := _csr_of(dev, f"system:node:{machine.name}")) and c["status"].get("certificate") and c,  # noqa: B023
+                timeout=90,
+                on_timeout=lambda: process.output()[-3000:],  # noqa: B023
+            )
+            wait_for(
+                "its kubeconfig",
+                lambda: (host.root / "var/lib/kubelet/kubeconfig").exists(),  # noqa: B023
+                timeout=30,
+            )
         finally:
             process.stop()
             runtime.stop()
@@ -195,8 +262,11 @@ def _csr_of(dev: Cluster, common_name: str) -> dict | None:
 
 
 def _workloads(dev: Cluster):
-    return [(d["kind"], d["metadata"]["namespace"], d["metadata"]["name"])
-            for _, d in dev.plan.kubernetes_objects() if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet")]
+    return [
+        (d["kind"], d["metadata"]["namespace"], d["metadata"]["name"])
+        for _, d in dev.plan.kubernetes_objects()
+        if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet")
+    ]
 
 
 def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Cluster):
@@ -213,17 +283,23 @@ def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Clus
             if kind == "StatefulSet":
                 wanted = workload["spec"]["replicas"]
                 if status.get("availableReplicas", 0) < wanted:
-                    problems.append(f"StatefulSet {namespace}/{name}: {status.get('availableReplicas', 0)} of "
-                                    f"{wanted} replicas bound and running")
+                    problems.append(
+                        f"StatefulSet {namespace}/{name}: {status.get('availableReplicas', 0)} of "
+                        f"{wanted} replicas bound and running"
+                    )
             elif kind == "DaemonSet":
                 if not status.get("desiredNumberScheduled"):
                     problems.append(f"DaemonSet {namespace}/{name} selects no node")
                 elif status.get("numberAvailable", 0) != status["desiredNumberScheduled"]:
-                    problems.append(f"DaemonSet {namespace}/{name}: {status.get('numberAvailable', 0)} of "
-                                    f"{status['desiredNumberScheduled']} pods bound and running")
+                    problems.append(
+                        f"DaemonSet {namespace}/{name}: {status.get('numberAvailable', 0)} of "
+                        f"{status['desiredNumberScheduled']} pods bound and running"
+                    )
             elif status.get("availableReplicas", 0) < status.get("replicas", 1):
-                problems.append(f"Deployment {namespace}/{name}: {status.get('availableReplicas', 0)} of "
-                                f"{status.get('replicas')} replicas bound and running")
+                problems.append(
+                    f"Deployment {namespace}/{name}: {status.get('availableReplicas', 0)} of "
+                    f"{status.get('replicas')} replicas bound and running"
+                )
         return problems
 
     def settled() -> bool:
@@ -243,9 +319,16 @@ def test_the_gpu_health_check_lifts_only_its_own_nodes_start_up_taint(dev: Clust
     pods = dev.get_json("pods", "-n", "kube-system", "-l", "app.kubernetes.io/name=gpu-health-check-gpu")["items"]
     (pod,) = [p for p in pods if p["spec"].get("nodeName") == mine.machine.name]
     # The pod's own projected token: bound to the pod, so it names the pod's node.
-    token = dev.kubectl("create", "token", "gpu-health-check", "-n", "kube-system", "--bound-object-kind=Pod",
-                        f"--bound-object-name={pod['metadata']['name']}",
-                        f"--bound-object-uid={pod['metadata']['uid']}").stdout.strip()
+    token = dev.kubectl(
+        "create",
+        "token",
+        "gpu-health-check",
+        "-n",
+        "kube-system",
+        "--bound-object-kind=Pod",
+        f"--bound-object-name={pod['metadata']['name']}",
+        f"--bound-object-uid={pod['metadata']['uid']}",
+    ).stdout.strip()
     script = dev.get_json("configmap", "gpu-health-check", "-n", "kube-system")["data"]["node_taint.py"]
     account = mine.host.root / "var/lib/kubelet/box-serviceaccount"
     account.mkdir(parents=True, exist_ok=True)
@@ -256,13 +339,28 @@ def test_the_gpu_health_check_lifts_only_its_own_nodes_start_up_taint(dev: Clust
     def reconcile(node: str, healthy: bool) -> str:
         # The rendered script's own reconcile(), run on the GPU node's host against the load balancer
         # (in a pod, kubernetes.default.svc reaches the same apiservers through kube-proxy).
-        program = ("import runpy, sys, urllib.error; m = runpy.run_path(sys.argv[1]); "
-                   "m['reconcile'].__globals__.update(API=sys.argv[2], ACCOUNT=sys.argv[3])\n"
-                   "try: print(m['reconcile'](sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7] == 'healthy'))\n"
-                   "except urllib.error.HTTPError as e: print(e.code, e.read().decode())")
-        result = dev.network.run(mine.host, ["python3", "-c", program, str(account / "node_taint.py"),
-                                             dev.apiserver_url, str(account), node, GPU_STARTUP_TAINT_KEY,
-                                             "NoSchedule", "healthy" if healthy else "unhealthy"], check=False)
+        program = (
+            "import runpy, sys, urllib.error; m = runpy.run_path(sys.argv[1]); "
+            "m['reconcile'].__globals__.update(API=sys.argv[2], ACCOUNT=sys.argv[3])\n"
+            "try: print(m['reconcile'](sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7] == 'healthy'))\n"
+            "except urllib.error.HTTPError as e: print(e.code, e.read().decode())"
+        )
+        result = dev.network.run(
+            mine.host,
+            [
+                "python3",
+                "-c",
+                program,
+                str(account / "node_taint.py"),
+                dev.apiserver_url,
+                str(account),
+                node,
+                GPU_STARTUP_TAINT_KEY,
+                "NoSchedule",
+                "healthy" if healthy else "unhealthy",
+            ],
+            check=False,
+        )
         return result.stdout.strip() or result.stderr.strip().splitlines()[-1]
 
     def has_taint(node: str) -> bool:
@@ -283,36 +381,62 @@ def test_the_gpu_health_check_lifts_only_its_own_nodes_start_up_taint(dev: Clust
 # ---------------------------------------------------------------------- seed lessons, as behaviour
 
 
-def _pod(name: str, *, cpu: str, labels: dict | None = None, scheduler: str | None = None,
-         one_per_node: str | None = None) -> dict:
+def _pod(
+    name: str, *, cpu: str, labels: dict | None = None, scheduler: str | None = None, one_per_node: str | None = None
+) -> dict:
     """A pause pod on the CPU nodes; ``one_per_node``: never on a node with another pod of that ``box`` label."""
-    spec: dict = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                  "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
-                  "nodeSelector": {ROLE_LABEL: ROLE_CPU}}
+    spec: dict = {
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+            }
+        ],
+        "nodeSelector": {ROLE_LABEL: ROLE_CPU},
+    }
     if scheduler:
         spec["schedulerName"] = scheduler
     if one_per_node:
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {"box": one_per_node}}, "topologyKey": "kubernetes.io/hostname"}]}}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "labels": labels or {}}, "spec": spec}
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"box": one_per_node}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+        "spec": spec,
+    }
 
 
 def _bound(dev: Cluster, selector: str) -> dict[str, str | None]:
-    return {p["metadata"]["name"]: p["spec"].get("nodeName")
-            for p in dev.get_json("pods", "-n", "default", "-l", selector)["items"]}
+    return {
+        p["metadata"]["name"]: p["spec"].get("nodeName")
+        for p in dev.get_json("pods", "-n", "default", "-l", selector)["items"]
+    }
 
 
 def _free(dev: Cluster, node: str) -> tuple[int, int]:
     """``(free CPU in millicores, free pod slots)`` of a node: allocatable less what its pods request."""
+
     def millis(quantity: str) -> int:
         return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
 
     allocatable = dev.get_json("node", node)["status"]["allocatable"]
-    pods = [p for p in dev.get_json("pods", "-A", f"--field-selector=spec.nodeName={node}")["items"]
-            if p["status"].get("phase") not in ("Succeeded", "Failed")]
-    requested = sum(millis(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
-                    for p in pods for c in p["spec"]["containers"])
+    pods = [
+        p
+        for p in dev.get_json("pods", "-A", f"--field-selector=spec.nodeName={node}")["items"]
+        if p["status"].get("phase") not in ("Succeeded", "Failed")
+    ]
+    requested = sum(
+        millis(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+        for p in pods
+        for c in p["spec"]["containers"]
+    )
     return millis(allocatable["cpu"]) - requested, int(allocatable["pods"]) - len(pods)
 
 
@@ -325,8 +449,9 @@ def test_most_allocated_packs_small_pods_onto_the_fewest_nodes(dev: Cluster):
     run = uuid.uuid4().hex[:6]
     first = _pod(f"pack-{run}-0", cpu="100m", labels={"box": f"pack-{run}"})
     dev.kubectl("create", "-f", "-", input=yaml.safe_dump(first))
-    (node,) = wait_for("the first small pod to bind", lambda: [n for n in _bound(dev, f"box=pack-{run}").values() if n],
-                       timeout=60)
+    (node,) = wait_for(
+        "the first small pod to bind", lambda: [n for n in _bound(dev, f"box=pack-{run}").values() if n], timeout=60
+    )
     free_cpu, free_slots = _free(dev, node)
     assert free_slots >= 3, f"{node} has {free_slots} pod slots left: too few to show packing"
     anchor = _pod(f"pack-{run}-anchor", cpu=f"{free_cpu // 2}m", labels={"box": f"pack-{run}"})
@@ -335,8 +460,11 @@ def test_most_allocated_packs_small_pods_onto_the_fewest_nodes(dev: Cluster):
     wait_for("the anchor to bind", lambda: _bound(dev, f"box=pack-{run}").get(f"pack-{run}-anchor"), timeout=60)
     pods = [_pod(f"pack-{run}-{i}", cpu="100m", labels={"box": f"pack-{run}"}) for i in range(1, 6)]
     dev.kubectl("create", "-f", "-", input=yaml.safe_dump_all(pods))
-    bound = wait_for("six small pods to bind", lambda: (b := _bound(dev, f"box=pack-{run}")) and all(b.values())
-                     and len(b) == 7 and b, timeout=60)
+    bound = wait_for(
+        "six small pods to bind",
+        lambda: (b := _bound(dev, f"box=pack-{run}")) and all(b.values()) and len(b) == 7 and b,
+        timeout=60,
+    )
     small = [n for name, n in bound.items() if not name.endswith("-anchor")]
     on_node = min(len(small), 1 + free_slots - 1)  # the first pod, then the slots left once the anchor took one
     assert small.count(node) == on_node, f"MostAllocated should fill {node} ({free_slots} slots) first: {bound}"
@@ -347,9 +475,12 @@ def test_most_allocated_packs_small_pods_onto_the_fewest_nodes(dev: Cluster):
 def test_coredns_replicas_never_share_a_node_and_extra_replicas_stay_pending(dev: Cluster):
     deployment = dev.get_json("deployment", "coredns", "-n", "kube-system")
     selector = deployment["spec"]["template"]["spec"].get("nodeSelector", {})
-    eligible = [n for n in dev.get_json("nodes")["items"]
-                if all(n["metadata"]["labels"].get(k) == v for k, v in selector.items())
-                and not any(t["effect"] == "NoSchedule" for t in n["spec"].get("taints", []))]
+    eligible = [
+        n
+        for n in dev.get_json("nodes")["items"]
+        if all(n["metadata"]["labels"].get(k) == v for k, v in selector.items())
+        and not any(t["effect"] == "NoSchedule" for t in n["spec"].get("taints", []))
+    ]
     dev.kubectl("scale", "deployment/coredns", "-n", "kube-system", f"--replicas={len(eligible) + 1}")
     try:
         labels = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
@@ -375,15 +506,30 @@ def test_a_pod_group_binds_whole_or_not_at_all(dev: Cluster):
     run = uuid.uuid4().hex[:6]
     gangs = {f"fits-{run}": len(cpu_nodes), f"too-big-{run}": len(cpu_nodes) + 1}
     for name, members in gangs.items():
-        group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-                 "metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": members}}
-        pods = [_pod(f"{name}-{i}", cpu="100m", scheduler="gang-scheduler", one_per_node=name,
-                     labels={"scheduling.x-k8s.io/pod-group": name, "box": name}) for i in range(members)]
+        group = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"minMember": members},
+        }
+        pods = [
+            _pod(
+                f"{name}-{i}",
+                cpu="100m",
+                scheduler="gang-scheduler",
+                one_per_node=name,
+                labels={"scheduling.x-k8s.io/pod-group": name, "box": name},
+            )
+            for i in range(members)
+        ]
         dev.kubectl("create", "-f", "-", input=yaml.safe_dump_all([group, *pods]))
     try:
         fits = f"fits-{run}"
-        wait_for("the gang that fits to bind whole", lambda: len(b := _bound(dev, f"box={fits}")) == gangs[fits]
-                 and all(b.values()), timeout=90)
+        wait_for(
+            "the gang that fits to bind whole",
+            lambda: len(b := _bound(dev, f"box={fits}")) == gangs[fits] and all(b.values()),
+            timeout=90,
+        )
         time.sleep(10)  # long enough for the scheduler to have tried the big gang several times
         too_big = _bound(dev, f"box=too-big-{run}")
         assert len(too_big) == gangs[f"too-big-{run}"] and not any(too_big.values()), too_big
@@ -405,24 +551,54 @@ def test_tenant_pods_cannot_reach_their_node_and_system_agents_still_can(dev: Cl
     namespace = f"tenant-{uuid.uuid4().hex[:6]}"
     assert _create(dev, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})[0]
     escapes = {
-        "privileged": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                       "securityContext": {"privileged": True}}]},
+        "privileged": {
+            "containers": [
+                {"name": "c", "image": "registry.k8s.io/pause:3.10", "securityContext": {"privileged": True}}
+            ]
+        },
         "host network": {"hostNetwork": True, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
-        "host path": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                      "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
-                      "volumes": [{"name": "root", "hostPath": {"path": "/"}}]},
+        "host path": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "volumeMounts": [{"name": "root", "mountPath": "/host"}],
+                }
+            ],
+            "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+        },
     }
     for what, spec in escapes.items():
-        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": what.replace(" ", "-"), "namespace": namespace}, "spec": spec})
+        ok, output = _create(
+            dev,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": what.replace(" ", "-"), "namespace": namespace},
+                "spec": spec,
+            },
+        )
         assert not ok and 'violates PodSecurity "baseline' in output, (what, output)
-    ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod",
-                               "metadata": {"name": "ordinary", "namespace": namespace},
-                               "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    ok, output = _create(
+        dev,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "ordinary", "namespace": namespace},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        },
+    )
     assert ok, output
-    assert "would violate PodSecurity \"restricted" in output  # warned, not refused
-    ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": f"agent-{namespace}", "namespace": "kube-system"}, "spec": escapes["host network"]})
+    assert 'would violate PodSecurity "restricted' in output  # warned, not refused
+    ok, output = _create(
+        dev,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"agent-{namespace}", "namespace": "kube-system"},
+            "spec": escapes["host network"],
+        },
+    )
     assert ok, output
     dev.kubectl("delete", "namespace", namespace, "--wait=false")
     dev.kubectl("delete", "pod", f"agent-{namespace}", "-n", "kube-system", "--wait=false")
@@ -431,41 +607,70 @@ def test_tenant_pods_cannot_reach_their_node_and_system_agents_still_can(dev: Cl
 def test_add_on_namespaces_enforce_the_level_they_state(dev: Cluster):
     """Each add-on namespace's own Pod Security label (restricted) is what the apiserver enforces there: a
     pod that would pass baseline is refused, one in the add-ons' locked-down shape is admitted."""
-    namespaces = {item["metadata"]["name"]: item["metadata"]["labels"][POD_SECURITY_ENFORCE_LABEL]
-                  for item in dev.get_json("namespaces")["items"]
-                  if POD_SECURITY_ENFORCE_LABEL in item["metadata"].get("labels", {})}
+    namespaces = {
+        item["metadata"]["name"]: item["metadata"]["labels"][POD_SECURITY_ENFORCE_LABEL]
+        for item in dev.get_json("namespaces")["items"]
+        if POD_SECURITY_ENFORCE_LABEL in item["metadata"].get("labels", {})
+    }
     assert namespaces and set(namespaces.values()) == {"restricted"}, namespaces
     plain = [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]
     locked = [{**plain[0], "securityContext": {**locked_down(), **RUNTIME_DEFAULT_SECCOMP}}]
     for namespace in namespaces:
         name = f"probe-{uuid.uuid4().hex[:6]}"
-        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-                                   "spec": {"containers": plain}})
+        ok, output = _create(
+            dev,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"containers": plain},
+            },
+        )
         assert not ok and 'violates PodSecurity "restricted' in output, (namespace, output)
-        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-                                   "spec": {"containers": locked}})
+        ok, output = _create(
+            dev,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"containers": locked},
+            },
+        )
         assert ok, (namespace, output)
         dev.kubectl("delete", "pod", name, "-n", namespace, "--wait=false")
 
 
 def test_a_team_namespace_gets_its_pools_selector_and_toleration_and_no_other(dev: Cluster):
-    """The team-pool runbook (docs/runbooks/team-isolation.md), against the real apiserver: the namespace's annotations put
-    the node selector and toleration on every pod, and its whitelist refuses other tolerations."""
+    """The team-pool runbook (docs/runbooks/team-isolation.md), against the real apiserver: the namespace's
+    annotations put the node selector and toleration on every pod, and its whitelist refuses other tolerations."""
     taint = {"key": TEAM_TAINT_KEY, "operator": "Equal", "value": "vision", "effect": "NoSchedule"}
     namespace = f"team-vision-{uuid.uuid4().hex[:6]}"
     assert _create(dev, team_namespace(namespace, "vision"))[0]
     container = [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]
     burstable = [{**container[0], "resources": {"requests": {"cpu": "100m"}}}]  # gets memory-pressure added
     for name, containers in (("job", container), ("burstable-job", burstable)):
-        ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod",
-                                   "metadata": {"name": name, "namespace": namespace},
-                                   "spec": {"containers": containers}})
+        ok, output = _create(
+            dev,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"containers": containers},
+            },
+        )
         assert ok, output
         pod = dev.get_json("pod", name, "-n", namespace)["spec"]
         assert pod["nodeSelector"] == {TEAM_TAINT_KEY: "vision"}
         assert taint in [{k: t.get(k) for k in taint} for t in pod["tolerations"]]
     other_team = {**taint, "value": "speech"}
-    ok, output = _create(dev, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sneak", "namespace": namespace},
-                               "spec": {"containers": container, "tolerations": [other_team]}})
+    ok, output = _create(
+        dev,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "sneak", "namespace": namespace},
+            "spec": {"containers": container, "tolerations": [other_team]},
+        },
+    )
     assert not ok and "conflict with its namespace whitelist" in output, output
     dev.kubectl("delete", "namespace", namespace, "--wait=false")

@@ -31,9 +31,13 @@ NODES_PER_DOMAIN = 2
 @pytest.fixture(scope="module")
 def ib(binaries, tmp_path_factory) -> Cluster:
     # Two InfiniBand shards: one more node than a single-placement-group scale set holds.
-    cluster = boot("dev", tmp_path_factory.mktemp("ib"), binaries,
-                   overrides=[f"nodePools[0].maxNodes={MAX_VMS_PER_PLACEMENT_GROUP + 1}"],
-                   nodes_per_shard=NODES_PER_DOMAIN)
+    cluster = boot(
+        "dev",
+        tmp_path_factory.mktemp("ib"),
+        binaries,
+        overrides=[f"nodePools[0].maxNodes={MAX_VMS_PER_PLACEMENT_GROUP + 1}"],
+        nodes_per_shard=NODES_PER_DOMAIN,
+    )
     # The GPU health check lifts the start-up taint from healthy nodes; its pods are simulated here.
     for node in cluster.get_json("nodes", "-l", f"{POOL_LABEL}={GPU_POOL}")["items"]:
         cluster.kubectl("taint", "node", node["metadata"]["name"], f"{GPU_STARTUP_TAINT_KEY}-")
@@ -43,14 +47,17 @@ def ib(binaries, tmp_path_factory) -> Cluster:
 
 def _domains(cluster: Cluster) -> dict[str, str]:
     """``{node: InfiniBand domain}`` of the GPU pool's nodes, as they registered."""
-    return {n["metadata"]["name"]: n["metadata"]["labels"].get(INFINIBAND_DOMAIN_LABEL)
-            for n in cluster.get_json("nodes", "-l", f"{POOL_LABEL}={GPU_POOL}")["items"]}
+    return {
+        n["metadata"]["name"]: n["metadata"]["labels"].get(INFINIBAND_DOMAIN_LABEL)
+        for n in cluster.get_json("nodes", "-l", f"{POOL_LABEL}={GPU_POOL}")["items"]
+    }
 
 
 def _submit(cluster: Cluster, name: str, nodes: int) -> None:
     pool = cluster.spec.config.pool(GPU_POOL)
-    objects = infiniband_job(name=name, namespace="default", pool=pool, nodes=nodes,
-                             image="registry.k8s.io/pause:3.10", command=["/pause"])
+    objects = infiniband_job(
+        name=name, namespace="default", pool=pool, nodes=nodes, image="registry.k8s.io/pause:3.10", command=["/pause"]
+    )
     cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(objects))
 
 
@@ -62,8 +69,9 @@ def _placed(cluster: Cluster, name: str) -> list[str | None]:
 def _delete(cluster: Cluster, *names: str) -> None:
     for name in names:
         cluster.kubectl("delete", "job,service,podgroup", name, "-n", "default", "--wait=false", check=False)
-        cluster.kubectl("delete", "pods", "-n", "default", "-l", f"{POD_GROUP_LABEL}={name}",
-                        "--wait=false", check=False)
+        cluster.kubectl(
+            "delete", "pods", "-n", "default", "-l", f"{POD_GROUP_LABEL}={name}", "--wait=false", check=False
+        )
 
 
 def test_each_shard_registers_as_its_own_infiniband_domain(ib: Cluster):
@@ -85,8 +93,11 @@ def test_a_gang_lands_whole_inside_one_domain_and_one_that_no_domain_holds_waits
         wait_for("the wide gang's pods to go", lambda: not _placed(ib, too_big), timeout=60)
 
         _submit(ib, fits, NODES_PER_DOMAIN)
-        nodes = wait_for("the gang to bind whole", lambda: (p := _placed(ib, fits)) and len(p) == NODES_PER_DOMAIN
-                         and all(p) and p, timeout=90)
+        nodes = wait_for(
+            "the gang to bind whole",
+            lambda: (p := _placed(ib, fits)) and len(p) == NODES_PER_DOMAIN and all(p) and p,
+            timeout=90,
+        )
         assert len(set(nodes)) == NODES_PER_DOMAIN, f"two ranks share a node: {nodes}"
         assert len({domains[n] for n in nodes}) == 1, f"the gang spans domains: {[domains[n] for n in nodes]}"
     finally:

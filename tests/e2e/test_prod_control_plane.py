@@ -30,9 +30,21 @@ def test_every_apiserver_is_ready_and_reads_both_etcd_clusters(prod: Cluster):
         status, body = prod.raw("/readyz?verbose", url=f"https://{machine.ip}:6443")
         assert status == 200 and "[+]etcd ok" in body, body
     name = f"box-{uuid.uuid4().hex[:8]}"
-    prod.kubectl("create", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "default"},
-        "involvedObject": {"kind": "Namespace", "name": "default"}, "reason": "ClusterInABox", "type": "Normal"}))
+    prod.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": "default"},
+                "involvedObject": {"kind": "Namespace", "name": "default"},
+                "reason": "ClusterInABox",
+                "type": "Normal",
+            }
+        ),
+    )
     # Whichever apiserver the load balancer picked, the Event is in the events cluster only.
     assert prod.etcdctl(EVENTS, "get", f"/registry/events/default/{name}", "--keys-only").stdout.strip()
     assert not prod.etcdctl(MAIN, "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip()
@@ -40,8 +52,7 @@ def test_every_apiserver_is_ready_and_reads_both_etcd_clusters(prod: Cluster):
 
 def _write(prod: Cluster) -> bool:
     name = f"box-{uuid.uuid4().hex[:8]}"
-    result = prod.kubectl("create", "configmap", name, "-n", "default", "--request-timeout=8s", check=False,
-                          timeout=30)
+    result = prod.kubectl("create", "configmap", name, "-n", "default", "--request-timeout=8s", check=False, timeout=30)
     return result.returncode == 0
 
 
@@ -59,12 +70,22 @@ def test_losing_one_main_etcd_member_keeps_the_api_writable_and_losing_quorum_st
         assert not _write(prod)
         # ... and every apiserver's /readyz says its etcd check fails, so the load balancer drains it.
         for machine, _, _ in prod.control_plane:
-            wait_for(f"{machine.name} /readyz to report etcd failing", lambda machine=machine: (
-                (r := prod.raw("/readyz?verbose", url=f"https://{machine.ip}:6443"))[0] != 200
-                and "[-]etcd" in r[1]), timeout=90, interval=2)
+            wait_for(
+                f"{machine.name} /readyz to report etcd failing",
+                lambda machine=machine: (
+                    (r := prod.raw("/readyz?verbose", url=f"https://{machine.ip}:6443"))[0] != 200 and "[-]etcd" in r[1]
+                ),
+                timeout=90,
+                interval=2,
+            )
     finally:
         for index, (machine, host, _) in enumerate(members):
             if (machine, host) in [(m, h) for m, h, _ in stopped]:
                 members[index] = (machine, host, start_unit(prod, machine, host, ETCD_UNIT))
-    wait_for("the API to be writable again once the members are back", lambda: _write(prod), timeout=120,
-             interval=2, on_timeout=prod.describe)
+    wait_for(
+        "the API to be writable again once the members are back",
+        lambda: _write(prod),
+        timeout=120,
+        interval=2,
+        on_timeout=prod.describe,
+    )

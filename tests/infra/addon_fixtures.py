@@ -9,8 +9,11 @@ from infra.addons.k8s import Obj, object_key
 from infra.cluster import ClusterSpec, build_cluster_spec
 from tests.helpers import raw_stack
 
-AZURE = AzureAccess(subscription_id="00000000-0000-0000-0000-000000000000", resource_group="dev-rg",
-                    identity_client_id="11111111-2222-3333-4444-555555555555")
+AZURE = AzureAccess(
+    subscription_id="00000000-0000-0000-0000-000000000000",
+    resource_group="dev-rg",
+    identity_client_id="11111111-2222-3333-4444-555555555555",
+)
 
 
 def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> ClusterSpec:
@@ -27,8 +30,9 @@ def groups_for(stack: str = "dev", addons: dict[str, Any] | None = None, **chang
 
 def groups_of(spec: ClusterSpec) -> dict[str, list[Obj]]:
     """Every add-on group of a built spec, as ``components/addons.py`` declares them."""
-    return build_addon_objects(spec.config, spec.addresses, spec.addons, AZURE,
-                               node_kubernetes_version=spec.node_kubernetes_version)
+    return build_addon_objects(
+        spec.config, spec.addresses, spec.addons, AZURE, node_kubernetes_version=spec.node_kubernetes_version
+    )
 
 
 def prometheus_configs_of(spec: ClusterSpec) -> dict[str, str]:

@@ -14,14 +14,14 @@ from tests.infra.addon_fixtures import AZURE, find, groups_for, spec_for
 
 def _flags(stack="prod", addons=None) -> dict[str, str]:
     container = find(groups_for(stack, addons), "Deployment", "cluster-autoscaler")["spec"]["template"]["spec"][
-        "containers"][0]
+        "containers"
+    ][0]
     assert container["command"][0] == "/cluster-autoscaler"
     return dict(flag.removeprefix("--").split("=", 1) for flag in container["command"][1:])
 
 
 def _env(stack="prod") -> dict[str, str]:
-    container = find(groups_for(stack), "Deployment", "cluster-autoscaler")["spec"]["template"]["spec"][
-        "containers"][0]
+    container = find(groups_for(stack), "Deployment", "cluster-autoscaler")["spec"]["template"]["spec"]["containers"][0]
     return {e["name"]: e["value"] for e in container["env"]}
 
 
@@ -36,8 +36,13 @@ def test_scale_down_is_bounded_and_paced():
     flags = _flags()
     assert int(flags["max-scale-down-parallelism"]) in range(1, 11)
     assert flags["max-drain-parallelism"] == "1"
-    for flag in ("scale-down-unneeded-time", "scale-down-delay-after-add", "scale-down-delay-after-delete",
-                 "scale-down-delay-after-failure", "max-node-provision-time"):
+    for flag in (
+        "scale-down-unneeded-time",
+        "scale-down-delay-after-add",
+        "scale-down-delay-after-delete",
+        "scale-down-delay-after-failure",
+        "max-node-provision-time",
+    ):
         assert flags[flag][-1] in "smh" and int(flags[flag][:-1]) > 0, flag
 
 
@@ -81,8 +86,9 @@ def test_autoscaler_pod_stays_put_and_reaches_imds_from_the_host():
 
 
 def test_image_follows_the_kubernetes_minor():
-    image = find(groups_for("dev"), "Deployment", "cluster-autoscaler")["spec"]["template"]["spec"][
-        "containers"][0]["image"]
+    image = find(groups_for("dev"), "Deployment", "cluster-autoscaler")["spec"]["template"]["spec"]["containers"][0][
+        "image"
+    ]
     assert image.split("/", 1)[1].startswith("k8s/autoscaling/cluster-autoscaler:v1.33.")
 
 
@@ -92,12 +98,15 @@ def test_unready_percentage_of_half_or_more_is_refused(value):
         spec_for("dev", addons={"clusterAutoscaler": {"maxTotalUnreadyPercentage": value}})
 
 
-@pytest.mark.parametrize("settings,key", [
-    ({"maxNodeProvisionTime": "15 minutes"}, "addons.clusterAutoscaler.maxNodeProvisionTime"),
-    ({"maxNodeProvisionTime": "2h"}, "addons.clusterAutoscaler.maxNodeProvisionTime = '2h'"),
-    ({"readQps": 100}, "addons.clusterAutoscaler.readQps = 100"),
-    ({"maxScaleDownParallelism": 0}, "addons.clusterAutoscaler.maxScaleDownParallelism = 0"),
-])
+@pytest.mark.parametrize(
+    "settings,key",
+    [
+        ({"maxNodeProvisionTime": "15 minutes"}, "addons.clusterAutoscaler.maxNodeProvisionTime"),
+        ({"maxNodeProvisionTime": "2h"}, "addons.clusterAutoscaler.maxNodeProvisionTime = '2h'"),
+        ({"readQps": 100}, "addons.clusterAutoscaler.readQps = 100"),
+        ({"maxScaleDownParallelism": 0}, "addons.clusterAutoscaler.maxScaleDownParallelism = 0"),
+    ],
+)
 def test_bad_autoscaler_settings_name_the_key(settings, key):
     with pytest.raises(ConfigError) as caught:
         spec_for("dev", addons={"clusterAutoscaler": settings})

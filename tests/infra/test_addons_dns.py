@@ -52,6 +52,7 @@ def test_coredns_memory_follows_the_5000_node_scale_job():
     def limit(stack):
         pod = find(groups_for(stack), "Deployment", "coredns")["spec"]["template"]["spec"]
         return pod["containers"][0]["resources"]["limits"]["memory"]
+
     assert limit("prod") == "340Mi" and limit("dev") == "170Mi"
 
 
@@ -76,18 +77,24 @@ def test_node_local_dns_listens_on_the_local_ip_and_the_service_ip():
 def test_every_host_network_pod_resolves_cluster_names(stack):
     objects = all_objects(groups_for(stack, addons={"balloons": {"headroomNodes": {"cpu": 1}}}))
     host_network = [(w, pod) for w, pod in pod_templates(objects) if pod.get("hostNetwork")]
-    assert {w["metadata"]["name"] for w, _ in host_network} >= {"node-local-dns", "iptables-exporter",
-                                                                "cluster-autoscaler"}
+    assert {w["metadata"]["name"] for w, _ in host_network} >= {
+        "node-local-dns",
+        "iptables-exporter",
+        "cluster-autoscaler",
+    }
     for workload, pod in host_network:
         assert pod["dnsPolicy"] == "ClusterFirstWithHostNet", workload["metadata"]["name"]
 
 
-@pytest.mark.parametrize("settings,key", [
-    ({"coredns": {"maxReplicas": 1, "minReplicas": 2}}, "addons.coredns.maxReplicas = 1"),
-    ({"coredns": {"maxReplica": 5}}, "addons.coredns.maxReplica = 5"),
-    ({"nodeLocalDns": {"localIp": "10.0.0.10"}}, "addons.nodeLocalDns.localIp = '10.0.0.10'"),
-    ({"coredns": {"enabled": False}}, "addons.nodeLocalDns.enabled = True"),
-])
+@pytest.mark.parametrize(
+    "settings,key",
+    [
+        ({"coredns": {"maxReplicas": 1, "minReplicas": 2}}, "addons.coredns.maxReplicas = 1"),
+        ({"coredns": {"maxReplica": 5}}, "addons.coredns.maxReplica = 5"),
+        ({"nodeLocalDns": {"localIp": "10.0.0.10"}}, "addons.nodeLocalDns.localIp = '10.0.0.10'"),
+        ({"coredns": {"enabled": False}}, "addons.nodeLocalDns.enabled = True"),
+    ],
+)
 def test_bad_dns_settings_name_the_key(settings, key):
     with pytest.raises(ConfigError) as caught:
         spec_for("dev", addons=settings)

@@ -29,6 +29,7 @@ def accepted_settings(attr: str) -> list[str]:
 def test_every_setting_is_documented(attr):
     key = CONFIG_KEY[attr]
     for setting in accepted_settings(attr):
-        assert re.search(rf"`addons\.{key}\.[^`]*\b{setting}\b|`addons\.{key}\.[^`]*`[^|]*`\.{setting}`", README), \
+        assert re.search(rf"`addons\.{key}\.[^`]*\b{setting}\b|`addons\.{key}\.[^`]*`[^|]*`\.{setting}`", README), (
             f"the config reference lacks addons.{key}.{setting}"
+        )
     assert f"`addons.{key}`" in README and key in PROJECT

@@ -59,8 +59,10 @@ def test_one_health_check_per_gpu_pool_expecting_the_pools_gpu_count():
 
 def test_admission_policy_confines_the_health_check_to_its_own_node_and_taint():
     policy = find(groups_for("prod"), "ValidatingAdmissionPolicy", "supercluster-gpu-health-check")["spec"]
-    assert policy["matchConditions"][0]["expression"] == \
-        "request.userInfo.username == 'system:serviceaccount:kube-system:gpu-health-check'"
+    assert (
+        policy["matchConditions"][0]["expression"]
+        == "request.userInfo.username == 'system:serviceaccount:kube-system:gpu-health-check'"
+    )
     expressions = " ".join(v["expression"] for v in policy["validations"])
     assert "authentication.kubernetes.io/node-name" in expressions and "object.metadata.name" in expressions
     assert f"t.key != '{GPU_STARTUP_TAINT_KEY}'" in expressions
@@ -70,9 +72,15 @@ def test_admission_policy_confines_the_health_check_to_its_own_node_and_taint():
 
 def test_taint_follows_the_verdict():
     script = _load("node_taint")
-    node = {"metadata": {"resourceVersion": "42"},
-            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
-                                {"key": GPU_STARTUP_TAINT_KEY, "effect": "NoSchedule"}]}}
+    node = {
+        "metadata": {"resourceVersion": "42"},
+        "spec": {
+            "taints": [
+                {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                {"key": GPU_STARTUP_TAINT_KEY, "effect": "NoSchedule"},
+            ]
+        },
+    }
     healthy = script.taint_patch(node, GPU_STARTUP_TAINT_KEY, "NoSchedule", healthy=True)
     assert healthy[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "42"}
     assert healthy[1]["value"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
@@ -80,8 +88,11 @@ def test_taint_follows_the_verdict():
     untainted = {"metadata": {"resourceVersion": "43"}, "spec": {}}
     assert script.taint_patch(untainted, GPU_STARTUP_TAINT_KEY, "NoSchedule", healthy=True) is None
     retaint = script.taint_patch(untainted, GPU_STARTUP_TAINT_KEY, "NoSchedule", healthy=False)
-    assert retaint[1] == {"op": "add", "path": "/spec/taints",
-                          "value": [{"key": GPU_STARTUP_TAINT_KEY, "effect": "NoSchedule"}]}
+    assert retaint[1] == {
+        "op": "add",
+        "path": "/spec/taints",
+        "value": [{"key": GPU_STARTUP_TAINT_KEY, "effect": "NoSchedule"}],
+    }
 
 
 def test_verdict_file(tmp_path):
@@ -105,8 +116,12 @@ def test_gpu_check_script_parses_and_reaches_a_verdict(tmp_path):
         (fake_bin / tool).write_text("#!/bin/sh\nexit 1\n")
         (fake_bin / tool).chmod(0o755)
     status = tmp_path / "verdict"
-    env = {"PATH": f"{fake_bin}:/usr/bin:/bin", "EXPECTED_GPUS": "8", "INTERVAL_SECONDS": "60",
-           "STATUS_FILE": str(status)}
+    env = {
+        "PATH": f"{fake_bin}:/usr/bin:/bin",
+        "EXPECTED_GPUS": "8",
+        "INTERVAL_SECONDS": "60",
+        "STATUS_FILE": str(status),
+    }
     process = subprocess.Popen([bash, str(script)], env=env)
     try:
         for _ in range(100):
@@ -123,8 +138,10 @@ def test_gpu_agents_tolerate_the_start_up_taint_and_balloons_do_not():
     groups = groups_for("prod", addons={"balloons": {"headroomNodes": {"h100a": 2}}})
     for workload, pod in pod_templates(all_objects(groups)):
         name = workload["metadata"]["name"]
-        tolerates = any(t.get("operator") == "Exists" and "key" not in t or t.get("key") == GPU_STARTUP_TAINT_KEY
-                        for t in pod.get("tolerations", []))
+        tolerates = any(
+            t.get("operator") == "Exists" and "key" not in t or t.get("key") == GPU_STARTUP_TAINT_KEY
+            for t in pod.get("tolerations", [])
+        )
         if name.startswith(("gpu-health-check", "nvidia-device-plugin")):
             assert tolerates, name
         if name.startswith("balloon"):
@@ -158,6 +175,7 @@ def test_every_add_on_container_that_asks_for_all_gpus_is_privileged():
 
 def _cloud_files(cloud_init: str) -> dict[str, dict]:
     import yaml
+
     return {f["path"]: f for f in yaml.safe_load(cloud_init)["write_files"]}
 
 

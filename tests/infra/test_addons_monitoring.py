@@ -32,8 +32,14 @@ RECEIVERS = [
     {"name": "oncall", "type": "pagerduty", "keyVaultSecret": "alerting-pagerduty-key", "severities": ["critical"]},
     {"name": "team-chat", "type": "msteams", "keyVaultSecret": "alerting-teams-url"},
     {"name": "hook", "type": "webhook", "keyVaultSecret": "alerting-webhook-url", "severities": ["warning"]},
-    {"name": "mail", "type": "email", "keyVaultSecret": "alerting-smtp-password", "to": "oncall@example.com",
-     "from": "cluster@example.com", "smarthost": "smtp.example.com:587"},
+    {
+        "name": "mail",
+        "type": "email",
+        "keyVaultSecret": "alerting-smtp-password",
+        "to": "oncall@example.com",
+        "from": "cluster@example.com",
+        "smarthost": "smtp.example.com:587",
+    },
 ]
 
 
@@ -86,8 +92,12 @@ def test_each_node_shard_keeps_its_own_hash_bucket_of_every_node_job():
         assert {job["job_name"] for job in jobs} == {j.job for j in shards.node_jobs(9253, 9119)}
         for job in jobs:
             hashmod, keep = job["relabel_configs"][:2]
-            assert hashmod == {"source_labels": ["__meta_kubernetes_node_name"], "modulus": len(node_shards),
-                               "target_label": "__tmp_shard", "action": "hashmod"}
+            assert hashmod == {
+                "source_labels": ["__meta_kubernetes_node_name"],
+                "modulus": len(node_shards),
+                "target_label": "__tmp_shard",
+                "action": "hashmod",
+            }
             assert keep == {"source_labels": ["__tmp_shard"], "regex": str(index), "action": "keep"}
             assert job["sample_limit"] > 0
 
@@ -101,20 +111,27 @@ def test_the_node_shards_scrape_kubelet_cadvisor_dcgm_node_exporter_and_the_exis
     assert jobs["iptables-exporter"]["relabel_configs"][2]["replacement"] == "${1}:9119"
     assert jobs["node-local-dns"]["relabel_configs"][2]["replacement"] == "${1}:9253"
     gpu_label = GPU_PRESENT_LABEL.replace(".", "_").replace("/", "_")
-    gpu_keep = {"source_labels": [f"__meta_kubernetes_node_label_{gpu_label}"],
-                "regex": "true", "action": "keep"}
+    gpu_keep = {"source_labels": [f"__meta_kubernetes_node_label_{gpu_label}"], "regex": "true", "action": "keep"}
     assert gpu_keep in jobs["dcgm-exporter"]["relabel_configs"]
 
 
 def test_the_control_plane_shard_scrapes_both_etcd_clusters_their_backup_age_and_the_cluster_readers():
     spec = spec_for("prod")
     jobs = {job["job_name"]: job for job in _configs()["control-plane"]["scrape_configs"]}
-    assert set(jobs) == {"apiserver", "etcd-main", "etcd-events", "etcd-backup", "coredns", "cluster-autoscaler",
-                         "kube-state-metrics"}
+    assert set(jobs) == {
+        "apiserver",
+        "etcd-main",
+        "etcd-events",
+        "etcd-backup",
+        "coredns",
+        "cluster-autoscaler",
+        "kube-state-metrics",
+    }
     assert len(jobs["etcd-main"]["static_configs"][0]["targets"]) == 5
     etcd_ips = spec.addresses.etcd_ips("etcd", 5) + spec.addresses.etcd_ips("events-etcd", 3)
-    assert jobs["etcd-backup"]["static_configs"][0]["targets"] == \
-        [f"{ip}:{backup_metrics.METRICS_PORT}" for ip in etcd_ips]
+    assert jobs["etcd-backup"]["static_configs"][0]["targets"] == [
+        f"{ip}:{backup_metrics.METRICS_PORT}" for ip in etcd_ips
+    ]
     assert jobs["etcd-events"]["static_configs"][0]["targets"][0] == f"{etcd_ips[5]}:2381"
 
 
@@ -130,8 +147,9 @@ def test_every_shard_sends_alerts_to_both_alertmanagers_and_loads_its_rules():
 
 def _alertmanager_config(tmp_path: Path, receivers=RECEIVERS) -> Path:
     spec = spec_for("prod", addons={"monitoring": {"receivers": receivers}})
-    text = find(groups_for("prod", addons={"monitoring": {"receivers": receivers}}),
-                "ConfigMap", "alertmanager")["data"]["alertmanager.yml"]
+    text = find(groups_for("prod", addons={"monitoring": {"receivers": receivers}}), "ConfigMap", "alertmanager")[
+        "data"
+    ]["alertmanager.yml"]
     assert text == alertmanager.config(spec.addons.monitoring.receivers, spec.config.cluster_name)
     (tmp_path / "alertmanager.yml").write_text(text)
     return tmp_path / "alertmanager.yml"
@@ -164,7 +182,9 @@ def test_receiver_secrets_are_files_named_after_key_vault_secrets_never_values()
     document = yaml.safe_load(find(groups, "ConfigMap", "alertmanager")["data"]["alertmanager.yml"])
     by_name = {r["name"]: r for r in document["receivers"]}
     assert by_name["oncall"]["pagerduty_configs"][0] == {
-        "routing_key_file": f"{alertmanager.SECRETS_DIR}/alerting-pagerduty-key", "send_resolved": True}
+        "routing_key_file": f"{alertmanager.SECRETS_DIR}/alerting-pagerduty-key",
+        "send_resolved": True,
+    }
     assert by_name["mail"]["email_configs"][0]["auth_password_file"].endswith("/alerting-smtp-password")
     pod = find(groups, "StatefulSet", "alertmanager")["spec"]["template"]["spec"]
     (secret,) = [v for v in pod["volumes"] if "secret" in v]
@@ -172,15 +192,22 @@ def test_receiver_secrets_are_files_named_after_key_vault_secrets_never_values()
     assert not [o for objs in groups.values() for o in objs if o["kind"] == "Secret"]
 
 
-@pytest.mark.parametrize("receivers,key", [
-    ([{"name": "x", "type": "sms", "keyVaultSecret": "a"}], "addons.monitoring.receivers[0].type"),
-    ([{"name": "x", "type": "webhook", "keyVaultSecret": "not/valid"}],
-     "addons.monitoring.receivers[0].keyVaultSecret"),
-    ([{"name": "x", "type": "email", "keyVaultSecret": "a"}], "addons.monitoring.receivers[0].to"),
-    ([{"name": "x", "type": "webhook", "keyVaultSecret": "a", "severities": ["info"]}],
-     "addons.monitoring.receivers[0].severities"),
-    ([{"name": "x", "type": "webhook", "keyVaultSecret": "a"}] * 2, "addons.monitoring.receivers"),
-])
+@pytest.mark.parametrize(
+    "receivers,key",
+    [
+        ([{"name": "x", "type": "sms", "keyVaultSecret": "a"}], "addons.monitoring.receivers[0].type"),
+        (
+            [{"name": "x", "type": "webhook", "keyVaultSecret": "not/valid"}],
+            "addons.monitoring.receivers[0].keyVaultSecret",
+        ),
+        ([{"name": "x", "type": "email", "keyVaultSecret": "a"}], "addons.monitoring.receivers[0].to"),
+        (
+            [{"name": "x", "type": "webhook", "keyVaultSecret": "a", "severities": ["info"]}],
+            "addons.monitoring.receivers[0].severities",
+        ),
+        ([{"name": "x", "type": "webhook", "keyVaultSecret": "a"}] * 2, "addons.monitoring.receivers"),
+    ],
+)
 def test_bad_receivers_are_refused_naming_the_key(receivers, key):
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
         spec_for("dev", addons={"monitoring": {"receivers": receivers}})
@@ -205,17 +232,24 @@ def test_each_shard_is_a_pair_on_two_nodes_with_its_data_on_the_node_disk_and_ke
     (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"] == workload["spec"]["selector"]["matchLabels"]
-    assert not [o for objs in groups.values() for o in objs if o["kind"] == "Deployment" and
-                o["metadata"]["name"] == "prometheus"]
+    assert not [
+        o
+        for objs in groups.values()
+        for o in objs
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "prometheus"
+    ]
 
 
 def test_a_config_change_rolls_the_shard():
     before = find(groups_for("prod"), "StatefulSet", "prometheus-control-plane")
-    after = find(groups_for("prod", addons={"monitoring": {"scrapeInterval": "15s"}}), "StatefulSet",
-                 "prometheus-control-plane")
+    after = find(
+        groups_for("prod", addons={"monitoring": {"scrapeInterval": "15s"}}), "StatefulSet", "prometheus-control-plane"
+    )
     key = "supercluster.io/config-sha256"
-    assert before["spec"]["template"]["metadata"]["annotations"][key] != \
-        after["spec"]["template"]["metadata"]["annotations"][key]
+    assert (
+        before["spec"]["template"]["metadata"]["annotations"][key]
+        != after["spec"]["template"]["metadata"]["annotations"][key]
+    )
 
 
 def test_exporters_run_where_their_targets_are():
@@ -224,7 +258,9 @@ def test_exporters_run_where_their_targets_are():
     assert node_exporter["tolerations"] == [{"operator": "Exists"}] and node_exporter["hostNetwork"]
     dcgm = find(groups, "DaemonSet", exporters.DCGM_EXPORTER)["spec"]["template"]["spec"]
     assert dcgm["nodeSelector"] == {GPU_PRESENT_LABEL: "true"}
-    assert dcgm["containers"][0]["image"].endswith(images.DCGM_EXPORTER.removeprefix("nvcr.io/"))  # via the cluster's cache
+    assert dcgm["containers"][0]["image"].endswith(
+        images.DCGM_EXPORTER.removeprefix("nvcr.io/")
+    )  # via the cluster's cache
     ksm = find(groups, "Deployment", exporters.KUBE_STATE_METRICS)["spec"]["template"]["spec"]
     assert "--resources=nodes,pods,deployments,daemonsets,statefulsets,namespaces" in ksm["containers"][0]["args"]
 
@@ -254,8 +290,18 @@ def test_dashboards_load_in_grafanas_dashboard_model_and_their_queries_parse(tmp
     assert result.returncode == 0 and result.stdout.count("OK ") == 4, result.stdout
     queries = [t["expr"] for text in boards.values() for p in json.loads(text)["panels"] for t in p["targets"]]
     rules_file = tmp_path / "queries.yaml"
-    rules_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": [
-        {"record": f"dashboard:query{i}", "expr": q} for i, q in enumerate(queries)]}]}))
+    rules_file.write_text(
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {
+                        "name": "dashboards",
+                        "rules": [{"record": f"dashboard:query{i}", "expr": q} for i, q in enumerate(queries)],
+                    }
+                ]
+            }
+        )
+    )
     parsed = _run([promtool, "check", "rules", str(rules_file)], 60)
     assert parsed.returncode == 0, parsed.stdout + parsed.stderr
 

@@ -20,11 +20,32 @@ from tests.helpers import parsed
 from tests.infra.addon_fixtures import all_objects, groups_for
 
 # Pod Security Standards, baseline "Capabilities": what a container may add beyond the runtime's default.
-BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
 # Pod Security Standards, restricted "Volume Types".
-RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-                      "projected", "secret"}
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 
 
 def _baseline_violations(pod: dict) -> list[str]:
@@ -42,8 +63,7 @@ def _baseline_violations(pod: dict) -> list[str]:
 
 def _restricted_violations(pod: dict) -> list[str]:
     found = _baseline_violations(pod)
-    found += [f"volume {v['name']}" for v in pod.get("volumes", [])
-              if not set(v) - {"name"} <= RESTRICTED_VOLUMES]
+    found += [f"volume {v['name']}" for v in pod.get("volumes", []) if not set(v) - {"name"} <= RESTRICTED_VOLUMES]
     pod_context = pod.get("securityContext", {})
     for c in pod["containers"] + pod.get("initContainers", []):
         context = {**pod_context, **c.get("securityContext", {})}
@@ -72,8 +92,11 @@ def _beyond_hostpath(pod: dict) -> list[str]:
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_add_on_namespace_states_its_level_and_its_pods_pass_it(stack):
     objects = all_objects(groups_for(stack))
-    levels = {o["metadata"]["name"]: o["metadata"]["labels"].get(POD_SECURITY_ENFORCE_LABEL)
-              for o in objects if o["kind"] == "Namespace"}
+    levels = {
+        o["metadata"]["name"]: o["metadata"]["labels"].get(POD_SECURITY_ENFORCE_LABEL)
+        for o in objects
+        if o["kind"] == "Namespace"
+    }
     privileged = {name: level for name, level in levels.items() if level not in CHECKS}
     assert privileged == PRIVILEGED_NAMESPACES, levels
     for workload, pod in pod_templates(objects):
@@ -89,15 +112,30 @@ def test_every_add_on_namespace_states_its_level_and_its_pods_pass_it(stack):
 
 def test_the_restricted_check_refuses_what_restricted_refuses():
     """The checks above can fail: a locked-down pod passes, each loosening is caught."""
-    ok = {"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}, "containers": [{
-        "name": "c", "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                                          "capabilities": {"drop": ["ALL"]}}}]}
+    ok = {
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [
+            {
+                "name": "c",
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "runAsNonRoot": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+    }
     assert not _restricted_violations(ok)
     assert _restricted_violations({**ok, "securityContext": {}})  # no seccomp profile
     assert _restricted_violations({**ok, "hostNetwork": True})
     assert _restricted_violations({**ok, "volumes": [{"name": "h", "hostPath": {"path": "/"}}]})
-    loose = {**ok["containers"][0], "securityContext": {**ok["containers"][0]["securityContext"],
-                                                        "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]}}}
+    loose = {
+        **ok["containers"][0],
+        "securityContext": {
+            **ok["containers"][0]["securityContext"],
+            "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]},
+        },
+    }
     assert _restricted_violations({**ok, "containers": [loose]})
 
 

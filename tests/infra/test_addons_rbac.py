@@ -16,13 +16,17 @@ CLUSTER_STATE_VERBS = {"list", "watch", "*"}
 
 
 def _rules_for(objects: list[Obj], namespace: str, account: str) -> list[Obj]:
-    roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
-             for o in objects if o["kind"] in ("Role", "ClusterRole")}
+    roles = {
+        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] in ("Role", "ClusterRole")
+    }
     rules = []
     for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
         subjects = binding["subjects"]
-        if not any(s["kind"] == "ServiceAccount" and s["name"] == account and s["namespace"] == namespace
-                   for s in subjects):
+        if not any(
+            s["kind"] == "ServiceAccount" and s["name"] == account and s["namespace"] == namespace for s in subjects
+        ):
             continue
         ref = binding["roleRef"]
         role_ns = binding["metadata"].get("namespace", "") if ref["kind"] == "Role" else ""
@@ -55,8 +59,10 @@ def test_agents_that_never_call_the_apiserver_get_no_token(stack):
         assert pod.get("automountServiceAccountToken") is False, daemon["metadata"]["name"]
         account = pod["serviceAccountName"]
         needs_api = bool(_rules_for(objects, daemon["metadata"]["namespace"], account))
-        projects_token = any("projected" in v and any("serviceAccountToken" in s for s in v["projected"]["sources"])
-                             for v in pod.get("volumes", []))
+        projects_token = any(
+            "projected" in v and any("serviceAccountToken" in s for s in v["projected"]["sources"])
+            for v in pod.get("volumes", [])
+        )
         assert needs_api == projects_token, daemon["metadata"]["name"]
 
 

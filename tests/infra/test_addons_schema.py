@@ -20,15 +20,17 @@ STACKS = {
     "dev": {},
     "prod": {},
     # Every setting away from its default, so non-default shapes are validated too.
-    "dev-tuned": {"addons": {
-        "coredns": {"minReplicas": 3, "maxReplicas": 9},
-        "nodeLocalDns": {"localIp": "169.254.25.10"},
-        "clusterAutoscaler": {"maxTotalUnreadyPercentage": 20, "scaleDownUnreadyEnabled": True},
-        "balloons": {"headroomNodes": {"gpu": 1, "cpu": 2}},
-        "gpuHealthCheck": {"intervalSeconds": 120},
-        "trafficAccounting": {"port": 9455},
-        "monitoring": {"retention": "7d", "storageGiB": 50},
-    }},
+    "dev-tuned": {
+        "addons": {
+            "coredns": {"minReplicas": 3, "maxReplicas": 9},
+            "nodeLocalDns": {"localIp": "169.254.25.10"},
+            "clusterAutoscaler": {"maxTotalUnreadyPercentage": 20, "scaleDownUnreadyEnabled": True},
+            "balloons": {"headroomNodes": {"gpu": 1, "cpu": 2}},
+            "gpuHealthCheck": {"intervalSeconds": 120},
+            "trafficAccounting": {"port": 9455},
+            "monitoring": {"retention": "7d", "storageGiB": 50},
+        }
+    },
 }
 
 

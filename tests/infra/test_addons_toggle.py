@@ -9,8 +9,7 @@ from infra.errors import ConfigError
 from tests.infra.addon_fixtures import all_objects, groups_for, keys, spec_for
 
 # Add-ons whose absence another add-on's validation refuses, switched off together.
-REQUIRES = {"coredns": {"nodeLocalDns": {"enabled": False}},
-            "clusterAutoscaler": {"balloons": {"enabled": False}}}
+REQUIRES = {"coredns": {"nodeLocalDns": {"enabled": False}}, "clusterAutoscaler": {"balloons": {"enabled": False}}}
 HEADROOM = {"balloons": {"headroomNodes": {"cpu": 1}}}
 
 
@@ -49,8 +48,10 @@ def test_base_is_rendered_with_every_addon_off():
     off = {key: {"enabled": False} for key in CONFIG_KEY.values() if key != "gpuHealthCheck"}
     groups = groups_for("dev", addons=off)
     assert set(groups) == {BASE, "gpu_health_check"}
-    assert {o["metadata"]["name"] for o in groups[BASE] if o["kind"] == "PriorityClass"} == \
-        {"supercluster-system", "supercluster-workloads"}
+    assert {o["metadata"]["name"] for o in groups[BASE] if o["kind"] == "PriorityClass"} == {
+        "supercluster-system",
+        "supercluster-workloads",
+    }
 
 
 def test_disabling_the_health_check_with_gpu_pools_is_refused():
@@ -63,16 +64,19 @@ def test_balloons_need_the_autoscaler():
         spec_for("dev", addons={"clusterAutoscaler": {"enabled": False}})
 
 
-@pytest.mark.parametrize("addons,key", [
-    ({"balloons": {"headroomNodes": {"nope": 1}}}, "addons.balloons.headroomNodes.nope = 1"),
-    ({"balloons": {"headroomNodes": {"cpu": 4}}}, "addons.balloons.headroomNodes.cpu = 4"),
-    ({"balloons": {"headroom": 1}}, "addons.balloons.headroom = 1"),
-    ({"nvidiaDevicePlugin": {"version": "0.17"}}, "addons.nvidiaDevicePlugin.version"),
-    ({"gpuHealthCheck": {"intervalSeconds": 5}}, "addons.gpuHealthCheck.intervalSeconds = 5"),
-    ({"trafficAccounting": {"port": 80}}, "addons.trafficAccounting.port = 80"),
-    ({"monitoring": {"retention": "forever"}}, "addons.monitoring.retention = 'forever'"),
-    ({"monitoring": {"enabled": False, "storageGiB": 1}}, "addons.monitoring.storageGiB = 1"),
-])
+@pytest.mark.parametrize(
+    "addons,key",
+    [
+        ({"balloons": {"headroomNodes": {"nope": 1}}}, "addons.balloons.headroomNodes.nope = 1"),
+        ({"balloons": {"headroomNodes": {"cpu": 4}}}, "addons.balloons.headroomNodes.cpu = 4"),
+        ({"balloons": {"headroom": 1}}, "addons.balloons.headroom = 1"),
+        ({"nvidiaDevicePlugin": {"version": "0.17"}}, "addons.nvidiaDevicePlugin.version"),
+        ({"gpuHealthCheck": {"intervalSeconds": 5}}, "addons.gpuHealthCheck.intervalSeconds = 5"),
+        ({"trafficAccounting": {"port": 80}}, "addons.trafficAccounting.port = 80"),
+        ({"monitoring": {"retention": "forever"}}, "addons.monitoring.retention = 'forever'"),
+        ({"monitoring": {"enabled": False, "storageGiB": 1}}, "addons.monitoring.storageGiB = 1"),
+    ],
+)
 def test_every_addon_setting_is_validated_strictly(addons, key):
     with pytest.raises(ConfigError) as caught:
         spec_for("dev", addons=addons)
@@ -89,8 +93,9 @@ def test_balloons_hold_one_node_each_of_their_pool():
     assert pod["priorityClassName"] == "supercluster-balloons"
     assert pod["nodeSelector"] == {"supercluster.io/pool": "h100a"}
     assert pod["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == 8
-    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
-                                   "effect": "NoSchedule"}]
+    assert pod["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+    ]
     (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["labelSelector"]["matchLabels"] == {"app.kubernetes.io/name": "balloon-h100a"}
     cpu = deployments["balloon-cpu"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]

@@ -27,8 +27,13 @@ UNLIMITED = {"maxPrivateIpsPerVnet": 10**9, "maxPrivateIpsPerPeeredGroup": 10**9
 
 def _raw_pool(name: str, slot: int, role: str, infiniband: bool, max_nodes: int, pod_ips_per_node: int) -> dict:
     return {
-        "name": name, "role": role, "addressSlot": slot, "minNodes": 0, "maxNodes": max_nodes,
-        "podIpsPerNode": pod_ips_per_node, "infiniband": infiniband,
+        "name": name,
+        "role": role,
+        "addressSlot": slot,
+        "minNodes": 0,
+        "maxNodes": max_nodes,
+        "podIpsPerNode": pod_ips_per_node,
+        "infiniband": infiniband,
         "vmSize": "Standard_ND96isr_H100_v5" if role == "gpu" else "Standard_D16ds_v5",
     }
 
@@ -41,12 +46,20 @@ def pool_mixes(draw) -> dict:
     pools = []
     for i, slot in enumerate(slots):
         role = draw(st.sampled_from(["gpu", "cpu"]))
-        pools.append(_raw_pool(
-            f"p{i}", slot, role, role == "gpu" and draw(st.booleans()),
-            draw(st.integers(1, 6_000)), draw(st.one_of(*[st.integers(1, 12)] * 6, st.integers(1, 255)))))
+        pools.append(
+            _raw_pool(
+                f"p{i}",
+                slot,
+                role,
+                role == "gpu" and draw(st.booleans()),
+                draw(st.integers(1, 6_000)),
+                draw(st.one_of(*[st.integers(1, 12)] * 6, st.integers(1, 255))),
+            )
+        )
     raw = raw_stack("dev")
-    raw["network"]["addressSpace"] = draw(st.sampled_from(["10.0.0.0/8", "10.0.0.0/8", "10.0.0.0/8",
-                                                           "10.64.0.0/10", "172.16.0.0/12", "10.0.0.0/14"]))
+    raw["network"]["addressSpace"] = draw(
+        st.sampled_from(["10.0.0.0/8", "10.0.0.0/8", "10.0.0.0/8", "10.64.0.0/10", "172.16.0.0/12", "10.0.0.0/14"])
+    )
     raw["network"]["serviceCidr"] = "192.168.0.0/20"
     raw["network"]["hub"] = draw(st.sampled_from([{"stack": "org/hub/prod"}, {"addressSpace": "192.168.64.0/22"}]))
     raw["nodePools"] = pools
@@ -87,7 +100,8 @@ def assert_well_formed(plan: AddressPlan, raw: dict) -> None:
             assert subnet.private_ips == shard.max_nodes * node_ips(pool) + AZURE_RESERVED_PER_SUBNET
             assert subnet.cidr.num_addresses >= shard.capacity * node_ips(pool) + AZURE_RESERVED_PER_SUBNET
     assert plan.private_ips == sum(s.private_ips for v in plan.vnets for s in v.subnets) + (
-        plan.hub.private_ips if plan.hub else 0)
+        plan.hub.private_ips if plan.hub else 0
+    )
     assert all(v.private_ips <= plan.max_private_ips_per_vnet for v in plan.vnets)
     assert plan.private_ips <= plan.max_private_ips_per_peered_group
 
@@ -186,8 +200,12 @@ def test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_rai
     assert "cpu podIpsPerNode <= 13 or maxNodes <= 4,324" in error.accepted
     assert f"raise the limit to {total:,}" in error.accepted
     # Every suggestion really fits.
-    for pool, key, value in [(0, "podIpsPerNode", 4), (0, "maxNodes", 1_730), (2, "podIpsPerNode", 13),
-                             (2, "maxNodes", 4_324)]:
+    for pool, key, value in [
+        (0, "podIpsPerNode", 4),
+        (0, "maxNodes", 1_730),
+        (2, "podIpsPerNode", 13),
+        (2, "maxNodes", 4_324),
+    ]:
         fixed = raw_stack("prod")
         fixed["nodePools"] = [dict(p) for p in raw["nodePools"]]
         fixed["nodePools"][pool][key] = value
@@ -220,14 +238,20 @@ def test_over_a_lowered_vnet_limit_names_the_pool_and_the_pod_ips_that_fit():
     plan_addresses(parse_config(raw, "eastus"))
 
 
-@pytest.mark.parametrize("change,key,accepted", [
-    ({"nodePools[0].name": "system"}, "nodePools[0].name", "a name other than system or hub"),
-    ({"nodePools[1].podIpsPerNode": 255}, "nodePools[1].podIpsPerNode",
-     "at most 64 pod IPs per node: one cpu scale set of 1000 VMs needs 256,005 addresses"),
-    ({"network.addressSpace": "10.0.0.0/16"}, "nodePools[1].podIpsPerNode", "or a larger network.addressSpace"),
-    ({"network.addressSpace": "10.0.0.0/19"}, "network.addressSpace", "a range of /18 or larger"),
-    ({"network.hub.addressSpace": "10.250.0.0/27"}, "network.hub.addressSpace", "a range of /26 or larger"),
-])
+@pytest.mark.parametrize(
+    "change,key,accepted",
+    [
+        ({"nodePools[0].name": "system"}, "nodePools[0].name", "a name other than system or hub"),
+        (
+            {"nodePools[1].podIpsPerNode": 255},
+            "nodePools[1].podIpsPerNode",
+            "at most 64 pod IPs per node: one cpu scale set of 1000 VMs needs 256,005 addresses",
+        ),
+        ({"network.addressSpace": "10.0.0.0/16"}, "nodePools[1].podIpsPerNode", "or a larger network.addressSpace"),
+        ({"network.addressSpace": "10.0.0.0/19"}, "network.addressSpace", "a range of /18 or larger"),
+        ({"network.hub.addressSpace": "10.250.0.0/27"}, "network.hub.addressSpace", "a range of /26 or larger"),
+    ],
+)
 def test_impossible_layouts_are_refused_with_the_key(change, key, accepted):
     raw = raw_stack("dev")
     for path, value in change.items():
@@ -248,8 +272,14 @@ def test_impossible_layouts_are_refused_with_the_key(change, key, accepted):
 def test_static_addresses_stay_inside_their_subnets_and_never_collide():
     plan = plan_addresses(parsed("prod"))
     assert [s.key for s in plan.vnet("system").subnets] == list(SYSTEM_SUBNETS)
-    taken = [*plan.etcd_ips("etcd", 7), *plan.etcd_ips("events-etcd", 7), plan.apiserver_lb_ip(),
-             *plan.apiserver_ips(15), plan.nat_lb_ip(), *plan.nat_host_ips(16)]
+    taken = [
+        *plan.etcd_ips("etcd", 7),
+        *plan.etcd_ips("events-etcd", 7),
+        plan.apiserver_lb_ip(),
+        *plan.apiserver_ips(15),
+        plan.nat_lb_ip(),
+        *plan.nat_host_ips(16),
+    ]
     assert len(set(taken)) == len(taken)
     assert ipaddress.ip_address(plan.nat_lb_ip()) in plan.subnet("nat").cidr
     assert all(ipaddress.ip_address(ip) in plan.subnet("nat").cidr for ip in plan.nat_host_ips(16))

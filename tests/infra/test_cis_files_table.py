@@ -36,7 +36,9 @@ def apiserver() -> dict[str, dict]:
 def etcd_member() -> dict[str, dict]:
     cluster = spec("prod")
     etcd = etcd_cluster_spec(cluster, MAIN)
-    return _entries(etcd_machine.member_cloud_init(etcd, etcd.members[0], naming.key_vault(cluster.config.cluster_name)))
+    return _entries(
+        etcd_machine.member_cloud_init(etcd, etcd.members[0], naming.key_vault(cluster.config.cluster_name))
+    )
 
 
 @functools.cache

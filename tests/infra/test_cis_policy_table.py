@@ -25,10 +25,17 @@ from tests.infra.control_plane_files import component_flags, files, machines, sp
 
 DOC = "docs/cis-benchmark.md"
 SECTION_3 = [f"3.1.{n}" for n in range(1, 4)] + ["3.2.1", "3.2.2"]
-SECTION_5 = ([f"5.1.{n}" for n in range(1, 14)] + [f"5.2.{n}" for n in range(1, 13)] + ["5.3.1", "5.3.2"]
-             + ["5.4.1", "5.4.2", "5.5.1"] + [f"5.6.{n}" for n in range(1, 5)])
-ROWS = {**doc_table_rows(DOC, "## CIS Kubernetes Benchmark (control-plane configuration)", "3."),
-        **doc_table_rows(DOC, "## CIS Kubernetes Benchmark (policies)", "5.")}
+SECTION_5 = (
+    [f"5.1.{n}" for n in range(1, 14)]
+    + [f"5.2.{n}" for n in range(1, 13)]
+    + ["5.3.1", "5.3.2"]
+    + ["5.4.1", "5.4.2", "5.5.1"]
+    + [f"5.6.{n}" for n in range(1, 5)]
+)
+ROWS = {
+    **doc_table_rows(DOC, "## CIS Kubernetes Benchmark (control-plane configuration)", "3."),
+    **doc_table_rows(DOC, "## CIS Kubernetes Benchmark (policies)", "5."),
+}
 RBAC_KINDS = ("Role", "ClusterRole")
 
 
@@ -66,13 +73,19 @@ def _admission() -> dict:
 
 # ----------------------------------------------------------------------------- the named checks
 
+
 def only_the_admin_certificate_is_a_user() -> None:
     certificates = pki.certificates(spec("prod").addresses, 3)
     people = [c for c in certificates if c.organization == pki.SUPERUSER_GROUP]
     assert [(c.common_name, c.on_machine) for c in people] == [(pki.ADMIN_USER, False)]
     others = {c.common_name for c in certificates if c is not people[0]}
-    assert others == {"kube-apiserver", pki.KUBELET_CLIENT_USER, "front-proxy-client", pki.CONTROLLER_MANAGER_USER,
-                      pki.SCHEDULER_USER}, others
+    assert others == {
+        "kube-apiserver",
+        pki.KUBELET_CLIENT_USER,
+        "front-proxy-client",
+        pki.CONTROLLER_MANAGER_USER,
+        pki.SCHEDULER_USER,
+    }, others
     authentication = yaml.safe_load(files(machines("prod")[0])[paths.AUTHENTICATION_CONFIG])
     assert "jwt" not in authentication  # no identity provider: researchers' access is the admin's to grant
 
@@ -83,12 +96,18 @@ def no_add_on_may_create_tokens() -> None:
 
 def bootstrap_tokens_only_join_nodes() -> None:
     bindings = [o for o in objects() if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
-    bootstrap = {o["roleRef"]["name"] for o in bindings
-                 if any(s["name"].startswith("system:bootstrappers") for s in o["subjects"])}
-    assert bootstrap == {"system:node-bootstrapper",
-                         "system:certificates.k8s.io:certificatesigningrequests:nodeclient"}, bootstrap
-    assert not [o["metadata"]["name"] for o in bindings
-                if any(s["name"] == "system:bootstrappers" for s in o["subjects"])], "only our narrower group"
+    bootstrap = {
+        o["roleRef"]["name"]
+        for o in bindings
+        if any(s["name"].startswith("system:bootstrappers") for s in o["subjects"])
+    }
+    assert bootstrap == {
+        "system:node-bootstrapper",
+        "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+    }, bootstrap
+    assert not [
+        o["metadata"]["name"] for o in bindings if any(s["name"] == "system:bootstrappers" for s in o["subjects"])
+    ], "only our narrower group"
     assert not _grants({"approve"}, {"signers"}, {"certificates.k8s.io"})
     assert not _grants({"update", "patch"}, {"certificatesigningrequests/approval"}, {"certificates.k8s.io"})
 
@@ -103,7 +122,8 @@ def _audit_level(policy: dict, *, verb: str, group: str, resource: str, user: st
         if "verbs" in rule and verb not in rule["verbs"]:
             continue
         if "resources" in rule and not any(
-                r.get("group", "") == group and resource in r.get("resources", [resource]) for r in rule["resources"]):
+            r.get("group", "") == group and resource in r.get("resources", [resource]) for r in rule["resources"]
+        ):
             continue
         return rule["level"]
     return "None"
@@ -124,8 +144,11 @@ def audit_policy_covers_secrets_writes_and_exec() -> None:
 
 
 def nothing_binds_cluster_admin() -> None:
-    assert not [o["metadata"]["name"] for o in objects()
-                if o["kind"] in ("ClusterRoleBinding", "RoleBinding") and o["roleRef"]["name"] == "cluster-admin"]
+    assert not [
+        o["metadata"]["name"]
+        for o in objects()
+        if o["kind"] in ("ClusterRoleBinding", "RoleBinding") and o["roleRef"]["name"] == "cluster-admin"
+    ]
 
 
 def no_add_on_role_reads_secrets() -> None:
@@ -133,8 +156,11 @@ def no_add_on_role_reads_secrets() -> None:
 
 
 def no_wildcard_in_add_on_roles() -> None:
-    wild = [name for name, rule in _rules() if "*" in {*rule.get("verbs", []), *rule.get("resources", []),
-                                                        *rule.get("apiGroups", [])}]
+    wild = [
+        name
+        for name, rule in _rules()
+        if "*" in {*rule.get("verbs", []), *rule.get("resources", []), *rule.get("apiGroups", [])}
+    ]
     assert not wild, wild
 
 
@@ -148,9 +174,16 @@ def every_add_on_pod_has_its_own_service_account() -> None:
 
 
 def tokens_mounted_only_where_the_api_is_used() -> None:
-    accounts = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects() if o["kind"] == "ServiceAccount"}
-    bound = {(s.get("namespace"), s["name"]) for o in objects() if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
-             for s in o["subjects"] if s["kind"] == "ServiceAccount"}
+    accounts = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects() if o["kind"] == "ServiceAccount"
+    }
+    bound = {
+        (s.get("namespace"), s["name"])
+        for o in objects()
+        if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        for s in o["subjects"]
+        if s["kind"] == "ServiceAccount"
+    }
     for workload, pod in pod_templates(objects()):
         key = (workload["metadata"]["namespace"], pod["serviceAccountName"])
         automount = pod.get("automountServiceAccountToken", accounts[key].get("automountServiceAccountToken", True))
@@ -160,8 +193,9 @@ def tokens_mounted_only_where_the_api_is_used() -> None:
 
 
 def no_add_on_role_binds_escalates_or_impersonates() -> None:
-    assert not _grants({"bind", "escalate", "impersonate"}, {"clusterroles", "roles", "users", "groups",
-                                                             "serviceaccounts"})
+    assert not _grants(
+        {"bind", "escalate", "impersonate"}, {"clusterroles", "roles", "users", "groups", "serviceaccounts"}
+    )
 
 
 def no_add_on_role_creates_persistentvolumes() -> None:
@@ -173,9 +207,11 @@ def no_add_on_role_uses_nodes_proxy() -> None:
 
 
 def no_add_on_role_writes_webhook_configurations() -> None:
-    assert not _grants({"create", "update", "patch", "delete"},
-                       {"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
-                       {"admissionregistration.k8s.io"})
+    assert not _grants(
+        {"create", "update", "patch", "delete"},
+        {"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
+        {"admissionregistration.k8s.io"},
+    )
 
 
 def baseline_enforced_everywhere_but_kube_system() -> None:
@@ -189,8 +225,11 @@ def baseline_enforced_everywhere_but_kube_system() -> None:
 def restricted_audited_warned_and_enforced_for_add_ons() -> None:
     defaults = _admission()["PodSecurity"]["defaults"]
     assert defaults["audit"] == defaults["warn"] == "restricted"
-    levels = {o["metadata"]["name"]: o["metadata"]["labels"][POD_SECURITY_ENFORCE_LABEL]
-              for o in objects() if o["kind"] == "Namespace"}
+    levels = {
+        o["metadata"]["name"]: o["metadata"]["labels"][POD_SECURITY_ENFORCE_LABEL]
+        for o in objects()
+        if o["kind"] == "Namespace"
+    }
     # The one exception: Prometheus's TSDB on the node's local NVMe is a hostPath volume
     # (tests/infra/test_addons_pod_security.py: nothing else there goes beyond baseline).
     assert levels.pop(MONITORING_NAMESPACE) == "privileged"
@@ -217,12 +256,18 @@ def no_image_policy_webhook() -> None:
 
 def no_add_on_workload_in_default() -> None:
     assert not [w["metadata"]["name"] for w, _ in pod_templates(objects()) if w["metadata"]["namespace"] == "default"]
-    assert {o["kind"] for o in objects() if o.get("metadata", {}).get("namespace") == "default"} <= {"Role", "RoleBinding"}
+    assert {o["kind"] for o in objects() if o.get("metadata", {}).get("namespace") == "default"} <= {
+        "Role",
+        "RoleBinding",
+    }
 
 
 def restricted_add_on_pods_use_runtime_default() -> None:
-    restricted = {o["metadata"]["name"] for o in objects()
-                  if o["kind"] == "Namespace" and o["metadata"]["labels"][POD_SECURITY_ENFORCE_LABEL] == "restricted"}
+    restricted = {
+        o["metadata"]["name"]
+        for o in objects()
+        if o["kind"] == "Namespace" and o["metadata"]["labels"][POD_SECURITY_ENFORCE_LABEL] == "restricted"
+    }
     checked = 0
     for workload, pod in pod_templates(objects()):
         if workload["metadata"]["namespace"] in restricted:
@@ -237,10 +282,16 @@ def every_add_on_container_has_a_security_context() -> None:
             assert container.get("securityContext"), (workload["metadata"]["name"], container["name"])
 
 
-CHECKS: dict[str, Callable[[], None]] = {name.replace("_", "-"): check for name, check in list(globals().items())
-                                         if callable(check) and not name.startswith("_") and name[0].islower()
-                                         and check.__module__ == __name__ and not name.startswith("test")
-                                         and name not in ("objects",)}
+CHECKS: dict[str, Callable[[], None]] = {
+    name.replace("_", "-"): check
+    for name, check in list(globals().items())
+    if callable(check)
+    and not name.startswith("_")
+    and name[0].islower()
+    and check.__module__ == __name__
+    and not name.startswith("test")
+    and name not in ("objects",)
+}
 
 
 def test_the_tables_cover_every_check_of_sections_3_and_5():
@@ -264,5 +315,7 @@ def test_row_matches_the_rendered_plan(check):
 
 
 def test_every_named_check_is_used_by_a_row():
-    used = {claim.removeprefix("check: ") for claims in ROWS.values() for claim in claims if claim.startswith("check: ")}
+    used = {
+        claim.removeprefix("check: ") for claims in ROWS.values() for claim in claims if claim.startswith("check: ")
+    }
     assert used == set(CHECKS), set(CHECKS) ^ used

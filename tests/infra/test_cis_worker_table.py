@@ -1,4 +1,5 @@
-"""The CIS worker-node table of docs/cis-benchmark.md is checked against the cloud-init every prod node pool receives."""
+"""The CIS worker-node table of docs/cis-benchmark.md is checked against the cloud-init every prod node pool
+receives."""
 
 from __future__ import annotations
 
@@ -28,9 +29,14 @@ from tests.infra.control_plane_files import spec, unit_flags
 CHECKS = [f"4.1.{n}" for n in range(1, 11)] + [f"4.2.{n}" for n in range(1, 15)] + ["4.3.1"]
 # The kernel values kubelet checks when protectKernelDefaults is on (kubernetes pkg/kubelet/cm
 # container_manager_linux.go setupKernelTunables, via pkg/util/sysctl); written out here, not imported.
-KUBELET_KERNEL_EXPECTATIONS = {"vm.overcommit_memory": "1", "vm.panic_on_oom": "0", "kernel.panic": "10",
-                               "kernel.panic_on_oops": "1", "kernel.keys.root_maxkeys": "1000000",
-                               "kernel.keys.root_maxbytes": "25000000"}
+KUBELET_KERNEL_EXPECTATIONS = {
+    "vm.overcommit_memory": "1",
+    "vm.panic_on_oom": "0",
+    "kernel.panic": "10",
+    "kernel.panic_on_oops": "1",
+    "kernel.keys.root_maxkeys": "1000000",
+    "kernel.keys.root_maxbytes": "25000000",
+}
 
 
 ROWS = doc_table_rows("docs/cis-benchmark.md", "## CIS Kubernetes Benchmark (worker nodes)", "4.")
@@ -43,8 +49,14 @@ def pools() -> dict[str, dict[str, dict]]:
     name = cluster.config.cluster_name
     rendered = {}
     for pool in cluster.config.node_pools:
-        node = node_spec(cluster.config, cluster.addresses, pool, shards(pool)[0], vault_name=naming.key_vault(name),
-                         registry_login_server=naming.container_registry_login_server(name))
+        node = node_spec(
+            cluster.config,
+            cluster.addresses,
+            pool,
+            shards(pool)[0],
+            vault_name=naming.key_vault(name),
+            registry_login_server=naming.container_registry_login_server(name),
+        )
         document = yaml.safe_load(render(node_cloud_config(node)))
         rendered[pool.name] = {entry["path"]: entry for entry in document["write_files"]}
     return rendered
@@ -112,8 +124,12 @@ def test_protect_kernel_defaults_agrees_with_every_sysctl_file_a_node_gets():
 
 def test_the_provider_id_drop_in_is_written_readable_by_root_only(tmp_path):
     """The drop-in the kubelet reads as config is written at boot by the real script, against a fake IMDS."""
-    compute = {"subscriptionId": "sub", "resourceGroupName": "prod-rg", "name": "prod-h100a-s000_7",
-               "vmScaleSetName": "prod-h100a-s000"}
+    compute = {
+        "subscriptionId": "sub",
+        "resourceGroupName": "prod-rg",
+        "name": "prod-h100a-s000_7",
+        "vmScaleSetName": "prod-h100a-s000",
+    }
 
     class Imds(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
@@ -132,10 +148,15 @@ def test_the_provider_id_drop_in_is_written_readable_by_root_only(tmp_path):
         script = tmp_path / "provider-id.py"
         script.write_text(machine.source("node/provider_id.py"))
         drop_in = tmp_path / "kubelet.conf.d" / "10-provider-id.conf"
-        subprocess.run([sys.executable, str(script), str(drop_in)], check=True, timeout=30,
-                       env={**os.environ, "IMDS_ENDPOINT": f"http://127.0.0.1:{server.server_port}"})
+        subprocess.run(
+            [sys.executable, str(script), str(drop_in)],
+            check=True,
+            timeout=30,
+            env={**os.environ, "IMDS_ENDPOINT": f"http://127.0.0.1:{server.server_port}"},
+        )
     finally:
         server.shutdown()
     assert oct(drop_in.stat().st_mode & 0o777) == "0o600"
     assert json.loads(drop_in.read_text())["providerID"].endswith(
-        "/virtualMachineScaleSets/prod-h100a-s000/virtualMachines/7")
+        "/virtualMachineScaleSets/prod-h100a-s000/virtualMachines/7"
+    )

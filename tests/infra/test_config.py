@@ -24,8 +24,9 @@ def test_missing_required_key_is_named(key):
     del raw[key]
     with pytest.raises(ConfigError) as caught:
         parse_config(raw, "eastus")
-    assert str(caught.value) == (f"invalid config supercluster:{key} = <missing>: "
-                                 "expected a value (this key is required)")
+    assert str(caught.value) == (
+        f"invalid config supercluster:{key} = <missing>: expected a value (this key is required)"
+    )
 
 
 def test_missing_location_is_named():

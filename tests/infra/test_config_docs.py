@@ -8,9 +8,9 @@ import pytest
 from infra.addons.settings import DESCRIPTIONS as ADDON_DESCRIPTIONS
 from infra.config import parse_config
 from infra.errors import MISSING
+from infra.schema import recording
 from plan import config_docs
 from plan.stack_yaml import load_file
-from infra.schema import recording
 from tests.helpers import raw_stack
 
 
@@ -21,14 +21,16 @@ def reads():
 
 def test_the_reference_in_docs_is_what_the_validator_reads(reads):
     current = config_docs.REFERENCE.read_text()
-    assert current == config_docs.render_reference(current, reads), \
+    assert current == config_docs.render_reference(current, reads), (
         "docs/config-reference.md is stale: run python -m plan.config_docs --write"
+    )
 
 
 def test_pulumi_yaml_config_is_what_the_validator_reads(reads):
     current = config_docs.PROJECT_FILE.read_text()
-    assert current == config_docs.render_project(current, reads), \
+    assert current == config_docs.render_project(current, reads), (
         "Pulumi.yaml is stale: run python -m plan.config_docs --write"
+    )
 
 
 def test_the_generated_pulumi_yaml_still_reads_as_a_project(reads):
@@ -54,7 +56,9 @@ def test_a_read_records_type_bounds_and_default():
     with recording() as reads:
         parse_config(raw_stack("dev"), "eastus")
     by_path = {r.path: r for r in reads}
-    assert by_path["etcd.members"].kind == "integer" and by_path["etcd.members"].accepted == "a whole number from 1 to 7"
+    assert (
+        by_path["etcd.members"].kind == "integer" and by_path["etcd.members"].accepted == "a whole number from 1 to 7"
+    )
     assert by_path["nodePools[].infiniband"].default is False
     assert by_path["clusterName"].default is MISSING
     assert by_path["nodePools[].taints[].effect"].accepted == "one of NoSchedule, PreferNoSchedule, NoExecute"

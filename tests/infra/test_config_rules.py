@@ -32,22 +32,40 @@ def with_network(**changes):
 
 # ------------------------------------------------------------------ addresses
 
-@pytest.mark.parametrize("space,touches", [
-    ("127.0.0.0/8", "loopback"), ("0.0.0.0/8", "'this network'"), ("240.0.0.0/4", "class E"),
-    ("224.0.0.0/4", "multicast"), ("169.254.0.0/16", "link-local"), ("0.0.0.0/0", "link-local"),
-    ("100.64.0.0/10", "public or shared"), ("8.0.0.0/8", "public or shared"), ("11.0.0.0/8", "public or shared"),
-    ("172.0.0.0/8", "public or shared"),
-])
+
+@pytest.mark.parametrize(
+    "space,touches",
+    [
+        ("127.0.0.0/8", "loopback"),
+        ("0.0.0.0/8", "'this network'"),
+        ("240.0.0.0/4", "class E"),
+        ("224.0.0.0/4", "multicast"),
+        ("169.254.0.0/16", "link-local"),
+        ("0.0.0.0/0", "link-local"),
+        ("100.64.0.0/10", "public or shared"),
+        ("8.0.0.0/8", "public or shared"),
+        ("11.0.0.0/8", "public or shared"),
+        ("172.0.0.0/8", "public or shared"),
+    ],
+)
 def test_address_space_must_be_rfc_1918(space, touches):
     message = refused(with_network(addressSpace=space))
     assert f"network.addressSpace = '{space}': expected a private RFC 1918 range" in message and touches in message
 
 
-@pytest.mark.parametrize("cidr,touches", [
-    ("169.254.0.0/16", "Azure's instance metadata service"), ("168.63.128.0/22", "168.63.129.16"),
-    ("127.0.0.0/16", "loopback"), ("224.0.0.0/16", "multicast"), ("240.0.0.0/16", "class E"),
-    ("100.64.0.0/16", "public or shared"), ("20.0.0.0/16", "public or shared"), ("0.0.0.0/0", "link-local"),
-])
+@pytest.mark.parametrize(
+    "cidr,touches",
+    [
+        ("169.254.0.0/16", "Azure's instance metadata service"),
+        ("168.63.128.0/22", "168.63.129.16"),
+        ("127.0.0.0/16", "loopback"),
+        ("224.0.0.0/16", "multicast"),
+        ("240.0.0.0/16", "class E"),
+        ("100.64.0.0/16", "public or shared"),
+        ("20.0.0.0/16", "public or shared"),
+        ("0.0.0.0/0", "link-local"),
+    ],
+)
 def test_service_range_must_be_private_and_clear_of_azure_and_reserved_ranges(cidr, touches):
     message = refused(with_network(serviceCidr=cidr))
     assert f"network.serviceCidr = '{cidr}': expected a private RFC 1918 range" in message and touches in message
@@ -63,6 +81,7 @@ def test_the_stack_files_use_rfc_1918_ranges():
     for stack in ("dev", "prod"):
         network = raw_stack(stack)["network"]
         import ipaddress
+
         for cidr in (network["addressSpace"], network["serviceCidr"]):
             assert any(ipaddress.IPv4Network(cidr).subnet_of(block) for block in PRIVATE_RANGES)
 
@@ -76,24 +95,42 @@ def test_node_local_dns_address_is_a_usable_link_local_host(ip):
 
 # ------------------------------------------------------------------ ports and the pod budget
 
-@pytest.mark.parametrize("port,other", [(10250, "kubelet"), (10248, "kubelet"), (10256, "kube-proxy"),
-                                        (10249, "kube-proxy"), (9253, "addons.nodeLocalDns (node-local-dns)"),
-                                        (8080, "addons.nodeLocalDns (node-local-dns)")])
+
+@pytest.mark.parametrize(
+    "port,other",
+    [
+        (10250, "kubelet"),
+        (10248, "kubelet"),
+        (10256, "kube-proxy"),
+        (10249, "kube-proxy"),
+        (9253, "addons.nodeLocalDns (node-local-dns)"),
+        (8080, "addons.nodeLocalDns (node-local-dns)"),
+    ],
+)
 def test_an_add_on_host_port_may_not_clash(port, other):
     raw = raw_stack("dev")
     raw["addons"]["trafficAccounting"] = {"port": port}
-    assert refused(raw).endswith(f"addons.trafficAccounting.port = {port}: expected a host port no other node "
-                                 f"service binds ({port} is also {other}'s)")
+    assert refused(raw).endswith(
+        f"addons.trafficAccounting.port = {port}: expected a host port no other node "
+        f"service binds ({port} is also {other}'s)"
+    )
 
 
 def test_host_ports_come_from_what_the_nodes_and_add_ons_render():
     from infra import naming
     from infra.node.pool import node_spec
     from infra.node_checks import _daemonsets
+
     spec = build_cluster_spec(raw_stack("dev"), "eastus")
     pool = spec.config.node_pools[1]
-    node = node_spec(spec.config, spec.addresses, pool, shards(pool)[0], vault_name=naming.key_vault("dev"),
-                     registry_login_server=naming.container_registry_login_server("dev"))
+    node = node_spec(
+        spec.config,
+        spec.addresses,
+        pool,
+        shards(pool)[0],
+        vault_name=naming.key_vault("dev"),
+        registry_login_server=naming.container_registry_login_server("dev"),
+    )
     used = host_ports(node, list(_daemonsets(spec.config, spec.addresses, spec.addons)))
     assert used[10250] == ["kubelet"] and used[10256] == ["kube-proxy"]
     assert used[9119] == ["addons.trafficAccounting (iptables-exporter)"]
@@ -104,10 +141,19 @@ def test_pod_budget_counts_the_daemonsets_each_pool_kind_runs():
     from infra import naming
     from infra.node.pool import node_spec
     from infra.node_checks import _daemonsets
+
     spec = build_cluster_spec(raw_stack("dev"), "eastus")
-    pools = {p.name: node_spec(spec.config, spec.addresses, p, shards(p)[0], vault_name=naming.key_vault("dev"),
-                               registry_login_server=naming.container_registry_login_server("dev"))
-             for p in spec.config.node_pools}
+    pools = {
+        p.name: node_spec(
+            spec.config,
+            spec.addresses,
+            p,
+            shards(p)[0],
+            vault_name=naming.key_vault("dev"),
+            registry_login_server=naming.container_registry_login_server("dev"),
+        )
+        for p in spec.config.node_pools
+    }
     daemonsets = list(_daemonsets(spec.config, spec.addresses, spec.addons))
     assert "nvidia-device-plugin" in daemon_pods(pools["gpu"], daemonsets)
     assert "nvidia-device-plugin" not in daemon_pods(pools["cpu"], daemonsets)
@@ -134,16 +180,19 @@ def _blob(*parts: bytes) -> str:
     return base64.b64encode(b"".join(struct.pack(">I", len(p)) + p for p in parts)).decode()
 
 
-@pytest.mark.parametrize("key,why", [
-    ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDevOnlyKeyReplaceWithYourOwnKeyDevOnlyKey0 x", "not a base64 SSH key"),
-    ("ssh-ed25519 not-base64!", "not a base64 SSH key"),
-    (f"ssh-ed25519 {_blob(b'ssh-ed25519', bytes(31))} x", "holds 32 bytes"),
-    (f"ssh-ed25519 {_blob(b'ssh-rsa', E65537, bytes(256))} x", "does not encode a ssh-ed25519 key"),
-    (f"ssh-rsa {_blob(b'ssh-rsa', E65537, RSA_1024)} x", "this RSA key has 1024 bits"),
-    (f"ecdsa-sha2-nistp256 {_blob(b'ecdsa-sha2-nistp256')} x", "Azure takes no other type"),
-    ("ssh-ed25519", "Azure takes no other type"),
-    ("ssh-ed25519 AAAA\nsecond-line", "Azure takes no other type"),
-])
+@pytest.mark.parametrize(
+    "key,why",
+    [
+        ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDevOnlyKeyReplaceWithYourOwnKeyDevOnlyKey0 x", "not a base64 SSH key"),
+        ("ssh-ed25519 not-base64!", "not a base64 SSH key"),
+        (f"ssh-ed25519 {_blob(b'ssh-ed25519', bytes(31))} x", "holds 32 bytes"),
+        (f"ssh-ed25519 {_blob(b'ssh-rsa', E65537, bytes(256))} x", "does not encode a ssh-ed25519 key"),
+        (f"ssh-rsa {_blob(b'ssh-rsa', E65537, RSA_1024)} x", "this RSA key has 1024 bits"),
+        (f"ecdsa-sha2-nistp256 {_blob(b'ecdsa-sha2-nistp256')} x", "Azure takes no other type"),
+        ("ssh-ed25519", "Azure takes no other type"),
+        ("ssh-ed25519 AAAA\nsecond-line", "Azure takes no other type"),
+    ],
+)
 def test_ssh_public_key_is_decoded_and_checked(key, why):
     with pytest.raises(ConfigError) as caught:
         check_ssh_public_key("adminSshPublicKey", key)
@@ -173,14 +222,19 @@ def test_location_must_be_an_azure_region(location):
     assert "westeurope" in AZURE_REGIONS and "eastus" in AZURE_REGIONS
 
 
-@pytest.mark.parametrize("addon,key,value", [
-    ("clusterAutoscaler", "scaleDownUnneededTime", "2562048h"), ("monitoring", "retention", "15251w"),
-    ("monitoring", "retention", "106752d"),
-])
+@pytest.mark.parametrize(
+    "addon,key,value",
+    [
+        ("clusterAutoscaler", "scaleDownUnneededTime", "2562048h"),
+        ("monitoring", "retention", "15251w"),
+        ("monitoring", "retention", "106752d"),
+    ],
+)
 def test_durations_fit_gos_time_duration(addon, key, value):
     raw = raw_stack("dev")
     raw["addons"][addon] = {key: value}
-    assert refused(raw).endswith(f"addons.{addon}.{key} = '{value}': expected a duration Go's time.Duration "
-                                 "holds (at most 2562047h)")
+    assert refused(raw).endswith(
+        f"addons.{addon}.{key} = '{value}': expected a duration Go's time.Duration holds (at most 2562047h)"
+    )
     raw["addons"][addon] = {key: "2562047h" if key != "retention" else "15250w"}
     build_cluster_spec(raw, "eastus")

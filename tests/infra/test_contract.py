@@ -28,14 +28,30 @@ CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 # Contract 1.0 as other teams were promised it. Removing or renaming any of these is a new
 # major version (and a change to this list); a minor version may only add optional fields.
 CONTRACT_1_0 = [
-    "schemaVersion", "clusterName", "location", "resourceGroupName", "kubernetesVersion",
-    "network.vnetIds", "network.subnetIds", "network.podCidrs", "network.serviceCidr",
-    "network.dnsServiceIp", "network.natFrontendIp",
-    "apiserver.endpoint", "apiserver.caCertificate", "adminKubeconfig",
-    "nodePools.<name>.role", "nodePools.<name>.vmSize", "nodePools.<name>.minNodes",
-    "nodePools.<name>.maxNodes", "nodePools.<name>.retired", "nodePools.<name>.shards[].name",
-    "nodePools.<name>.shards[].scaleSetId", "nodePools.<name>.shards[].subnetId",
-    "etcdBackup.storageAccountId", "etcdBackup.containerUrl",
+    "schemaVersion",
+    "clusterName",
+    "location",
+    "resourceGroupName",
+    "kubernetesVersion",
+    "network.vnetIds",
+    "network.subnetIds",
+    "network.podCidrs",
+    "network.serviceCidr",
+    "network.dnsServiceIp",
+    "network.natFrontendIp",
+    "apiserver.endpoint",
+    "apiserver.caCertificate",
+    "adminKubeconfig",
+    "nodePools.<name>.role",
+    "nodePools.<name>.vmSize",
+    "nodePools.<name>.minNodes",
+    "nodePools.<name>.maxNodes",
+    "nodePools.<name>.retired",
+    "nodePools.<name>.shards[].name",
+    "nodePools.<name>.shards[].scaleSetId",
+    "nodePools.<name>.shards[].subnetId",
+    "etcdBackup.storageAccountId",
+    "etcdBackup.containerUrl",
 ]
 
 
@@ -93,6 +109,7 @@ def test_schema_still_holds_every_field_of_1_0():
 
 def _leaf_fields(schema, prefix=""):
     from infra.contract import ListOf, MapOf
+
     for field in dataclasses.fields(schema):
         path, kind = f"{prefix}{field.metadata['key']}", field.metadata["kind"]
         if isinstance(kind, type):
@@ -118,8 +135,10 @@ def test_planned_values_come_from_config_and_address_plan(document):
     assert contract.network.nat_frontend_ip == spec.addresses.nat_lb_ip() == "10.64.0.100"
     assert contract.network.service_cidr == "172.20.0.0/20"
     assert contract.network.dns_service_ip == "172.20.0.10"
-    assert contract.network.pod_cidrs == {"gpu": str(spec.addresses.vnet("gpu").address_space),
-                                          "cpu": str(spec.addresses.vnet("cpu").address_space)}
+    assert contract.network.pod_cidrs == {
+        "gpu": str(spec.addresses.vnet("gpu").address_space),
+        "cpu": str(spec.addresses.vnet("cpu").address_space),
+    }
     cpu = contract.node_pools["cpu"]
     assert (cpu.role, cpu.min_nodes, cpu.max_nodes, cpu.retired) == ("cpu", 1, 3, False)
     assert [s.name for s in cpu.shards] == ["cpu-s000"]
@@ -139,9 +158,17 @@ def test_retired_pool_is_listed_with_no_capacity():
 def test_producer_refuses_scale_set_ids_that_do_not_match_the_shards():
     spec = dev_spec()
     with pytest.raises(ValueError, match=r"missing \['gpu-s000'\], unexpected \['gpu-s001'\]"):
-        cluster_contract(spec, resource_group_name="rg", vnet_ids={}, subnet_ids={},
-                         scale_set_ids={"cpu-s000": "id", "gpu-s001": "id"}, ca_certificate=CA,
-                         admin_kubeconfig="k", etcd_backup_storage_account_id="a", etcd_backup_container_url="u")
+        cluster_contract(
+            spec,
+            resource_group_name="rg",
+            vnet_ids={},
+            subnet_ids={},
+            scale_set_ids={"cpu-s000": "id", "gpu-s001": "id"},
+            ca_certificate=CA,
+            admin_kubeconfig="k",
+            etcd_backup_storage_account_id="a",
+            etcd_backup_container_url="u",
+        )
 
 
 @pytest.mark.parametrize("path", CONTRACT_1_0[1:])
@@ -159,12 +186,15 @@ def test_missing_output_is_a_clear_error():
         parse_contract(None, SOURCE)
 
 
-@pytest.mark.parametrize("version,expected", [
-    ("2.0", r"contract 2.0 is newer than this reader \(1.x\)"),
-    ("0.9", r"contract 0.9 is older than this reader \(1.x\)"),
-    (None, r"`cluster.schemaVersion` is None, expected \"MAJOR.MINOR\""),
-    ("1", r"`cluster.schemaVersion` is '1', expected \"MAJOR.MINOR\""),
-])
+@pytest.mark.parametrize(
+    "version,expected",
+    [
+        ("2.0", r"contract 2.0 is newer than this reader \(1.x\)"),
+        ("0.9", r"contract 0.9 is older than this reader \(1.x\)"),
+        (None, r"`cluster.schemaVersion` is None, expected \"MAJOR.MINOR\""),
+        ("1", r"`cluster.schemaVersion` is '1', expected \"MAJOR.MINOR\""),
+    ],
+)
 def test_other_major_or_no_version_is_refused(document, version, expected):
     document["schemaVersion"] = version
     with pytest.raises(ContractError, match=expected):

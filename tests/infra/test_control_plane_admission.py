@@ -28,9 +28,8 @@ def test_tenants_enforce_baseline_and_only_kube_system_is_exempt():
 
 def test_the_runbooks_team_namespace_is_the_one_the_code_renders():
     readme = (PROJECT_DIR / "docs" / "runbooks" / "team-isolation.md").read_text()
-    section = readme[readme.index("# Team isolation"):]
-    block = re.search(r"```yaml\n((?:   .*\n)*?   apiVersion: v1\n   kind: Namespace\n(?:   .*\n)*?)   ```",
-                      section)
+    section = readme[readme.index("# Team isolation") :]
+    block = re.search(r"```yaml\n((?:   .*\n)*?   apiVersion: v1\n   kind: Namespace\n(?:   .*\n)*?)   ```", section)
     shown = yaml.safe_load("\n".join(line[3:] for line in block.group(1).splitlines()))
     assert shown == admission.team_namespace("team-vision", "vision")
 
@@ -39,5 +38,9 @@ def test_a_team_whitelist_admits_what_the_apiserver_adds_to_every_pod():
     annotations = admission.team_namespace("t", "vision")["metadata"]["annotations"]
     whitelist = yaml.safe_load(annotations[admission.TOLERATIONS_WHITELIST_ANNOTATION])
     keys = {t["key"] for t in whitelist}
-    assert keys == {"supercluster.io/team", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-                    "node.kubernetes.io/memory-pressure"}
+    assert keys == {
+        "supercluster.io/team",
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/memory-pressure",
+    }

@@ -101,8 +101,17 @@ def test_apiserver_talks_to_etcd_with_its_client_certificate_and_leaves_compacti
     assert flags["etcd-compaction-interval"] == "0"
 
 
-@pytest.mark.parametrize("nodes,limits", [(7500, (3000, 1000)), (3001, (3000, 1000)), (3000, (1500, 500)),
-                                          (501, (1500, 500)), (500, (400, 200)), (5, (400, 200))])
+@pytest.mark.parametrize(
+    "nodes,limits",
+    [
+        (7500, (3000, 1000)),
+        (3001, (3000, 1000)),
+        (3000, (1500, 500)),
+        (501, (1500, 500)),
+        (500, (400, 200)),
+        (5, (400, 200)),
+    ],
+)
 def test_inflight_limits_scale_with_the_cluster(nodes, limits):
     assert apiserver.inflight_limits(nodes) == limits
 
@@ -137,8 +146,16 @@ def test_audit_policy_is_written_and_referenced(prod_flags):
     assert prod_flags["audit-log-path"].startswith(paths.AUDIT_LOG_DIR + "/")
 
 
-def _level(policy: dict, *, user: str, groups: tuple[str, ...] = (), verb: str = "", group: str = "",
-           resource: str = "", path: str = "") -> str:
+def _level(
+    policy: dict,
+    *,
+    user: str,
+    groups: tuple[str, ...] = (),
+    verb: str = "",
+    group: str = "",
+    resource: str = "",
+    path: str = "",
+) -> str:
     """The level of the first rule matching a request (audit.k8s.io/v1 matching semantics)."""
     for rule in policy["rules"]:
         if "users" in rule and user not in rule["users"]:
@@ -148,13 +165,15 @@ def _level(policy: dict, *, user: str, groups: tuple[str, ...] = (), verb: str =
         if "verbs" in rule and verb not in rule["verbs"]:
             continue
         if "nonResourceURLs" in rule:
-            if not path or not any(path == p or (p.endswith("*") and path.startswith(p[:-1]))
-                                   for p in rule["nonResourceURLs"]):
+            if not path or not any(
+                path == p or (p.endswith("*") and path.startswith(p[:-1])) for p in rule["nonResourceURLs"]
+            ):
                 continue
         elif path and "resources" in rule:
             continue
-        if "resources" in rule and not any(r["group"] == group and resource in r.get("resources", [resource])
-                                           for r in rule["resources"]):
+        if "resources" in rule and not any(
+            r["group"] == group and resource in r.get("resources", [resource]) for r in rule["resources"]
+        ):
             continue
         return rule["level"]
     return "None"
@@ -167,15 +186,26 @@ def policy() -> dict:
 
 AUDIT_CASES = {
     "slow LIST of Events by a node agent is kept": (
-        dict(user="system:serviceaccount:monitoring:agent", verb="list", resource="events"), "Metadata"),
+        dict(user="system:serviceaccount:monitoring:agent", verb="list", resource="events"),
+        "Metadata",
+    ),
     "LIST of pods is kept": (dict(user="alice", verb="list", resource="pods"), "Metadata"),
     "secrets never log bodies": (dict(user="alice", verb="create", resource="secrets"), "Metadata"),
     "token reviews never log bodies": (
-        dict(user="x", verb="create", group="authentication.k8s.io", resource="tokenreviews"), "Metadata"),
+        dict(user="x", verb="create", group="authentication.k8s.io", resource="tokenreviews"),
+        "Metadata",
+    ),
     "writes keep the request": (dict(user="alice", verb="patch", group="apps", resource="deployments"), "Request"),
     "kubelet lease renewals are dropped": (
-        dict(user="system:node:n1", groups=("system:nodes",), verb="update", group="coordination.k8s.io",
-             resource="leases"), "None"),
+        dict(
+            user="system:node:n1",
+            groups=("system:nodes",),
+            verb="update",
+            group="coordination.k8s.io",
+            resource="leases",
+        ),
+        "None",
+    ),
     "event writes are dropped": (dict(user="system:node:n1", verb="create", resource="events"), "None"),
     "health probes are dropped": (dict(user="system:anonymous", verb="get", path="/readyz"), "None"),
 }

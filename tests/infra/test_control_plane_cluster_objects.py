@@ -12,11 +12,16 @@ VERSIONS = ("1.31", "1.34")
 
 
 def _documents() -> list[dict]:
-    token = {"apiVersion": "v1", "kind": "Secret",
-             "metadata": {"name": cluster_objects.bootstrap_token_name("abc123"),
-                          "namespace": cluster_objects.BOOTSTRAP_TOKEN_NAMESPACE},
-             "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
-             "stringData": cluster_objects.bootstrap_token_data("abc123", "0123456789abcdef")}
+    token = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": cluster_objects.bootstrap_token_name("abc123"),
+            "namespace": cluster_objects.BOOTSTRAP_TOKEN_NAMESPACE,
+        },
+        "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
+        "stringData": cluster_objects.bootstrap_token_data("abc123", "0123456789abcdef"),
+    }
     return [*cluster_objects.cluster_objects(), token]
 
 
@@ -57,8 +62,7 @@ def test_node_join_rbac_lets_only_our_token_group_bootstrap():
     group = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": cluster_objects.BOOTSTRAP_GROUP}]
     assert bindings["system:node-bootstrapper"] == group
     assert bindings["system:certificates.k8s.io:certificatesigningrequests:nodeclient"] == group
-    assert bindings["system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"][0]["name"] == \
-        "system:nodes"
+    assert bindings["system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"][0]["name"] == "system:nodes"
     assert bindings["system:kubelet-api-admin"][0]["name"] == pki.KUBELET_CLIENT_USER
     assert bindings["system:node-proxier"][0]["name"] == "system:nodes"  # kube-proxy uses the node's cert
     assert cluster_objects.BOOTSTRAP_GROUP.startswith("system:bootstrappers:")

@@ -46,8 +46,14 @@ def test_kubeconfig_talks_to_the_local_apiserver_with_file_credentials(flags):
     kubeconfig = yaml.safe_load(files(machines("prod")[0])[flags["kubeconfig"]])
     (cluster,) = kubeconfig["clusters"]
     (user,) = kubeconfig["users"]
-    assert cluster["cluster"] == {"server": "https://127.0.0.1:6443",
-                                  "certificate-authority": "/etc/kubernetes/pki/ca.crt"}
-    assert user == {"name": "system:kube-controller-manager", "user": {
-        "client-certificate": "/etc/kubernetes/pki/controller-manager.crt",
-        "client-key": "/etc/kubernetes/pki/controller-manager.key"}}
+    assert cluster["cluster"] == {
+        "server": "https://127.0.0.1:6443",
+        "certificate-authority": "/etc/kubernetes/pki/ca.crt",
+    }
+    assert user == {
+        "name": "system:kube-controller-manager",
+        "user": {
+            "client-certificate": "/etc/kubernetes/pki/controller-manager.crt",
+            "client-key": "/etc/kubernetes/pki/controller-manager.key",
+        },
+    }

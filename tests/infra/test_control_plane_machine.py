@@ -70,8 +70,9 @@ def test_units_are_enabled_after_the_fetch_unit_exists():
 def test_cloud_config_schema():
     cloud_init = require_tool("cloud-init")
     rendered = machines("prod")[0].cloud_init
-    result = subprocess.run([cloud_init, "schema", "--config-file", "/dev/stdin"], input=rendered,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [cloud_init, "schema", "--config-file", "/dev/stdin"], input=rendered, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -87,8 +88,9 @@ def test_readiness_command_parses_and_waits_for_readyz():
     bash = require_tool("bash")
     command = machine.readiness_command()
     assert command.startswith("/bin/bash -c ")
-    inner = subprocess.run([bash, "-c", f"printf %s {command.removeprefix('/bin/bash -c ')}"],
-                           capture_output=True, text=True, check=True).stdout
+    inner = subprocess.run(
+        [bash, "-c", f"printf %s {command.removeprefix('/bin/bash -c ')}"], capture_output=True, text=True, check=True
+    ).stdout
     assert subprocess.run([bash, "-n"], input=inner, capture_output=True, text=True).returncode == 0
     assert "https://127.0.0.1:6443/readyz" in inner and f"restart {FETCH_UNIT}" in inner
 
@@ -103,6 +105,7 @@ def test_install_script_pins_versions():
 
 # ---------------------------------------------------------------- the install functions, run for real
 
+
 def _stub(directory: Path, name: str, body: str) -> None:
     path = directory / name
     path.write_text("#!/bin/bash\nset -euo pipefail\n" + body)
@@ -116,11 +119,16 @@ def sandbox(tmp_path):
     served, stubs = tmp_path / "served", tmp_path / "bin"
     served.mkdir()
     stubs.mkdir()
-    _stub(stubs, "curl", 'out=""; url=""\nwhile [ $# -gt 0 ]; do case "$1" in -o) out=$2; shift 2;; '
-                         '--retry|--retry-delay) shift 2;; -*) shift;; *) url=$1; shift;; esac; done\n'
-                         f'cp "{served}/$(basename "$url")" "$out"\n')
-    _stub(stubs, "skopeo", 'dest="${@: -1}"; mkdir -p "${dest#dir:}"\n'
-                           f'cp -r "{served}/image/." "${{dest#dir:}}/"\n')
+    _stub(
+        stubs,
+        "curl",
+        'out=""; url=""\nwhile [ $# -gt 0 ]; do case "$1" in -o) out=$2; shift 2;; '
+        "--retry|--retry-delay) shift 2;; -*) shift;; *) url=$1; shift;; esac; done\n"
+        f'cp "{served}/$(basename "$url")" "$out"\n',
+    )
+    _stub(
+        stubs, "skopeo", f'dest="${{@: -1}}"; mkdir -p "${{dest#dir:}}"\ncp -r "{served}/image/." "${{dest#dir:}}/"\n'
+    )
     return tmp_path, served, stubs
 
 

@@ -19,56 +19,135 @@ def _object(properties: dict, required: tuple[str, ...] = ()) -> dict:
 
 
 _PLUGIN_NAMES = [
-    "*", "PrioritySort", "NodeResourcesFit", "NodeResourcesBalancedAllocation", "PodTopologySpread",
-    "InterPodAffinity", "TaintToleration", "NodeAffinity", "ImageLocality", "DefaultPreemption",
+    "*",
+    "PrioritySort",
+    "NodeResourcesFit",
+    "NodeResourcesBalancedAllocation",
+    "PodTopologySpread",
+    "InterPodAffinity",
+    "TaintToleration",
+    "NodeAffinity",
+    "ImageLocality",
+    "DefaultPreemption",
     "Coscheduling",  # registered by the scheduler-plugins build
 ]
-_PLUGIN_SET = _object({"enabled": {"type": "array", "items": _object(
-    {"name": {"enum": _PLUGIN_NAMES}, "weight": {"type": "integer", "minimum": 1}}, ("name",))},
-    "disabled": {"type": "array", "items": _object({"name": {"enum": _PLUGIN_NAMES}}, ("name",))}})
-_RESOURCE = _object({"name": {"type": "string"}, "weight": {"type": "integer", "minimum": 1, "maximum": 100}},
-                    ("name",))
+_PLUGIN_SET = _object(
+    {
+        "enabled": {
+            "type": "array",
+            "items": _object({"name": {"enum": _PLUGIN_NAMES}, "weight": {"type": "integer", "minimum": 1}}, ("name",)),
+        },
+        "disabled": {"type": "array", "items": _object({"name": {"enum": _PLUGIN_NAMES}}, ("name",))},
+    }
+)
+_RESOURCE = _object(
+    {"name": {"type": "string"}, "weight": {"type": "integer", "minimum": 1, "maximum": 100}}, ("name",)
+)
 _ARGS = {
-    "NodeResourcesFit": _object({
-        "ignoredResources": {"type": "array"}, "ignoredResourceGroups": {"type": "array"},
-        "scoringStrategy": _object({"type": {"enum": ["LeastAllocated", "MostAllocated",
-                                                      "RequestedToCapacityRatio"]},
-                                    "resources": {"type": "array", "items": _RESOURCE},
-                                    "requestedToCapacityRatio": {"type": "object"}})}),
-    "PodTopologySpread": _object({"defaultConstraints": {"type": "array"},
-                                  "defaultingType": {"enum": ["System", "List"]}}),
-    "Coscheduling": _object({"permitWaitingTimeSeconds": {"type": "integer", "minimum": 0},
-                             "podGroupBackoffSeconds": {"type": "integer", "minimum": 0}}),
+    "NodeResourcesFit": _object(
+        {
+            "ignoredResources": {"type": "array"},
+            "ignoredResourceGroups": {"type": "array"},
+            "scoringStrategy": _object(
+                {
+                    "type": {"enum": ["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]},
+                    "resources": {"type": "array", "items": _RESOURCE},
+                    "requestedToCapacityRatio": {"type": "object"},
+                }
+            ),
+        }
+    ),
+    "PodTopologySpread": _object(
+        {"defaultConstraints": {"type": "array"}, "defaultingType": {"enum": ["System", "List"]}}
+    ),
+    "Coscheduling": _object(
+        {
+            "permitWaitingTimeSeconds": {"type": "integer", "minimum": 0},
+            "podGroupBackoffSeconds": {"type": "integer", "minimum": 0},
+        }
+    ),
 }
 # Field names of kubescheduler.config.k8s.io/v1 (kubernetes.io "kube-scheduler Configuration (v1)")
 # and of scheduler-plugins' CoschedulingArgs (apis/config/v1). kube-scheduler decodes its config
 # strictly, so an unknown or misspelt field is an error at start-up; so it is here.
-SCHEMA = _object({
-    "apiVersion": {"const": "kubescheduler.config.k8s.io/v1"},
-    "kind": {"const": "KubeSchedulerConfiguration"},
-    "parallelism": {"type": "integer"},
-    "leaderElection": _object({k: {} for k in ("leaderElect", "leaseDuration", "renewDeadline", "retryPeriod",
-                                               "resourceLock", "resourceName", "resourceNamespace")}),
-    "clientConnection": _object({"kubeconfig": {"type": "string"}, "acceptContentTypes": {"type": "string"},
-                                 "contentType": {"type": "string"}, "qps": {"type": "number"},
-                                 "burst": {"type": "integer"}}),
-    "enableProfiling": {"type": "boolean"},
-    "enableContentionProfiling": {"type": "boolean"},
-    "percentageOfNodesToScore": {"type": "integer", "minimum": 0, "maximum": 100},
-    "podInitialBackoffSeconds": {"type": "integer"},
-    "podMaxBackoffSeconds": {"type": "integer"},
-    "delayCacheUntilActive": {"type": "boolean"},
-    "extenders": {"type": "array"},
-    "profiles": {"type": "array", "minItems": 1, "items": _object({
-        "schedulerName": {"type": "string"},
-        "percentageOfNodesToScore": {"type": "integer"},
-        "plugins": _object({point: _PLUGIN_SET for point in (
-            "preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score", "reserve",
-            "permit", "preBind", "bind", "postBind", "multiPoint")}),
-        "pluginConfig": {"type": "array", "items": {"oneOf": [
-            _object({"name": {"const": name}, "args": args}, ("name", "args")) for name, args in _ARGS.items()]}},
-    }, ("schedulerName",))},
-}, ("apiVersion", "kind", "profiles"))
+SCHEMA = _object(
+    {
+        "apiVersion": {"const": "kubescheduler.config.k8s.io/v1"},
+        "kind": {"const": "KubeSchedulerConfiguration"},
+        "parallelism": {"type": "integer"},
+        "leaderElection": _object(
+            {
+                k: {}
+                for k in (
+                    "leaderElect",
+                    "leaseDuration",
+                    "renewDeadline",
+                    "retryPeriod",
+                    "resourceLock",
+                    "resourceName",
+                    "resourceNamespace",
+                )
+            }
+        ),
+        "clientConnection": _object(
+            {
+                "kubeconfig": {"type": "string"},
+                "acceptContentTypes": {"type": "string"},
+                "contentType": {"type": "string"},
+                "qps": {"type": "number"},
+                "burst": {"type": "integer"},
+            }
+        ),
+        "enableProfiling": {"type": "boolean"},
+        "enableContentionProfiling": {"type": "boolean"},
+        "percentageOfNodesToScore": {"type": "integer", "minimum": 0, "maximum": 100},
+        "podInitialBackoffSeconds": {"type": "integer"},
+        "podMaxBackoffSeconds": {"type": "integer"},
+        "delayCacheUntilActive": {"type": "boolean"},
+        "extenders": {"type": "array"},
+        "profiles": {
+            "type": "array",
+            "minItems": 1,
+            "items": _object(
+                {
+                    "schedulerName": {"type": "string"},
+                    "percentageOfNodesToScore": {"type": "integer"},
+                    "plugins": _object(
+                        {
+                            point: _PLUGIN_SET
+                            for point in (
+                                "preEnqueue",
+                                "queueSort",
+                                "preFilter",
+                                "filter",
+                                "postFilter",
+                                "preScore",
+                                "score",
+                                "reserve",
+                                "permit",
+                                "preBind",
+                                "bind",
+                                "postBind",
+                                "multiPoint",
+                            )
+                        }
+                    ),
+                    "pluginConfig": {
+                        "type": "array",
+                        "items": {
+                            "oneOf": [
+                                _object({"name": {"const": name}, "args": args}, ("name", "args"))
+                                for name, args in _ARGS.items()
+                            ]
+                        },
+                    },
+                },
+                ("schedulerName",),
+            ),
+        },
+    },
+    ("apiVersion", "kind", "profiles"),
+)
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +214,12 @@ def test_scheduler_serves_on_loopback_with_its_config_and_delegates_authn_and_au
     """Without the two delegation kubeconfigs the scheduler's /metrics refuses every caller (403);
     tests/e2e/test_dev_cluster.py proves Prometheus's token is then answered."""
     flags = component_flags(machines("prod")[0], paths.SCHEDULER_UNIT)
-    assert flags == {"authentication-kubeconfig": paths.SCHEDULER_KUBECONFIG,
-                     "authorization-kubeconfig": paths.SCHEDULER_KUBECONFIG,
-                     "bind-address": "127.0.0.1", "config": paths.SCHEDULER_CONFIG}
+    assert flags == {
+        "authentication-kubeconfig": paths.SCHEDULER_KUBECONFIG,
+        "authorization-kubeconfig": paths.SCHEDULER_KUBECONFIG,
+        "bind-address": "127.0.0.1",
+        "config": paths.SCHEDULER_CONFIG,
+    }
 
 
 def test_every_supported_kubernetes_minor_has_a_digest_pinned_scheduler():

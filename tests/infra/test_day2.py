@@ -61,14 +61,17 @@ def test_the_last_deploy_is_read_from_the_contract_and_the_rollout_record(dev_pl
 A, B = MachineState("a", "S1", "1.33.4"), MachineState("b", "S1", "1.34.1")
 
 
-@pytest.mark.parametrize(("previous", "desired", "expected"), [
-    (None, [B, B], [(B, False), (B, False)]),  # no record: nothing moves
-    ([A, A, A], [B, B, B], [(B, True), (A, False), (A, False)]),
-    ([B, A, A], [B, B, B], [(B, False), (B, True), (A, False)]),
-    ([B, B, B], [B, B, B], [(B, False)] * 3),
-    ([B], [B, B], [(B, False), (B, False)]),  # a new machine is created as desired
-    ([A], [B, B], [(B, True), (B, False)]),
-])
+@pytest.mark.parametrize(
+    ("previous", "desired", "expected"),
+    [
+        (None, [B, B], [(B, False), (B, False)]),  # no record: nothing moves
+        ([A, A, A], [B, B, B], [(B, True), (A, False), (A, False)]),
+        ([B, A, A], [B, B, B], [(B, False), (B, True), (A, False)]),
+        ([B, B, B], [B, B, B], [(B, False)] * 3),
+        ([B], [B, B], [(B, False), (B, False)]),  # a new machine is created as desired
+        ([A], [B, B], [(B, True), (B, False)]),
+    ],
+)
 def test_stage_moves_the_first_machine_that_differs_and_keeps_the_rest(previous, desired, expected):
     assert [(s.state, s.moves) for s in stage(previous, desired)] == expected
 

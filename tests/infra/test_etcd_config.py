@@ -77,12 +77,23 @@ def test_metrics_endpoint_for_prometheus(rendered):
 def test_tls_everywhere_with_client_certificates(rendered):
     _, _, conf = rendered
     client, peer = conf["client-transport-security"], conf["peer-transport-security"]
-    assert client == {"cert-file": SERVER_CERT_FILE, "key-file": SERVER_KEY_FILE, "trusted-ca-file": CA_FILE,
-                      "client-cert-auth": True, "auto-tls": False}
-    assert peer == {"cert-file": PEER_CERT_FILE, "key-file": PEER_KEY_FILE, "trusted-ca-file": CA_FILE,
-                    "client-cert-auth": True, "auto-tls": False}
-    assert all(url.startswith("https://") for key in ("listen-client-urls", "listen-peer-urls")
-               for url in conf[key].split(","))
+    assert client == {
+        "cert-file": SERVER_CERT_FILE,
+        "key-file": SERVER_KEY_FILE,
+        "trusted-ca-file": CA_FILE,
+        "client-cert-auth": True,
+        "auto-tls": False,
+    }
+    assert peer == {
+        "cert-file": PEER_CERT_FILE,
+        "key-file": PEER_KEY_FILE,
+        "trusted-ca-file": CA_FILE,
+        "client-cert-auth": True,
+        "auto-tls": False,
+    }
+    assert all(
+        url.startswith("https://") for key in ("listen-client-urls", "listen-peer-urls") for url in conf[key].split(",")
+    )
     assert conf["tls-min-version"] == "TLS1.3"
 
 

@@ -98,14 +98,14 @@ def test_growing_three_to_five_one_member_per_deploy_then_restoring_keeps_one_cl
     cluster.install(members[3], four)
     bootstrap(cluster, members[:3])
 
-    for grown, spec in ((members[3], four), (members[4], five)):
+    for grown in (members[3], members[4]):
         result = cluster.tool_run(grown, "prepare")
         assert result.returncode == 0 and "joining it as a fresh member" in result.stderr, result.stderr
         assert f"adding {grown.name}" in result.stderr
         effective = (grown.root / "run" / "etcd.yaml").read_text()
         assert "initial-cluster-state: existing" in effective
         grown.start()
-        cluster.wait_healthy(members[:members.index(grown) + 1])
+        cluster.wait_healthy(members[: members.index(grown) + 1])
     assert len(cluster_ids(cluster, members)) == 1
 
     results = cluster.tool_all("backup")
@@ -193,7 +193,7 @@ def test_backups_keep_flowing_and_an_empty_start_needs_the_operator(make_cluster
     # The designated member loses its upload rights; its snapshot is now older than a round and a half.
     cluster.blobs.refuse_uploads_from.add(designated)
     first.last_modified -= 2 * 3600
-    results = dict(zip((m.name for m in members), cluster.tool_all("backup")))
+    results = dict(zip((m.name for m in members), cluster.tool_all("backup"), strict=True))
     assert results[designated].returncode == 1, results[designated].stderr
     takers = {blob.metadata["member"] for blob in snapshots(cluster).values()} - {designated}
     assert takers and designated not in takers, [r.stderr for r in results.values()]
@@ -202,8 +202,11 @@ def test_backups_keep_flowing_and_an_empty_start_needs_the_operator(make_cluster
     # Every member publishes the cluster's freshness, whoever uploaded.
     watcher = members[0]
     settings = json.loads((watcher.root / "member.json").read_text())
-    server = subprocess.Popen([sys.executable, str(cluster.tool), f"--settings={watcher.root / 'member.json'}",
-                               "metrics"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, str(cluster.tool), f"--settings={watcher.root / 'member.json'}", "metrics"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         text = scrape(f"http://127.0.0.1:{settings['metrics']['port']}/metrics")
     finally:

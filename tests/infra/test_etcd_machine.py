@@ -14,8 +14,7 @@ import pytest
 import yaml
 
 import machine
-from infra import local_disk
-from infra import machine_image
+from infra import local_disk, machine_image
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, custom_data
 from infra.etcd import backup
 from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
@@ -57,8 +56,13 @@ def test_no_secret_in_cloud_init_only_secret_names():
     _, member, text, _, files = cloud_init(member_index=1)
     assert "PRIVATE KEY" not in text and "BEGIN CERTIFICATE" not in text
     fetch = files[FETCH_SCRIPT_PATH]["content"]
-    for name in ("etcd-ca-crt", "prod-etcd-1-server-crt", "prod-etcd-1-server-key", "prod-etcd-1-peer-crt",
-                 "prod-etcd-1-peer-key"):
+    for name in (
+        "etcd-ca-crt",
+        "prod-etcd-1-server-crt",
+        "prod-etcd-1-server-key",
+        "prod-etcd-1-peer-crt",
+        "prod-etcd-1-peer-key",
+    ):
         assert f"fetch {name} " in fetch
     assert "prod-etcd-0-" not in fetch  # never another member's keys
 
@@ -142,8 +146,10 @@ def test_boot_order():
 
 def test_install_script_pins_the_release_and_its_checksum():
     script = install_script()
-    assert f"https://github.com/etcd-io/etcd/releases/download/v{ETCD_VERSION}/" \
-           f"etcd-v{ETCD_VERSION}-linux-amd64.tar.gz" in script
+    assert (
+        f"https://github.com/etcd-io/etcd/releases/download/v{ETCD_VERSION}/"
+        f"etcd-v{ETCD_VERSION}-linux-amd64.tar.gz" in script
+    )
     assert ETCD_SHA256 in script and "sha256sum --check --strict" in script
     assert script.index("sha256sum") < script.index("tar -xzf") < script.index("install -m 0755")
 
@@ -222,6 +228,9 @@ def test_systemd_accepts_every_rendered_unit(tmp_path):
             units.append(str(unit))
     assert len(units) == 6
     result = subprocess.run(["systemd-analyze", "verify", "--man=no", *units], capture_output=True, text=True)
-    complaints = [line for line in result.stderr.splitlines()
-                  if line.strip() and not line.endswith("is not executable: No such file or directory")]
+    complaints = [
+        line
+        for line in result.stderr.splitlines()
+        if line.strip() and not line.endswith("is not executable: No such file or directory")
+    ]
     assert complaints == []

@@ -21,11 +21,16 @@ ME = "https://10.0.0.5:2380"
 
 
 def member(id_, name, peer, started=True):
-    return {"ID": id_, "name": name, "peerURLs": [peer], "clientURLs": [peer.replace("2380", "2379")] if started
-            else []}
+    return {
+        "ID": id_,
+        "name": name,
+        "peerURLs": [peer],
+        "clientURLs": [peer.replace("2380", "2379")] if started else [],
+    }
 
 
 # --------------------------------------------------------------------------- rejoin
+
 
 def test_a_member_that_lost_its_data_is_removed_and_added_again():
     members = [member(1, "a", "https://10.0.0.4:2380"), member(2, "b", ME), member(3, "c", "https://10.0.0.6:2380")]
@@ -44,21 +49,27 @@ def test_an_entry_that_never_started_is_joined_as_it_is():
 def test_initial_cluster_for_a_join_names_every_current_member():
     _, main, _ = clusters(members=3)
     conf = etcd_config(main, main.members[1])
-    members = [member(1, "prod-etcd-0", main.members[0].peer_url),
-               {"ID": 7, "peerURLs": [main.members[1].peer_url]},  # this member, just added: no name yet
-               {"ID": 8, "name": "", "peerURLs": [main.members[2].peer_url]}]
+    members = [
+        member(1, "prod-etcd-0", main.members[0].peer_url),
+        {"ID": 7, "peerURLs": [main.members[1].peer_url]},  # this member, just added: no name yet
+        {"ID": 8, "name": "", "peerURLs": [main.members[2].peer_url]},
+    ]
     assert tool.initial_cluster(members, conf) == main.initial_cluster
 
 
 # --------------------------------------------------------------------------- backup turn
+
 
 def status(member_id, leader):
     return {"Endpoint": "x", "Status": {"header": {"member_id": member_id}, "leader": leader}}
 
 
 def test_the_first_healthy_follower_by_name_takes_the_snapshot():
-    members = [member(1, "prod-etcd-0", "https://a:2380"), member(2, "prod-etcd-1", "https://b:2380"),
-               member(3, "prod-etcd-2", "https://c:2380")]
+    members = [
+        member(1, "prod-etcd-0", "https://a:2380"),
+        member(2, "prod-etcd-1", "https://b:2380"),
+        member(3, "prod-etcd-2", "https://c:2380"),
+    ]
     assert tool.designated_member(members, [status(1, 1), status(2, 1), status(3, 1)]) == "prod-etcd-1"
     assert tool.designated_member(members, [status(1, 2), status(2, 2), status(3, 2)]) == "prod-etcd-0"
     # prod-etcd-0 is down: the next follower.
@@ -71,6 +82,7 @@ def test_a_single_member_backs_itself_up():
 
 
 # --------------------------------------------------------------------------- restore
+
 
 def test_restore_with_etcdutl_bumps_the_revision_and_marks_it_compacted():
     _, main, _ = clusters()
@@ -88,13 +100,16 @@ def test_restore_with_etcdutl_bumps_the_revision_and_marks_it_compacted():
 
 
 def test_latest_snapshot_is_the_newest_timestamp():
-    assert tool.latest(["20260101T000000Z-a.db", "20260102T000000Z-b.db", "20251231T235959Z-c.db"]) \
+    assert (
+        tool.latest(["20260101T000000Z-a.db", "20260102T000000Z-b.db", "20251231T235959Z-c.db"])
         == "20260102T000000Z-b.db"
+    )
     with pytest.raises(tool.Refusal):
         tool.latest([])
 
 
 # --------------------------------------------------------------------------- prepare
+
 
 @pytest.fixture
 def blobs():
@@ -116,8 +131,12 @@ def local_settings(tmp_path, blobs, mount="/"):
     (tmp_path / "etcd.yaml").write_text(yaml.safe_dump(conf))
     settings = tool_settings(main)
     closed = free_ports(3)
-    settings.update(etcd_config=str(tmp_path / "etcd.yaml"), effective_config=str(tmp_path / "run" / "etcd.yaml"),
-                    etcd_user=None, endpoints=[f"https://127.0.0.1:{port}" for port in closed])
+    settings.update(
+        etcd_config=str(tmp_path / "etcd.yaml"),
+        effective_config=str(tmp_path / "run" / "etcd.yaml"),
+        etcd_user=None,
+        endpoints=[f"https://127.0.0.1:{port}" for port in closed],
+    )
     settings["disk"]["mount"] = mount
     settings["backup"].update(account_url=blobs.url, imds_token_url=blobs.imds_token_url)
     return settings
@@ -151,8 +170,11 @@ def test_prepare_hands_the_data_dir_keys_and_their_directory_to_the_etcd_user(tm
     owned = []
     monkeypatch.setattr(tool.os, "chown", lambda path, uid, gid: owned.append((path, uid, gid)))
     tool.prepare(settings)
-    assert {(str(tmp_path / "data"), 990, 991), (str(tmp_path), 990, 991),
-            (str(tmp_path / "key-file"), 990, 991)} <= set(owned)
+    assert {
+        (str(tmp_path / "data"), 990, 991),
+        (str(tmp_path), 990, 991),
+        (str(tmp_path / "key-file"), 990, 991),
+    } <= set(owned)
 
 
 def test_etcd_never_writes_to_an_unmounted_disk(tmp_path, blobs):
@@ -162,9 +184,17 @@ def test_etcd_never_writes_to_an_unmounted_disk(tmp_path, blobs):
 
 # --------------------------------------------------------------------------- Blob storage
 
+
 def blob_client(blobs, block_bytes=1000):
-    return tool.Blobs({"account_url": blobs.url, "container": "etcd", "api_version": "2021-08-06",
-                       "imds_token_url": blobs.imds_token_url, "block_bytes": block_bytes})
+    return tool.Blobs(
+        {
+            "account_url": blobs.url,
+            "container": "etcd",
+            "api_version": "2021-08-06",
+            "imds_token_url": blobs.imds_token_url,
+            "block_bytes": block_bytes,
+        }
+    )
 
 
 def test_upload_in_checked_blocks_then_download_verifies(tmp_path, blobs):
@@ -174,8 +204,11 @@ def test_upload_in_checked_blocks_then_download_verifies(tmp_path, blobs):
     client.upload(str(source), "20260101T000000Z-m.db", {"member": "m", "revision": "42"})
     stored = blobs.blobs["20260101T000000Z-m.db"]
     assert stored.data == source.read_bytes() and not blobs.rejected
-    assert stored.metadata == {"sha256": hashlib.sha256(source.read_bytes()).hexdigest(), "member": "m",
-                               "revision": "42"}
+    assert stored.metadata == {
+        "sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+        "member": "m",
+        "revision": "42",
+    }
     client.download("20260101T000000Z-m.db", str(tmp_path / "back.db"))
     assert (tmp_path / "back.db").read_bytes() == source.read_bytes()
     assert blobs.token_requests == 1  # one token for every call
@@ -212,6 +245,7 @@ def test_settings_file_is_plain_json():
 
 
 # --------------------------------------------------------------------------- backups that cannot stop
+
 
 def test_every_member_takes_over_once_the_newest_snapshot_missed_a_round():
     after = backup.TAKEOVER_AFTER_SECONDS

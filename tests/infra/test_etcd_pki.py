@@ -34,8 +34,13 @@ def test_each_member_fetches_the_ca_and_only_its_own_keys():
     _, main, events = clusters()
     member = main.members[1]
     files = {f.secret_name: f for f in pki.member_secret_files(member)}
-    assert set(files) == {ETCD_CA_CERT, "prod-etcd-1-server-crt", "prod-etcd-1-server-key",
-                          "prod-etcd-1-peer-crt", "prod-etcd-1-peer-key"}
+    assert set(files) == {
+        ETCD_CA_CERT,
+        "prod-etcd-1-server-crt",
+        "prod-etcd-1-server-key",
+        "prod-etcd-1-peer-crt",
+        "prod-etcd-1-peer-key",
+    }
     assert all(f.path.startswith(ETCD_PKI_DIR + "/") for f in files.values())
     assert files["prod-etcd-1-server-key"].mode == files["prod-etcd-1-peer-key"].mode == "0600"
     assert pki.member_secret_name(events.members[1], "peer", "key") == "prod-events-etcd-1-peer-key"

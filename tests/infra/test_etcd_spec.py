@@ -32,7 +32,10 @@ def test_urls_and_tokens():
     _, main, events = clusters()
     first = main.members[0]
     assert (first.client_url, first.peer_url, first.metrics_url) == (
-        "https://10.0.0.4:2379", "https://10.0.0.4:2380", "http://10.0.0.4:2381")
+        "https://10.0.0.4:2379",
+        "https://10.0.0.4:2380",
+        "http://10.0.0.4:2381",
+    )
     assert main.initial_cluster.split(",")[0] == "prod-etcd-0=https://10.0.0.4:2380"
     assert len(main.initial_cluster.split(",")) == 5
     assert main.token != events.token  # two clusters that can never merge

@@ -45,10 +45,19 @@ def test_token_is_requested_for_the_named_role_identity(tmp_path):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        env = {**os.environ, "IMDS_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
-               "IDENTITY_FILE": str(identity), "IMDS_ATTEMPTS": "1"}
-        result = subprocess.run([sys.executable, str(_IMDS_TOKEN_SOURCE), "https://vault.azure.net"],
-                                env=env, capture_output=True, text=True, timeout=30)
+        env = {
+            **os.environ,
+            "IMDS_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+            "IDENTITY_FILE": str(identity),
+            "IMDS_ATTEMPTS": "1",
+        }
+        result = subprocess.run(
+            [sys.executable, str(_IMDS_TOKEN_SOURCE), "https://vault.azure.net"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -57,16 +66,19 @@ def test_token_is_requested_for_the_named_role_identity(tmp_path):
     path, query = FakeImds.requests[-1]
     assert path == "/metadata/identity/oauth2/token"
     assert query["resource"] == "https://vault.azure.net"
-    assert query["msi_res_id"] == ("/subscriptions/sub-1/resourceGroups/prod-rg/providers/"
-                                   "Microsoft.ManagedIdentity/userAssignedIdentities/prod-id-node")
+    assert query["msi_res_id"] == (
+        "/subscriptions/sub-1/resourceGroups/prod-rg/providers/"
+        "Microsoft.ManagedIdentity/userAssignedIdentities/prod-id-node"
+    )
 
 
 def test_every_machine_names_its_role_identity(dev_plan):
     from plan.artifacts import collect_files
 
     files = collect_files(dev_plan.registrations)
-    identities = {path.split("/")[0]: text.strip() for path, text in files.items()
-                  if path.endswith("etc/supercluster/identity")}
+    identities = {
+        path.split("/")[0]: text.strip() for path, text in files.items() if path.endswith("etc/supercluster/identity")
+    }
     assert identities, "every VM and scale set names its identity"
     for machine, identity in identities.items():
         role = identity.removeprefix("dev-id-")

@@ -47,8 +47,10 @@ def test_parses_marked_rules_only():
 def test_renders_counters_with_a_traffic_label():
     exporter = _exporter()
     text = exporter.render(exporter.parse_save(SAVE), success=True)
-    assert ('iptables_rule_bytes_total{table="mangle",chain="FORWARD",rule="supercluster traffic=internet-out",'
-            'traffic="internet-out"} 20') in text
+    assert (
+        'iptables_rule_bytes_total{table="mangle",chain="FORWARD",rule="supercluster traffic=internet-out",'
+        'traffic="internet-out"} 20'
+    ) in text
     assert "# TYPE iptables_rule_packets_total counter" in text
     assert text.endswith("iptables_exporter_scrape_success 1\n")
 
@@ -76,13 +78,15 @@ def test_reads_real_nft_backed_rules_the_node_published_as_nobody():
         exporter.chmod(0o644)
         counters = work / "counters" / "mangle.save"
         version = subprocess.run([iptables, "--version"], capture_output=True, text=True).stdout
-        script = (f'{iptables} -t mangle -A INPUT ! -s 10.0.0.0/8 -m comment '
-                  f'--comment "iptables-exporter supercluster traffic=internet-in" && '
-                  f'{iptables} -t mangle -A OUTPUT ! -d 10.0.0.0/8 -m comment '
-                  f'--comment "iptables-exporter supercluster traffic=internet-out" && '
-                  f'COUNTERS_FILE={counters} {publisher} && '
-                  f'{setpriv} --reuid 65534 --regid 65534 --clear-groups --inh-caps=-all --bounding-set=-all '
-                  f'env COUNTERS_FILE={counters} MAX_AGE_SECONDS=30 {python} {exporter} --once')
+        script = (
+            f"{iptables} -t mangle -A INPUT ! -s 10.0.0.0/8 -m comment "
+            f'--comment "iptables-exporter supercluster traffic=internet-in" && '
+            f"{iptables} -t mangle -A OUTPUT ! -d 10.0.0.0/8 -m comment "
+            f'--comment "iptables-exporter supercluster traffic=internet-out" && '
+            f"COUNTERS_FILE={counters} {publisher} && "
+            f"{setpriv} --reuid 65534 --regid 65534 --clear-groups --inh-caps=-all --bounding-set=-all "
+            f"env COUNTERS_FILE={counters} MAX_AGE_SECONDS=30 {python} {exporter} --once"
+        )
         result = subprocess.run([unshare, "--net", "sh", "-c", script], capture_output=True, text=True, timeout=60)
     finally:
         shutil.rmtree(work)
@@ -99,7 +103,7 @@ def test_a_missing_or_stale_file_is_reported_not_read_as_idle(tmp_path):
     stale.write_text(SAVE)
     os.utime(stale, (0, 0))
     text = exporter.collect(str(stale), 30)
-    assert text.endswith("iptables_exporter_scrape_success 0\n") and "traffic=\"internet-in\"} 5" in text
+    assert text.endswith("iptables_exporter_scrape_success 0\n") and 'traffic="internet-in"} 5' in text
     stale.touch()
     assert exporter.collect(str(stale), 30).endswith("iptables_exporter_scrape_success 1\n")
 

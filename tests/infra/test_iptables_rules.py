@@ -125,8 +125,9 @@ def udp_echo(ns: Netns, port: int) -> subprocess.Popen:
         "    data,peer=s.recvfrom(64); s.sendto(data,peer); print(peer[0])\n"
         "except socket.timeout: print('timeout')\n"
     )
-    process = subprocess.Popen(["ip", "netns", "exec", ns.name, sys.executable, "-c", code, str(port)],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        ["ip", "netns", "exec", ns.name, sys.executable, "-c", code, str(port)], stdout=subprocess.PIPE, text=True
+    )
     assert process.stdout.readline().strip() == "ready"
     return process
 
@@ -142,9 +143,11 @@ def counters(ns: Netns, table: str) -> dict[tuple[str, str], int]:
     return found
 
 
-@pytest.mark.parametrize("ruleset", [accounting_ruleset(DEV), accounting_ruleset(PROD), nat_ruleset(DEV),
-                                     nat_ruleset(PROD)], ids=["accounting-dev", "accounting-prod", "nat-dev",
-                                                              "nat-prod"])
+@pytest.mark.parametrize(
+    "ruleset",
+    [accounting_ruleset(DEV), accounting_ruleset(PROD), nat_ruleset(DEV), nat_ruleset(PROD)],
+    ids=["accounting-dev", "accounting-prod", "nat-dev", "nat-prod"],
+)
 def test_rendered_rules_pass_iptables_restore_test(ruleset, host):
     result = host.exec("iptables-restore", "--test", "--noflush", input=render_restore(ruleset), check=False)
     assert result.returncode == 0, result.stderr
@@ -193,8 +196,23 @@ def test_a_nat_host_masquerades_traffic_from_outside_to_a_service_and_forwards_n
     host.exec("sysctl", "-p", str(sysctl))
     load(host, nat_ruleset(DEV), tmp_path)
     # Stand-in for kube-proxy: the service IP is translated to the pod.
-    host.exec("iptables", "-t", "nat", "-A", "PREROUTING", "-d", f"{SERVICE_IP}/32", "-p", "udp", "--dport", "53",
-              "-j", "DNAT", "--to-destination", f"{POD_IP}:9999")
+    host.exec(
+        "iptables",
+        "-t",
+        "nat",
+        "-A",
+        "PREROUTING",
+        "-d",
+        f"{SERVICE_IP}/32",
+        "-p",
+        "udp",
+        "--dport",
+        "53",
+        "-j",
+        "DNAT",
+        "--to-destination",
+        f"{POD_IP}:9999",
+    )
 
     def through(source: str, destination: str, port: int) -> tuple[str, str]:
         echo = udp_echo(pod, 9999)

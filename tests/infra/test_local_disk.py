@@ -22,8 +22,9 @@ MODEL = local_disk.NVME_MODEL_PREFIX
 class Machine:
     """A fake machine: its block devices, udev's label links, its mount table, and a command log."""
 
-    def __init__(self, root, disks: dict[str, str], labelled: set[str] = frozenset(),
-                 blkid_label: str = "", mounts: str = "") -> None:
+    def __init__(
+        self, root, disks: dict[str, str], labelled: set[str] = frozenset(), blkid_label: str = "", mounts: str = ""
+    ) -> None:
         self.root, self.commands = root, []
         self.sys_block = root / "sys"
         for name, model in disks.items():
@@ -46,9 +47,15 @@ class Machine:
         return (1, "") if argv[0] == "mountpoint" else (0, "")
 
     def setup(self, settings):
-        return program.setup(settings, runner=self.run, sys_block=str(self.sys_block),
-                             resource_link=str(self.root / "resource"), by_label=str(self.by_label),
-                             mounts_file=str(self.mounts), sleep=lambda _: None)
+        return program.setup(
+            settings,
+            runner=self.run,
+            sys_block=str(self.sys_block),
+            resource_link=str(self.root / "resource"),
+            by_label=str(self.by_label),
+            mounts_file=str(self.mounts),
+            sleep=lambda _: None,
+        )
 
     def ran(self, tool):
         return [c for c in self.commands if c[0] == tool]
@@ -59,20 +66,27 @@ def settings(nvme=2, mount="/var/lib/etcd", label="etcd", bind_dirs=()):
 
 
 def test_blank_nvme_disks_become_one_raid0_formatted_and_mounted(tmp_path):
-    host = Machine(tmp_path, {"nvme0n1": MODEL, "nvme1n1": "MSFT NVMe Accelerator v1.0", "nvme2n1": MODEL + " v2",
-                              "sda": "Virtual_Disk"})
+    host = Machine(
+        tmp_path,
+        {"nvme0n1": MODEL, "nvme1n1": "MSFT NVMe Accelerator v1.0", "nvme2n1": MODEL + " v2", "sda": "Virtual_Disk"},
+    )
     host.setup(settings(mount=str(tmp_path / "etcd")))
     [create] = [c for c in host.ran("mdadm") if "--create" in c]
     assert "--level=0" in create and "--raid-devices=2" in create
     assert create[-2:] == ("/dev/nvme0n1", "/dev/nvme2n1")  # never the remote NVMe OS disk
-    assert host.ran("mkfs.ext4")[0][-1] == "/dev/md/etcd" and ("-L", "etcd") == host.ran("mkfs.ext4")[0][3:5]
-    assert host.ran("mount") == [("mount", "-o", "defaults,noatime", str(host.by_label / "etcd"), str(tmp_path / "etcd"))]
+    assert host.ran("mkfs.ext4")[0][-1] == "/dev/md/etcd" and host.ran("mkfs.ext4")[0][3:5] == ("-L", "etcd")
+    assert host.ran("mount") == [
+        ("mount", "-o", "defaults,noatime", str(host.by_label / "etcd"), str(tmp_path / "etcd"))
+    ]
 
 
 def test_a_reboot_mounts_what_is_there_and_formats_nothing(tmp_path):
     host = Machine(tmp_path, {"nvme0n1": MODEL}, labelled={"sc-local"})
-    host.setup(settings(nvme=1, mount=str(tmp_path / "ssd"), label="sc-local",
-                        bind_dirs=[("kubelet", str(tmp_path / "kubelet"))]))
+    host.setup(
+        settings(
+            nvme=1, mount=str(tmp_path / "ssd"), label="sc-local", bind_dirs=[("kubelet", str(tmp_path / "kubelet"))]
+        )
+    )
     assert not host.ran("mkfs.ext4") and not host.ran("wipefs") and not host.ran("mdadm")
     assert ("mount", "--bind", str(tmp_path / "ssd" / "kubelet"), str(tmp_path / "kubelet")) in host.commands
 
@@ -107,7 +121,6 @@ def test_the_program_is_standard_library_only_and_fails_in_one_line(tmp_path):
     script = tmp_path / "supercluster-local-disk"
     script.write_text(machine.source(local_disk.PROGRAM))
     # -I: isolated from this repository and site-packages, as on a machine.
-    result = subprocess.run([sys.executable, "-I", str(script), str(bad)], capture_output=True, text=True,
-                            timeout=30)
+    result = subprocess.run([sys.executable, "-I", str(script), str(bad)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert "refusing to put state on the OS disk" in result.stderr

@@ -41,7 +41,7 @@ def test_customizer_installs_every_node_binary_from_the_manifest_nodes_check(kin
     # The boot manifest is the same list of binaries, checks only: a pin has one source.
     boot = node_install.boot_manifest("1.33.4")["artifacts"]
     assert [a["name"] for a in boot] == [a["name"] for a in manifest["artifacts"]]
-    assert all(b["version_expect"] == a["version_expect"] for a, b in zip(manifest["artifacts"], boot))
+    assert all(b["version_expect"] == a["version_expect"] for a, b in zip(manifest["artifacts"], boot, strict=True))
     assert not any("url" in a or "sha256" in a for a in boot)
 
 
@@ -66,18 +66,32 @@ def test_the_images_carry_every_package_any_machine_declares():
         spec = build_cluster_spec(raw_stack(stack), "eastus")
         declared = set(nat_host_cloud_config(spec.config, spec.addresses, "kv").packages)
         for pool in spec.config.node_pools:
-            declared |= set(node_cloud_config(node_spec(spec.config, spec.addresses, pool, shards(pool)[0],
-                                                        vault_name="kv",
-                                                        registry_login_server="r.azurecr.io")).packages)
+            declared |= set(
+                node_cloud_config(
+                    node_spec(
+                        spec.config,
+                        spec.addresses,
+                        pool,
+                        shards(pool)[0],
+                        vault_name="kv",
+                        registry_login_server="r.azurecr.io",
+                    )
+                ).packages
+            )
         for role in (MAIN, EVENTS):
             cluster = etcd_cluster_spec(spec, role)
-            declared |= {package for member in cluster.members
-                         for package in etcd_machine.member_cloud_config(cluster, member, "kv").packages}
+            declared |= {
+                package
+                for member in cluster.members
+                for package in etcd_machine.member_cloud_config(cluster, member, "kv").packages
+            }
         ip = spec.addresses.apiserver_ips(spec.config.control_plane.apiservers)[0]
         declared |= set(apiserver_cloud_config(spec, ip, {}, (), shared_files(spec)).packages)
         assert declared and declared <= set(machine_image.PACKAGES), declared - set(machine_image.PACKAGES)
-        assert f"apt-get install -y --no-install-recommends {' '.join(machine_image.PACKAGES)}" in \
-            machine_image.customizer_script(spec.config, "cpu")
+        assert (
+            f"apt-get install -y --no-install-recommends {' '.join(machine_image.PACKAGES)}"
+            in machine_image.customizer_script(spec.config, "cpu")
+        )
 
 
 def test_base_images_are_exact_versions():
@@ -121,8 +135,11 @@ def _run_boot_install(tmp_path, artifact):
 
 
 def test_a_booting_machine_refuses_a_binary_its_image_lacks_instead_of_downloading_it(tmp_path):
-    missing = {"name": "kubelet", "version_command": [str(tmp_path / "kubelet"), "--version"],
-               "version_expect": "Kubernetes v1.33.4\n"}
+    missing = {
+        "name": "kubelet",
+        "version_command": [str(tmp_path / "kubelet"), "--version"],
+        "version_expect": "Kubernetes v1.33.4\n",
+    }
     result = _run_boot_install(tmp_path, missing)
     assert result.returncode != 0 and "machines download nothing" in result.stderr
     present = tmp_path / "kubelet"
@@ -149,8 +166,9 @@ def test_a_built_version_is_never_rebuilt_with_other_contents():
     newer = config("dev", kubernetesVersion="1.33.5")
     with pytest.raises(ConfigError, match=r"machineImageVersion = '1.0.0': expected a version not built before"):
         machine_image.check_version_not_reused(machine_image.built(cfg), newer)
-    machine_image.check_version_not_reused(machine_image.built(cfg), config("dev", kubernetesVersion="1.33.5",
-                                                                           machineImageVersion="1.0.1"))
+    machine_image.check_version_not_reused(
+        machine_image.built(cfg), config("dev", kubernetesVersion="1.33.5", machineImageVersion="1.0.1")
+    )
     # A kind the last deploy did not build (a first GPU pool) is a new image, not a rebuilt one.
     cpu_only = {"version": "1.0.0", "contents": {"cpu": machine_image.fingerprint(cfg, "cpu")}}
     machine_image.check_version_not_reused(cpu_only, cfg)

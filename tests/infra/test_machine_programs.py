@@ -9,8 +9,11 @@ import pytest
 
 import machine
 
-PROGRAMS = sorted(p for p in machine.PROGRAMS_DIR.rglob("*") if p.is_file() and p.suffix in (".py", ".sh")
-                  and p.name != "__init__.py" and "__pycache__" not in p.parts)
+PROGRAMS = sorted(
+    p
+    for p in machine.PROGRAMS_DIR.rglob("*")
+    if p.is_file() and p.suffix in (".py", ".sh") and p.name != "__init__.py" and "__pycache__" not in p.parts
+)
 # PyYAML ships with every Ubuntu cloud image: cloud-init itself depends on it.
 ALSO_ON_THE_MACHINE = {"etcd/member.py": {"yaml"}}
 
@@ -25,8 +28,9 @@ def imported_modules(source: str) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("program", [p for p in PROGRAMS if p.suffix == ".py"],
-                         ids=lambda p: str(p.relative_to(machine.PROGRAMS_DIR)))
+@pytest.mark.parametrize(
+    "program", [p for p in PROGRAMS if p.suffix == ".py"], ids=lambda p: str(p.relative_to(machine.PROGRAMS_DIR))
+)
 def test_every_program_needs_only_the_standard_library(program):
     name = str(program.relative_to(machine.PROGRAMS_DIR))
     allowed = set(sys.stdlib_module_names) | ALSO_ON_THE_MACHINE.get(name, set()) | {"__future__"}

@@ -39,8 +39,9 @@ class Case:
 
 
 def _requests(code_rates: dict[str, int], samples: int = 30) -> dict[str, str]:
-    return {f'apiserver_request_total{{{API},code="{code}"}}': f"0+{rate}x{samples}"
-            for code, rate in code_rates.items()}
+    return {
+        f'apiserver_request_total{{{API},code="{code}"}}': f"0+{rate}x{samples}" for code, rate in code_rates.items()
+    }
 
 
 def _histogram(name: str, labels: str, counts: dict[str, int]) -> dict[str, str]:
@@ -57,13 +58,17 @@ def _nodes_ready(ready: int, unready: int) -> dict[str, str]:
 
 
 def _dns(job: str, servfail: int) -> dict[str, str]:
-    return {f'coredns_dns_responses_total{{job="{job}",node="n1",rcode="SERVFAIL"}}': f"0+{servfail}x30",
-            f'coredns_dns_responses_total{{job="{job}",node="n1",rcode="NOERROR"}}': "0+100x30"}
+    return {
+        f'coredns_dns_responses_total{{job="{job}",node="n1",rcode="SERVFAIL"}}': f"0+{servfail}x30",
+        f'coredns_dns_responses_total{{job="{job}",node="n1",rcode="NOERROR"}}': "0+100x30",
+    }
 
 
 def _azure_dns(job: str, per_minute: int) -> dict[str, str]:
-    return {f'coredns_proxy_request_duration_seconds_count{{job="{job}",node="n1",proxy_name="forward",'
-            f'to="{rules.AZURE_DNS}:53",rcode="NOERROR"}}': f"0+{per_minute}x30"}
+    return {
+        f'coredns_proxy_request_duration_seconds_count{{job="{job}",node="n1",proxy_name="forward",'
+        f'to="{rules.AZURE_DNS}:53",rcode="NOERROR"}}': f"0+{per_minute}x30"
+    }
 
 
 NAT = 'job="node-exporter",role="nat-host",node="nat-0",instance="10.0.0.9:9100"'
@@ -75,103 +80,187 @@ CONTROL_PLANE = [
     Case("APIServerErrors", _requests({"500": 3, "200": 100}), _requests({"500": 0, "200": 100}), "20m"),
     Case("APIServerErrorsHigh", _requests({"500": 10, "200": 100}), _requests({"500": 3, "200": 100}), "20m"),
     # 50% errors: at 10 minutes only the fastest burn (1h/5m, for 2m) has fired; the others are pending.
-    Case("APIServerErrorBudgetBurn", _requests({"500": 50, "200": 50}), _requests({"500": 0, "200": 50}), "10m",
-         [{"long": "1h", "short": "5m"}]),
-    Case("APIServerLatencyHigh",
-         _histogram("apiserver_request_duration_seconds", f'{API},verb="GET"', {"0.5": 0, "1": 0, "5": 10, "+Inf": 10}),
-         _histogram("apiserver_request_duration_seconds", f'{API},verb="GET"',
-                    {"0.5": 10, "1": 10, "5": 10, "+Inf": 10}),
-         "20m", [{"verb": "GET"}]),
-    Case("EtcdNoLeader", {f"etcd_server_has_leader{{{ETCD}}}": "0x10"}, {f"etcd_server_has_leader{{{ETCD}}}": "1x10"},
-         "5m", [ETCD_LABELS]),
+    Case(
+        "APIServerErrorBudgetBurn",
+        _requests({"500": 50, "200": 50}),
+        _requests({"500": 0, "200": 50}),
+        "10m",
+        [{"long": "1h", "short": "5m"}],
+    ),
+    Case(
+        "APIServerLatencyHigh",
+        _histogram("apiserver_request_duration_seconds", f'{API},verb="GET"', {"0.5": 0, "1": 0, "5": 10, "+Inf": 10}),
+        _histogram(
+            "apiserver_request_duration_seconds", f'{API},verb="GET"', {"0.5": 10, "1": 10, "5": 10, "+Inf": 10}
+        ),
+        "20m",
+        [{"verb": "GET"}],
+    ),
+    Case(
+        "EtcdNoLeader",
+        {f"etcd_server_has_leader{{{ETCD}}}": "0x10"},
+        {f"etcd_server_has_leader{{{ETCD}}}": "1x10"},
+        "5m",
+        [ETCD_LABELS],
+    ),
     Case("EtcdMemberDown", {f"up{{{ETCD}}}": "0x10"}, {f"up{{{ETCD}}}": "1x10"}, "5m", [ETCD_LABELS]),
-    Case("EtcdHighNumberOfLeaderChanges", {f"etcd_server_leader_changes_seen_total{{{ETCD}}}": "0+1x30"},
-         {f"etcd_server_leader_changes_seen_total{{{ETCD}}}": "2x30"}, "25m", [{"job": "etcd-main"}]),
-    Case("EtcdHighCommitDurations",
-         _histogram("etcd_disk_backend_commit_duration_seconds", ETCD, {"0.128": 0, "0.512": 10, "+Inf": 10}),
-         _histogram("etcd_disk_backend_commit_duration_seconds", ETCD, {"0.128": 10, "0.512": 10, "+Inf": 10}),
-         "20m", [ETCD_LABELS]),
-    Case("EtcdHighFsyncDurations",
-         _histogram("etcd_disk_wal_fsync_duration_seconds", ETCD, {"0.256": 0, "1.024": 10, "+Inf": 10}),
-         _histogram("etcd_disk_wal_fsync_duration_seconds", ETCD, {"0.256": 10, "1.024": 10, "+Inf": 10}),
-         "20m", [ETCD_LABELS]),
-    Case("EtcdDatabaseQuotaLowSpace",
-         _db("97x30", "100x30"),
-         _db("90x30", "100x30"),
-         "20m", [ETCD_LABELS]),
-    Case("EtcdDatabaseQuotaFilling",
-         _db("85x30", "100x30"),
-         _db("50x30", "100x30"),
-         "20m", [ETCD_LABELS]),
-    Case("EtcdExcessiveDatabaseGrowth",
-         _db("0+1x90", "200x90"),
-         _db("10x90", "200x90"),
-         "60m", [ETCD_LABELS]),
+    Case(
+        "EtcdHighNumberOfLeaderChanges",
+        {f"etcd_server_leader_changes_seen_total{{{ETCD}}}": "0+1x30"},
+        {f"etcd_server_leader_changes_seen_total{{{ETCD}}}": "2x30"},
+        "25m",
+        [{"job": "etcd-main"}],
+    ),
+    Case(
+        "EtcdHighCommitDurations",
+        _histogram("etcd_disk_backend_commit_duration_seconds", ETCD, {"0.128": 0, "0.512": 10, "+Inf": 10}),
+        _histogram("etcd_disk_backend_commit_duration_seconds", ETCD, {"0.128": 10, "0.512": 10, "+Inf": 10}),
+        "20m",
+        [ETCD_LABELS],
+    ),
+    Case(
+        "EtcdHighFsyncDurations",
+        _histogram("etcd_disk_wal_fsync_duration_seconds", ETCD, {"0.256": 0, "1.024": 10, "+Inf": 10}),
+        _histogram("etcd_disk_wal_fsync_duration_seconds", ETCD, {"0.256": 10, "1.024": 10, "+Inf": 10}),
+        "20m",
+        [ETCD_LABELS],
+    ),
+    Case("EtcdDatabaseQuotaLowSpace", _db("97x30", "100x30"), _db("90x30", "100x30"), "20m", [ETCD_LABELS]),
+    Case("EtcdDatabaseQuotaFilling", _db("85x30", "100x30"), _db("50x30", "100x30"), "20m", [ETCD_LABELS]),
+    Case("EtcdExcessiveDatabaseGrowth", _db("0+1x90", "200x90"), _db("10x90", "200x90"), "60m", [ETCD_LABELS]),
     # The newest snapshot stays at time 0 (fire) or keeps up with the clock (silent).
-    Case("EtcdBackupStale", {f'{LAST_SUCCESS_METRIC}{{job="etcd-backup",etcd_cluster="main"}}': "0x200"},
-         {f'{LAST_SUCCESS_METRIC}{{job="etcd-backup",etcd_cluster="main"}}': "0+60x200"}, "120m",
-         [{"etcd_cluster": "main"}]),
-    Case("EtcdBackupMetricsMissing",
-         {'up{job="etcd-backup",instance="10.0.0.4:9479"}': "0x30",
-          f'{LAST_SUCCESS_METRIC}{{job="etcd-backup",etcd_cluster="main",instance="10.0.0.5:9479"}}': "0+60x30"},
-         {'up{job="etcd-backup",instance="10.0.0.4:9479"}': "1x30",
-          f'{LAST_SUCCESS_METRIC}{{job="etcd-backup",etcd_cluster="main",instance="10.0.0.4:9479"}}': "0+60x30"},
-         "20m", [{"job": "etcd-backup", "instance": "10.0.0.4:9479"}]),
-    Case("NodeNotReady", _nodes_ready(1, 1), _nodes_ready(2, 0), "20m",
-         [{"job": "kube-state-metrics", "condition": "Ready", "status": "true", "node": "n1"}]),
+    Case(
+        "EtcdBackupStale",
+        {f'{LAST_SUCCESS_METRIC}{{job="etcd-backup",etcd_cluster="main"}}': "0x200"},
+        {f'{LAST_SUCCESS_METRIC}{{job="etcd-backup",etcd_cluster="main"}}': "0+60x200"},
+        "120m",
+        [{"etcd_cluster": "main"}],
+    ),
+    Case(
+        "EtcdBackupMetricsMissing",
+        {
+            'up{job="etcd-backup",instance="10.0.0.4:9479"}': "0x30",
+            f'{LAST_SUCCESS_METRIC}{{job="etcd-backup",etcd_cluster="main",instance="10.0.0.5:9479"}}': "0+60x30",
+        },
+        {
+            'up{job="etcd-backup",instance="10.0.0.4:9479"}': "1x30",
+            f'{LAST_SUCCESS_METRIC}{{job="etcd-backup",etcd_cluster="main",instance="10.0.0.4:9479"}}': "0+60x30",
+        },
+        "20m",
+        [{"job": "etcd-backup", "instance": "10.0.0.4:9479"}],
+    ),
+    Case(
+        "NodeNotReady",
+        _nodes_ready(1, 1),
+        _nodes_ready(2, 0),
+        "20m",
+        [{"job": "kube-state-metrics", "condition": "Ready", "status": "true", "node": "n1"}],
+    ),
     # The autoscaler's guard in prod is 33%: half of it (16%) pages; 2 of 4 unready is 50%, 1 of 10 is 10%.
     Case("NodesNotReadyMany", _nodes_ready(2, 2), _nodes_ready(9, 1), "20m"),
-    Case("ClusterAutoscalerHalted",
-         {'cluster_autoscaler_cluster_safe_to_autoscale{job="cluster-autoscaler",pod="ca-0"}': "0x30"},
-         {'cluster_autoscaler_cluster_safe_to_autoscale{job="cluster-autoscaler",pod="ca-0"}': "1x30"}, "20m",
-         [{"job": "cluster-autoscaler", "pod": "ca-0"}]),
-    Case("ClusterAutoscalerDown", {'up{job="cluster-autoscaler",pod="ca-0"}': "0x30"},
-         {'up{job="cluster-autoscaler",pod="ca-0"}': "1x30"}, "20m", [{"job": "cluster-autoscaler", "pod": "ca-0"}]),
-    Case("GPUStartupTaintNotLifted",
-         {f'kube_node_spec_taint{{job="kube-state-metrics",node="g1",key="{GPU_STARTUP_TAINT_KEY}",'
-          'effect="NoSchedule"}': "1x60"},
-         {'kube_node_spec_taint{job="kube-state-metrics",node="g1",key="other",effect="NoSchedule"}': "1x60"}, "40m",
-         [{"job": "kube-state-metrics", "node": "g1", "key": GPU_STARTUP_TAINT_KEY, "effect": "NoSchedule"}]),
+    Case(
+        "ClusterAutoscalerHalted",
+        {'cluster_autoscaler_cluster_safe_to_autoscale{job="cluster-autoscaler",pod="ca-0"}': "0x30"},
+        {'cluster_autoscaler_cluster_safe_to_autoscale{job="cluster-autoscaler",pod="ca-0"}': "1x30"},
+        "20m",
+        [{"job": "cluster-autoscaler", "pod": "ca-0"}],
+    ),
+    Case(
+        "ClusterAutoscalerDown",
+        {'up{job="cluster-autoscaler",pod="ca-0"}': "0x30"},
+        {'up{job="cluster-autoscaler",pod="ca-0"}': "1x30"},
+        "20m",
+        [{"job": "cluster-autoscaler", "pod": "ca-0"}],
+    ),
+    Case(
+        "GPUStartupTaintNotLifted",
+        {
+            f'kube_node_spec_taint{{job="kube-state-metrics",node="g1",key="{GPU_STARTUP_TAINT_KEY}",'
+            'effect="NoSchedule"}': "1x60"
+        },
+        {'kube_node_spec_taint{job="kube-state-metrics",node="g1",key="other",effect="NoSchedule"}': "1x60"},
+        "40m",
+        [{"job": "kube-state-metrics", "node": "g1", "key": GPU_STARTUP_TAINT_KEY, "effect": "NoSchedule"}],
+    ),
     Case("CoreDNSErrors", _dns("coredns", 10), _dns("coredns", 0), "20m", [{"job": "coredns", "node": "n1"}]),
     # 200 queries/s (12,000 a minute) to Azure DNS from one node fires; 50/s does not.
-    Case("CoreDNSUpstreamRateNearAzureLimit", _azure_dns("coredns", 12_000), _azure_dns("coredns", 3_000), "20m",
-         [{"job": "coredns", "node": "n1"}]),
-    Case("APIServerClientCertificateExpiring",
-         {f"{CERT_BUCKETS}_count{{{API}}}": "0+10x30",
-          **_histogram(CERT_BUCKETS, API, {"3600": 0, "86400": 10, "604800": 10, "2592000": 10, "+Inf": 10})},
-         {f"{CERT_BUCKETS}_count{{{API}}}": "0+10x30",
-          **_histogram(CERT_BUCKETS, API, {"3600": 0, "86400": 0, "604800": 0, "2592000": 10, "+Inf": 10})},
-         "20m", [{"job": "apiserver"}]),
+    Case(
+        "CoreDNSUpstreamRateNearAzureLimit",
+        _azure_dns("coredns", 12_000),
+        _azure_dns("coredns", 3_000),
+        "20m",
+        [{"job": "coredns", "node": "n1"}],
+    ),
+    Case(
+        "APIServerClientCertificateExpiring",
+        {
+            f"{CERT_BUCKETS}_count{{{API}}}": "0+10x30",
+            **_histogram(CERT_BUCKETS, API, {"3600": 0, "86400": 10, "604800": 10, "2592000": 10, "+Inf": 10}),
+        },
+        {
+            f"{CERT_BUCKETS}_count{{{API}}}": "0+10x30",
+            **_histogram(CERT_BUCKETS, API, {"3600": 0, "86400": 0, "604800": 0, "2592000": 10, "+Inf": 10}),
+        },
+        "20m",
+        [{"job": "apiserver"}],
+    ),
 ]
 
 KUBELET = 'job="kubelet",node="n1"'
 NODES = [
-    Case("NodeLocalDNSErrors", _dns("node-local-dns", 10), _dns("node-local-dns", 0), "20m",
-         [{"job": "node-local-dns", "node": "n1"}]),
-    Case("NodeUpstreamDNSRateNearAzureLimit", _azure_dns("node-local-dns", 12_000), _azure_dns("node-local-dns", 3_000),
-         "20m", [{"job": "node-local-dns", "node": "n1"}]),
-    Case("GPUXidError", {'DCGM_FI_DEV_XID_ERRORS{job="dcgm-exporter",node="g1",gpu="3"}': "0x5 79x5 0x20"},
-         {'DCGM_FI_DEV_XID_ERRORS{job="dcgm-exporter",node="g1",gpu="3"}': "0x30"}, "12m",
-         [{"job": "dcgm-exporter", "node": "g1", "gpu": "3"}]),
-    Case("KubeletClientCertificateExpiring",
-         {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "500000x30"},
-         {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "2000000x30"}, "10m",
-         [{"job": "kubelet", "node": "n1"}]),
-    Case("KubeletClientCertificateExpiringSoon",
-         {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "50000x30"},
-         {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "500000x30"}, "10m",
-         [{"job": "kubelet", "node": "n1"}]),
-    Case("KubeletCertificateRenewErrors",
-         {f"kubelet_certificate_manager_client_expiration_renew_errors{{{KUBELET}}}": "0+1x40"},
-         {f"kubelet_certificate_manager_client_expiration_renew_errors{{{KUBELET}}}": "3x40"}, "30m",
-         [{"job": "kubelet", "node": "n1"}]),
+    Case(
+        "NodeLocalDNSErrors",
+        _dns("node-local-dns", 10),
+        _dns("node-local-dns", 0),
+        "20m",
+        [{"job": "node-local-dns", "node": "n1"}],
+    ),
+    Case(
+        "NodeUpstreamDNSRateNearAzureLimit",
+        _azure_dns("node-local-dns", 12_000),
+        _azure_dns("node-local-dns", 3_000),
+        "20m",
+        [{"job": "node-local-dns", "node": "n1"}],
+    ),
+    Case(
+        "GPUXidError",
+        {'DCGM_FI_DEV_XID_ERRORS{job="dcgm-exporter",node="g1",gpu="3"}': "0x5 79x5 0x20"},
+        {'DCGM_FI_DEV_XID_ERRORS{job="dcgm-exporter",node="g1",gpu="3"}': "0x30"},
+        "12m",
+        [{"job": "dcgm-exporter", "node": "g1", "gpu": "3"}],
+    ),
+    Case(
+        "KubeletClientCertificateExpiring",
+        {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "500000x30"},
+        {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "2000000x30"},
+        "10m",
+        [{"job": "kubelet", "node": "n1"}],
+    ),
+    Case(
+        "KubeletClientCertificateExpiringSoon",
+        {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "50000x30"},
+        {f"kubelet_certificate_manager_client_ttl_seconds{{{KUBELET}}}": "500000x30"},
+        "10m",
+        [{"job": "kubelet", "node": "n1"}],
+    ),
+    Case(
+        "KubeletCertificateRenewErrors",
+        {f"kubelet_certificate_manager_client_expiration_renew_errors{{{KUBELET}}}": "0+1x40"},
+        {f"kubelet_certificate_manager_client_expiration_renew_errors{{{KUBELET}}}": "3x40"},
+        "30m",
+        [{"job": "kubelet", "node": "n1"}],
+    ),
     # A CPU node's node-exporter down is not a NAT host down.
-    Case("NATHostDown", {f"up{{{NAT}}}": "0x10"}, {f"up{{{NAT.replace('nat-host', 'cpu')}}}": "0x10"}, "5m",
-         [NAT_LABELS]),
-    Case("NATHostConntrackFull",
-         {f"node_nf_conntrack_entries{{{NAT}}}": "900x30", f"node_nf_conntrack_entries_limit{{{NAT}}}": "1000x30"},
-         {f"node_nf_conntrack_entries{{{NAT}}}": "500x30", f"node_nf_conntrack_entries_limit{{{NAT}}}": "1000x30"},
-         "20m", [NAT_LABELS]),
+    Case(
+        "NATHostDown", {f"up{{{NAT}}}": "0x10"}, {f"up{{{NAT.replace('nat-host', 'cpu')}}}": "0x10"}, "5m", [NAT_LABELS]
+    ),
+    Case(
+        "NATHostConntrackFull",
+        {f"node_nf_conntrack_entries{{{NAT}}}": "900x30", f"node_nf_conntrack_entries_limit{{{NAT}}}": "1000x30"},
+        {f"node_nf_conntrack_entries{{{NAT}}}": "500x30", f"node_nf_conntrack_entries_limit{{{NAT}}}": "1000x30"},
+        "20m",
+        [NAT_LABELS],
+    ),
 ]
 
 
@@ -194,13 +283,18 @@ def _test_file(rule_file: str, alert_rules: dict[str, list[dict]], cases: list[C
             own = next(r for r in variants if all(r["labels"].get(k, v) == v for k, v in labels.items()))
             return {"exp_labels": {**labels, **own["labels"]}, "exp_annotations": own["annotations"]}
 
-        for kind, series, alerts in (("fires", case.fire, [expected(labels) for labels in case.labels]),
-                                     ("stays silent", case.silent, [])):
-            tests.append({
-                "name": f"{case.alert} {kind}", "interval": "1m",
-                "input_series": [{"series": s, "values": v} for s, v in series.items()],
-                "alert_rule_test": [{"eval_time": case.at, "alertname": case.alert, "exp_alerts": alerts}],
-            })
+        for kind, series, alerts in (
+            ("fires", case.fire, [expected(labels) for labels in case.labels]),
+            ("stays silent", case.silent, []),
+        ):
+            tests.append(
+                {
+                    "name": f"{case.alert} {kind}",
+                    "interval": "1m",
+                    "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                    "alert_rule_test": [{"eval_time": case.at, "alertname": case.alert, "exp_alerts": alerts}],
+                }
+            )
     return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
 
 
@@ -262,8 +356,12 @@ def test_every_alert_has_a_runbook_row_in_docs_that_its_annotation_points_to(ren
         match = __import__("re").match(r'\| <a id="([a-z0-9]+)"></a>(\w+) \| [^|]+ \| [^|]+ \| (.+) \|$', line)
         if match:
             rows[match.group(2)] = (match.group(1), match.group(3))
-    alerts = {name: found for files in rendered.values() for text in files.values()
-              for name, found in _alert_rules(text).items()}
+    alerts = {
+        name: found
+        for files in rendered.values()
+        for text in files.values()
+        for name, found in _alert_rules(text).items()
+    }
     assert sorted(rows) == sorted(alerts)
     for name, variants in alerts.items():
         anchor, runbook = rows[name]

@@ -78,8 +78,10 @@ def test_truncation_never_leaves_a_hyphen_against_the_vault_suffix():
 
 
 @settings(max_examples=300, deadline=None)
-@given(cluster=st.from_regex(rf"\A{CLUSTER_NAME_PATTERN}\Z"),
-       pools=st.lists(st.from_regex(rf"\A{POOL_NAME_PATTERN}\Z"), min_size=1, max_size=3, unique=True))
+@given(
+    cluster=st.from_regex(rf"\A{CLUSTER_NAME_PATTERN}\Z"),
+    pools=st.lists(st.from_regex(rf"\A{POOL_NAME_PATTERN}\Z"), min_size=1, max_size=3, unique=True),
+)
 def test_every_accepted_cluster_name_gives_only_valid_azure_names(cluster, pools):
     """Of the names the config's pattern admits, only those with consecutive hyphens are refused
     (Key Vault's rule); for every other one, truncation included, each derived name is valid."""

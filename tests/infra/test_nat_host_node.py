@@ -21,7 +21,8 @@ def test_nat_host_joins_tainted_with_kube_proxy_and_its_own_identity():
     files = _files(parsed("dev"))
     kubelet_config = yaml.safe_load(files[kubelet.CONFIG_PATH])
     assert kubelet_config["registerWithTaints"] == [
-        {"key": t.key, "value": t.value, "effect": t.effect} for t in NAT_HOST_TAINTS]
+        {"key": t.key, "value": t.value, "effect": t.effect} for t in NAT_HOST_TAINTS
+    ]
     assert kubelet_config["maxPods"] == NAT_HOST_MAX_PODS
     assert "/etc/systemd/system/kube-proxy.service" in files
     assert files["/etc/supercluster/identity"].strip() == "dev-id-nat"
@@ -33,5 +34,6 @@ def test_nat_host_accounting_follows_the_addon_toggle():
     off = _files(parsed("dev", addons={"trafficAccounting": {"enabled": False}}))
     unit = "/etc/systemd/system/supercluster-traffic-accounting.service"
     assert unit in on and unit not in off
-    assert boot_steps(parsed("dev", addons={"trafficAccounting": {"enabled": False}}),
-                      plan_addresses(parsed("dev"))) == []
+    assert (
+        boot_steps(parsed("dev", addons={"trafficAccounting": {"enabled": False}}), plan_addresses(parsed("dev"))) == []
+    )

@@ -40,10 +40,13 @@ def test_accounting_loads_before_kubelet_on_every_boot_including_the_first():
 
 def test_accounting_uses_the_clusters_ranges_not_a_hard_coded_10_slash_8():
     rules = render_restore(accounting_ruleset(DEV))
-    assert "-A SUPERCLUSTER-ACCT-IN -s 10.64.0.0/10 -m comment --comment " \
-           '"iptables-exporter supercluster traffic=cluster-in" -j RETURN' in rules
-    assert '-A SUPERCLUSTER-ACCT-OUT -m comment --comment "iptables-exporter supercluster traffic=internet-out"' \
-        in rules
+    assert (
+        "-A SUPERCLUSTER-ACCT-IN -s 10.64.0.0/10 -m comment --comment "
+        '"iptables-exporter supercluster traffic=cluster-in" -j RETURN' in rules
+    )
+    assert (
+        '-A SUPERCLUSTER-ACCT-OUT -m comment --comment "iptables-exporter supercluster traffic=internet-out"' in rules
+    )
     assert "! -s 10.0.0.0/8" not in rules and "! -d 10.0.0.0/8" not in rules
     hooks = {(c.hook, c.table) for c in accounting_ruleset(DEV).chains}
     assert hooks == {("INPUT", "mangle"), ("OUTPUT", "mangle"), ("FORWARD", "mangle")}

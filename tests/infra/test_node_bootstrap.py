@@ -21,13 +21,21 @@ from infra.secret_names import NODE_JOIN_FILES
 
 def spec(**changes) -> NodeSpec:
     values = dict(
-        kubernetes_version="1.33.4", apiserver_endpoint="https://10.0.0.68:6443", cluster_dns="172.20.0.10",
-        cluster_cidr="10.0.0.0/8", vault_name="prod-kv-123456", identity_name="prod-id-node",
+        kubernetes_version="1.33.4",
+        apiserver_endpoint="https://10.0.0.68:6443",
+        cluster_dns="172.20.0.10",
+        cluster_cidr="10.0.0.0/8",
+        vault_name="prod-kv-123456",
+        identity_name="prod-id-node",
         registry_login_server="prodacr123456.azurecr.io",
         images=("registry.k8s.io/pause:3.10", "nvcr.io/nvidia/pytorch:24.05-py3"),
-        local_disks=LocalDisks(nvme_disks=8), vcpus=96, max_pods=8,
+        local_disks=LocalDisks(nvme_disks=8),
+        vcpus=96,
+        max_pods=8,
         labels=node_labels(role=ROLE_GPU, pool="h100a", gpus=8, extra={"supercluster.io/team": "research"}),
-        taints=(Taint("nvidia.com/gpu", "present", "NoSchedule"),), gpus=8, nvswitch=True,
+        taints=(Taint("nvidia.com/gpu", "present", "NoSchedule"),),
+        gpus=8,
+        nvswitch=True,
     )
     values.update(changes)
     return NodeSpec(**values)
@@ -48,6 +56,7 @@ def sysctl_values(node: NodeSpec) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------ sysctls
+
 
 def test_arp_cache_thresholds_from_the_2500_node_post():
     values = sysctl_values(spec())
@@ -78,11 +87,17 @@ def test_sysctls_satisfy_kubelets_protect_kernel_defaults():
     assert kubelet_config(spec())["protectKernelDefaults"] is True
     # kubernetes pkg/util/sysctl: the values kubelet refuses to start without.
     assert {key: values[key] for key in sysctls.KUBELET_KERNEL_DEFAULTS} == {
-        "vm.overcommit_memory": 1, "vm.panic_on_oom": 0, "kernel.panic": 10, "kernel.panic_on_oops": 1,
-        "kernel.keys.root_maxkeys": 1_000_000, "kernel.keys.root_maxbytes": 25_000_000}
+        "vm.overcommit_memory": 1,
+        "vm.panic_on_oom": 0,
+        "kernel.panic": 10,
+        "kernel.panic_on_oops": 1,
+        "kernel.keys.root_maxkeys": 1_000_000,
+        "kernel.keys.root_maxbytes": 25_000_000,
+    }
 
 
 # ------------------------------------------------------------------ kubelet
+
 
 def test_kubelet_config_is_a_valid_kubelet_configuration():
     document = kubelet_config(spec())
@@ -93,7 +108,9 @@ def test_kubelet_config_is_a_valid_kubelet_configuration():
 
 def test_field_check_catches_a_typo():
     assert unknown_fields({"serialiseImagePulls": False, "authentication": {"anonymus": {}}}) == [
-        "serialiseImagePulls", "authentication.anonymus"]
+        "serialiseImagePulls",
+        "authentication.anonymus",
+    ]
 
 
 def test_kubelet_pulls_in_parallel():
@@ -152,6 +169,7 @@ def test_customdata_never_carries_a_secret():
 
 # ------------------------------------------------------------------ containerd
 
+
 def containerd_config(node: NodeSpec) -> dict:
     return tomllib.loads(files(node)[containerd.CONFIG_PATH])
 
@@ -174,9 +192,11 @@ def test_sandbox_image_is_the_preloaded_pinned_pause_image():
     cri = containerd_config(spec())["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["sandbox_image"] == "registry.k8s.io/pause:3.10"
     preload = json.loads(files(spec())["/etc/supercluster/preload-images.json"])
-    assert preload["images"][0] == {"source": "registry.k8s.io/pause:3.10",
-                                    "archive": images.archive_path("registry.k8s.io/pause:3.10"),
-                                    "cached": "prodacr123456.azurecr.io/k8s/pause:3.10"}
+    assert preload["images"][0] == {
+        "source": "registry.k8s.io/pause:3.10",
+        "archive": images.archive_path("registry.k8s.io/pause:3.10"),
+        "cached": "prodacr123456.azurecr.io/k8s/pause:3.10",
+    }
     assert preload["images"][1]["cached"] == "prodacr123456.azurecr.io/nvcr/nvidia/pytorch:24.05-py3"
     script = files(spec())["/usr/local/sbin/supercluster-preload-images"]
     assert "io.cri-containerd.pinned=pinned" in script
@@ -189,14 +209,16 @@ def test_preload_runs_before_kubelet():
 
 # ------------------------------------------------------------------ local disks
 
+
 def test_state_dirs_on_local_disks_with_raid0_for_several_nvme():
     node_files = files(spec())
     settings = json.loads(node_files[local_disk.SETTINGS_PATH])
     assert settings["nvme_disks"] == 8 and settings["mount"] == "/var/lib/local-ssd"
     assert settings["bind_dirs"] == [["kubelet", "/var/lib/kubelet"], ["pod-logs", "/var/log/pods"]]
     assert node_files[local_disk.SCRIPT_PATH] == machine.source(local_disk.PROGRAM)  # the one program
-    assert "Before=containerd.service kubelet.service" in node_files[
-        "/etc/systemd/system/supercluster-local-disk.service"]
+    assert (
+        "Before=containerd.service kubelet.service" in node_files["/etc/systemd/system/supercluster-local-disk.service"]
+    )
     assert node_cloud_config(spec()).mounts == []
 
 
@@ -208,10 +230,12 @@ def test_temp_disk_sizes_keep_cloud_init_off_the_temp_disk():
 
 # ------------------------------------------------------------------ GPU
 
+
 def test_gpu_nodes_register_with_the_unhealthy_taint_and_gpu_labels():
     document = kubelet_config(spec())
-    assert {"key": "supercluster.io/gpu-unhealthy", "value": "true", "effect": "NoSchedule"} in \
-        document["registerWithTaints"]
+    assert {"key": "supercluster.io/gpu-unhealthy", "value": "true", "effect": "NoSchedule"} in document[
+        "registerWithTaints"
+    ]
     unit = files(spec())["/etc/systemd/system/kubelet.service"]
     assert "kubernetes.azure.com/accelerator=nvidia" in unit and "nvidia.com/gpu.present=true" in unit
     requires = next(line for line in unit.splitlines() if line.startswith("Requires="))
@@ -226,11 +250,13 @@ def test_cpu_nodes_have_no_gpu_taint_labels_or_runtime():
     assert kubelet_config(node)["registerWithTaints"] == []
     assert "accelerator" not in files(node)["/etc/systemd/system/kubelet.service"]
     assert f"/etc/systemd/system/{gpu.UNIT}" not in files(node)
-    assert containerd_config(node)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"][
-        "default_runtime_name"] == "runc"
+    assert (
+        containerd_config(node)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["default_runtime_name"] == "runc"
+    )
 
 
 # ------------------------------------------------------------------ kube-proxy, boot order, size
+
 
 def test_kube_proxy_runs_nftables_with_the_cluster_cidr():
     document = yaml.safe_load(files(spec())[kube_proxy.CONFIG_PATH])
@@ -256,6 +282,8 @@ def test_the_biggest_node_fits_azures_custom_data_limit():
     labels = {f"supercluster.io/label-{i:02d}": "x" * 63 for i in range(40)}
     images = tuple(f"nvcr.io/nvidia/image-{i:02d}:24.05-py3" for i in range(30))
     node = spec(labels=labels, images=("registry.k8s.io/pause:3.10", *images))
-    encoded = custom_data(render(node_cloud_config(
-        node, before_kubelet=[lambda cloud: cloud.add("/etc/hook", "y" * 4000)])), "biggest node")
+    encoded = custom_data(
+        render(node_cloud_config(node, before_kubelet=[lambda cloud: cloud.add("/etc/hook", "y" * 4000)])),
+        "biggest node",
+    )
     assert len(encoded) < 87_380

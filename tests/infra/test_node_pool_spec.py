@@ -31,8 +31,9 @@ def cluster(stack: str = "prod", raw: dict | None = None):
 def test_node_spec_from_the_prod_gpu_pool():
     spec = cluster()
     pool = spec.config.pool("h100a")
-    node = node_spec(spec.config, spec.addresses, pool, shards(pool)[1], vault_name="kv",
-                     registry_login_server="acr.azurecr.io")
+    node = node_spec(
+        spec.config, spec.addresses, pool, shards(pool)[1], vault_name="kv", registry_login_server="acr.azurecr.io"
+    )
     assert node.apiserver_endpoint == f"https://{spec.addresses.apiserver_lb_ip()}:6443"
     assert node.cluster_dns == "172.20.0.10"
     assert node.max_pods == pool.pod_ips_per_node == 8
@@ -104,8 +105,9 @@ def test_kubelet_reserved_label_namespaces_are_refused():
     assert parse_config(raw, "eastus").pool("cpu").labels == {"node.kubernetes.io/lifecycle": "spot"}
 
 
-@pytest.mark.parametrize("reference", ["pause:3.10", "registry.k8s.io/pause", "example.com/app:1",
-                                       "registry.k8s.io/Pause:3.10"])
+@pytest.mark.parametrize(
+    "reference", ["pause:3.10", "registry.k8s.io/pause", "example.com/app:1", "registry.k8s.io/Pause:3.10"]
+)
 def test_preload_images_must_be_pinned_and_cacheable(reference):
     raw = raw_stack("dev")
     raw["images"] = {"preload": [reference]}
@@ -117,7 +119,9 @@ def test_image_references_map_to_cache_rules():
     ref = parse_image("docker.io/library/python:3.12@sha256:" + "a" * 64)
     assert ref.cached_in("x.azurecr.io") == "x.azurecr.io/docker/library/python:3.12@sha256:" + "a" * 64
     assert cache_prefixes(["registry.k8s.io/pause:3.10", "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"]) == {
-        "k8s": "registry.k8s.io", "nvcr": "nvcr.io"}
+        "k8s": "registry.k8s.io",
+        "nvcr": "nvcr.io",
+    }
 
 
 def test_install_manifest_pins_every_binary():
@@ -129,5 +133,3 @@ def test_install_manifest_pins_every_binary():
     assert artifacts["kubelet"]["sha256_url"] == artifacts["kubelet"]["url"] + ".sha256"
     assert artifacts["azure-cni"]["version_expect"] == f"Azure CNI Version {versions.AZURE_CNI_VERSION}\n"
     assert all(a.get("sha256") or a.get("sha256_url") for name, a in artifacts.items() if name != "azure-cni")
-
-

@@ -108,6 +108,7 @@ def test_shell_scripts_parse(script):
 
 # ------------------------------------------------------------------ the installer, run for real
 
+
 def fake_binary(version_line: str) -> bytes:
     return f"#!/bin/sh\necho '{version_line}'\n".encode()
 
@@ -115,8 +116,9 @@ def fake_binary(version_line: str) -> bytes:
 def run_installer(tmp_path: Path, artifacts: list[dict]) -> subprocess.CompletedProcess:
     manifest = tmp_path / "install.json"
     manifest.write_text(json.dumps({"artifacts": artifacts}))
-    return subprocess.run([sys.executable, str(SCRIPTS.joinpath("install.py")), str(manifest)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS.joinpath("install.py")), str(manifest)], capture_output=True, text=True
+    )
 
 
 def test_installer_verifies_checksum_and_version(tmp_path):
@@ -130,10 +132,14 @@ def test_installer_verifies_checksum_and_version(tmp_path):
     tarball = tmp_path / "containerd.tar.gz"
     tarball.write_bytes(archive.getvalue())
     target = tmp_path / "bin"
-    artifact = {"name": "containerd", "url": tarball.as_uri(),
-                "sha256": hashlib.sha256(archive.getvalue()).hexdigest(),
-                "files": {"containerd": str(target / "containerd"), "ctr": str(target / "ctr")},
-                "version_command": [str(target / "containerd"), "--version"], "version_expect": " v1.7.28 "}
+    artifact = {
+        "name": "containerd",
+        "url": tarball.as_uri(),
+        "sha256": hashlib.sha256(archive.getvalue()).hexdigest(),
+        "files": {"containerd": str(target / "containerd"), "ctr": str(target / "ctr")},
+        "version_command": [str(target / "containerd"), "--version"],
+        "version_expect": " v1.7.28 ",
+    }
 
     wrong = run_installer(tmp_path, [{**artifact, "sha256": "0" * 64}])
     assert wrong.returncode != 0 and "sha256 mismatch" in wrong.stderr
@@ -153,8 +159,12 @@ def test_installer_checks_a_published_sha256_file(tmp_path):
     binary = fake_binary("Kubernetes v1.33.4")
     (tmp_path / "kubelet").write_bytes(binary)
     (tmp_path / "kubelet.sha256").write_text(hashlib.sha256(binary).hexdigest())
-    artifact = {"name": "kubelet", "url": (tmp_path / "kubelet").as_uri(),
-                "sha256_url": (tmp_path / "kubelet.sha256").as_uri(), "path": str(tmp_path / "out/kubelet"),
-                "version_command": [str(tmp_path / "out/kubelet"), "--version"],
-                "version_expect": "Kubernetes v1.33.4\n"}
+    artifact = {
+        "name": "kubelet",
+        "url": (tmp_path / "kubelet").as_uri(),
+        "sha256_url": (tmp_path / "kubelet.sha256").as_uri(),
+        "path": str(tmp_path / "out/kubelet"),
+        "version_command": [str(tmp_path / "out/kubelet"), "--version"],
+        "version_expect": "Kubernetes v1.33.4\n",
+    }
     assert run_installer(tmp_path, [artifact]).returncode == 0

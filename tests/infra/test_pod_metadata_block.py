@@ -48,8 +48,11 @@ def _listen(ns: Netns, ports: list[int]) -> subprocess.Popen:
         "while time.time()<end:\n"
         "    for s in select.select(socks,[],[],0.5)[0]: s.accept()[0].close()\n"
     )
-    process = subprocess.Popen(["ip", "netns", "exec", ns.name, sys.executable, "-c", code, *map(str, ports)],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        ["ip", "netns", "exec", ns.name, sys.executable, "-c", code, *map(str, ports)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert process.stdout.readline().strip() == "ready"
     return process
 

@@ -68,13 +68,22 @@ def exchange():
 
 def run_plugin(tmp_path, exchange_url, image):
     token = tmp_path / "imds-token"
-    token.write_text("#!/bin/sh\n[ \"$1\" = https://containerregistry.azure.net ] && echo aad-token\n")
+    token.write_text('#!/bin/sh\n[ "$1" = https://containerregistry.azure.net ] && echo aad-token\n')
     token.chmod(0o755)
-    request = {"kind": "CredentialProviderRequest", "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-               "image": image}
+    request = {
+        "kind": "CredentialProviderRequest",
+        "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+        "image": image,
+    }
     env = {"IMDS_TOKEN": str(token), "ACR_EXCHANGE_URL": exchange_url + "/oauth2/exchange", "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, str(PLUGIN), REGISTRY], input=json.dumps(request), env=env,
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, str(PLUGIN), REGISTRY],
+        input=json.dumps(request),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_the_plugin_exchanges_the_node_identity_for_a_registry_token(tmp_path, exchange):
@@ -84,8 +93,7 @@ def test_the_plugin_exchanges_the_node_identity_for_a_registry_token(tmp_path, e
     answer = json.loads(result.stdout)
     assert answer["kind"] == "CredentialProviderResponse"
     assert answer["apiVersion"] == "credentialprovider.kubelet.k8s.io/v1" and answer["cacheKeyType"] == "Registry"
-    assert answer["auth"] == {REGISTRY: {"username": "00000000-0000-0000-0000-000000000000",
-                                         "password": "refresh-123"}}
+    assert answer["auth"] == {REGISTRY: {"username": "00000000-0000-0000-0000-000000000000", "password": "refresh-123"}}
     assert _Exchange.forms == [{"grant_type": "access_token", "service": REGISTRY, "access_token": "aad-token"}]
 
 

@@ -23,13 +23,16 @@ def test_leaks_are_found(text):
     assert scan_text("f", text)
 
 
-@pytest.mark.parametrize("text", [
-    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
-    '"value": "[secret]"',
-    "fetch node-bootstrap-token /etc/kubernetes/bootstrap-token 0600",
-    "10.0.0.0/8 image: registry.k8s.io/pause:3.10",
-    '"type": "random:index/randomPassword:RandomPassword"',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+        '"value": "[secret]"',
+        "fetch node-bootstrap-token /etc/kubernetes/bootstrap-token 0600",
+        "10.0.0.0/8 image: registry.k8s.io/pause:3.10",
+        '"type": "random:index/randomPassword:RandomPassword"',
+    ],
+)
 def test_public_material_and_secret_names_pass(text):
     assert scan_text("f", text) == []
 
@@ -39,7 +42,8 @@ def test_a_value_handed_out_as_a_secret_is_found_verbatim_wherever_it_is():
 
     files = {"a.yaml": "x: 1\nkey: 3q2+7w==\n", "b.yaml": "nothing here\n"}
     assert [(f.path, f.kind, f.line) for f in scan_files(files, {"3q2+7w=="})] == [
-        ("a.yaml", "secret value handed out by a provider", 2)]
+        ("a.yaml", "secret value handed out by a provider", 2)
+    ]
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -52,8 +56,11 @@ def test_real_plans_hold_no_secret_pattern_and_none_of_the_secret_values(stack, 
 
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
     kinds = {r.type for r in run.registrations}
-    assert {"tls:index/privateKey:PrivateKey", "random:index/randomPassword:RandomPassword",
-            "random:index/randomBytes:RandomBytes"} <= kinds
+    assert {
+        "tls:index/privateKey:PrivateKey",
+        "random:index/randomPassword:RandomPassword",
+        "random:index/randomBytes:RandomBytes",
+    } <= kinds
     assert len(run.secret_values) >= 3  # every key, the bootstrap token's secret, the encryption key
     files = plan_files(run.registrations, run.outputs, "")
     assert {"resources.json", "outputs.json"} <= set(files) and any(p.endswith("cloud-init.yaml") for p in files)
@@ -78,17 +85,55 @@ _REFERENCE = {
 def _reference_scan(text: str) -> set[tuple[str, int]]:
     import re
 
-    return {(kind, text.count("\n", 0, m.start()) + 1)
-            for kind, pattern in _REFERENCE.items() for m in re.finditer(pattern, text)}
+    return {
+        (kind, text.count("\n", 0, m.start()) + 1)
+        for kind, pattern in _REFERENCE.items()
+        for m in re.finditer(pattern, text)
+    }
 
 
-_PIECES = ["abcdef", ".0123456789abcdef", "ABCDEF", "x", " ", "\n", "  ", ":", "=", '"', "?", "&", "sig=",
-           "token:", "password", "PassWord", "Xpassword", "[secret]", "client-key-data: ", "AccountKey=",
-           "-----BEGIN ", "RSA ", "PRIVATE KEY-----", "0123456789abcdefghij", "%3D", "_", "-"]
+_PIECES = [
+    "abcdef",
+    ".0123456789abcdef",
+    "ABCDEF",
+    "x",
+    " ",
+    "\n",
+    "  ",
+    ":",
+    "=",
+    '"',
+    "?",
+    "&",
+    "sig=",
+    "token:",
+    "password",
+    "PassWord",
+    "Xpassword",
+    "[secret]",
+    "client-key-data: ",
+    "AccountKey=",
+    "-----BEGIN ",
+    "RSA ",
+    "PRIVATE KEY-----",
+    "0123456789abcdefghij",
+    "%3D",
+    "_",
+    "-",
+]
 
 
-@pytest.mark.parametrize("text", [*LEAKS.values(), "a\n  token: 12345678\n", "xtoken: 12345678",
-                                  "abcdefg.0123456789abcdef", "abcdef.0123456789abcdefg", "Password=hunter22"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        *LEAKS.values(),
+        "a\n  token: 12345678\n",
+        "xtoken: 12345678",
+        "abcdefg.0123456789abcdef",
+        "abcdef.0123456789abcdefg",
+        "Password=hunter22",
+    ],
+)
 def test_fast_patterns_find_what_the_plain_ones_find(text):
     assert {(f.kind, f.line) for f in scan_text("f", text)} == _reference_scan(text)
 

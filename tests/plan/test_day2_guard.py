@@ -18,22 +18,51 @@ from plan.diff_report import render_diff
 
 
 def vm(name: str, role: str, *, size="Standard_E16ds_v5", custom_data="v1", ignore_custom_data=False) -> dict:
-    return {"urn": f"urn:pulumi:dev::supercluster::{VM_TYPE}::{name}", "id": name, "type": VM_TYPE, "name": name,
-            "parent": None, "dependencies": [],
-            "inputs": {"vmName": name, "resourceGroupName": "dev-rg", "hardwareProfile": {"vmSize": size},
-                       "osProfile": {"customData": custom_data}, "tags": {MACHINE_ROLE_TAG: role}},
-            "options": {"protect": False, "ignoreChanges": ["osProfile.customData"] if ignore_custom_data else [],
-                        "replaceOnChanges": [], "aliases": []}}
+    return {
+        "urn": f"urn:pulumi:dev::supercluster::{VM_TYPE}::{name}",
+        "id": name,
+        "type": VM_TYPE,
+        "name": name,
+        "parent": None,
+        "dependencies": [],
+        "inputs": {
+            "vmName": name,
+            "resourceGroupName": "dev-rg",
+            "hardwareProfile": {"vmSize": size},
+            "osProfile": {"customData": custom_data},
+            "tags": {MACHINE_ROLE_TAG: role},
+        },
+        "options": {
+            "protect": False,
+            "ignoreChanges": ["osProfile.customData"] if ignore_custom_data else [],
+            "replaceOnChanges": [],
+            "aliases": [],
+        },
+    }
 
 
 def scale_set(name: str, *, capacity: int | None, model="v1") -> dict:
     sku = {"name": "Standard_D16ds_v5", **({} if capacity is None else {"capacity": capacity})}
-    return {"urn": f"urn:pulumi:dev::supercluster::{SCALE_SET_TYPE}::{name}", "id": name, "type": SCALE_SET_TYPE,
-            "name": name, "parent": None, "dependencies": [],
-            "inputs": {"vmScaleSetName": name, "resourceGroupName": "dev-rg", "sku": sku,
-                       "virtualMachineProfile": {"osProfile": {"customData": model}}},
-            "options": {"protect": True, "ignoreChanges": ["sku.capacity"] if capacity is not None else [],
-                        "replaceOnChanges": [], "aliases": []}}
+    return {
+        "urn": f"urn:pulumi:dev::supercluster::{SCALE_SET_TYPE}::{name}",
+        "id": name,
+        "type": SCALE_SET_TYPE,
+        "name": name,
+        "parent": None,
+        "dependencies": [],
+        "inputs": {
+            "vmScaleSetName": name,
+            "resourceGroupName": "dev-rg",
+            "sku": sku,
+            "virtualMachineProfile": {"osProfile": {"customData": model}},
+        },
+        "options": {
+            "protect": True,
+            "ignoreChanges": ["sku.capacity"] if capacity is not None else [],
+            "replaceOnChanges": [],
+            "aliases": [],
+        },
+    }
 
 
 def plan(*resources: dict) -> Plan:

@@ -29,37 +29,76 @@ def machine_cloud_init(gc_thresh3: int) -> str:
     return cloudinit.render(config)
 
 
-def cluster(*, node_gc_thresh3=100_000, etcd_text="etcd v1\n", etcd_zone="1", etcd_ignores_custom_data=True,
-            vnet_name="dev-system", vnet_aliases=(), vnet_protected=True, pool_shards=2):
+def cluster(
+    *,
+    node_gc_thresh3=100_000,
+    etcd_text="etcd v1\n",
+    etcd_zone="1",
+    etcd_ignores_custom_data=True,
+    vnet_name="dev-system",
+    vnet_aliases=(),
+    vnet_protected=True,
+    pool_shards=2,
+):
     """A small cluster in the shape of the real one: a protected VNet, an etcd VM, a pool of scale sets."""
 
     def program():
-        vnet = declare.azure("network:VirtualNetwork", vnet_name, {
-            "virtualNetworkName": "dev-system-vnet", "resourceGroupName": "dev-rg"},
-            pulumi.ResourceOptions(protect=vnet_protected, aliases=[pulumi.Alias(name=a) for a in vnet_aliases]))
-        subnet = declare.azure("network:Subnet", "dev-etcd", {
-            "subnetName": "etcd", "virtualNetworkName": vnet.output("name"), "resourceGroupName": "dev-rg",
-            "addressPrefix": "10.64.0.0/27"})
+        vnet = declare.azure(
+            "network:VirtualNetwork",
+            vnet_name,
+            {"virtualNetworkName": "dev-system-vnet", "resourceGroupName": "dev-rg"},
+            pulumi.ResourceOptions(protect=vnet_protected, aliases=[pulumi.Alias(name=a) for a in vnet_aliases]),
+        )
+        subnet = declare.azure(
+            "network:Subnet",
+            "dev-etcd",
+            {
+                "subnetName": "etcd",
+                "virtualNetworkName": vnet.output("name"),
+                "resourceGroupName": "dev-rg",
+                "addressPrefix": "10.64.0.0/27",
+            },
+        )
         etcd_cloud_init = cloudinit.render(_single_file("/etc/etcd/etcd.yaml", etcd_text))
         # The shape components/machines.DedicatedVm gives an etcd member.
-        declare.azure("compute:VirtualMachine", "dev-etcd-0-vm", {
-            "vmName": "dev-etcd-0", "resourceGroupName": "dev-rg", "location": "eastus", "zones": [etcd_zone],
-            "hardwareProfile": {"vmSize": "Standard_L8s_v3"},
-            "networkProfile": {"networkInterfaces": [{"id": subnet.id}]},
-            "osProfile": {"computerName": "dev-etcd-0", "adminUsername": "azureuser",
-                          "customData": cloudinit.custom_data(etcd_cloud_init, "etcd")},
-            "tags": {"supercluster.io/cloud-init": cloudinit.fingerprint(etcd_cloud_init)},
-        }, pulumi.ResourceOptions(
-            protect=True, ignore_changes=["osProfile.customData"] if etcd_ignores_custom_data else None))
+        declare.azure(
+            "compute:VirtualMachine",
+            "dev-etcd-0-vm",
+            {
+                "vmName": "dev-etcd-0",
+                "resourceGroupName": "dev-rg",
+                "location": "eastus",
+                "zones": [etcd_zone],
+                "hardwareProfile": {"vmSize": "Standard_L8s_v3"},
+                "networkProfile": {"networkInterfaces": [{"id": subnet.id}]},
+                "osProfile": {
+                    "computerName": "dev-etcd-0",
+                    "adminUsername": "azureuser",
+                    "customData": cloudinit.custom_data(etcd_cloud_init, "etcd"),
+                },
+                "tags": {"supercluster.io/cloud-init": cloudinit.fingerprint(etcd_cloud_init)},
+            },
+            pulumi.ResourceOptions(
+                protect=True, ignore_changes=["osProfile.customData"] if etcd_ignores_custom_data else None
+            ),
+        )
         node_cloud_init = machine_cloud_init(node_gc_thresh3)
         for i in range(pool_shards):
-            declare.azure("compute:VirtualMachineScaleSet", f"dev-gpu-s{i:03d}", {
-                "vmScaleSetName": f"dev-gpu-s{i:03d}", "resourceGroupName": "dev-rg",
-                "sku": {"name": "Standard_ND96isr_H100_v5"},  # a live scale set: no capacity sent
-                "virtualMachineProfile": {"osProfile": {
-                    "computerNamePrefix": f"gpu{i:03d}",
-                    "customData": cloudinit.custom_data(node_cloud_init, "gpu")}},
-            })
+            declare.azure(
+                "compute:VirtualMachineScaleSet",
+                f"dev-gpu-s{i:03d}",
+                {
+                    "vmScaleSetName": f"dev-gpu-s{i:03d}",
+                    "resourceGroupName": "dev-rg",
+                    "sku": {"name": "Standard_ND96isr_H100_v5"},  # a live scale set: no capacity sent
+                    "virtualMachineProfile": {
+                        "osProfile": {
+                            "computerNamePrefix": f"gpu{i:03d}",
+                            "customData": cloudinit.custom_data(node_cloud_init, "gpu"),
+                        }
+                    },
+                },
+            )
 
     return program
 
@@ -88,6 +127,7 @@ def names(changes) -> list[str]:
 
 # --------------------------------------------------------------------------- what changed, exactly
 
+
 def test_identical_plans_have_no_changes(tmp_path):
     diff = compare(tmp_path, cluster(), cluster())
     assert not diff.changed and exit_code(diff) == EXIT_OK
@@ -101,8 +141,10 @@ def test_editing_a_sysctl_names_exactly_the_scale_sets_and_files(tmp_path):
         ("update", "dev-gpu-s001", ("virtualMachineProfile.osProfile.customData",)),
     ]
     assert sorted(diff.files_changed) == [
-        "dev-gpu-s000/cloud-init.yaml", f"dev-gpu-s000{SYSCTL}",
-        "dev-gpu-s001/cloud-init.yaml", f"dev-gpu-s001{SYSCTL}",
+        "dev-gpu-s000/cloud-init.yaml",
+        f"dev-gpu-s000{SYSCTL}",
+        "dev-gpu-s001/cloud-init.yaml",
+        f"dev-gpu-s001{SYSCTL}",
     ]
     assert not diff.files_added and not diff.files_removed and not diff.dangers
     assert exit_code(diff) == EXIT_CHANGED
@@ -120,8 +162,11 @@ def test_editing_a_sysctl_names_exactly_the_scale_sets_and_files(tmp_path):
 def test_growing_a_pool_names_exactly_the_new_scale_set(tmp_path):
     diff = compare(tmp_path, cluster(pool_shards=2), cluster(pool_shards=3))
     assert [(c.action, c.name) for c in diff.resources] == [("create", "dev-gpu-s002")]
-    assert diff.files_added == ["dev-gpu-s002/cloud-init.yaml", "dev-gpu-s002/etc/hostname-role",
-                                f"dev-gpu-s002{SYSCTL}"]
+    assert diff.files_added == [
+        "dev-gpu-s002/cloud-init.yaml",
+        "dev-gpu-s002/etc/hostname-role",
+        f"dev-gpu-s002{SYSCTL}",
+    ]
     assert not diff.files_changed and not diff.files_removed
     report = render_diff("dev", "old", diff)
     assert "| + create | `dev-gpu-s002` |" in report and "1 to create, 0 to update" in report
@@ -139,10 +184,15 @@ def test_autoscaler_owned_capacity_is_never_sent_to_a_live_scale_set(tmp_path):
             resource["options"]["ignoreChanges"] = ["sku.capacity"]
     change = diff_plans(old, load_plan(tmp_path / "new")).resources[0]
     assert (change.action, change.changed, change.ignored, change.danger) == (
-        "update", ("sku.capacity", "options.ignoreChanges[0]"), (), None)
+        "update",
+        ("sku.capacity", "options.ignoreChanges[0]"),
+        (),
+        None,
+    )
 
 
 # --------------------------------------------------------------------------- dangerous changes
+
 
 def test_moving_an_etcd_vm_to_another_zone_is_flagged(tmp_path):
     diff = compare(tmp_path, cluster(), cluster(etcd_zone="2"))
@@ -164,8 +214,9 @@ def test_etcd_cloud_init_change_is_ignored_not_replaced_but_its_files_show(tmp_p
     assert change.changed == ('tags["supercluster.io/cloud-init"]',)
     assert not diff.dangers and exit_code(diff) == EXIT_CHANGED
     assert sorted(diff.files_changed) == ["dev-etcd-0-vm/cloud-init.yaml", "dev-etcd-0-vm/etc/etcd/etcd.yaml"]
-    assert "ignored (`ignoreChanges`, not applied by `pulumi up`): `osProfile.customData`" in \
-        render_diff("dev", "old", diff)
+    assert "ignored (`ignoreChanges`, not applied by `pulumi up`): `osProfile.customData`" in render_diff(
+        "dev", "old", diff
+    )
 
 
 def test_etcd_cloud_init_change_without_ignore_changes_is_flagged(tmp_path):
@@ -195,17 +246,23 @@ def test_renaming_with_an_alias_is_the_same_resource(tmp_path):
 def test_deleting_or_unprotecting_a_protected_resource_is_flagged(tmp_path):
     diff = compare(tmp_path, cluster(), cluster(vnet_protected=False))
     assert [(c.name, c.changed, c.danger) for c in diff.dangers] == [
-        ("dev-system", ("options.protect",), "removes protection: the next change may delete it")]
+        ("dev-system", ("options.protect",), "removes protection: the next change may delete it")
+    ]
     old = load_plan(tmp_path / "old")
     new = load_plan(tmp_path / "old")
     gone = {urn: r for urn, r in new.resources.items() if r["name"] != "dev-etcd-0-vm"}
     diff = diff_plans(old, type(new)(gone, new.outputs, new.files))
     assert [(c.action, c.name, c.danger) for c in diff.dangers] == [
-        ("delete", "dev-etcd-0-vm", "deletes a protected resource: pulumi up stops here until it is unprotected "
-                                    "on purpose")]
+        (
+            "delete",
+            "dev-etcd-0-vm",
+            "deletes a protected resource: pulumi up stops here until it is unprotected on purpose",
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- building blocks
+
 
 def test_changed_paths_use_pulumi_property_path_syntax():
     old = {"a": {"b": [1, 2], "tags": {"supercluster.io/x": "1"}}, "gone": 1}
@@ -222,28 +279,32 @@ def test_covers_matches_prefixes_and_wildcards():
     assert not covers("zones[0]", "zones")
 
 
-@pytest.mark.parametrize("typ,path,replaced", [
-    ("azure-native:network:Subnet", "addressPrefix", True),
-    ("azure-native:network:Subnet", "subnetName", True),
-    ("azure-native:network:VirtualNetwork", "location", True),
-    ("azure-native:network:VirtualNetwork", "addressSpace.addressPrefixes[1]", False),
-    ("azure-native:network:VirtualNetwork", "subnets[3].addressPrefix", True),
-    ("azure-native:network:VirtualNetwork", "subnets[3].name", True),
-    ("azure-native:network:VirtualNetwork", "subnets[30]", False),  # a pool grew: one more shard subnet
-    ("azure-native:compute:VirtualMachine", "hardwareProfile.vmSize", False),
-    ("azure-native:compute:VirtualMachineScaleSet", "virtualMachineProfile.osProfile.customData", False),
-    ("azure-native:compute:VirtualMachineScaleSet", "singlePlacementGroup", True),
-    ("azure-native:authorization:RoleAssignment", "principalId", True),
-    ("tls:index/privateKey:PrivateKey", "rsaBits", True),
-    ("kubernetes:apps/v1:DaemonSet", "spec.selector.matchLabels.app", True),
-    ("kubernetes:apps/v1:DaemonSet", "spec.template.spec.containers[0].image", False),
-    ("kubernetes:core/v1:ConfigMap", "metadata.name", True),
-])
+@pytest.mark.parametrize(
+    "typ,path,replaced",
+    [
+        ("azure-native:network:Subnet", "addressPrefix", True),
+        ("azure-native:network:Subnet", "subnetName", True),
+        ("azure-native:network:VirtualNetwork", "location", True),
+        ("azure-native:network:VirtualNetwork", "addressSpace.addressPrefixes[1]", False),
+        ("azure-native:network:VirtualNetwork", "subnets[3].addressPrefix", True),
+        ("azure-native:network:VirtualNetwork", "subnets[3].name", True),
+        ("azure-native:network:VirtualNetwork", "subnets[30]", False),  # a pool grew: one more shard subnet
+        ("azure-native:compute:VirtualMachine", "hardwareProfile.vmSize", False),
+        ("azure-native:compute:VirtualMachineScaleSet", "virtualMachineProfile.osProfile.customData", False),
+        ("azure-native:compute:VirtualMachineScaleSet", "singlePlacementGroup", True),
+        ("azure-native:authorization:RoleAssignment", "principalId", True),
+        ("tls:index/privateKey:PrivateKey", "rsaBits", True),
+        ("kubernetes:apps/v1:DaemonSet", "spec.selector.matchLabels.app", True),
+        ("kubernetes:apps/v1:DaemonSet", "spec.template.spec.containers[0].image", False),
+        ("kubernetes:core/v1:ConfigMap", "metadata.name", True),
+    ],
+)
 def test_replacement_table(typ, path, replaced):
     assert bool(replacements(typ, [path], [])) is replaced
 
 
 def test_replace_on_changes_forces_replacement():
-    [found] = replacements("azure-native:network:NetworkInterface", ["ipConfigurations[0].name"],
-                           ["ipConfigurations[*].name"])
+    [found] = replacements(
+        "azure-native:network:NetworkInterface", ["ipConfigurations[0].name"], ["ipConfigurations[*].name"]
+    )
     assert "replaceOnChanges" in found.reason

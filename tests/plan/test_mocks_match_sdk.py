@@ -32,8 +32,11 @@ HUB = "organization/hub/prod"
 
 
 def program() -> None:
-    group = declare.azure("resources:ResourceGroup", "rg", {"resourceGroupName": "rg-test", "location": "eastus",
-                                                             "tags": {"team": "infra", "tier": "1"}})
+    group = declare.azure(
+        "resources:ResourceGroup",
+        "rg",
+        {"resourceGroupName": "rg-test", "location": "eastus", "tags": {"team": "infra", "tier": "1"}},
+    )
 
     class Box(pulumi.ComponentResource):
         def __init__(self, name: str) -> None:
@@ -41,22 +44,46 @@ def program() -> None:
 
     box = Box("box")
     child = pulumi.ResourceOptions(parent=box)
-    key = declare.tls("PrivateKey", "key", {"algorithm": "ECDSA", "ecdsaCurve": "P256"}, child,
-                      outputs=["privateKeyPem", "publicKeyPem"])
-    vnet = declare.azure("network:VirtualNetwork", "vnet", {
-        "virtualNetworkName": "vnet-test", "resourceGroupName": group.output("name"), "location": "eastus",
-        "addressSpace": {"addressPrefixes": ["10.0.0.0/16", "10.1.0.0/16"]},
-        "subnets": [{"name": "a", "addressPrefix": "10.0.0.0/24", "privateEndpointNetworkPolicies": "Disabled"}],
-        "enableDdosProtection": False, "flowTimeoutInMinutes": 4,
-    }, pulumi.ResourceOptions(parent=box, protect=True, depends_on=[key]))
-    password = declare.random("RandomPassword", "password", {"length": 24, "special": False}, child,
-                              outputs=["result"])
-    secret = declare.azure("keyvault:Secret", "secret", {
-        "vaultName": "kv-test", "resourceGroupName": group.output("name"), "secretName": "s",
-        "properties": {"value": password.output("result"), "contentType": "text/plain"},
-    }, pulumi.ResourceOptions(parent=box, ignore_changes=["tags"]))
-    declare.tls("CertRequest", "csr", {"privateKeyPem": pulumi.Output.secret(key.output("privateKeyPem")),
-                                       "subject": {"commonName": "test"}}, child, outputs=["certRequestPem"])
+    key = declare.tls(
+        "PrivateKey",
+        "key",
+        {"algorithm": "ECDSA", "ecdsaCurve": "P256"},
+        child,
+        outputs=["privateKeyPem", "publicKeyPem"],
+    )
+    vnet = declare.azure(
+        "network:VirtualNetwork",
+        "vnet",
+        {
+            "virtualNetworkName": "vnet-test",
+            "resourceGroupName": group.output("name"),
+            "location": "eastus",
+            "addressSpace": {"addressPrefixes": ["10.0.0.0/16", "10.1.0.0/16"]},
+            "subnets": [{"name": "a", "addressPrefix": "10.0.0.0/24", "privateEndpointNetworkPolicies": "Disabled"}],
+            "enableDdosProtection": False,
+            "flowTimeoutInMinutes": 4,
+        },
+        pulumi.ResourceOptions(parent=box, protect=True, depends_on=[key]),
+    )
+    password = declare.random("RandomPassword", "password", {"length": 24, "special": False}, child, outputs=["result"])
+    secret = declare.azure(
+        "keyvault:Secret",
+        "secret",
+        {
+            "vaultName": "kv-test",
+            "resourceGroupName": group.output("name"),
+            "secretName": "s",
+            "properties": {"value": password.output("result"), "contentType": "text/plain"},
+        },
+        pulumi.ResourceOptions(parent=box, ignore_changes=["tags"]),
+    )
+    declare.tls(
+        "CertRequest",
+        "csr",
+        {"privateKeyPem": pulumi.Output.secret(key.output("privateKeyPem")), "subject": {"commonName": "test"}},
+        child,
+        outputs=["certRequestPem"],
+    )
     hub = pulumi.StackReference(HUB)
     client = declare.azure_client_config()
     pulumi.export("group", {"id": group.id, "name": group.output("name")})
@@ -81,8 +108,15 @@ class ObservingMocks(PlanMocks):
         self.observed = observed
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        self.observed.requests.append({"type": args.typ, "name": args.name, "inputs": plain(args.inputs),
-                                       "provider": args.provider, "custom": args.custom})
+        self.observed.requests.append(
+            {
+                "type": args.typ,
+                "name": args.name,
+                "inputs": plain(args.inputs),
+                "provider": args.provider,
+                "custom": args.custom,
+            }
+        )
         return super().new_resource(args)
 
 

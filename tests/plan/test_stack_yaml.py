@@ -12,19 +12,45 @@ from plan.stackfile import apply_override, load_stack_config, parse_path, path_v
 # Plain scalars and what YAML 1.2's core schema (and Pulumi's gopkg.in/yaml.v3, decoding into an
 # interface{} and on through JSON) make of them. PyYAML's YAML 1.1 reading differs on most of these.
 AGREED = {
-    "1:30": "1:30",          # YAML 1.1: sexagesimal 90
-    "yes": "yes", "no": "no", "on": "on", "off": "off", "Y": "Y",  # YAML 1.1: booleans
-    "0o17": 15, "0x1F": 31, "+1": 1, "-7": -7, "0": 0,
-    ".5": 0.5, "1e3": 1000, "5.0": 5, "1.5e3": 1500, "-2.5": -2.5,  # whole floats become JSON integers
-    "~": None, "null": None, "NULL": None, "": None,
-    "true": True, "False": False, "TRUE": True,
-    "1.33.4": "1.33.4", "10.0.0.0/8": "10.0.0.0/8", "Standard_D4ds_v5": "Standard_D4ds_v5",
+    "1:30": "1:30",  # YAML 1.1: sexagesimal 90
+    "yes": "yes",
+    "no": "no",
+    "on": "on",
+    "off": "off",
+    "Y": "Y",  # YAML 1.1: booleans
+    "0o17": 15,
+    "0x1F": 31,
+    "+1": 1,
+    "-7": -7,
+    "0": 0,
+    ".5": 0.5,
+    "1e3": 1000,
+    "5.0": 5,
+    "1.5e3": 1500,
+    "-2.5": -2.5,  # whole floats become JSON integers
+    "~": None,
+    "null": None,
+    "NULL": None,
+    "": None,
+    "true": True,
+    "False": False,
+    "TRUE": True,
+    "1.33.4": "1.33.4",
+    "10.0.0.0/8": "10.0.0.0/8",
+    "Standard_D4ds_v5": "Standard_D4ds_v5",
 }
 # Plain scalars YAML 1.2 and Pulumi's reader disagree on, or that JSON cannot carry: refused.
 REFUSED = {
-    "017": "leading zero", "08": "leading zero", "1_000": "without '_'", "0b101": "0b binary",
-    ".inf": "finite", "-.Inf": "finite", ".nan": "finite", "1e999": "finite",
-    "2024-01-01": "a date is text", "2001-12-14t21:59:43.10-05:00": "a date is text",
+    "017": "leading zero",
+    "08": "leading zero",
+    "1_000": "without '_'",
+    "0b101": "0b binary",
+    ".inf": "finite",
+    "-.Inf": "finite",
+    ".nan": "finite",
+    "1e999": "finite",
+    "2024-01-01": "a date is text",
+    "2001-12-14t21:59:43.10-05:00": "a date is text",
 }
 
 
@@ -48,21 +74,24 @@ def test_ambiguous_or_non_json_scalars_are_refused_with_position(text, why):
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("document,position,why", [
-    ("config:\n  a: 1\n  a: 2\n", "3:3", "duplicate key 'a', first at line 2"),
-    ("etcd:\n  members: 3\n  members: 1\n", "3:3", "duplicate key 'members'"),
-    ("k: !!binary aGVsbG8=\n", "1:4", "!!binary"),
-    ("k: !!set {a, b}\n", "1:4", "!!set"),
-    ("k: !!timestamp 2024-01-01\n", "1:4", "!!timestamp"),
-    ("k: !custom x\n", "1:4", "!custom"),
-    ("a: &x 1\nb: *x\n", "1:4", "no anchor"),
-    ("a: [1, 2\n", "2:1", "valid YAML"),
-    ("a:\n\tb: 1\n", "2:1", "valid YAML"),
-    ("1: a\n", "1:1", "a string key"),
-    ("? [a]\n: b\n", "1:3", "a string key"),
-    ("a: b\n  c: d\n", "2:4", "valid YAML"),
-    ("k: \x07\n", "1:4", "printable characters"),
-])
+@pytest.mark.parametrize(
+    "document,position,why",
+    [
+        ("config:\n  a: 1\n  a: 2\n", "3:3", "duplicate key 'a', first at line 2"),
+        ("etcd:\n  members: 3\n  members: 1\n", "3:3", "duplicate key 'members'"),
+        ("k: !!binary aGVsbG8=\n", "1:4", "!!binary"),
+        ("k: !!set {a, b}\n", "1:4", "!!set"),
+        ("k: !!timestamp 2024-01-01\n", "1:4", "!!timestamp"),
+        ("k: !custom x\n", "1:4", "!custom"),
+        ("a: &x 1\nb: *x\n", "1:4", "no anchor"),
+        ("a: [1, 2\n", "2:1", "valid YAML"),
+        ("a:\n\tb: 1\n", "2:1", "valid YAML"),
+        ("1: a\n", "1:1", "a string key"),
+        ("? [a]\n: b\n", "1:3", "a string key"),
+        ("a: b\n  c: d\n", "2:4", "valid YAML"),
+        ("k: \x07\n", "1:4", "printable characters"),
+    ],
+)
 def test_yaml_problems_are_one_line_with_file_line_and_column(document, position, why):
     with pytest.raises(ConfigError) as caught:
         load_text(document, "Pulumi.dev.yaml")
@@ -90,12 +119,15 @@ def _project(tmp_path, stack_text: str):
     return tmp_path
 
 
-@pytest.mark.parametrize("stack_text,expected", [
-    ("- a\n- b\n", "a mapping with a config: section"),
-    ("config:\n  clusterName: dev\n", "a key of the form <namespace>:<name>"),
-    ("config:\n  superclustr:clusterName: dev\n", "superclustr:clusterName = 'dev': expected a known key"),
-    ("config:\n  supercluster:etcd: {members: 3}\n  supercluster:etcd: {members: 1}\n", "duplicate key"),
-])
+@pytest.mark.parametrize(
+    "stack_text,expected",
+    [
+        ("- a\n- b\n", "a mapping with a config: section"),
+        ("config:\n  clusterName: dev\n", "a key of the form <namespace>:<name>"),
+        ("config:\n  superclustr:clusterName: dev\n", "superclustr:clusterName = 'dev': expected a known key"),
+        ("config:\n  supercluster:etcd: {members: 3}\n  supercluster:etcd: {members: 1}\n", "duplicate key"),
+    ],
+)
 def test_stack_file_shape_is_checked(tmp_path, stack_text, expected):
     with pytest.raises(ConfigError) as caught:
         load_stack_config("x", [], project_dir=_project(tmp_path, stack_text))
@@ -104,24 +136,56 @@ def test_stack_file_shape_is_checked(tmp_path, stack_text, expected):
 
 # ------------------------------------------------------------------ --config, as pulumi config set --path
 
-@pytest.mark.parametrize("text,expected", [
-    ("true", True), ("false", False), ("3", 3), ("-3", -3), ("+3", 3), ("0", 0), ("0123", "0123"),
-    ("1.5", "1.5"), ("1e3", "1e3"), ("yes", "yes"), ("[a, b]", "[a, b]"), ("", ""), ("1_000", "1_000"),
-    ("True", "True"), (str(2**63), 2**63), (str(2**64 - 1), 2**64 - 1), (str(2**64), str(2**64)),
-    ("-01", -1), ("+5", 5), (str(-2**63), -2**63), (str(-2**63 - 1), str(-2**63 - 1)),
-])
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("true", True),
+        ("false", False),
+        ("3", 3),
+        ("-3", -3),
+        ("+3", 3),
+        ("0", 0),
+        ("0123", "0123"),
+        ("1.5", "1.5"),
+        ("1e3", "1e3"),
+        ("yes", "yes"),
+        ("[a, b]", "[a, b]"),
+        ("", ""),
+        ("1_000", "1_000"),
+        ("True", "True"),
+        (str(2**63), 2**63),
+        (str(2**64 - 1), 2**64 - 1),
+        (str(2**64), str(2**64)),
+        ("-01", -1),
+        ("+5", 5),
+        (str(-(2**63)), -(2**63)),
+        (str(-(2**63) - 1), str(-(2**63) - 1)),
+    ],
+)
 def test_path_values_are_typed_as_pulumi_types_them(text, expected):
     value = path_value(text)
     assert value == expected and type(value) is type(expected)
 
 
-@pytest.mark.parametrize("path,segments", [
-    ("a", ["a"]), ("a.b", ["a", "b"]), ("a[0].b", ["a", 0, "b"]), ('a["x.y/z"].b', ["a", "x.y/z", "b"]),
-    ("a[1][2]", ["a", 1, 2]), ('a.b["c"]', ["a", "b", "c"]),
-    # Pulumi's parser is loose in places, and so is this one: the same paths mean the same.
-    ("a..b", ["a", "b"]), ("a[0]b", ["a", 0, "b"]), ("a[*]", ["a", "*"]), ("a[-1]", ["a", -1]),
-    ('a["say \\"hi\\""]', ["a", 'say "hi"']), ("a]b", ["a]b"]),
-])
+@pytest.mark.parametrize(
+    "path,segments",
+    [
+        ("a", ["a"]),
+        ("a.b", ["a", "b"]),
+        ("a[0].b", ["a", 0, "b"]),
+        ('a["x.y/z"].b', ["a", "x.y/z", "b"]),
+        ("a[1][2]", ["a", 1, 2]),
+        ('a.b["c"]', ["a", "b", "c"]),
+        # Pulumi's parser is loose in places, and so is this one: the same paths mean the same.
+        ("a..b", ["a", "b"]),
+        ("a[0]b", ["a", 0, "b"]),
+        ("a[*]", ["a", "*"]),
+        ("a[-1]", ["a", -1]),
+        ('a["say \\"hi\\""]', ["a", 'say "hi"']),
+        ("a]b", ["a]b"]),
+    ],
+)
 def test_paths_parse_like_pulumi_property_paths(path, segments):
     assert parse_path(path, path) == segments
 
@@ -147,8 +211,10 @@ def test_a_new_list_is_as_long_as_its_index_and_a_top_level_scalar_gives_way():
     values: dict = {"supercluster:images": "not an object"}
     apply_override(values, "images.preload[2]=a")
     apply_override(values, "network.hub.stack=o/p/s")
-    assert values == {"supercluster:images": {"preload": [None, None, "a"]},
-                      "supercluster:network": {"hub": {"stack": "o/p/s"}}}
+    assert values == {
+        "supercluster:images": {"preload": [None, None, "a"]},
+        "supercluster:network": {"hub": {"stack": "o/p/s"}},
+    }
 
 
 def test_missing_containers_are_created_and_top_level_values_stay_strings():
@@ -157,9 +223,12 @@ def test_missing_containers_are_created_and_top_level_values_stay_strings():
     apply_override(values, 'nodePools[0].labels["team.io/x"]=0123')
     apply_override(values, "clusterName=123")
     apply_override(values, "azure-native:location=westus2")
-    assert values == {"supercluster:images": {"preload": ["registry.k8s.io/pause:3.10"]},
-                      "supercluster:nodePools": [{"labels": {"team.io/x": "0123"}}],
-                      "supercluster:clusterName": "123", "azure-native:location": "westus2"}
+    assert values == {
+        "supercluster:images": {"preload": ["registry.k8s.io/pause:3.10"]},
+        "supercluster:nodePools": [{"labels": {"team.io/x": "0123"}}],
+        "supercluster:clusterName": "123",
+        "azure-native:location": "westus2",
+    }
 
 
 def test_a_path_through_a_value_of_another_kind_is_refused():

@@ -24,14 +24,65 @@ from tests.helpers import require_tool
 
 ORACLE_DIR = PROJECT_DIR / "tests" / "yaml_oracle"
 
-SCALARS = ["1:30", "yes", "no", "on", "off", "y", "N", "True", "TRUE", "false", "~", "null", "Null", "",
-           "0o17", "0x1F", "0xff", "+1", "-7", "0", "-0", ".5", "-.5", "1e3", "1E3", "5.0", "1.5e3", "+12.5",
-           "1.33.4", "10.0.0.0/8", "Standard_D4ds_v5", "169.254.20.10", "3.10", "1.30", "0.0", "12:30:00",
-           "9223372036854775807", "1e20", "=", "<<", "'quoted'", '"017"', "'2024-01-01'", "|-\n  block"]
+SCALARS = [
+    "1:30",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "y",
+    "N",
+    "True",
+    "TRUE",
+    "false",
+    "~",
+    "null",
+    "Null",
+    "",
+    "0o17",
+    "0x1F",
+    "0xff",
+    "+1",
+    "-7",
+    "0",
+    "-0",
+    ".5",
+    "-.5",
+    "1e3",
+    "1E3",
+    "5.0",
+    "1.5e3",
+    "+12.5",
+    "1.33.4",
+    "10.0.0.0/8",
+    "Standard_D4ds_v5",
+    "169.254.20.10",
+    "3.10",
+    "1.30",
+    "0.0",
+    "12:30:00",
+    "9223372036854775807",
+    "1e20",
+    "=",
+    "<<",
+    "'quoted'",
+    '"017"',
+    "'2024-01-01'",
+    "|-\n  block",
+]
 # What the reader refuses, and why: YAML 1.2 and Pulumi's reader disagree, or Pulumi cannot make JSON.
-REFUSED = {"017": 15, "08": 8, "1_000": 1000, "0b101": 5, "2024-01-01": "2024-01-01T00:00:00Z",
-           "2001-12-14t21:59:43.10-05:00": "2001-12-14T21:59:43.1-05:00",
-           ".inf": None, "-.Inf": None, ".nan": None, "1e999": "1e999"}
+REFUSED = {
+    "017": 15,
+    "08": 8,
+    "1_000": 1000,
+    "0b101": 5,
+    "2024-01-01": "2024-01-01T00:00:00Z",
+    "2001-12-14t21:59:43.10-05:00": "2001-12-14T21:59:43.1-05:00",
+    ".inf": None,
+    "-.Inf": None,
+    ".nan": None,
+    "1e999": "1e999",
+}
 DOCUMENTS = {
     "duplicate key": "a: 1\na: 2\n",
     "duplicate nested key": "a:\n  b: 1\n  b: 2\n",
@@ -50,8 +101,9 @@ def oracle() -> Path:
     if not binary.exists():
         cache.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
-        subprocess.run([go, "build", "-trimpath", "-o", str(binary), "."], cwd=ORACLE_DIR, env=env, check=True,
-                       timeout=600)
+        subprocess.run(
+            [go, "build", "-trimpath", "-o", str(binary), "."], cwd=ORACLE_DIR, env=env, check=True, timeout=600
+        )
     return binary
 
 

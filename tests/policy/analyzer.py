@@ -40,15 +40,18 @@ class Violation:
 @contextlib.contextmanager
 def pack() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
     """The served pack, stopped on exit whatever happens."""
-    process = subprocess.Popen([sys.executable, "-u", str(PACK_DIR)], cwd=PACK_DIR, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-u", str(PACK_DIR)], cwd=PACK_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         ready, _, _ = select.select([process.stdout], [], [], START_SECONDS)
         line = process.stdout.readline().decode().strip() if ready else ""
         if not line.isdigit():
             process.kill()
-            raise RuntimeError(f"the policy pack printed no port within {START_SECONDS}s: {line!r} "
-                               f"{process.communicate(timeout=10)[1].decode()[-2000:]}")
+            raise RuntimeError(
+                f"the policy pack printed no port within {START_SECONDS}s: {line!r} "
+                f"{process.communicate(timeout=10)[1].decode()[-2000:]}"
+            )
         with grpc.insecure_channel(f"127.0.0.1:{line}") as channel:
             grpc.channel_ready_future(channel).result(timeout=CALL_SECONDS)
             yield analyzer_pb2_grpc.AnalyzerStub(channel)
@@ -68,10 +71,14 @@ def _struct(values: dict[str, Any]) -> struct_pb2.Struct:
 def _options(resource: dict[str, Any]) -> proto.AnalyzerResourceOptions:
     options = resource["options"]
     return proto.AnalyzerResourceOptions(
-        protect=options["protect"], ignoreChanges=options["ignoreChanges"],
-        deleteBeforeReplace=options["deleteBeforeReplace"], deleteBeforeReplaceDefined=True,
-        aliases=options.get("aliases", []), additionalSecretOutputs=options.get("additionalSecretOutputs", []),
-        parent=resource.get("parent") or "")
+        protect=options["protect"],
+        ignoreChanges=options["ignoreChanges"],
+        deleteBeforeReplace=options["deleteBeforeReplace"],
+        deleteBeforeReplaceDefined=True,
+        aliases=options.get("aliases", []),
+        additionalSecretOutputs=options.get("additionalSecretOutputs", []),
+        parent=resource.get("parent") or "",
+    )
 
 
 def analyze(stub: analyzer_pb2_grpc.AnalyzerStub, resources: Iterable[dict[str, Any]]) -> list[Violation]:
@@ -79,15 +86,28 @@ def analyze(stub: analyzer_pb2_grpc.AnalyzerStub, resources: Iterable[dict[str, 
     custom = [r for r in resources if not r["type"].startswith("supercluster:")]
     found = []
     for r in custom:
-        request = proto.AnalyzeRequest(type=r["type"], properties=_struct(r["inputs"]), urn=r["urn"],
-                                       name=r["name"], options=_options(r))
-        found += [Violation(d.policyName, r["urn"], d.message)
-                  for d in stub.Analyze(request, timeout=CALL_SECONDS).diagnostics]
-    stack = proto.AnalyzeStackRequest(resources=[
-        proto.AnalyzerResource(type=r["type"], properties=_struct(r["inputs"]), urn=r["urn"], name=r["name"],
-                               options=_options(r), parent=r.get("parent") or "",
-                               dependencies=r.get("dependencies", []))
-        for r in custom])
-    found += [Violation(d.policyName, d.urn, d.message)
-              for d in stub.AnalyzeStack(stack, timeout=CALL_SECONDS).diagnostics]
+        request = proto.AnalyzeRequest(
+            type=r["type"], properties=_struct(r["inputs"]), urn=r["urn"], name=r["name"], options=_options(r)
+        )
+        found += [
+            Violation(d.policyName, r["urn"], d.message)
+            for d in stub.Analyze(request, timeout=CALL_SECONDS).diagnostics
+        ]
+    stack = proto.AnalyzeStackRequest(
+        resources=[
+            proto.AnalyzerResource(
+                type=r["type"],
+                properties=_struct(r["inputs"]),
+                urn=r["urn"],
+                name=r["name"],
+                options=_options(r),
+                parent=r.get("parent") or "",
+                dependencies=r.get("dependencies", []),
+            )
+            for r in custom
+        ]
+    )
+    found += [
+        Violation(d.policyName, d.urn, d.message) for d in stub.AnalyzeStack(stack, timeout=CALL_SECONDS).diagnostics
+    ]
     return found

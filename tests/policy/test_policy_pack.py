@@ -69,7 +69,8 @@ def roll_two_nat_hosts_at_once(items):
 
 def let_an_etcd_member_take_its_cloud_init(items):
     _first(items, VM_TYPE, lambda r: _role(r) == "events-etcd")["options"]["ignoreChanges"].remove(
-        "osProfile.customData")
+        "osProfile.customData"
+    )
 
 
 SEEDED = {
@@ -92,7 +93,6 @@ def test_a_seeded_violation_is_caught(seed, served, prod_plan):
     items = resources(prod_plan)
     seed(items)
     assert {v.policy for v in analyze(served, items)} == {SEEDED[seed]}
-
 
 
 def test_the_cli_runs_the_pack_from_the_projects_venv():

@@ -42,8 +42,11 @@ def test_every_pod_image_is_pulled_from_the_cluster_registry_by_digest(stack, re
     assert not elsewhere, f"pulled from outside {login_server}: {elsewhere}"
     not_in_table = {i: users for i, users in found.items() if upstream(i, login_server) not in images.table()}
     assert not not_in_table, f"not from infra/addons/images.py: {not_in_table}"
-    undigested = {i: users for i, users in found.items()
-                  if "@sha256:" not in i and upstream(i, login_server) not in images.AWAITING_DIGEST}
+    undigested = {
+        i: users
+        for i, users in found.items()
+        if "@sha256:" not in i and upstream(i, login_server) not in images.AWAITING_DIGEST
+    }
     assert not undigested, f"no digest and not listed in images.AWAITING_DIGEST: {undigested}"
 
 

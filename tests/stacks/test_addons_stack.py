@@ -29,9 +29,13 @@ def test_bad_addon_setting_stops_the_plan_with_one_line(tmp_path, capsys):
     from plan.__main__ import main
 
     out = tmp_path / "plan"
-    assert main(["--stack", "dev", "--out", str(out),
-                 "--config", "addons.clusterAutoscaler.maxTotalUnreadyPercentage=60"]) == 2
+    assert (
+        main(["--stack", "dev", "--out", str(out), "--config", "addons.clusterAutoscaler.maxTotalUnreadyPercentage=60"])
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err == ("error: invalid config supercluster:addons.clusterAutoscaler.maxTotalUnreadyPercentage = 60: "
-                   "expected a whole number from 1 to 49\n")
+    assert err == (
+        "error: invalid config supercluster:addons.clusterAutoscaler.maxTotalUnreadyPercentage = 60: "
+        "expected a whole number from 1 to 49\n"
+    )
     assert not out.exists()

@@ -63,18 +63,21 @@ def test_azure_accepts_every_resource_the_plan_declares(stack_resources):
 
 # --------------------------------------------------------------------------- seeded violations
 
+
 def _first(resources: list[Resource], token: str) -> tuple[str, dict[str, Any]]:
     return next((name, copy.deepcopy(inputs)) for t, name, inputs in resources if t == f"azure-native:{token}")
 
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     """Sets ``a.b[0].c`` in a resource's inputs."""
+
     def apply(inputs: dict[str, Any]) -> None:
         *parents, leaf = re.findall(r"[^.\[\]]+", path)
         node: Any = inputs
         for part in parents:
             node = node[int(part)] if part.isdigit() else node[part]
         node[int(leaf) if leaf.isdigit() else leaf] = value
+
     return apply
 
 
@@ -90,9 +93,11 @@ MODEL_SEEDS = {
     "range": ("storage:BlobServiceProperties", _set("deleteRetentionPolicy.days", 400), "deleteRetentionPolicy.days"),
     "enum": ("network:NetworkSecurityGroup", _set("securityRules[0].access", "Maybe"), "securityRules[0].access"),
     "type": ("compute:VirtualMachineScaleSet", _set("sku.capacity", "3"), "sku.capacity"),
-    "unknown": ("compute:VirtualMachineScaleSet",
-                _set("virtualMachineProfile.osProfile.linuxConfiguration.disablePasswordAuth", True),
-                "virtualMachineProfile.osProfile.linuxConfiguration.disablePasswordAuth"),
+    "unknown": (
+        "compute:VirtualMachineScaleSet",
+        _set("virtualMachineProfile.osProfile.linuxConfiguration.disablePasswordAuth", True),
+        "virtualMachineProfile.osProfile.linuxConfiguration.disablePasswordAuth",
+    ),
 }
 
 
@@ -117,7 +122,8 @@ def test_an_unknown_top_level_property_is_caught_with_what_the_model_has(dev_res
 def _two_primaries(resources: list[Resource]) -> None:
     _, _, scale_set = next(r for r in resources if r[0] == "azure-native:compute:VirtualMachineScaleSet")
     scale_set["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"][1][
-        "primary"] = True
+        "primary"
+    ] = True
 
 
 def _subnet_outside(resources: list[Resource]) -> None:
@@ -126,8 +132,11 @@ def _subnet_outside(resources: list[Resource]) -> None:
 
 
 def _duplicate_priority(resources: list[Resource]) -> None:
-    rules = next(i for t, _, i in resources if t == "azure-native:network:NetworkSecurityGroup"
-                 and len(i.get("securityRules", [])) > 1)["securityRules"]
+    rules = next(
+        i
+        for t, _, i in resources
+        if t == "azure-native:network:NetworkSecurityGroup" and len(i.get("securityRules", [])) > 1
+    )["securityRules"]
     rules[1]["priority"] = rules[0]["priority"]
 
 
@@ -146,15 +155,22 @@ def _rolling_policy_in_manual_mode(resources: list[Resource]) -> None:
 
 
 def _ephemeral_read_write(resources: list[Resource]) -> None:
-    disk = next(i["virtualMachineProfile"]["storageProfile"]["osDisk"] for t, _, i in resources
-                if t == "azure-native:compute:VirtualMachineScaleSet"
-                and "diffDiskSettings" in i["virtualMachineProfile"]["storageProfile"]["osDisk"])
+    disk = next(
+        i["virtualMachineProfile"]["storageProfile"]["osDisk"]
+        for t, _, i in resources
+        if t == "azure-native:compute:VirtualMachineScaleSet"
+        and "diffDiskSettings" in i["virtualMachineProfile"]["storageProfile"]["osDisk"]
+    )
     disk["caching"] = "ReadWrite"
 
 
 def _ha_ports_on_one_port(resources: list[Resource]) -> None:
-    balancer = next(i for t, _, i in resources if t == "azure-native:network:LoadBalancer"
-                    and any(r.get("protocol") == "All" for r in i.get("loadBalancingRules", [])))
+    balancer = next(
+        i
+        for t, _, i in resources
+        if t == "azure-native:network:LoadBalancer"
+        and any(r.get("protocol") == "All" for r in i.get("loadBalancingRules", []))
+    )
     balancer["loadBalancingRules"][0]["backendPort"] = 443
 
 
@@ -166,18 +182,23 @@ def _nat_gateway_shared(resources: list[Resource]) -> None:
 def _placeholder_key(resources: list[Resource]) -> None:
     vm = next(i for t, _, i in resources if t == "azure-native:compute:VirtualMachine")
     vm["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"] = (
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIProdPlatformTeamBreakGlassKeyReplaceMe000000 platform@supercluster")
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIProdPlatformTeamBreakGlassKeyReplaceMe000000 platform@supercluster"
+    )
 
 
 def _short_soft_delete(resources: list[Resource]) -> None:
-    next(i for t, _, i in resources if t == "azure-native:keyvault:Vault")["properties"]["softDeleteRetentionInDays"] = 3
+    next(i for t, _, i in resources if t == "azure-native:keyvault:Vault")["properties"][
+        "softDeleteRetentionInDays"
+    ] = 3
 
 
 def _too_many_pod_ips(resources: list[Resource]) -> None:
     scale_set = next(i for t, _, i in resources if t == "azure-native:compute:VirtualMachineScaleSet")
     configurations = scale_set["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]
-    configurations["ipConfigurations"] += [{"name": f"extra{i}", "subnet": configurations["ipConfigurations"][0]["subnet"]}
-                                           for i in range(257 - len(configurations["ipConfigurations"]))]
+    configurations["ipConfigurations"] += [
+        {"name": f"extra{i}", "subnet": configurations["ipConfigurations"][0]["subnet"]}
+        for i in range(257 - len(configurations["ipConfigurations"]))
+    ]
 
 
 def _big_custom_data(resources: list[Resource]) -> None:
@@ -191,11 +212,19 @@ def _fifty_one_tags(resources: list[Resource]) -> None:
 
 
 RULE_SEEDS = {
-    "ip-configurations-per-nic": _too_many_pod_ips, "custom-data": _big_custom_data, "tags": _fifty_one_tags,
-    "primary-ip-configuration": _two_primaries, "subnet-in-vnet": _subnet_outside, "nsg-priority": _duplicate_priority,
-    "public-ip-prefix-size": _big_prefix, "single-placement-group": _crowded_placement_group,
-    "upgrade-policy": _rolling_policy_in_manual_mode, "ephemeral-os-disk": _ephemeral_read_write,
-    "ha-ports": _ha_ports_on_one_port, "nat-gateway-one-vnet": _nat_gateway_shared, "ssh-public-key": _placeholder_key,
+    "ip-configurations-per-nic": _too_many_pod_ips,
+    "custom-data": _big_custom_data,
+    "tags": _fifty_one_tags,
+    "primary-ip-configuration": _two_primaries,
+    "subnet-in-vnet": _subnet_outside,
+    "nsg-priority": _duplicate_priority,
+    "public-ip-prefix-size": _big_prefix,
+    "single-placement-group": _crowded_placement_group,
+    "upgrade-policy": _rolling_policy_in_manual_mode,
+    "ephemeral-os-disk": _ephemeral_read_write,
+    "ha-ports": _ha_ports_on_one_port,
+    "nat-gateway-one-vnet": _nat_gateway_shared,
+    "ssh-public-key": _placeholder_key,
     "key-vault-soft-delete": _short_soft_delete,
 }
 
@@ -213,12 +242,18 @@ def test_a_seeded_break_of_each_rule_is_caught(dev_plan, rule):
     assert found and {v.kind for v in found} == {rule}, found
 
 
-@pytest.mark.parametrize("key, problem", [
-    ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDevOnlyKeyReplaceWithYourOwnKeyDevOnlyKey0 x", "not valid base64"),
-    ("ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx x", "does not hold a ssh-rsa key"),
-    ("ecdsa-sha2-nistp256 AAAA x", "type ssh-ed25519 or ssh-rsa"),
-    ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx x", None),
-])
+@pytest.mark.parametrize(
+    "key, problem",
+    [
+        ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDevOnlyKeyReplaceWithYourOwnKeyDevOnlyKey0 x", "not valid base64"),
+        (
+            "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx x",
+            "does not hold a ssh-rsa key",
+        ),
+        ("ecdsa-sha2-nistp256 AAAA x", "type ssh-ed25519 or ssh-rsa"),
+        ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx x", None),
+    ],
+)
 def test_ssh_keys_azure_refuses(key, problem):
     found = ssh_key_problem(key)
     assert (found is None) if problem is None else (problem in found)
@@ -237,6 +272,7 @@ def test_a_short_rsa_key_is_refused():
 
 
 # --------------------------------------------------------------------------- the documentation
+
 
 def documented_rows(start: str) -> list[str]:
     page = (PROJECT_DIR / "docs" / "azure-validation.md").read_text()
@@ -266,8 +302,10 @@ def test_the_pinned_packages_are_the_ones_installed():
 
 
 def test_violation_reads_as_one_line():
-    assert str(Violation("length", "cacheRuleName", "'k8s' is 3 characters")) == \
-        "cacheRuleName: length: 'k8s' is 3 characters"
+    assert (
+        str(Violation("length", "cacheRuleName", "'k8s' is 3 characters"))
+        == "cacheRuleName: length: 'k8s' is 3 characters"
+    )
 
 
 # --------------------------------------------------------------------------- names, as the plan sends them
@@ -293,8 +331,10 @@ NAMED = {  # type: [(input path, its rule in infra.naming.NAME_RULES)]
     "network:NetworkInterface": [("networkInterfaceName", "network resource")],
     "network:VirtualNetworkPeering": [("virtualNetworkPeeringName", "network resource")],
     "compute:VirtualMachine": [("vmName", "virtual machine"), ("osProfile.computerName", "virtual machine")],
-    "compute:VirtualMachineScaleSet": [("vmScaleSetName", "scale set"),
-                                       ("virtualMachineProfile.osProfile.computerNamePrefix", "computer name prefix")],
+    "compute:VirtualMachineScaleSet": [
+        ("vmScaleSetName", "scale set"),
+        ("virtualMachineProfile.osProfile.computerNamePrefix", "computer name prefix"),
+    ],
     "compute:Gallery": [("galleryName", "compute gallery")],
     "compute:GalleryImage": [("galleryImageName", "gallery image")],
     "virtualmachineimages:VirtualMachineImageTemplate": [("imageTemplateName", "image template")],
@@ -328,5 +368,7 @@ def test_the_documented_naming_rules_are_the_ones_checked():
     from infra.naming import NAME_RULES
 
     assert documented_rows("names") == [
-        f"| {key} | `{r.entity}` | {r.min_length}-{r.max_length} | {r.accepted.replace('|', chr(92) + '|')} | {r.source} |"
-        for key, r in NAME_RULES.items()]
+        f"| {key} | `{r.entity}` | {r.min_length}-{r.max_length} | "
+        f"{r.accepted.replace('|', chr(92) + '|')} | {r.source} |"
+        for key, r in NAME_RULES.items()
+    ]

@@ -21,8 +21,11 @@ def test_stack_exports_the_contract(stack_plan):
     exported = sorted(shard.scale_set_id for pool in contract.node_pools.values() for shard in pool.shards)
     declared = sorted(r.id for r in stack_plan.of_type("azure-native:compute:VirtualMachineScaleSet"))
     assert exported == declared, "every scale set, and only those, is in the contract with its id"
-    vnets = {r.inputs["virtualNetworkName"]: r.id for r in stack_plan.of_type("azure-native:network:VirtualNetwork")
-             if "-hub" not in r.name}
+    vnets = {
+        r.inputs["virtualNetworkName"]: r.id
+        for r in stack_plan.of_type("azure-native:network:VirtualNetwork")
+        if "-hub" not in r.name
+    }
     assert sorted(contract.network.vnet_ids.values()) == sorted(vnets.values())
 
 

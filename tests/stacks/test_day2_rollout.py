@@ -31,8 +31,11 @@ def _step(previous, *overrides):
 
 def _down(diff) -> list[tuple[str, str]]:
     """(action, VM) for every VM the deploy replaces or resizes."""
-    return [(c.action, c.name.removeprefix("dev-")) for c in diff.resources
-            if c.type == VM_TYPE and (c.action != "update" or "hardwareProfile.vmSize" in c.changed)]
+    return [
+        (c.action, c.name.removeprefix("dev-"))
+        for c in diff.resources
+        if c.type == VM_TYPE and (c.action != "update" or "hardwareProfile.vmSize" in c.changed)
+    ]
 
 
 def _autoscaler_image(run) -> str:
@@ -58,8 +61,11 @@ def test_a_minor_upgrade_rolls_apiservers_first_then_nodes_then_nat_hosts_one_pe
     assert [exit_code(diff) for diff, _ in steps] == [EXIT_CHANGED] * 7
     # The last step only puts NAT host 2 back to ignoring its cloud-init (resource options, nothing sent).
     assert {c for change in steps[-1][0].resources for c in change.changed} <= {
-        "options.ignoreChanges[0]", "options.ignoreChanges[1]", "options.ignoreChanges[2]",
-        "options.replaceOnChanges[0]"}
+        "options.ignoreChanges[0]",
+        "options.ignoreChanges[1]",
+        "options.ignoreChanges[2]",
+        "options.replaceOnChanges[0]",
+    }
     assert exit_code(_step(run, "kubernetesVersion=1.34.1", NEW_IMAGE)[1]) == EXIT_OK
     for index, (diff, run) in enumerate(steps):
         models = [c for c in diff.resources if c.type == SCALE_SET_TYPE]
@@ -68,8 +74,10 @@ def test_a_minor_upgrade_rolls_apiservers_first_then_nodes_then_nat_hosts_one_pe
         assert (":v1.34." in _autoscaler_image(run)) == (index >= 3), index
         assert not diff.dangers, index
         # Nodes boot the image of the release they run: the old one until the apiservers are done.
-        images = {r.inputs["virtualMachineProfile"]["storageProfile"]["imageReference"]["id"].rsplit("/", 1)[-1]
-                  for r in run.of_type(SCALE_SET_TYPE)}
+        images = {
+            r.inputs["virtualMachineProfile"]["storageProfile"]["imageReference"]["id"].rsplit("/", 1)[-1]
+            for r in run.of_type(SCALE_SET_TYPE)
+        }
         assert images == {"1.1.0" if nodes_move or index > 3 else "1.0.0"}, (index, images)
     assert ":v1.33." in _autoscaler_image(steady)
 
@@ -93,11 +101,14 @@ def test_a_control_plane_resize_is_staged_one_apiserver_per_deploy(steady):
     assert downs == [[("update", f"control-plane-vm-{i}-vm")] for i in range(3)] + [[]]
 
 
-@pytest.mark.parametrize(("start", "target", "expected"), [
-    ("1.33.4", "1.32.9", "1.33.4 or later: the cluster runs 1.33.4 and Kubernetes is never downgraded"),
-    ("1.33.4", "1.33.3", "1.33.4 or later"),
-    ("1.32.9", "1.34.1", "1.32.x or 1.33.x: one minor release at a time"),
-])
+@pytest.mark.parametrize(
+    ("start", "target", "expected"),
+    [
+        ("1.33.4", "1.32.9", "1.33.4 or later: the cluster runs 1.33.4 and Kubernetes is never downgraded"),
+        ("1.33.4", "1.33.3", "1.33.4 or later"),
+        ("1.32.9", "1.34.1", "1.32.x or 1.33.x: one minor release at a time"),
+    ],
+)
 def test_skew_rules_refuse_a_downgrade_or_a_skipped_minor(start, target, expected):
     first = plan_stack("dev", f"kubernetesVersion={start}")
     with pytest.raises(ConfigError) as refused:

@@ -11,8 +11,11 @@ def test_the_lifecycle_rule_deletes_snapshots_only(dev_plan):
     [policy] = dev_plan.of_type("azure-native:storage:ManagementPolicy")
     [rule] = policy.inputs["policy"]["rules"]
     prefixes = rule["definition"]["filters"]["prefixMatch"]
-    containers = [c.inputs["containerName"] for c in dev_plan.of_type("azure-native:storage:BlobContainer")
-                  if c.inputs["containerName"] in ROLES]
+    containers = [
+        c.inputs["containerName"]
+        for c in dev_plan.of_type("azure-native:storage:BlobContainer")
+        if c.inputs["containerName"] in ROLES
+    ]
     assert sorted(containers) == sorted(ROLES)
     for container in containers:
         # Azure matches a prefix against "<container>/<blob name>".

@@ -20,8 +20,11 @@ from tests.helpers import raw_stack
 
 def outputs(main_members: int | None, events_members: int | None = 3) -> dict:
     urls = {MAIN: main_members, EVENTS: events_members}
-    return {name: [f"https://10.0.0.{i}:2379" for i in range(urls[role])]
-            for role, name in CLIENT_URL_OUTPUTS.items() if urls[role] is not None}
+    return {
+        name: [f"https://10.0.0.{i}:2379" for i in range(urls[role])]
+        for role, name in CLIENT_URL_OUTPUTS.items()
+        if urls[role] is not None
+    }
 
 
 def config_with(members: int, events_members: int = 3):
@@ -37,17 +40,20 @@ def test_the_last_deploys_member_counts_are_its_client_url_outputs():
     assert previous_members({"etcdClientUrls": None}) == {}
 
 
-@pytest.mark.parametrize("before,after,refused", [
-    (None, 3, None),  # first deploy, odd
-    (None, 4, "an odd number of members"),  # first deploy: an even count is no step
-    (3, 3, None),
-    (3, 4, None),  # growing: the step
-    (4, 5, None),
-    (3, 5, "at most one member more or fewer than the last deploy's 3 (deploy 4 first"),
-    (5, 3, "at most one member more or fewer than the last deploy's 5 (deploy 4 first"),
-    (5, 4, None),  # shrinking: the step
-    (4, 4, "an odd number of members"),  # an even count is not a place to stay
-])
+@pytest.mark.parametrize(
+    "before,after,refused",
+    [
+        (None, 3, None),  # first deploy, odd
+        (None, 4, "an odd number of members"),  # first deploy: an even count is no step
+        (3, 3, None),
+        (3, 4, None),  # growing: the step
+        (4, 5, None),
+        (3, 5, "at most one member more or fewer than the last deploy's 3 (deploy 4 first"),
+        (5, 3, "at most one member more or fewer than the last deploy's 5 (deploy 4 first"),
+        (5, 4, None),  # shrinking: the step
+        (4, 4, "an odd number of members"),  # an even count is not a place to stay
+    ],
+)
 def test_members_move_by_one_per_deploy_and_stay_odd(before, after, refused):
     config = config_with(after)
     previous = outputs(before)
@@ -78,6 +84,8 @@ def test_the_plan_refuses_growing_by_two_in_one_line_and_accepts_one_step(dev_pl
     assert err.startswith("error: invalid config supercluster:etcd.members = 3: expected at most one member")
     assert not refused.exists()
     stepped = tmp_path / "stepped"
-    assert main(["--stack", "dev", "--out", str(stepped), "--diff", str(old), "--config", "etcd.members=2"]) \
-        != EXIT_BAD_INPUT, capsys.readouterr().err
+    assert (
+        main(["--stack", "dev", "--out", str(stepped), "--diff", str(old), "--config", "etcd.members=2"])
+        != EXIT_BAD_INPUT
+    ), capsys.readouterr().err
     assert "etcd.members" not in capsys.readouterr().err

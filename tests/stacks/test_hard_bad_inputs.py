@@ -32,35 +32,55 @@ def edited(old: str, new: str) -> str:
     return DEV.replace(old, new, 1)
 
 
-OLD_PLACEHOLDER_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDevOnlyKeyReplaceWithYourOwnKeyDevOnlyKey0 "
-                       "platform@supercluster")
-ECDSA_KEY = ("ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBEmKSENjQEezOmxkZMy7opKgwFB"
-             "9nkt5YRrYMjNuG5N87uRgg6CLrbo5wAdT/y6v0mKV0U2w0WZ2YB/++Tpockg= x@y")
+OLD_PLACEHOLDER_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDevOnlyKeyReplaceWithYourOwnKeyDevOnlyKey0 platform@supercluster"
+)
+ECDSA_KEY = (
+    "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBEmKSENjQEezOmxkZMy7opKgwFB"
+    "9nkt5YRrYMjNuG5N87uRgg6CLrbo5wAdT/y6v0mKV0U2w0WZ2YB/++Tpockg= x@y"
+)
 
 # name: (stack file text or None for Pulumi.dev.yaml, --config overrides, text the one line must contain)
 CASES = {
     # YAML oddities in the stack file
-    "duplicate key": (edited("    members: 1\n", "    members: 3\n    members: 1\n"), [],
-                      f"Pulumi.x.yaml:{ETCD_MEMBERS + 1}:5 = 'members: 1': expected each key once (duplicate key 'members'"),
+    "duplicate key": (
+        edited("    members: 1\n", "    members: 3\n    members: 1\n"),
+        [],
+        f"Pulumi.x.yaml:{ETCD_MEMBERS + 1}:5 = 'members: 1': expected each key once (duplicate key 'members'",
+    ),
     "sexagesimal count": (edited("maxNodes: 3", "maxNodes: 1:30"), [], "nodePools[1].maxNodes = '1:30'"),
-    "binary tag": (edited("clusterName: dev", "clusterName: !!binary ZGV2"), [], f"Pulumi.x.yaml:{line_of('  supercluster:clusterName')}:29 = '!!binary ZGV2'"),
+    "binary tag": (
+        edited("clusterName: dev", "clusterName: !!binary ZGV2"),
+        [],
+        f"Pulumi.x.yaml:{line_of('  supercluster:clusterName')}:29 = '!!binary ZGV2'",
+    ),
     "set tag": (edited("      headroomNodes:\n        cpu: 1", "      headroomNodes: !!set {cpu}"), [], "!!set"),
     "timestamp tag": (edited("clusterName: dev", "clusterName: !!timestamp 2024-01-01"), [], "!!timestamp"),
     "date as a name": (edited("clusterName: dev", "clusterName: 2024-01-01"), [], "a date is text in YAML 1.2"),
-    "anchor and alias": (edited("    members: 1\n    vmSize: Standard_L8s_v3\n    quotaBackendBytes: 8589934592",
-                                "    members: &m 1\n    vmSize: Standard_L8s_v3\n    quotaBackendBytes: 8589934592")
-                         .replace("  supercluster:eventsEtcd:\n    members: 1", "  supercluster:eventsEtcd:\n    members: *m"),
-                         [], "no anchor (&m)"),
+    "anchor and alias": (
+        edited(
+            "    members: 1\n    vmSize: Standard_L8s_v3\n    quotaBackendBytes: 8589934592",
+            "    members: &m 1\n    vmSize: Standard_L8s_v3\n    quotaBackendBytes: 8589934592",
+        ).replace("  supercluster:eventsEtcd:\n    members: 1", "  supercluster:eventsEtcd:\n    members: *m"),
+        [],
+        "no anchor (&m)",
+    ),
     "tab indentation": (edited("    members: 1\n", "\tmembers: 1\n"), [], f"Pulumi.x.yaml:{ETCD_MEMBERS}:1"),
     "top level a list": ("- config\n- supercluster:clusterName: dev\n", [], "a mapping with a config: section"),
     "infinite quota": (edited("quotaBackendBytes: 8589934592", "quotaBackendBytes: .inf"), [], "a finite number"),
     "leading zero": (edited("maxNodes: 3", "maxNodes: 017"), [], "an integer without a leading zero"),
     "underscore digits": (edited("maxNodes: 3", "maxNodes: 1_0"), [], "digits without '_'"),
-    "misspelt namespace": (edited("supercluster:addons:", "superclustr:addons:"), [],
-                           "superclustr:addons = {'balloons'"),
+    "misspelt namespace": (
+        edited("supercluster:addons:", "superclustr:addons:"),
+        [],
+        "superclustr:addons = {'balloons'",
+    ),
     "key without namespace": (edited("supercluster:addons:", "addons:"), [], "a key of the form <namespace>:<name>"),
-    "yes is not a boolean": (edited("infiniband: false", "infiniband: no"), [],
-                             "nodePools[1].infiniband = 'no': expected true or false"),
+    "yes is not a boolean": (
+        edited("infiniband: false", "infiniband: no"),
+        [],
+        "nodePools[1].infiniband = 'no': expected true or false",
+    ),
     # YAML oddities in --config
     "index past the end": (None, ["nodePools[5].name=x"], "expected an index from 0 to 2"),
     "negative index": (None, ["nodePools[-1].maxNodes=3"], "an index from 0 to 2 in nodePools"),

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import pytest
 
 from infra import naming
-from plan.runner import ProgramRun
 from infra.sizing import shards
+from plan.runner import ProgramRun
 from tests.helpers import parsed
 
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
@@ -26,10 +26,13 @@ VNET = "azure-native:network:VirtualNetwork"
 GROUP = "azure-native:resources:ResourceGroup"
 SUBNET = "subnet (inline in its VNet)"
 # What any identity but the autoscaler may be granted: one secret, its backup container, the registry.
-SINGLE_RESOURCE_SCOPES = ("azure-native:keyvault:Secret", "azure-native:storage:BlobContainer",
-                          "azure-native:containerregistry:Registry",
-                          # Image Builder writes image versions into the gallery (components/machine_images.py).
-                          "azure-native:compute:Gallery")
+SINGLE_RESOURCE_SCOPES = (
+    "azure-native:keyvault:Secret",
+    "azure-native:storage:BlobContainer",
+    "azure-native:containerregistry:Registry",
+    # Image Builder writes image versions into the gallery (components/machine_images.py).
+    "azure-native:compute:Gallery",
+)
 
 
 @pytest.fixture(params=["dev", "prod"])
@@ -59,12 +62,16 @@ def _resources(run: ProgramRun) -> list[Reached]:
         resource_id = r.id
         if r.type != VNET and "virtualNetworkName" in r.inputs:
             group = r.id.split("/providers/")[0]
-            resource_id = f"{group}/providers/Microsoft.Network/virtualNetworks/{r.inputs['virtualNetworkName']}/" \
-                          f"{r.type.split(':')[-1]}/{r.name}"
+            resource_id = (
+                f"{group}/providers/Microsoft.Network/virtualNetworks/{r.inputs['virtualNetworkName']}/"
+                f"{r.type.split(':')[-1]}/{r.name}"
+            )
         found.append(Reached(r.type, r.name, resource_id))
         if r.type == VNET:
-            found += [Reached(SUBNET, subnet["name"], f"{r.id}/subnets/{subnet['name']}")
-                      for subnet in r.inputs.get("subnets") or []]
+            found += [
+                Reached(SUBNET, subnet["name"], f"{r.id}/subnets/{subnet['name']}")
+                for subnet in r.inputs.get("subnets") or []
+            ]
     return found
 
 
@@ -83,8 +90,11 @@ def _managed_by_autoscaler(run: ProgramRun) -> set[str]:
     node_subnets = {shard.name for pool in config.node_pools for shard in shards(pool)}
     ids = {r.id for r in run.of_type(VMSS)}
     ids |= {r.id for r in _resources(run) if r.type == SUBNET and r.name in node_subnets}
-    ids |= {r.id for r in run.of_type(GROUP)
-            if r.inputs["resourceGroupName"] == naming.node_resource_group(config.cluster_name)}
+    ids |= {
+        r.id
+        for r in run.of_type(GROUP)
+        if r.inputs["resourceGroupName"] == naming.node_resource_group(config.cluster_name)
+    }
     return ids
 
 
@@ -102,13 +112,16 @@ def test_no_identity_reaches_a_resource_it_does_not_manage(stack_plan):
             beyond = sorted(f"{r.type.split(':')[-1]} {r.name}" for r in reached if r.id not in autoscaler_may)
             assert not beyond, f"{grant.name} reaches {beyond}"
         else:
-            assert [r.type for r in reached] in ([t] for t in SINGLE_RESOURCE_SCOPES), \
+            assert [r.type for r in reached] in ([t] for t in SINGLE_RESOURCE_SCOPES), (
                 f"{grant.name} ({role}) reaches {[(r.type, r.name) for r in reached]}"
+            )
 
 
 def test_the_node_group_holds_the_node_scale_sets_and_nothing_else(stack_plan):
     cluster = parsed(stack_plan.stack).cluster_name
-    [group] = [g for g in stack_plan.of_type(GROUP) if g.inputs["resourceGroupName"] == naming.node_resource_group(cluster)]
+    [group] = [
+        g for g in stack_plan.of_type(GROUP) if g.inputs["resourceGroupName"] == naming.node_resource_group(cluster)
+    ]
     inside = [r for r in reach(stack_plan, group.id) if r.id != group.id]
     scale_sets = stack_plan.of_type(VMSS)
     assert scale_sets and sorted(r.id for r in inside) == sorted(r.id for r in scale_sets)
@@ -120,8 +133,11 @@ def test_the_autoscaler_lists_the_group_it_may_change(stack_plan):
     """The Azure provider lists scale sets in ARM_RESOURCE_GROUP: it must be the node group, or it
     finds nothing to scale (and a grant there would be useless)."""
     cluster = parsed(stack_plan.stack).cluster_name
-    deployments = [r for r in stack_plan.registrations if r.type == "kubernetes:apps/v1:Deployment"
-                   and r.inputs["metadata"]["name"] == "cluster-autoscaler"]
+    deployments = [
+        r
+        for r in stack_plan.registrations
+        if r.type == "kubernetes:apps/v1:Deployment" and r.inputs["metadata"]["name"] == "cluster-autoscaler"
+    ]
     [deployment] = deployments
     [container] = deployment.inputs["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}

@@ -64,14 +64,18 @@ def test_only_infiniband_nodes_lift_the_memlock_limit_rdma_needs(prod_plan):
 
 
 def _object(run, kind: str, name: str) -> dict:
-    (found,) = [o for o in map(kubernetes_object, run.registrations)
-                if o is not None and o["kind"] == kind and o["metadata"]["name"] == name]
+    (found,) = [
+        o
+        for o in map(kubernetes_object, run.registrations)
+        if o is not None and o["kind"] == kind and o["metadata"]["name"] == name
+    ]
     return found
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_the_rdma_plugin_runs_on_every_infiniband_node_and_advertises_the_resource_jobs_request(
-        stack, dev_plan, prod_plan):
+    stack, dev_plan, prod_plan
+):
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
     daemon_set = _object(run, "DaemonSet", rdma_device_plugin.NAME)
     pod = daemon_set["spec"]["template"]["spec"]
@@ -96,8 +100,7 @@ def test_a_job_for_a_pool_fits_its_nodes_requests_what_they_advertise_and_keeps_
     nodes = registered_nodes(prod_plan)
     pool_nodes = [(labels, taints) for labels, taints in nodes.values() if labels.get(POOL_LABEL) == "h100a"]
     assert pool_nodes and all(fits(pod, labels, taints) for labels, taints in pool_nodes)
-    assert not any(fits(pod, labels, taints) for labels, taints in nodes.values()
-                   if labels.get(POOL_LABEL) != "h100a")
+    assert not any(fits(pod, labels, taints) for labels, taints in nodes.values() if labels.get(POOL_LABEL) != "h100a")
     (term,) = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["topologyKey"] == INFINIBAND_DOMAIN_LABEL
     assert all(INFINIBAND_DOMAIN_LABEL in labels for labels, _ in pool_nodes)
@@ -131,16 +134,36 @@ def test_the_job_command_prints_the_job_for_a_pool_of_the_stack_and_refuses_bad_
     from plan.stackfile import PROJECT_DIR
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "plan.job", "--stack", "prod", "--name", "run1",
-                               "--namespace", "team-a", "--image", "img", *argv], capture_output=True, text=True,
-                              cwd=PROJECT_DIR, timeout=120)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "plan.job",
+                "--stack",
+                "prod",
+                "--name",
+                "run1",
+                "--namespace",
+                "team-a",
+                "--image",
+                "img",
+                *argv,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=PROJECT_DIR,
+            timeout=120,
+        )
 
     printed = run("--pool", "h100a", "--nodes", "4", "--", "torchrun", "train.py")
     assert printed.returncode == 0, printed.stderr
     pool = build_cluster_spec(raw_stack("prod"), "eastus").config.pool("h100a")
     assert list(yaml.safe_load_all(printed.stdout)) == infiniband_job(
-        name="run1", namespace="team-a", pool=pool, nodes=4, image="img", command=["torchrun", "train.py"])
-    for argv, message in ((("--pool", "cpu", "--nodes", "2", "x"), "pool cpu has no InfiniBand"),
-                          (("--pool", "nope", "--nodes", "2", "x"), "--pool nope: expected a pool of stack prod")):
+        name="run1", namespace="team-a", pool=pool, nodes=4, image="img", command=["torchrun", "train.py"]
+    )
+    for argv, message in (
+        (("--pool", "cpu", "--nodes", "2", "x"), "pool cpu has no InfiniBand"),
+        (("--pool", "nope", "--nodes", "2", "x"), "--pool nope: expected a pool of stack prod"),
+    ):
         refused = run(*argv)
         assert refused.returncode == 2 and message in refused.stderr.strip().splitlines()[-1], refused.stderr

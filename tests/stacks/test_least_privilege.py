@@ -97,8 +97,10 @@ def _fetched(run: ProgramRun) -> dict[str, set[str]]:
         # The machine's boot scripts sign in as the role its identity file names ...
         role = files[f"{machine.name}/etc/supercluster/identity"].strip().removeprefix(f"{run.stack}-id-")
         # ... which is its only identity, but for CPU nodes, which also carry the cluster autoscaler's.
-        assert identities == [role] or (identities == ["node", "autoscaler"] and "pool-cpu" in machine.name), \
-            (machine.name, identities)
+        assert identities == [role] or (identities == ["node", "autoscaler"] and "pool-cpu" in machine.name), (
+            machine.name,
+            identities,
+        )
         script = files[f"{machine.name}/{FETCH_SCRIPT_PATH.lstrip('/')}"]
         names = set(re.findall(r"^fetch (\S+) ", script, flags=re.MULTILINE))
         fetched.setdefault(role, set()).update(names)
@@ -116,13 +118,20 @@ def test_each_role_reads_exactly_the_secrets_its_machines_fetch_one_secret_per_g
         if roles[principal] == "autoscaler":
             # The node resource group (scale sets) and the node subnets (join): what it reaches through
             # them is tests/stacks/test_identity_scopes.py.
-            assert grant.inputs["scope"] in by_id and scope.type == "azure-native:resources:ResourceGroup" \
-                or "/subnets/" in grant.inputs["scope"], grant.name
+            assert (
+                grant.inputs["scope"] in by_id
+                and scope.type == "azure-native:resources:ResourceGroup"
+                or "/subnets/" in grant.inputs["scope"]
+            ), grant.name
             assert grant.inputs["roleDefinitionId"].endswith(f"/{VIRTUAL_MACHINE_CONTRIBUTOR_ROLE}")
             continue
         # No other grant on the vault, the group or the subscription: each names one resource.
-        assert scope.type in (SECRET, "azure-native:storage:BlobContainer", "azure-native:containerregistry:Registry",
-                              "azure-native:compute:Gallery"), f"{grant.name} on {scope.type}"
+        assert scope.type in (
+            SECRET,
+            "azure-native:storage:BlobContainer",
+            "azure-native:containerregistry:Registry",
+            "azure-native:compute:Gallery",
+        ), f"{grant.name} on {scope.type}"
         if scope.type == "azure-native:compute:Gallery":  # Image Builder writes the machine image versions
             assert roles[principal] == "image-builder", grant.name
         if grant.inputs["roleDefinitionId"].endswith(f"/{KEY_VAULT_SECRETS_USER_ROLE}"):

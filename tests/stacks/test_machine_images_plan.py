@@ -51,8 +51,9 @@ def test_each_template_builds_that_version_from_a_pinned_base_into_the_gallery(r
         source = template.inputs["source"]
         assert source == {"type": "PlatformImage", **machine_image.BASE_IMAGES[kind]}
         [distribute] = template.inputs["distribute"]
-        assert distribute["galleryImageId"] == (f"{definitions[f'{config.cluster_name}-{kind}'].id}"
-                                                f"/versions/{config.machine_image_version}")
+        assert distribute["galleryImageId"] == (
+            f"{definitions[f'{config.cluster_name}-{kind}'].id}/versions/{config.machine_image_version}"
+        )
         assert distribute["targetRegions"][0]["replicaCount"] == machine_image.REPLICAS
         assert template.inputs["autoRun"] == {"state": "Enabled"}
         [step] = template.inputs["customize"]
@@ -83,12 +84,29 @@ def test_the_next_deploy_refuses_other_contents_under_a_built_version(dev_plan, 
     old = tmp_path / "old"
     write_plan(old, plan_files(dev_plan.registrations, dev_plan.outputs, ""))
     refused = tmp_path / "refused"
-    assert main(["--stack", "dev", "--out", str(refused), "--diff", str(old),
-                 "--config", "kubernetesVersion=1.33.5"]) == EXIT_BAD_INPUT
+    assert (
+        main(["--stack", "dev", "--out", str(refused), "--diff", str(old), "--config", "kubernetesVersion=1.33.5"])
+        == EXIT_BAD_INPUT
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: invalid config supercluster:machineImageVersion = '1.0.0'")
     assert "cpu and gpu image carries changed" in err and not refused.exists()
     bumped = tmp_path / "bumped"
-    assert main(["--stack", "dev", "--out", str(bumped), "--diff", str(old), "--config", "kubernetesVersion=1.33.5",
-                 "--config", 'machineImageVersion="1.1.0"']) != EXIT_BAD_INPUT
+    assert (
+        main(
+            [
+                "--stack",
+                "dev",
+                "--out",
+                str(bumped),
+                "--diff",
+                str(old),
+                "--config",
+                "kubernetesVersion=1.33.5",
+                "--config",
+                'machineImageVersion="1.1.0"',
+            ]
+        )
+        != EXIT_BAD_INPUT
+    )
     assert bumped.exists()

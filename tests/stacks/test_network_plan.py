@@ -44,17 +44,26 @@ class StackNetwork:
 
     def reaches(self, group: str, source: str, port: int, destination: str | None = None, protocol="Tcp") -> bool:
         subnet = self.plan.subnet(group if group != "nodes" else self.plan.vnets[1].subnets[0].key)
-        return allows(self.rules(group), source=source, destination=destination or subnet.host(0), port=port,
-                      protocol=protocol, virtual_network=self.virtual_network)
+        return allows(
+            self.rules(group),
+            source=source,
+            destination=destination or subnet.host(0),
+            port=port,
+            protocol=protocol,
+            virtual_network=self.virtual_network,
+        )
 
     @property
     def peers(self) -> dict[str, str]:
         """A machine of each kind that could knock on a port."""
         plan, node_subnet = self.plan, self.plan.vnets[-1].subnets[0]
         return {
-            "apiserver": plan.apiserver_ips(1)[0], "etcd": plan.etcd_ips("etcd", 3)[2],
-            "events-etcd": plan.etcd_ips("events-etcd", 3)[2], "nat host": plan.nat_host_ips(1)[0],
-            "node or pod": node_subnet.host(7), "hub": str(ipaddress.ip_network(self.hub_prefixes[0])[9]),
+            "apiserver": plan.apiserver_ips(1)[0],
+            "etcd": plan.etcd_ips("etcd", 3)[2],
+            "events-etcd": plan.etcd_ips("events-etcd", 3)[2],
+            "nat host": plan.nat_host_ips(1)[0],
+            "node or pod": node_subnet.host(7),
+            "hub": str(ipaddress.ip_network(self.hub_prefixes[0])[9]),
             "internet": INTERNET_IP,
         }
 
@@ -91,11 +100,14 @@ def test_etcd_metrics_are_reachable_only_from_the_monitoring_pools(stack):
             continue
         for subnet in vnet.subnets:
             for group in ("etcd", "events-etcd"):
-                assert stack.reaches(group, subnet.host(7), METRICS_PORT) is (vnet.pool in monitoring), \
-                    (group, subnet.key)
+                assert stack.reaches(group, subnet.host(7), METRICS_PORT) is (vnet.pool in monitoring), (
+                    group,
+                    subnet.key,
+                )
     for group in ("etcd", "events-etcd"):
-        assert not {name for name, ip in stack.peers.items() if stack.reaches(group, ip, METRICS_PORT)
-                    and name != "node or pod"}, group
+        assert not {
+            name for name, ip in stack.peers.items() if stack.reaches(group, ip, METRICS_PORT) and name != "node or pod"
+        }, group
 
 
 def test_apiservers_are_reachable_only_from_the_hub_and_the_cluster(stack):
@@ -112,8 +124,13 @@ def test_ssh_only_from_the_hub_except_mpi_between_pods(stack):
 def test_nothing_from_the_internet_gets_in(stack):
     for group in ("etcd", "events-etcd", "apiserver", "nat", "endpoints", "nodes"):
         for port in (22, 443, 2379, 6443, 10250, 30000):
-            verdict = decide(stack.rules(group), source=INTERNET_IP, destination=stack.plan.subnet("nat").host(3),
-                             port=port, virtual_network=stack.virtual_network)
+            verdict = decide(
+                stack.rules(group),
+                source=INTERNET_IP,
+                destination=stack.plan.subnet("nat").host(3),
+                port=port,
+                virtual_network=stack.virtual_network,
+            )
             assert verdict.startswith("Deny:"), (group, port, verdict)
 
 
@@ -130,15 +147,22 @@ def test_nothing_else_opens_the_apiserver_or_etcd_ports(stack):  # etcd's metric
     opening = set()
     for nsg in stack.run.of_type(NSG):
         for rule in nsg.inputs["securityRules"]:
-            ports = [rule.get("destinationPortRange")] if rule.get("destinationPortRange") else \
-                rule.get("destinationPortRanges", [])
+            ports = (
+                [rule.get("destinationPortRange")]
+                if rule.get("destinationPortRange")
+                else rule.get("destinationPortRanges", [])
+            )
             if rule["access"] == "Allow" and any(port_in(p, ports) for p in (6443, 2379, 2380, METRICS_PORT)):
                 opening.add((nsg.name.removeprefix(f"{stack.config.cluster_name}-"), rule["name"]))
     assert opening == {
-        ("etcd-nsg", "allow-etcd-client-from-apiservers"), ("etcd-nsg", "allow-etcd-from-peers"),
-        ("events-etcd-nsg", "allow-etcd-client-from-apiservers"), ("events-etcd-nsg", "allow-etcd-from-peers"),
-        ("etcd-nsg", "allow-etcd-metrics-from-monitoring"), ("events-etcd-nsg", "allow-etcd-metrics-from-monitoring"),
-        ("apiserver-nsg", "allow-apiserver-from-hub"), ("apiserver-nsg", "allow-apiserver-from-cluster"),
+        ("etcd-nsg", "allow-etcd-client-from-apiservers"),
+        ("etcd-nsg", "allow-etcd-from-peers"),
+        ("events-etcd-nsg", "allow-etcd-client-from-apiservers"),
+        ("events-etcd-nsg", "allow-etcd-from-peers"),
+        ("etcd-nsg", "allow-etcd-metrics-from-monitoring"),
+        ("events-etcd-nsg", "allow-etcd-metrics-from-monitoring"),
+        ("apiserver-nsg", "allow-apiserver-from-hub"),
+        ("apiserver-nsg", "allow-apiserver-from-cluster"),
         ("apiserver-nsg", "allow-apiserver-probe"),
         ("nat-nsg", "allow-services-from-hub"),  # only towards the service range, never a machine's address
     }
@@ -161,17 +185,29 @@ def test_every_subnet_has_its_nsg_and_leaves_only_through_its_nat_gateway(stack)
             assert inputs["natGateway"]["id"].endswith(f"/{name}-{vnet}-natgw"), key
     prefixes = {r.name: r for r in stack.run.of_type("azure-native:network:PublicIPPrefix")}
     assert {n: p.inputs["prefixLength"] for n, p in prefixes.items()} == {
-        f"{name}-{v.key}-egress": 31 if v.key == "system" else 28 for v in stack.plan.vnets}
+        f"{name}-{v.key}-egress": 31 if v.key == "system" else 28 for v in stack.plan.vnets
+    }
     assert all(p.options["protect"] for p in prefixes.values())
 
 
 def test_clusters_are_peered_to_each_other_and_to_the_hub_and_nothing_else(stack):
-    vnet_ids = {r.id for r in stack.run.of_type("azure-native:network:VirtualNetwork")
-                if r.inputs["virtualNetworkName"] != f"{stack.config.cluster_name}-hub-vnet"}
-    hub_vnet = [r for r in stack.run.of_type("azure-native:network:VirtualNetwork")
-                if r.inputs["virtualNetworkName"] == f"{stack.config.cluster_name}-hub-vnet"]
-    hub_id = hub_vnet[0].id if hub_vnet else example_hub_outputs(
-        str(stack.config.network.address_space), str(stack.config.network.service_cidr))["vnetId"]
+    vnet_ids = {
+        r.id
+        for r in stack.run.of_type("azure-native:network:VirtualNetwork")
+        if r.inputs["virtualNetworkName"] != f"{stack.config.cluster_name}-hub-vnet"
+    }
+    hub_vnet = [
+        r
+        for r in stack.run.of_type("azure-native:network:VirtualNetwork")
+        if r.inputs["virtualNetworkName"] == f"{stack.config.cluster_name}-hub-vnet"
+    ]
+    hub_id = (
+        hub_vnet[0].id
+        if hub_vnet
+        else example_hub_outputs(str(stack.config.network.address_space), str(stack.config.network.service_cidr))[
+            "vnetId"
+        ]
+    )
     count = len(stack.plan.vnets)
     peerings = stack.run.of_type(PEERING)
     assert len(peerings) == count * (count - 1) + 2 * count

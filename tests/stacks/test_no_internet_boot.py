@@ -49,15 +49,18 @@ FETCHING_KEYS = ("packages", "package_update", "package_upgrade", "apt", "snap",
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'<>`)\]},;]+")
 # A host name standing on its own (not a file path or a file name): a registry in an image reference, a
 # server in a flag. Only public suffixes count, so unit and file names (kubelet.service) never match.
-HOST = re.compile(r"(?<![\w./@-])((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+"
-                  r"(?:com|net|org|io|dev|ai|co|cloud|app|gov|edu|us|xyz|azure|windows))(?![\w-])")
+HOST = re.compile(
+    r"(?<![\w./@-])((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+"
+    r"(?:com|net|org|io|dev|ai|co|cloud|app|gov|edu|us|xyz|azure|windows))(?![\w-])"
+)
 
 
 def allowed_hosts(stack: str) -> set[str]:
     config = parsed(stack)
     acr = naming.container_registry(config.cluster_name)
     return {
-        f"{acr}.azurecr.io", f"{acr}.{config.location}.data.azurecr.io",
+        f"{acr}.azurecr.io",
+        f"{acr}.{config.location}.data.azurecr.io",
         f"{naming.key_vault(config.cluster_name)}.vault.azure.net",
         f"{storage_account_name(config.cluster_name)}.blob.core.windows.net",
     }
@@ -103,8 +106,12 @@ def outside_places(text: str, stack: str, networks) -> set[str]:
             found.add(url)
     stripped = URL.sub(" ", text)
     for host in HOST.findall(stripped):
-        if (host not in hosts and host not in preloaded_names(stack) and not IN_CLUSTER.fullmatch(host)
-                and not is_name(host)):
+        if (
+            host not in hosts
+            and host not in preloaded_names(stack)
+            and not IN_CLUSTER.fullmatch(host)
+            and not is_name(host)
+        ):
             found.add(host)
     return found
 
@@ -149,17 +156,23 @@ def test_the_check_finds_what_it_must():
     """A download, a public registry and a stray address are found; the cluster's own places are not."""
     networks = [ipaddress.ip_network("10.0.0.0/8")]
     acr = naming.container_registry("dev")
-    text = "\n".join([
-        "curl -fsSL https://dl.k8s.io/v1.33.4/bin/linux/amd64/kubelet",
-        "image: nvcr.io/nvidia/k8s-device-plugin:v0.17.1",
-        "endpoint=https://8.8.8.8:443",
-        f"pull https://{acr}.azurecr.io/v2/ and https://10.1.2.3:6443 and http://169.254.169.254/metadata",
-        "token for https://vault.azure.net from kubernetes.default.svc",
-        "ExecStart=/usr/local/bin/kubelet --config=/etc/kubernetes/kubelet.yaml install.sh",
-        "apiVersion: kubelet.config.k8s.io/v1beta1 labels supercluster.io/pool=gpu nvidia.com/gpu",
-        "skopeo copy docker://registry.k8s.io/scheduler-plugins/kube-scheduler quay.io/prometheus",
-    ])
+    text = "\n".join(
+        [
+            "curl -fsSL https://dl.k8s.io/v1.33.4/bin/linux/amd64/kubelet",
+            "image: nvcr.io/nvidia/k8s-device-plugin:v0.17.1",
+            "endpoint=https://8.8.8.8:443",
+            f"pull https://{acr}.azurecr.io/v2/ and https://10.1.2.3:6443 and http://169.254.169.254/metadata",
+            "token for https://vault.azure.net from kubernetes.default.svc",
+            "ExecStart=/usr/local/bin/kubelet --config=/etc/kubernetes/kubelet.yaml install.sh",
+            "apiVersion: kubelet.config.k8s.io/v1beta1 labels supercluster.io/pool=gpu nvidia.com/gpu",
+            "skopeo copy docker://registry.k8s.io/scheduler-plugins/kube-scheduler quay.io/prometheus",
+        ]
+    )
     # registry.k8s.io is dev's preloaded pause image's registry (the one host name exemption), so only:
     assert outside_places(text, "dev", networks) == {
-        "https://dl.k8s.io/v1.33.4/bin/linux/amd64/kubelet", "nvcr.io", "https://8.8.8.8:443",
-        "docker://registry.k8s.io/scheduler-plugins/kube-scheduler", "quay.io"}
+        "https://dl.k8s.io/v1.33.4/bin/linux/amd64/kubelet",
+        "nvcr.io",
+        "https://8.8.8.8:443",
+        "docker://registry.k8s.io/scheduler-plugins/kube-scheduler",
+        "quay.io",
+    }

@@ -19,8 +19,9 @@ from plan.stackfile import load_stack_config
 
 
 def _with_scale_sets_in(outputs: dict, group: str) -> dict:
-    text = json.dumps(outputs).replace(f"/resourceGroups/{naming.node_resource_group('dev')}/",
-                                       f"/resourceGroups/{group}/")
+    text = json.dumps(outputs).replace(
+        f"/resourceGroups/{naming.node_resource_group('dev')}/", f"/resourceGroups/{group}/"
+    )
     return json.loads(text)
 
 

@@ -32,8 +32,9 @@ def registered_nodes(run) -> dict[str, tuple[dict[str, str], list[dict]]]:
         files = {f["path"]: f["content"] for f in yaml.safe_load(cloud_init).get("write_files", [])}
         if KUBELET_UNIT not in files:
             continue
-        exec_start = next(line for line in files[KUBELET_UNIT].replace("\\\n", " ").splitlines()
-                          if line.startswith("ExecStart="))
+        exec_start = next(
+            line for line in files[KUBELET_UNIT].replace("\\\n", " ").splitlines() if line.startswith("ExecStart=")
+        )
         (flag,) = [a for a in shlex.split(exec_start) if a.startswith("--node-labels=")]
         labels = dict(pair.split("=", 1) for pair in flag.split("=", 1)[1].split(","))
         labels["kubernetes.io/os"] = "linux"  # kubelet sets these itself
@@ -44,8 +45,12 @@ def registered_nodes(run) -> dict[str, tuple[dict[str, str], list[dict]]]:
 
 def _matches(expression: dict, labels: dict[str, str]) -> bool:
     key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
-    return {"In": key in labels and labels[key] in values, "NotIn": labels.get(key) not in values,
-            "Exists": key in labels, "DoesNotExist": key not in labels}[operator]
+    return {
+        "In": key in labels and labels[key] in values,
+        "NotIn": labels.get(key) not in values,
+        "Exists": key in labels,
+        "DoesNotExist": key not in labels,
+    }[operator]
 
 
 def _tolerated(taint: dict, tolerations: list[dict]) -> bool:
@@ -64,8 +69,10 @@ def fits(pod: dict, labels: dict[str, str], taints: list[dict]) -> bool:
     removes it from healthy nodes, and only what must run before that (checks, agents) tolerates it."""
     if any(labels.get(k) != v for k, v in (pod.get("nodeSelector") or {}).items()):
         return False
-    required = (((pod.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+    required = (
+        ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        or {}
+    ).get("nodeSelectorTerms")
     if required and not any(all(_matches(e, labels) for e in term.get("matchExpressions", [])) for term in required):
         return False
     lasting = [t for t in taints if t["effect"] in ("NoSchedule", "NoExecute") and t["key"] != GPU_STARTUP_TAINT_KEY]
@@ -80,8 +87,11 @@ def test_every_add_on_workload_fits_some_node_the_plan_boots(stack, dev_plan, pr
     objects = [o for o in map(kubernetes_object, run.registrations) if o is not None]
     workloads = pod_templates(objects)
     assert workloads
-    homeless = [f"{w['kind']} {w['metadata']['namespace']}/{w['metadata']['name']}" for w, pod in workloads
-                if not any(fits(pod, labels, taints) for labels, taints in nodes.values())]
+    homeless = [
+        f"{w['kind']} {w['metadata']['namespace']}/{w['metadata']['name']}"
+        for w, pod in workloads
+        if not any(fits(pod, labels, taints) for labels, taints in nodes.values())
+    ]
     assert not homeless, f"no node the plan boots can run: {homeless}"
 
 
@@ -89,11 +99,13 @@ def test_a_selector_on_a_label_no_node_registers_is_caught(dev_plan):
     nodes = registered_nodes(dev_plan)
     pod = {"nodeSelector": {"supercluster.io/role": "cpu"}}
     assert any(fits(pod, labels, taints) for labels, taints in nodes.values())
-    assert not any(fits({"nodeSelector": {"supercluster.io/rol": "cpu"}}, labels, taints)
-                   for labels, taints in nodes.values())
+    assert not any(
+        fits({"nodeSelector": {"supercluster.io/rol": "cpu"}}, labels, taints) for labels, taints in nodes.values()
+    )
     gpu_only = {"nodeSelector": {"supercluster.io/role": "gpu"}}
-    assert not any(fits(gpu_only, labels, taints) for labels, taints in nodes.values()), \
+    assert not any(fits(gpu_only, labels, taints) for labels, taints in nodes.values()), (
         "GPU nodes carry a lasting nvidia.com/gpu taint this pod does not tolerate"
+    )
 
 
 @pytest.mark.parametrize("local_ip", ["169.254.20.10", "169.254.25.10"])
@@ -112,14 +124,18 @@ def test_the_node_local_dns_address_reaches_every_node_cni_and_the_cache_itself(
             conflists.append(yaml.safe_load(files["/etc/cni/net.d/10-azure.conflist"]))
     assert len(conflists) == 3  # both pools and the NAT host
     assert all(c["plugins"][0]["ipsToRouteViaHost"] == [local_ip] for c in conflists)
-    cache = next(o for o in map(kubernetes_object, run.registrations)
-                 if o is not None and o["kind"] == "DaemonSet" and o["metadata"]["name"] == "node-local-dns")
+    cache = next(
+        o
+        for o in map(kubernetes_object, run.registrations)
+        if o is not None and o["kind"] == "DaemonSet" and o["metadata"]["name"] == "node-local-dns"
+    )
     assert f"{local_ip}," in " ".join(cache["spec"]["template"]["spec"]["containers"][0]["args"])
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_scale_set_gives_each_node_exactly_as_many_pod_addresses_as_its_kubelet_admits_pods(
-        stack, dev_plan, prod_plan):
+    stack, dev_plan, prod_plan
+):
     """podIpsPerNode is one derived value: the NIC model's secondary IP configurations (one per pod,
     Azure CNI) and the rendered kubelet's maxPods must agree, or pods past the addresses never start."""
     run = {"dev": dev_plan, "prod": prod_plan}[stack]

@@ -58,12 +58,21 @@ def test_a_written_plan_reads_back_exactly_with_identical_shards_linked(prod_pla
     assert not (root / "prod-pool-h100b-s000").is_symlink(), "another pool's cloud-init differs"
     assert not any((root / f"prod-etcd-{i}-vm").is_symlink() for i in range(5)), "each member's files differ"
     assert load_plan(tmp_path / "plan").files == {
-        path.removeprefix("files/"): text for path, text in files.items() if path.startswith("files/")}
+        path.removeprefix("files/"): text for path, text in files.items() if path.startswith("files/")
+    }
 
 
 def test_only_identical_trees_are_linked(tmp_path):
-    files = {"resources.json": "[]\n", "files/a/x": "1", "files/a/y/z": "2", "files/b/x": "1", "files/b/y/z": "2",
-             "files/c/x": "1", "files/c/y/z": "3", "files/d/x": "1"}
+    files = {
+        "resources.json": "[]\n",
+        "files/a/x": "1",
+        "files/a/y/z": "2",
+        "files/b/x": "1",
+        "files/b/y/z": "2",
+        "files/c/x": "1",
+        "files/c/y/z": "3",
+        "files/d/x": "1",
+    }
     write_plan(tmp_path / "plan", files)
     root = tmp_path / "plan" / "files"
     assert [p.name for p in sorted(root.iterdir()) if p.is_symlink()] == ["b"]
@@ -77,8 +86,9 @@ def test_a_run_walks_no_caller_frames_and_hands_back_its_errors_unchanged():
     depths = []
 
     def deep(levels: int):
-        return run_declarations(lambda: depths.append(len(traceback.extract_stack()))) if levels == 0 \
-            else deep(levels - 1)
+        return (
+            run_declarations(lambda: depths.append(len(traceback.extract_stack()))) if levels == 0 else deep(levels - 1)
+        )
 
     deep(0)
     deep(100)

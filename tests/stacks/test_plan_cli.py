@@ -36,9 +36,17 @@ def test_plan_writes_every_artifact(stack, written_plans):
     assert resources, "no resources registered"
     first = resources[0]
     assert set(first) == {"urn", "id", "type", "name", "parent", "inputs", "options", "dependencies"}
-    assert set(first["options"]) == {"protect", "ignoreChanges", "dependsOn", "deleteBeforeReplace",
-                                     "retainOnDelete", "replaceOnChanges", "aliases", "version",
-                                     "additionalSecretOutputs"}
+    assert set(first["options"]) == {
+        "protect",
+        "ignoreChanges",
+        "dependsOn",
+        "deleteBeforeReplace",
+        "retainOnDelete",
+        "replaceOnChanges",
+        "aliases",
+        "version",
+        "additionalSecretOutputs",
+    }
     assert json.loads((out / "outputs.json").read_text())["cluster"]["clusterName"] == stack
     summary = (out / "summary.md").read_text()
     assert "## Resources by type" in summary and "## IP budget" in summary
@@ -53,29 +61,44 @@ def test_prod_summary_shows_7500_nodes(written_plans):
 
 BAD_INPUTS = {
     "wrong type": (["controlPlane.apiservers=three"], "controlPlane.apiservers = 'three'", "a whole number"),
-    "zero count": (["network.natHosts.count=0"], "network.natHosts.count = 0",
-                   "a whole number from 1 to 16"),
+    "zero count": (["network.natHosts.count=0"], "network.natHosts.count = 0", "a whole number from 1 to 16"),
     "negative count": (["nodePools[0].minNodes=-1"], "nodePools[0].minNodes = -1", "a whole number >= 0"),
     "even etcd members": (["etcd.members=4"], "etcd.members = 4", "an odd number of members"),
     "min above max": (["nodePools[1].minNodes=9"], "nodePools[1].minNodes = 9", "at most maxNodes (3)"),
-    "hub overlaps cluster": (["network.hub.addressSpace=10.64.0.0/24"], "network.hub.addressSpace",
-                             "does not overlap network.addressSpace"),
-    "service range inside VNets": (["network.serviceCidr=10.100.0.0/16"], "network.serviceCidr",
-                                   "a range outside network.addressSpace"),
-    "bad pool name": (["nodePools[0].name=GPU_Pool"], "nodePools[0].name = 'GPU_Pool'",
-                      "lowercase letters or digits"),
+    "hub overlaps cluster": (
+        ["network.hub.addressSpace=10.64.0.0/24"],
+        "network.hub.addressSpace",
+        "does not overlap network.addressSpace",
+    ),
+    "service range inside VNets": (
+        ["network.serviceCidr=10.100.0.0/16"],
+        "network.serviceCidr",
+        "a range outside network.addressSpace",
+    ),
+    "bad pool name": (["nodePools[0].name=GPU_Pool"], "nodePools[0].name = 'GPU_Pool'", "lowercase letters or digits"),
     "unknown key": (["etcd.quota=1"], "etcd.quota = 1", "unknown key"),
     "unknown top-level key": (["nodepools=[]"], "supercluster:nodepools", "unknown key"),
-    "IP budget over the VNet limit": (["network.maxPrivateIpsPerVnet=1000", "nodePools[1].maxNodes=100"],
-                                      "nodePools[1].maxNodes = 100", "use podIpsPerNode <= 8"),
-    "IP budget over the peered group": (["network.maxPrivateIpsPerPeeredGroup=1400", "nodePools[1].maxNodes=20"],
-                                        "network.maxPrivateIpsPerPeeredGroup = 1400",
-                                        "need 1,552 private IPs (including the hub's 1,024), 152 too many; "
-                                        "any one of these fits: cpu podIpsPerNode <= 8 or maxNodes <= 11"),
-    "pool outgrows its address block": (["nodePools[1].maxNodes=5000"], "nodePools[1].maxNodes = 5000",
-                                        "at most 2000 nodes"),
-    "etcd on a network disk": (["etcd.vmSize=Standard_D4s_v5"], "etcd.vmSize = 'Standard_D4s_v5'",
-                               "local temp or NVMe SSD"),
+    "IP budget over the VNet limit": (
+        ["network.maxPrivateIpsPerVnet=1000", "nodePools[1].maxNodes=100"],
+        "nodePools[1].maxNodes = 100",
+        "use podIpsPerNode <= 8",
+    ),
+    "IP budget over the peered group": (
+        ["network.maxPrivateIpsPerPeeredGroup=1400", "nodePools[1].maxNodes=20"],
+        "network.maxPrivateIpsPerPeeredGroup = 1400",
+        "need 1,552 private IPs (including the hub's 1,024), 152 too many; "
+        "any one of these fits: cpu podIpsPerNode <= 8 or maxNodes <= 11",
+    ),
+    "pool outgrows its address block": (
+        ["nodePools[1].maxNodes=5000"],
+        "nodePools[1].maxNodes = 5000",
+        "at most 2000 nodes",
+    ),
+    "etcd on a network disk": (
+        ["etcd.vmSize=Standard_D4s_v5"],
+        "etcd.vmSize = 'Standard_D4s_v5'",
+        "local temp or NVMe SSD",
+    ),
     "bad override path": (["nodePools[9].maxNodes=3"], "--config", "an index from 0 to 2"),
 }
 
@@ -95,8 +118,12 @@ def test_bad_input_stops_with_one_line(overrides, key, accepted, tmp_path, capsy
 
 
 def test_cli_process_exit_code_and_no_traceback():
-    result = subprocess.run([sys.executable, "-m", "plan", "--stack", "dev", "--config", "etcd.members=2"],
-                            cwd=PROJECT_DIR, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "plan", "--stack", "dev", "--config", "etcd.members=2"],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "supercluster:etcd.members = 2" in result.stderr
@@ -128,8 +155,13 @@ def test_another_process_writes_the_same_plan_byte_for_byte(written_plans, tmp_p
 
     out, _ = written_plans["dev"]
     again = tmp_path / "again"
-    result = subprocess.run([sys.executable, "-m", "plan", "--stack", "dev", "--out", str(again)],
-                            cwd=PROJECT_DIR, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "7"})
+    result = subprocess.run(
+        [sys.executable, "-m", "plan", "--stack", "dev", "--out", str(again)],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "7"},
+    )
     assert result.returncode == 0, result.stderr
     mismatches = []
 

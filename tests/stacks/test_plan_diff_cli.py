@@ -37,21 +37,26 @@ def test_diff_against_the_output_directory_itself(dev_plan_dir, tmp_path):
     # The next deploy no longer sends the new shard its initial capacity (docs/day2.md); then nothing changes.
     assert main(grow) == EXIT_CHANGED
     assert [(c.name, c.changed) for c in diff_plans(created, load_plan(out)).resources] == [
-        ("dev-pool-gpu-s001", ("sku.capacity",))]
+        ("dev-pool-gpu-s001", ("sku.capacity",))
+    ]
     assert main(grow) == EXIT_OK
 
 
 def test_growing_a_pool_names_exactly_the_resources_it_touches(dev_plan_dir, tmp_path, capsys):
     new_dir = tmp_path / "grown"
-    code = main(["--stack", "dev", "--out", str(new_dir), "--diff", str(dev_plan_dir),
-                 "--config", "nodePools[0].maxNodes=150"])
+    code = main(
+        ["--stack", "dev", "--out", str(new_dir), "--diff", str(dev_plan_dir), "--config", "nodePools[0].maxNodes=150"]
+    )
     report = capsys.readouterr().out
     assert code == EXIT_CHANGED
     old, new = load_plan(dev_plan_dir), load_plan(new_dir)
     diff = diff_plans(old, new)
     # Ground truth: every URN whose declaration differs between the two plans, and nothing else.
-    touched = {urn for urn in old.resources.keys() | new.resources.keys()
-               if json.dumps(old.resources.get(urn)) != json.dumps(new.resources.get(urn))}
+    touched = {
+        urn
+        for urn in old.resources.keys() | new.resources.keys()
+        if json.dumps(old.resources.get(urn)) != json.dumps(new.resources.get(urn))
+    }
     assert {change.urn for change in diff.resources} == touched
     created = [change.name for change in diff.of("create")]
     assert created and all("gpu-s001" in name for name in created), created  # only the new shard is new
@@ -70,50 +75,105 @@ def test_a_directory_that_is_not_a_plan_is_a_clear_error(tmp_path, capsys):
 
 
 def test_bad_config_with_diff_still_exits_2(dev_plan_dir, tmp_path, capsys):
-    assert main(["--stack", "dev", "--out", str(tmp_path / "new"), "--diff", str(dev_plan_dir),
-                 "--config", "etcd.members=3"]) == EXIT_BAD_INPUT  # dev runs 1: one member per deploy
+    assert (
+        main(
+            [
+                "--stack",
+                "dev",
+                "--out",
+                str(tmp_path / "new"),
+                "--diff",
+                str(dev_plan_dir),
+                "--config",
+                "etcd.members=3",
+            ]
+        )
+        == EXIT_BAD_INPUT
+    )  # dev runs 1: one member per deploy
     assert "etcd.members = 3" in capsys.readouterr().err
 
 
 def test_renaming_a_deployed_cluster_is_refused_naming_the_rebuild_path(dev_plan_dir, tmp_path, capsys):
-    code = main(["--stack", "dev", "--out", str(tmp_path / "renamed"), "--diff", str(dev_plan_dir),
-                 "--config", "clusterName=dev2"])
+    code = main(
+        [
+            "--stack",
+            "dev",
+            "--out",
+            str(tmp_path / "renamed"),
+            "--diff",
+            str(dev_plan_dir),
+            "--config",
+            "clusterName=dev2",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == EXIT_BAD_INPUT and err.count("\n") == 1
-    assert err.startswith("error: invalid config supercluster:clusterName = 'dev2': expected 'dev' as in the last "
-                          "deploy: it cannot change on a live cluster") and "build a new cluster beside" in err
+    assert (
+        err.startswith(
+            "error: invalid config supercluster:clusterName = 'dev2': expected 'dev' as in the last "
+            "deploy: it cannot change on a live cluster"
+        )
+        and "build a new cluster beside" in err
+    )
 
 
 def test_renaming_the_cluster_flags_every_protected_resource_it_would_replace(dev_plan_dir, tmp_path, capsys):
     """Without the last deploy's outputs (another stack's plan as OLD_DIR), the diff itself still flags it."""
-    code = main(["--stack", "dev", "--out", str(tmp_path / "renamed"), "--diff", str(dev_plan_dir),
-                 "--stack-outputs", str(_no_previous_outputs(tmp_path)), "--config", "clusterName=dev2"])
+    code = main(
+        [
+            "--stack",
+            "dev",
+            "--out",
+            str(tmp_path / "renamed"),
+            "--diff",
+            str(dev_plan_dir),
+            "--stack-outputs",
+            str(_no_previous_outputs(tmp_path)),
+            "--config",
+            "clusterName=dev2",
+        ]
+    )
     report = capsys.readouterr().out
     assert code == EXIT_DANGER
     diff = diff_plans(load_plan(dev_plan_dir), load_plan(tmp_path / "renamed"))
     flagged = {change.type for change in diff.dangers}
-    assert {"azure-native:resources:ResourceGroup", "azure-native:network:VirtualNetwork",
-            "azure-native:keyvault:Vault"} <= flagged
+    assert {
+        "azure-native:resources:ResourceGroup",
+        "azure-native:network:VirtualNetwork",
+        "azure-native:keyvault:Vault",
+    } <= flagged
     protected = {r["urn"] for r in load_plan(dev_plan_dir).resources.values() if r["options"]["protect"]}
-    assert protected <= {c.urn for c in diff.dangers} | {c.previous_urn for c in diff.dangers}, \
+    assert protected <= {c.urn for c in diff.dangers} | {c.previous_urn for c in diff.dangers}, (
         "every protected resource the rename touches is flagged"
+    )
     assert report.startswith("## Plan diff") and "> [!CAUTION]" in report
 
 
 def test_a_rendered_file_change_names_exactly_the_pool_and_its_files(dev_plan_dir, tmp_path, capsys):
     """A config change that edits one line of a node's files (here the kubelet's node labels)."""
-    code = main(["--stack", "dev", "--out", str(tmp_path / "labelled"), "--diff", str(dev_plan_dir),
-                 "--config", "nodePools[1].labels.team=vision"])
+    code = main(
+        [
+            "--stack",
+            "dev",
+            "--out",
+            str(tmp_path / "labelled"),
+            "--diff",
+            str(dev_plan_dir),
+            "--config",
+            "nodePools[1].labels.team=vision",
+        ]
+    )
     report = capsys.readouterr().out
     assert code == EXIT_CHANGED
     diff = diff_plans(load_plan(dev_plan_dir), load_plan(tmp_path / "labelled"))
-    assert [(c.action, c.type) for c in diff.resources] == [
-        ("update", "azure-native:compute:VirtualMachineScaleSet")]
+    assert [(c.action, c.type) for c in diff.resources] == [("update", "azure-native:compute:VirtualMachineScaleSet")]
     [scale_set] = diff.resources
     assert "cpu-s000" in scale_set.name
     assert "virtualMachineProfile.osProfile.customData" in scale_set.changed
-    assert sorted(diff.files_changed) == [f"{scale_set.name}/cloud-init.yaml",
-                                          f"{scale_set.name}/etc/systemd/system/kubelet.service"]
+    assert sorted(diff.files_changed) == [
+        f"{scale_set.name}/cloud-init.yaml",
+        f"{scale_set.name}/etc/systemd/system/kubelet.service",
+    ]
     assert "+  --node-labels=" in report and "team=vision" in report
 
 

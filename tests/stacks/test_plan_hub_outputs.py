@@ -12,9 +12,12 @@ from plan.__main__ import main
 HUB_STACK = "organization/research-hub/prod"
 REAL_HUB = {
     "vnetId": "/subscriptions/44444444-4444-4444-4444-444444444444/resourceGroups/net-rg"
-              "/providers/Microsoft.Network/virtualNetworks/research-hub",
-    "resourceGroupName": "net-rg", "vnetName": "research-hub", "addressSpace": ["192.168.100.0/22"],
-    "routeTableName": "vpn-clients-rt", "gatewayTransit": True,
+    "/providers/Microsoft.Network/virtualNetworks/research-hub",
+    "resourceGroupName": "net-rg",
+    "vnetName": "research-hub",
+    "addressSpace": ["192.168.100.0/22"],
+    "routeTableName": "vpn-clients-rt",
+    "gatewayTransit": True,
 }
 
 

@@ -22,8 +22,12 @@ from tests.helpers import raw_stack
 
 # dev without its cpu pool (and without the cpu pool's warm nodes): top-level values are strings, which
 # the program decodes as JSON (components/stack_config.py), as `pulumi config set KEY VALUE` would give it.
-REMOVE_CPU = ["--config", f"nodePools=[{json.dumps(raw_stack('dev')['nodePools'][0])}]",
-              "--config", 'addons={"balloons": {"headroomNodes": {}}}']
+REMOVE_CPU = [
+    "--config",
+    f"nodePools=[{json.dumps(raw_stack('dev')['nodePools'][0])}]",
+    "--config",
+    'addons={"balloons": {"headroomNodes": {}}}',
+]
 
 
 def _previous(retired: dict[str, bool]) -> dict:
@@ -37,12 +41,15 @@ def test_previous_pools_are_read_from_the_contract():
     assert previous_pools({"nodePools": {"cpu": {"retired": "true"}, "gpu": None}}) == {"cpu": False, "gpu": False}
 
 
-@pytest.mark.parametrize("previous,allowed", [
-    (None, True),
-    (_previous({"gpu": False, "cpu": False}), True),  # nothing removed
-    (_previous({"gpu": False, "cpu": True, "old": True}), True),  # a retired pool removed
-    (_previous({"gpu": False, "cpu": False, "old": False}), False),  # an unretired pool removed
-])
+@pytest.mark.parametrize(
+    "previous,allowed",
+    [
+        (None, True),
+        (_previous({"gpu": False, "cpu": False}), True),  # nothing removed
+        (_previous({"gpu": False, "cpu": True, "old": True}), True),  # a retired pool removed
+        (_previous({"gpu": False, "cpu": False, "old": False}), False),  # an unretired pool removed
+    ],
+)
 def test_only_a_pool_retired_by_the_last_deploy_may_be_removed(previous, allowed):
     config = parse_config(raw_stack("dev"), "eastus")
     if allowed:

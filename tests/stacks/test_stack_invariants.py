@@ -32,8 +32,12 @@ def test_only_the_resource_groups_and_components_sit_at_the_root(stack_plan):
 
 
 def test_stateful_network_pieces_are_protected(stack_plan):
-    for typ in ("azure-native:resources:ResourceGroup", "azure-native:network:VirtualNetwork",
-                "azure-native:network:VirtualNetworkPeering", "azure-native:keyvault:Vault"):
+    for typ in (
+        "azure-native:resources:ResourceGroup",
+        "azure-native:network:VirtualNetwork",
+        "azure-native:network:VirtualNetworkPeering",
+        "azure-native:keyvault:Vault",
+    ):
         found = stack_plan.of_type(typ)
         assert found, typ
         assert all(r.options["protect"] for r in found), typ
@@ -41,14 +45,19 @@ def test_stateful_network_pieces_are_protected(stack_plan):
 
 def test_plans_are_deterministic(dev_plan):
     again = plan_stack("dev")
-    assert json.dumps([r.as_json() for r in again.registrations]) == \
-        json.dumps([r.as_json() for r in dev_plan.registrations])
+    assert json.dumps([r.as_json() for r in again.registrations]) == json.dumps(
+        [r.as_json() for r in dev_plan.registrations]
+    )
     assert again.outputs == dev_plan.outputs
 
 
 def test_tag_names_are_ones_azure_accepts(stack_plan):
     """Azure refuses tag names holding < > % & \\ ? / (learn.microsoft.com, "Use tags to organize your
     Azure resources", limitations); a Kubernetes-style key must be written with "_" instead of "/"."""
-    bad = {(r.name, key) for r in stack_plan.registrations for key in (r.inputs.get("tags") or {})
-           if any(ch in key for ch in '<>%&\\?/') or len(key) > 512}
+    bad = {
+        (r.name, key)
+        for r in stack_plan.registrations
+        for key in (r.inputs.get("tags") or {})
+        if any(ch in key for ch in "<>%&\\?/") or len(key) > 512
+    }
     assert bad == set()

@@ -26,8 +26,12 @@ from tests.conftest import RETIRE_CPU, as_plan, deploy_after
 # at least one resource of each stack, so renaming a resource cannot quietly empty a row.
 MUST_PROTECT = [
     ("azure-native:resources:ResourceGroup", r".+", "holds everything; deleting it deletes the cluster"),
-    ("azure-native:network:VirtualNetwork", r".+", "every machine's network; the cluster's subnets are inline in "
-     "it (they hold NICs: re-created means every machine in them goes first)"),
+    (
+        "azure-native:network:VirtualNetwork",
+        r".+",
+        "every machine's network; the cluster's subnets are inline in "
+        "it (they hold NICs: re-created means every machine in them goes first)",
+    ),
     ("azure-native:network:VirtualNetworkPeering", r".+", "pods reach pods across pool VNets through them"),
     ("azure-native:network:PublicIPPrefix", r".+-egress", "egress addresses other parties allow-list"),
     ("azure-native:keyvault:Vault", r".+", "every key and token the machines fetch at boot"),
@@ -36,19 +40,34 @@ MUST_PROTECT = [
     ("azure-native:containerregistry:Registry", r"registry-acr", "the image cache every node boots from"),
     ("azure-native:compute:VirtualMachineScaleSet", r"pool-\w+-s\d{3}", "running jobs"),
     ("azure-native:compute:VirtualMachine", r"(events-)?etcd-\d+-vm", "an etcd member's data on local NVMe"),
-    ("azure-native:network:NetworkInterface", r"(events-)?etcd-\d+-nic",
-     "an etcd member's address, in every peer's config"),
+    (
+        "azure-native:network:NetworkInterface",
+        r"(events-)?etcd-\d+-nic",
+        "an etcd member's address, in every peer's config",
+    ),
     ("azure-native:network:LoadBalancer", r"control-plane-lb", "the API endpoint every node and kubeconfig names"),
-    ("tls:index/privateKey:PrivateKey", r"control-plane-pki-(cluster-ca|front-proxy-ca)-key",
-     "a new CA key re-issues every certificate and strands every node"),
-    ("tls:index/selfSignedCert:SelfSignedCert", r"control-plane-pki-(cluster-ca|front-proxy-ca)-cert",
-     "every node and kubeconfig trusts it"),
-    ("tls:index/privateKey:PrivateKey", r"control-plane-pki-service-account-key",
-     "a new key invalidates every service-account token"),
+    (
+        "tls:index/privateKey:PrivateKey",
+        r"control-plane-pki-(cluster-ca|front-proxy-ca)-key",
+        "a new CA key re-issues every certificate and strands every node",
+    ),
+    (
+        "tls:index/selfSignedCert:SelfSignedCert",
+        r"control-plane-pki-(cluster-ca|front-proxy-ca)-cert",
+        "every node and kubeconfig trusts it",
+    ),
+    (
+        "tls:index/privateKey:PrivateKey",
+        r"control-plane-pki-service-account-key",
+        "a new key invalidates every service-account token",
+    ),
     ("tls:index/privateKey:PrivateKey", r"etcd-pki-ca-key", "every etcd member and client certificate"),
     ("tls:index/selfSignedCert:SelfSignedCert", r"etcd-pki-ca-cert", "every etcd member trusts it"),
-    ("random:index/randomBytes:RandomBytes", r"control-plane-encryption-key",
-     "every Secret in etcd is encrypted with it: a new key makes them unreadable"),
+    (
+        "random:index/randomBytes:RandomBytes",
+        r"control-plane-encryption-key",
+        "every Secret in etcd is encrypted with it: a new key makes them unreadable",
+    ),
 ]
 
 
@@ -61,8 +80,9 @@ def stack_plan(request, dev_plan, prod_plan) -> ProgramRun:
     return {"dev": dev_plan, "prod": prod_plan}[request.param]
 
 
-@pytest.mark.parametrize("typ,pattern,why", MUST_PROTECT,
-                         ids=[f"{t.rsplit(':', 1)[-1]}:{p}" for t, p, _ in MUST_PROTECT])
+@pytest.mark.parametrize(
+    "typ,pattern,why", MUST_PROTECT, ids=[f"{t.rsplit(':', 1)[-1]}:{p}" for t, p, _ in MUST_PROTECT]
+)
 def test_everything_whose_loss_loses_data_or_breaks_the_cluster_is_protected(stack_plan, typ, pattern, why):
     found = [r for r in stack_plan.of_type(typ) if re.fullmatch(pattern, _short_name(stack_plan, r.name))]
     assert found, f"no {typ} named {pattern} in {stack_plan.stack}: the table is stale"
@@ -91,9 +111,15 @@ def test_what_others_own_is_ignored(stack_plan):
 
 NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx example-sweep-replace-me"
 # An index equal to the list's length appends, as `pulumi config set --path` does.
-NEW_POOL = ("nodePools[2].name=cpu2", "nodePools[2].role=cpu", "nodePools[2].vmSize=Standard_D16ds_v5",
-            "nodePools[2].minNodes=0", "nodePools[2].maxNodes=3", "nodePools[2].podIpsPerNode=16",
-            "nodePools[2].addressSlot=3")
+NEW_POOL = (
+    "nodePools[2].name=cpu2",
+    "nodePools[2].role=cpu",
+    "nodePools[2].vmSize=Standard_D16ds_v5",
+    "nodePools[2].minNodes=0",
+    "nodePools[2].maxNodes=3",
+    "nodePools[2].podIpsPerNode=16",
+    "nodePools[2].addressSlot=3",
+)
 NODES = r"pool-\w+-s\d{3}"
 VMS = r"(control-plane-vm|etcd|events-etcd|nat-hosts)-\d+-vm"
 IMAGE_TEMPLATES = r"images-(cpu|gpu)-template"  # what the machine images carry (infra/machine_image.py)
@@ -119,8 +145,9 @@ SWEEP = {
     # Rendered into every machine: apiservers first, one per deploy (docs/day2.md), then node models (Manual
     # upgrade policy) and NAT hosts one per deploy; etcd ignores customData (its tags show it). The machine
     # image's templates carry the binaries of the version, so it comes with a new image version.
-    "kubernetesVersion": Change(("kubernetesVersion=1.33.5", 'machineImageVersion="1.1.0"'),
-                                rf"{NODES}|{VMS}|{IMAGE_TEMPLATES}"),
+    "kubernetesVersion": Change(
+        ("kubernetesVersion=1.33.5", 'machineImageVersion="1.1.0"'), rf"{NODES}|{VMS}|{IMAGE_TEMPLATES}"
+    ),
     # A new machine image: its templates, and the scale sets' model (new instances boot it; running ones keep
     # theirs). Dedicated VMs ignore it (shown, not applied) until each is replaced on its own (docs/node-image.md).
     "machineImageVersion": Change(('machineImageVersion="1.1.0"',), rf"{NODES}|{VMS}|{IMAGE_TEMPLATES}"),
@@ -131,71 +158,96 @@ SWEEP = {
     "etcd.members": Change(("etcd.members=2",), r"etcd-\d+(-.+)?|control-plane-vm-0-vm"),
     "controlPlane.apiservers": Change(("controlPlane.apiservers=3",), r"control-plane-.+"),
     # The hub's own subnet moves with it (flagged); the NSG rules that name the hub follow.
-    "network.hub.addressSpace": Change(("network.hub.addressSpace=10.251.0.0/22",),
-                                       r"hub-vnet|hub-researchers|[\w-]+-nsg", dangers=r"hub-researchers"),
+    "network.hub.addressSpace": Change(
+        ("network.hub.addressSpace=10.251.0.0/22",), r"hub-vnet|hub-researchers|[\w-]+-nsg", dangers=r"hub-researchers"
+    ),
     "nodePools[].vmSize": Change(("nodePools[1].vmSize=Standard_D32ds_v5",), r"pool-cpu-s\d{3}"),
     # Subnets are sized for a full shard of pod IPs: more pod IPs per node cannot fit the live subnet (its
     # prefix, inline in the pool's VNet, is flagged).
-    "nodePools[].podIpsPerNode": Change(("nodePools[1].podIpsPerNode=32",), rf"pool-cpu-s\d{{3}}|cpu|{ETCD_NSGS}",
-                                        dangers=r"cpu"),
+    "nodePools[].podIpsPerNode": Change(
+        ("nodePools[1].podIpsPerNode=32",), rf"pool-cpu-s\d{{3}}|cpu|{ETCD_NSGS}", dangers=r"cpu"
+    ),
     "nodePools[].retired": Change(RETIRE_CPU, r"pool-cpu-s\d{3}"),
     "nodePools (a new pool)": Change(NEW_POOL, rf".*cpu2.*|{ETCD_NSGS}", only_creates=True, also_updates=ETCD_NSGS),
-    "images.preload": Change(("images.preload[0]=docker.io/library/busybox:1.36", 'machineImageVersion="1.1.0"'),
-                             rf"{NODES}|{VMS}|registry-cache-\w+|{IMAGE_TEMPLATES}"),
+    "images.preload": Change(
+        ("images.preload[0]=docker.io/library/busybox:1.36", 'machineImageVersion="1.1.0"'),
+        rf"{NODES}|{VMS}|registry-cache-\w+|{IMAGE_TEMPLATES}",
+    ),
 }
 
 # Keys the sweep does not run, each with where its behaviour is pinned down.
 NOT_SWEPT = {
     "network.serviceCidr": (
-        "refused on a live cluster (docs/day2.md)", "test_changes_a_live_cluster_cannot_take_are_refused"),
-    "azure-native:location": (
-        "every Azure resource moves region, i.e. is replaced", "test_replacement_table"),
+        "refused on a live cluster (docs/day2.md)",
+        "test_changes_a_live_cluster_cannot_take_are_refused",
+    ),
+    "azure-native:location": ("every Azure resource moves region, i.e. is replaced", "test_replacement_table"),
     "clusterName": (
-        "renames every resource", "test_renaming_the_cluster_flags_every_protected_resource_it_would_replace"),
+        "renames every resource",
+        "test_renaming_the_cluster_flags_every_protected_resource_it_would_replace",
+    ),
     "network.addressSpace": (
-        "re-addresses every subnet (never change it; subnets are create-only)", "test_replacement_table"),
+        "re-addresses every subnet (never change it; subnets are create-only)",
+        "test_replacement_table",
+    ),
     "network.hub.stack": (
         "another team's hub: only our peerings and route in it",
-        "test_another_teams_hub_is_read_by_stack_reference_and_changed_only_through_its_subscription"),
+        "test_another_teams_hub_is_read_by_stack_reference_and_changed_only_through_its_subscription",
+    ),
     "network.natHosts": (
         "NAT host VMs behind their load balancer, rolled one per deploy (docs/day2.md)",
-        "test_a_patch_release_replaces_one_nat_host_per_deploy_never_all"),
+        "test_a_patch_release_replaces_one_nat_host_per_deploy_never_all",
+    ),
     "network.maxPrivateIps": (
         "validation limits only; no resource reads them",
-        "test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_raising_the_limit_passes"),
+        "test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_raising_the_limit_passes",
+    ),
     "etcd.vmSize": (
         "a resize is declared a replacement, which protection stops",
-        "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
+        "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones",
+    ),
     "etcd.quotaBackendBytes": (
         "the member's files only; the VM ignores customData",
-        "test_a_cloud_init_change_neither_replaces_nor_rewrites_a_member"),
+        "test_a_cloud_init_change_neither_replaces_nor_rewrites_a_member",
+    ),
     "eventsEtcd": (
-        "the same component as etcd", "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones"),
+        "the same component as etcd",
+        "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones",
+    ),
     "controlPlane.vmSize": (
         "staged: one apiserver resized per deploy (docs/day2.md)",
-        "test_a_control_plane_resize_is_staged_one_apiserver_per_deploy"),
+        "test_a_control_plane_resize_is_staged_one_apiserver_per_deploy",
+    ),
     "nodePools[].name": (
         "a new name is a new pool, and the old one is removed: refused unless retired",
-        "test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line"),
+        "test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line",
+    ),
     "nodePools[].minNodes": (
         "the scale set's min tag; capacity is the autoscaler's",
-        "test_autoscaler_owned_capacity_is_never_sent_to_a_live_scale_set"),
+        "test_autoscaler_owned_capacity_is_never_sent_to_a_live_scale_set",
+    ),
     "nodePools[].maxNodes": (
-        "the max tag, and new shards appended", "test_growing_a_pool_names_exactly_the_resources_it_touches"),
+        "the max tag, and new shards appended",
+        "test_growing_a_pool_names_exactly_the_resources_it_touches",
+    ),
     "nodePools[].labels": (
-        "the pool's scale sets' model and tags", "test_a_rendered_file_change_names_exactly_the_pool_and_its_files"),
-    "nodePools[].taints": (
-        "as labels", "test_a_rendered_file_change_names_exactly_the_pool_and_its_files"),
+        "the pool's scale sets' model and tags",
+        "test_a_rendered_file_change_names_exactly_the_pool_and_its_files",
+    ),
+    "nodePools[].taints": ("as labels", "test_a_rendered_file_change_names_exactly_the_pool_and_its_files"),
     "nodePools[].role": (
-        "role and size are validated together; as vmSize", "test_gpu_pool_needs_a_gpu_size_and_cpu_pool_a_cpu_size"),
-    "nodePools[].infiniband": (
-        "as vmSize; the placement shape is create-only", "test_replacement_table"),
+        "role and size are validated together; as vmSize",
+        "test_gpu_pool_needs_a_gpu_size_and_cpu_pool_a_cpu_size",
+    ),
+    "nodePools[].infiniband": ("as vmSize; the placement shape is create-only", "test_replacement_table"),
     "nodePools[].addressSlot": (
         "moves the pool's VNet (never change it; validation refuses a slot in use)",
-        "test_duplicate_pool_names_and_slots_are_refused"),
+        "test_duplicate_pool_names_and_slots_are_refused",
+    ),
     "addons.": (
         "in-cluster objects only, none stateful",
-        "test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan"),
+        "test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan",
+    ),
 }
 
 IN_CLUSTER_OR_COMPONENT = ("kubernetes:", "pulumi:providers:kubernetes", "supercluster:")
@@ -208,8 +260,7 @@ def dev_before(dev_plan):
 
 
 @pytest.mark.parametrize("key", list(SWEEP))
-def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, dev_plan, dev_before,
-                                                                         retired_cpu_plan):
+def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, dev_plan, dev_before, retired_cpu_plan):
     change = SWEEP[key]
     after = retired_cpu_plan if change.overrides == RETIRE_CPU else deploy_after(dev_plan, *change.overrides)
     diff = diff_plans(dev_before, as_plan(after))
@@ -217,14 +268,18 @@ def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, d
     assert touched, f"{key}: the change reached no resource"
     strays = [(c.action, c.name) for c in touched if not re.fullmatch(change.touches, c.name.removeprefix("dev-"))]
     assert not strays, f"{key} touches resources it has nothing to do with: {strays}"
-    dangers = [(c.name, c.danger) for c in diff.dangers
-               if not re.fullmatch(change.dangers, c.name.removeprefix("dev-"))]
+    dangers = [
+        (c.name, c.danger) for c in diff.dangers if not re.fullmatch(change.dangers, c.name.removeprefix("dev-"))
+    ]
     assert not dangers, f"{key} replaces or deletes stateful resources: {dangers}"
     if change.dangers != Change.dangers:
         assert diff.dangers, f"{key}: the stateful change it must cause is no longer flagged"
     if change.only_creates:  # in Azure; in the cluster, e.g. the autoscaler's --max-nodes-total grows with a pool
-        created = [c for c in touched if not (c.action == "update"
-                                              and re.fullmatch(change.also_updates, c.name.removeprefix("dev-")))]
+        created = [
+            c
+            for c in touched
+            if not (c.action == "update" and re.fullmatch(change.also_updates, c.name.removeprefix("dev-")))
+        ]
         assert {c.action for c in created} == {"create"}, [(c.action, c.name) for c in touched]
 
 
@@ -237,8 +292,9 @@ def test_every_config_key_is_swept_or_pinned_down_elsewhere():
     covered = list(SWEEP) + list(NOT_SWEPT)
     for key in _readme_config_keys():
         key = key.removesuffix(".*")
-        assert any(key == c or key.startswith(c) or c.startswith(key) for c in covered), \
+        assert any(key == c or key.startswith(c) or c.startswith(key) for c in covered), (
             f"{key}: neither swept nor listed in NOT_SWEPT"
+        )
     tests = "\n".join(path.read_text() for path in Path(__file__).parents[1].rglob("test_*.py"))
     for key, (_, test) in NOT_SWEPT.items():
         assert f"def {test}(" in tests, f"{key}: no test named {test}"

@@ -77,8 +77,9 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     x = Settings()
     settings = Settings(
         scrape_interval=duration(s, "scrapeInterval", x.scrape_interval, maximum_seconds=300),
-        retention=s.string("retention", x.retention, pattern=r"[1-9][0-9]*(h|d|w)",
-                           accepted="a retention such as 15d, 2w or 72h"),
+        retention=s.string(
+            "retention", x.retention, pattern=r"[1-9][0-9]*(h|d|w)", accepted="a retention such as 15d, 2w or 72h"
+        ),
         storage_gib=s.integer("storageGiB", x.storage_gib, minimum=10, maximum=10_000),
         memory_gib=s.integer("memoryGiB", x.memory_gib, minimum=2, maximum=1_024),
         series_per_shard=s.integer("seriesPerShard", x.series_per_shard, minimum=100_000, maximum=50_000_000),
@@ -90,19 +91,27 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     check_go_duration(s, "retention", settings.retention)
     names = [r.name for r in settings.receivers]
     if len(set(names)) != len(names) or alertmanager.NULL_RECEIVER in names:
-        raise ConfigError(s.key("receivers"), names,
-                          f"unique receiver names other than {alertmanager.NULL_RECEIVER!r}")
-    smallest = min((pool.size for pool in config.node_pools if pool.role == MONITORING_ROLE and not pool.size.nvme_disks),
-                   key=lambda size: size.temp_disk_gib, default=None)
+        raise ConfigError(s.key("receivers"), names, f"unique receiver names other than {alertmanager.NULL_RECEIVER!r}")
+    smallest = min(
+        (pool.size for pool in config.node_pools if pool.role == MONITORING_ROLE and not pool.size.nvme_disks),
+        key=lambda size: size.temp_disk_gib,
+        default=None,
+    )
     if smallest is not None and settings.storage_gib > smallest.temp_disk_gib * MAX_LOCAL_DISK_SHARE:
-        raise ConfigError(s.key("storageGiB"), settings.storage_gib,
-                          f"at most {int(smallest.temp_disk_gib * MAX_LOCAL_DISK_SHARE)} (half the local disk of "
-                          f"{smallest.name}, the smallest CPU node Prometheus may run on)")
+        raise ConfigError(
+            s.key("storageGiB"),
+            settings.storage_gib,
+            f"at most {int(smallest.temp_disk_gib * MAX_LOCAL_DISK_SHARE)} (half the local disk of "
+            f"{smallest.name}, the smallest CPU node Prometheus may run on)",
+        )
     needed = node_shard_count(settings, config)
     if settings.node_shards is not None and settings.node_shards < needed:
-        raise ConfigError(s.key("nodeShards"), settings.node_shards,
-                          f"at least {needed} (the pools' maxNodes x {series_per_node(config)} series per node "
-                          f"/ seriesPerShard {settings.series_per_shard})")
+        raise ConfigError(
+            s.key("nodeShards"),
+            settings.node_shards,
+            f"at least {needed} (the pools' maxNodes x {series_per_node(config)} series per node "
+            f"/ seriesPerShard {settings.series_per_shard})",
+        )
     return settings
 
 
@@ -112,8 +121,11 @@ def _parse_receiver(s: Section) -> Receiver:
     receiver = Receiver(
         name=s.string("name", pattern=r"[a-z0-9][a-z0-9-]{0,62}", accepted="a lowercase name (letters, digits, '-')"),
         type=kind,
-        secret=s.string("keyVaultSecret", pattern=r"[A-Za-z0-9-]{1,127}",
-                        accepted="a Key Vault secret name (1-127 letters, digits and '-')"),
+        secret=s.string(
+            "keyVaultSecret",
+            pattern=r"[A-Za-z0-9-]{1,127}",
+            accepted="a Key Vault secret name (1-127 letters, digits and '-')",
+        ),
         severities=tuple(s.string_list("severities", list(alertmanager.SEVERITIES))),
         to=s.string("to") if email else "",
         sender=s.string("from") if email else "",
@@ -122,13 +134,15 @@ def _parse_receiver(s: Section) -> Receiver:
     )
     for severity in receiver.severities:
         if severity not in alertmanager.SEVERITIES:
-            raise ConfigError(s.key("severities"), list(receiver.severities),
-                              "a list of " + ", ".join(alertmanager.SEVERITIES))
+            raise ConfigError(
+                s.key("severities"), list(receiver.severities), "a list of " + ", ".join(alertmanager.SEVERITIES)
+            )
     s.done()
     return receiver
 
 
 # ----------------------------------------------------------------------------- sizing
+
 
 def _node_jobs(config: ClusterConfig) -> tuple[shards.NodeJob, ...]:
     # The raw setting: trafficAccounting's own parse (which runs first) has validated it.
@@ -152,38 +166,57 @@ def shard_names(config: ClusterConfig, settings: Settings) -> list[str]:
 
 # ----------------------------------------------------------------------------- configuration
 
+
 def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: Settings) -> dict[str, str]:
     """``{shard name: prometheus.yml}``."""
     names = shard_names(config, settings)
     node_count = len(names) - 1
-    etcd_ips = {"main": addresses.etcd_ips("etcd", config.etcd.members),
-                "events": addresses.etcd_ips("events-etcd", config.events_etcd.members)}
+    etcd_ips = {
+        "main": addresses.etcd_ips("etcd", config.etcd.members),
+        "events": addresses.etcd_ips("events-etcd", config.events_etcd.members),
+    }
     documents = {}
     for index, name in enumerate(names):
         if name == CONTROL_PLANE_SHARD:
             jobs = [
                 shards.apiserver_scrape_config(),
-                *(shards.static_scrape_config(rules.JOB_ETCD[cluster], [f"{ip}:{ETCD_METRICS_PORT}" for ip in ips])
-                  for cluster, ips in etcd_ips.items()),
+                *(
+                    shards.static_scrape_config(rules.JOB_ETCD[cluster], [f"{ip}:{ETCD_METRICS_PORT}" for ip in ips])
+                    for cluster, ips in etcd_ips.items()
+                ),
                 # Every etcd machine publishes the backup age (infra/etcd/backup_metrics.py).
-                shards.etcd_backup_scrape_config([f"{ip}:{backup_metrics.METRICS_PORT}"
-                                                  for ips in etcd_ips.values() for ip in ips]),
+                shards.etcd_backup_scrape_config(
+                    [f"{ip}:{backup_metrics.METRICS_PORT}" for ips in etcd_ips.values() for ip in ips]
+                ),
                 shards.pod_scrape_config(rules.JOB_COREDNS, SYSTEM_NAMESPACE, "k8s-app=kube-dns", "metrics"),
-                shards.pod_scrape_config(rules.JOB_AUTOSCALER, SYSTEM_NAMESPACE,
-                                         f"app={cluster_autoscaler.NAME}", "metrics"),
-                shards.pod_scrape_config(rules.JOB_KUBE_STATE_METRICS, NAMESPACE,
-                                         f"app.kubernetes.io/name={exporters.KUBE_STATE_METRICS}", "http-metrics"),
+                shards.pod_scrape_config(
+                    rules.JOB_AUTOSCALER, SYSTEM_NAMESPACE, f"app={cluster_autoscaler.NAME}", "metrics"
+                ),
+                shards.pod_scrape_config(
+                    rules.JOB_KUBE_STATE_METRICS,
+                    NAMESPACE,
+                    f"app.kubernetes.io/name={exporters.KUBE_STATE_METRICS}",
+                    "http-metrics",
+                ),
             ]
         else:
             jobs = [shards.node_scrape_config(job, index - 1, node_count) for job in _node_jobs(config)]
-        documents[name] = rules.dump({
-            "global": {"scrape_interval": settings.scrape_interval, "evaluation_interval": settings.scrape_interval,
-                       "external_labels": {"cluster": config.cluster_name, "shard": name}},
-            "alerting": {"alertmanagers": [{"static_configs": [{"targets": alertmanager.api_addresses(
-                NAMESPACE, ALERTMANAGER_REPLICAS)}]}]},
-            "rule_files": [f"{RULES_DIR}/*.yaml"],
-            "scrape_configs": jobs,
-        })
+        documents[name] = rules.dump(
+            {
+                "global": {
+                    "scrape_interval": settings.scrape_interval,
+                    "evaluation_interval": settings.scrape_interval,
+                    "external_labels": {"cluster": config.cluster_name, "shard": name},
+                },
+                "alerting": {
+                    "alertmanagers": [
+                        {"static_configs": [{"targets": alertmanager.api_addresses(NAMESPACE, ALERTMANAGER_REPLICAS)}]}
+                    ]
+                },
+                "rule_files": [f"{RULES_DIR}/*.yaml"],
+                "scrape_configs": jobs,
+            }
+        )
     return documents
 
 
@@ -198,16 +231,21 @@ ALERTMANAGER_REPLICAS = 2
 
 # ----------------------------------------------------------------------------- objects
 
+
 def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts: dict[str, str]) -> list[k8s.Obj]:
     name = f"{NAME}-{shard}"
     checksum = hashlib.sha256((config_text + "".join(rule_texts.values())).encode()).hexdigest()[:16]
     labels = {"app.kubernetes.io/name": NAME, "supercluster.io/shard": shard}
     container = {
-        "name": NAME, "image": images.PROMETHEUS,
-        "args": [f"--config.file={CONFIG_DIR}/prometheus.yml", f"--storage.tsdb.path={DATA_DIR}",
-                 f"--storage.tsdb.retention.time={settings.retention}",
-                 # Leave room below the disk budget so the node's disk never fills.
-                 f"--storage.tsdb.retention.size={int(settings.storage_gib * 0.85)}GB"],
+        "name": NAME,
+        "image": images.PROMETHEUS,
+        "args": [
+            f"--config.file={CONFIG_DIR}/prometheus.yml",
+            f"--storage.tsdb.path={DATA_DIR}",
+            f"--storage.tsdb.retention.time={settings.retention}",
+            # Leave room below the disk budget so the node's disk never fills.
+            f"--storage.tsdb.retention.size={int(settings.storage_gib * 0.85)}GB",
+        ],
         "ports": [{"name": "web", "containerPort": PORT, "protocol": "TCP"}],
         "resources": k8s.resources("1", f"{settings.memory_gib}Gi"),
         "securityContext": k8s.locked_down(),
@@ -221,17 +259,26 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
     }
     # The hostPath directory is created root-owned; the init container hands it to Prometheus's uid.
     prepare = {
-        "name": "data-owner", "image": images.PROMETHEUS, "command": ["chown", "-R", "65534:65534", DATA_DIR],
+        "name": "data-owner",
+        "image": images.PROMETHEUS,
+        "command": ["chown", "-R", "65534:65534", DATA_DIR],
         "resources": k8s.resources("10m", "16Mi"),
         "securityContext": k8s.locked_down("CHOWN", "DAC_OVERRIDE", "FOWNER", as_nobody=False),
         "volumeMounts": [{"name": "data", "mountPath": DATA_DIR}],
     }
     pod = k8s.pod_spec(
-        [container], priority_class=SYSTEM_PRIORITY, service_account=SERVICE_ACCOUNT,
+        [container],
+        priority_class=SYSTEM_PRIORITY,
+        service_account=SERVICE_ACCOUNT,
         nodeSelector={ROLE_LABEL: MONITORING_ROLE},
         # The two replicas of a shard never share a node: one node's loss leaves the other's history.
-        affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
+        affinity={
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        },
         initContainers=[prepare],
         volumes=[
             {"name": "config", "configMap": {"name": name}},
@@ -242,27 +289,61 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
     return [
         k8s.config_map(name, NAMESPACE, {"prometheus.yml": config_text}, app=NAME),
         k8s.config_map(f"{name}-rules", NAMESPACE, rule_texts, app=NAME),
-        stateful_set(name, NAMESPACE, settings.replicas, pod, labels, service=name,
-                     pod_annotations={SAFE_TO_EVICT: "false", "supercluster.io/config-sha256": checksum}, app=NAME),
+        stateful_set(
+            name,
+            NAMESPACE,
+            settings.replicas,
+            pod,
+            labels,
+            service=name,
+            pod_annotations={SAFE_TO_EVICT: "false", "supercluster.io/config-sha256": checksum},
+            app=NAME,
+        ),
         headless_service(name, NAMESPACE, labels, [("web", PORT)], app=NAME),
     ]
 
 
-def stateful_set(name: str, ns: str, replicas: int, pod: k8s.Obj, match_labels: Mapping[str, str], *, service: str,
-                 pod_annotations: Mapping[str, str] | None = None, app: str | None = None) -> k8s.Obj:
+def stateful_set(
+    name: str,
+    ns: str,
+    replicas: int,
+    pod: k8s.Obj,
+    match_labels: Mapping[str, str],
+    *,
+    service: str,
+    pod_annotations: Mapping[str, str] | None = None,
+    app: str | None = None,
+) -> k8s.Obj:
     """Stable pod names (``<name>-0``...) under a headless Service; replicas replaced one at a time."""
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": k8s.metadata(name, ns, app=app),
-            "spec": {"replicas": replicas, "serviceName": service, "podManagementPolicy": "Parallel",
-                     "selector": {"matchLabels": dict(match_labels)},
-                     "updateStrategy": {"type": "RollingUpdate"},
-                     "template": k8s.template(app or name, pod, match_labels, pod_annotations)}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": k8s.metadata(name, ns, app=app),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": service,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": dict(match_labels)},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": k8s.template(app or name, pod, match_labels, pod_annotations),
+        },
+    }
 
 
-def headless_service(name: str, ns: str, selector: Mapping[str, str], ports: list[tuple[str, int]],
-                     app: str | None = None) -> k8s.Obj:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": k8s.metadata(name, ns, app=app),
-            "spec": {"clusterIP": "None", "selector": dict(selector), "publishNotReadyAddresses": True,
-                     "ports": [{"name": n, "port": p, "protocol": "TCP", "targetPort": p} for n, p in ports]}}
+def headless_service(
+    name: str, ns: str, selector: Mapping[str, str], ports: list[tuple[str, int]], app: str | None = None
+) -> k8s.Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": k8s.metadata(name, ns, app=app),
+        "spec": {
+            "clusterIP": "None",
+            "selector": dict(selector),
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": n, "port": p, "protocol": "TCP", "targetPort": p} for n, p in ports],
+        },
+    }
 
 
 def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj]:
@@ -270,12 +351,18 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
     text = alertmanager.config(settings.receivers, cluster_name)
     labels = {"app.kubernetes.io/name": name}
     container = {
-        "name": name, "image": images.ALERTMANAGER,
-        "args": [f"--config.file={alertmanager.CONFIG_DIR}/alertmanager.yml", "--storage.path=/alertmanager",
-                 f"--cluster.listen-address=0.0.0.0:{alertmanager.CLUSTER_PORT}",
-                 *(f"--cluster.peer={peer}" for peer in alertmanager.peer_addresses(ns, ALERTMANAGER_REPLICAS))],
-        "ports": [{"name": "web", "containerPort": alertmanager.PORT, "protocol": "TCP"},
-                  {"name": "cluster", "containerPort": alertmanager.CLUSTER_PORT, "protocol": "TCP"}],
+        "name": name,
+        "image": images.ALERTMANAGER,
+        "args": [
+            f"--config.file={alertmanager.CONFIG_DIR}/alertmanager.yml",
+            "--storage.path=/alertmanager",
+            f"--cluster.listen-address=0.0.0.0:{alertmanager.CLUSTER_PORT}",
+            *(f"--cluster.peer={peer}" for peer in alertmanager.peer_addresses(ns, ALERTMANAGER_REPLICAS)),
+        ],
+        "ports": [
+            {"name": "web", "containerPort": alertmanager.PORT, "protocol": "TCP"},
+            {"name": "cluster", "containerPort": alertmanager.CLUSTER_PORT, "protocol": "TCP"},
+        ],
         "resources": k8s.resources("100m", "256Mi"),
         "securityContext": k8s.locked_down(),
         "readinessProbe": {"httpGet": {"path": "/-/ready", "port": alertmanager.PORT}},
@@ -286,11 +373,23 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
         ],
     }
     pod = k8s.pod_spec(
-        [container], priority_class=SYSTEM_PRIORITY, automountServiceAccountToken=False,
+        [container],
+        priority_class=SYSTEM_PRIORITY,
+        automountServiceAccountToken=False,
         nodeSelector={ROLE_LABEL: MONITORING_ROLE},
-        affinity={"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
-                  "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
-                                      "topologyKey": "kubernetes.io/hostname"}}]}},
+        affinity={
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": labels},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        },
         volumes=[
             {"name": "config", "configMap": {"name": name}},
             # Never declared by the plan (the receivers' secrets): see docs/monitoring.md "Receivers".
@@ -302,15 +401,25 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
     checksum = hashlib.sha256(text.encode()).hexdigest()[:16]
     return [
         k8s.config_map(name, ns, {"alertmanager.yml": text}, app=name),
-        stateful_set(name, ns, ALERTMANAGER_REPLICAS, pod, labels, service=name,
-                     pod_annotations={"supercluster.io/config-sha256": checksum}, app=name),
-        headless_service(name, ns, labels, [("web", alertmanager.PORT), ("cluster", alertmanager.CLUSTER_PORT)],
-                         app=name),
+        stateful_set(
+            name,
+            ns,
+            ALERTMANAGER_REPLICAS,
+            pod,
+            labels,
+            service=name,
+            pod_annotations={"supercluster.io/config-sha256": checksum},
+            app=name,
+        ),
+        headless_service(
+            name, ns, labels, [("web", alertmanager.PORT), ("cluster", alertmanager.CLUSTER_PORT)], app=name
+        ),
     ]
 
 
-def objects(config: ClusterConfig, addresses: AddressPlan, settings: Settings,
-            max_unready_percent: int) -> list[k8s.Obj]:
+def objects(
+    config: ClusterConfig, addresses: AddressPlan, settings: Settings, max_unready_percent: int
+) -> list[k8s.Obj]:
     """Every monitoring object; ``max_unready_percent``: the cluster autoscaler's unready guard, alerted on."""
     ns = NAMESPACE
     configs = prometheus_configs(config, addresses, settings)
@@ -321,24 +430,54 @@ def objects(config: ClusterConfig, addresses: AddressPlan, settings: Settings,
     objs: list[k8s.Obj] = [
         namespace,
         k8s.service_account(SERVICE_ACCOUNT, ns),
-        k8s.cluster_role(f"supercluster-{NAME}", [
-            k8s.rule([""], ["nodes"], ["list", "watch"]),
-            # The kubelet authorizes /metrics and /metrics/cadvisor as get on nodes/metrics.
-            k8s.rule([""], ["nodes/metrics"], ["get"]),
-            # The apiserver's, scheduler's and controller-manager's /metrics (delegated authorization).
-            {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
-        ], app=NAME),
-        k8s.binding("ClusterRoleBinding", f"supercluster-{NAME}", "ClusterRole", f"supercluster-{NAME}",
-                    SERVICE_ACCOUNT, ns, app=NAME),
+        k8s.cluster_role(
+            f"supercluster-{NAME}",
+            [
+                k8s.rule([""], ["nodes"], ["list", "watch"]),
+                # The kubelet authorizes /metrics and /metrics/cadvisor as get on nodes/metrics.
+                k8s.rule([""], ["nodes/metrics"], ["get"]),
+                # The apiserver's, scheduler's and controller-manager's /metrics (delegated authorization).
+                {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+            ],
+            app=NAME,
+        ),
+        k8s.binding(
+            "ClusterRoleBinding",
+            f"supercluster-{NAME}",
+            "ClusterRole",
+            f"supercluster-{NAME}",
+            SERVICE_ACCOUNT,
+            ns,
+            app=NAME,
+        ),
         # Target discovery is namespaced wherever it can be.
-        *(obj for target_ns, rules_ in (
-            (SYSTEM_NAMESPACE, [k8s.rule([""], ["pods"], ["list", "watch"])]),
-            (ns, [k8s.rule([""], ["pods"], ["list", "watch"])]),
-            ("default", [k8s.rule(["discovery.k8s.io"], ["endpointslices"], ["list", "watch"]),
-                         k8s.rule([""], ["services", "pods"], ["list", "watch"])]))
-          for obj in (k8s.role(f"supercluster-{NAME}", target_ns, rules_, app=NAME),
-                      k8s.binding("RoleBinding", f"supercluster-{NAME}", "Role", f"supercluster-{NAME}",
-                                  SERVICE_ACCOUNT, ns, ns=target_ns, app=NAME))),
+        *(
+            obj
+            for target_ns, rules_ in (
+                (SYSTEM_NAMESPACE, [k8s.rule([""], ["pods"], ["list", "watch"])]),
+                (ns, [k8s.rule([""], ["pods"], ["list", "watch"])]),
+                (
+                    "default",
+                    [
+                        k8s.rule(["discovery.k8s.io"], ["endpointslices"], ["list", "watch"]),
+                        k8s.rule([""], ["services", "pods"], ["list", "watch"]),
+                    ],
+                ),
+            )
+            for obj in (
+                k8s.role(f"supercluster-{NAME}", target_ns, rules_, app=NAME),
+                k8s.binding(
+                    "RoleBinding",
+                    f"supercluster-{NAME}",
+                    "Role",
+                    f"supercluster-{NAME}",
+                    SERVICE_ACCOUNT,
+                    ns,
+                    ns=target_ns,
+                    app=NAME,
+                ),
+            )
+        ),
     ]
     for shard, config_text in configs.items():
         kind = "control-plane" if shard == CONTROL_PLANE_SHARD else "nodes"

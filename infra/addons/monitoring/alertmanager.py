@@ -45,23 +45,46 @@ def _receiver(r: Receiver) -> dict[str, Any]:
         return {"name": r.name, "pagerduty_configs": [{"routing_key_file": secret_file, "send_resolved": True}]}
     if r.type == "msteams":
         return {"name": r.name, "msteams_configs": [{"webhook_url_file": secret_file, "send_resolved": True}]}
-    return {"name": r.name, "email_configs": [{
-        "to": r.to, "from": r.sender, "smarthost": r.smarthost, "auth_username": r.username or r.sender,
-        "auth_password_file": secret_file, "require_tls": True, "send_resolved": True}]}
+    return {
+        "name": r.name,
+        "email_configs": [
+            {
+                "to": r.to,
+                "from": r.sender,
+                "smarthost": r.smarthost,
+                "auth_username": r.username or r.sender,
+                "auth_password_file": secret_file,
+                "require_tls": True,
+                "send_resolved": True,
+            }
+        ],
+    }
 
 
 def config(receivers: tuple[Receiver, ...], cluster_name: str) -> str:
     """A routing tree: every alert grouped by name and cluster; each receiver gets the severities
     it asked for (``continue`` so several receivers can take the same alert); nothing else is sent."""
-    routes = [{"receiver": r.name, "matchers": [f'severity=~"{"|".join(r.severities)}"'], "continue": True}
-              for r in receivers]
+    routes = [
+        {"receiver": r.name, "matchers": [f'severity=~"{"|".join(r.severities)}"'], "continue": True} for r in receivers
+    ]
     document = {
         "global": {"resolve_timeout": "5m"},
-        "route": {"receiver": NULL_RECEIVER, "group_by": ["alertname", "cluster"], "group_wait": "30s",
-                  "group_interval": "5m", "repeat_interval": "4h", "routes": routes},
+        "route": {
+            "receiver": NULL_RECEIVER,
+            "group_by": ["alertname", "cluster"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+            "routes": routes,
+        },
         # A warning is not worth hearing while the same alert is critical for the same target.
-        "inhibit_rules": [{"source_matchers": ['severity="critical"'], "target_matchers": ['severity="warning"'],
-                           "equal": ["alertname", "cluster", "instance"]}],
+        "inhibit_rules": [
+            {
+                "source_matchers": ['severity="critical"'],
+                "target_matchers": ['severity="warning"'],
+                "equal": ["alertname", "cluster", "instance"],
+            }
+        ],
         "receivers": [{"name": NULL_RECEIVER}, *(_receiver(r) for r in receivers)],
     }
     del cluster_name  # the cluster label comes with every alert (Prometheus external_labels)

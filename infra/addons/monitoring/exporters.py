@@ -29,30 +29,50 @@ KUBE_STATE_METRICS_RESOURCES = ("nodes", "pods", "deployments", "daemonsets", "s
 
 def node_exporter() -> list[k8s.Obj]:
     container = {
-        "name": NODE_EXPORTER, "image": images.NODE_EXPORTER,
-        "args": ["--path.rootfs=/host", f"--web.listen-address=:{NODE_EXPORTER_PORT}",
-                 # Container and pod mounts are the kubelet's business (cAdvisor), not the node's.
-                 ("--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|run|var/lib/kubelet/.+|"
-                 "var/lib/containerd/.+)($|/)")],
+        "name": NODE_EXPORTER,
+        "image": images.NODE_EXPORTER,
+        "args": [
+            "--path.rootfs=/host",
+            f"--web.listen-address=:{NODE_EXPORTER_PORT}",
+            # Container and pod mounts are the kubelet's business (cAdvisor), not the node's.
+            (
+                "--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|run|var/lib/kubelet/.+|"
+                "var/lib/containerd/.+)($|/)"
+            ),
+        ],
         "ports": [{"name": "metrics", "containerPort": NODE_EXPORTER_PORT, "protocol": "TCP"}],
         "resources": k8s.resources("50m", "64Mi", "128Mi"),
         "securityContext": k8s.locked_down(),
         "readinessProbe": {"httpGet": {"path": "/", "port": NODE_EXPORTER_PORT}, "periodSeconds": 30},
-        "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True, "mountPropagation": "HostToContainer"}],
+        "volumeMounts": [
+            {"name": "host", "mountPath": "/host", "readOnly": True, "mountPropagation": "HostToContainer"}
+        ],
     }
-    pod = k8s.pod_spec([container], priority_class=NODE_CRITICAL, service_account=NODE_EXPORTER, host_network=True,
-                       hostPID=True, automountServiceAccountToken=False, tolerations=k8s.tolerate_everything(),
-                       volumes=[{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}])
-    return [k8s.service_account(NODE_EXPORTER, SYSTEM_NAMESPACE, automount=False),
-            k8s.daemon_set(NODE_EXPORTER, SYSTEM_NAMESPACE, pod, {"app.kubernetes.io/name": NODE_EXPORTER}, "10%")]
+    pod = k8s.pod_spec(
+        [container],
+        priority_class=NODE_CRITICAL,
+        service_account=NODE_EXPORTER,
+        host_network=True,
+        hostPID=True,
+        automountServiceAccountToken=False,
+        tolerations=k8s.tolerate_everything(),
+        volumes=[{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
+    )
+    return [
+        k8s.service_account(NODE_EXPORTER, SYSTEM_NAMESPACE, automount=False),
+        k8s.daemon_set(NODE_EXPORTER, SYSTEM_NAMESPACE, pod, {"app.kubernetes.io/name": NODE_EXPORTER}, "10%"),
+    ]
 
 
 def dcgm_exporter() -> list[k8s.Obj]:
     container = {
-        "name": DCGM_EXPORTER, "image": images.DCGM_EXPORTER,
+        "name": DCGM_EXPORTER,
+        "image": images.DCGM_EXPORTER,
         "args": [f"--address=:{DCGM_EXPORTER_PORT}"],
-        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}],
+        "env": [
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+        ],
         "ports": [{"name": "metrics", "containerPort": DCGM_EXPORTER_PORT, "protocol": "TCP"}],
         "resources": k8s.resources("100m", "256Mi", "512Mi"),
         # NVIDIA_VISIBLE_DEVICES=all is honoured only for privileged containers (infra/node/gpu.py's toolkit
@@ -61,34 +81,56 @@ def dcgm_exporter() -> list[k8s.Obj]:
         "securityContext": {"privileged": True},
         "readinessProbe": {"httpGet": {"path": "/health", "port": DCGM_EXPORTER_PORT}, "periodSeconds": 30},
     }
-    pod = k8s.pod_spec([container], priority_class=NODE_CRITICAL, service_account=DCGM_EXPORTER, host_network=True,
-                       automountServiceAccountToken=False, runtimeClassName=NVIDIA_RUNTIME_CLASS,
-                       nodeSelector={GPU_PRESENT_LABEL: "true"}, tolerations=k8s.tolerate_everything())
-    return [k8s.service_account(DCGM_EXPORTER, SYSTEM_NAMESPACE, automount=False),
-            k8s.daemon_set(DCGM_EXPORTER, SYSTEM_NAMESPACE, pod, {"app.kubernetes.io/name": DCGM_EXPORTER}, "10%")]
+    pod = k8s.pod_spec(
+        [container],
+        priority_class=NODE_CRITICAL,
+        service_account=DCGM_EXPORTER,
+        host_network=True,
+        automountServiceAccountToken=False,
+        runtimeClassName=NVIDIA_RUNTIME_CLASS,
+        nodeSelector={GPU_PRESENT_LABEL: "true"},
+        tolerations=k8s.tolerate_everything(),
+    )
+    return [
+        k8s.service_account(DCGM_EXPORTER, SYSTEM_NAMESPACE, automount=False),
+        k8s.daemon_set(DCGM_EXPORTER, SYSTEM_NAMESPACE, pod, {"app.kubernetes.io/name": DCGM_EXPORTER}, "10%"),
+    ]
 
 
 def kube_state_metrics(namespace: str) -> list[k8s.Obj]:
     name = KUBE_STATE_METRICS
     read = ["list", "watch"]
     container = {
-        "name": name, "image": images.KUBE_STATE_METRICS,
+        "name": name,
+        "image": images.KUBE_STATE_METRICS,
         "args": [f"--port={KUBE_STATE_METRICS_PORT}", "--resources=" + ",".join(KUBE_STATE_METRICS_RESOURCES)],
         "ports": [{"name": "http-metrics", "containerPort": KUBE_STATE_METRICS_PORT, "protocol": "TCP"}],
         "resources": k8s.resources("500m", "2Gi"),
         "securityContext": k8s.locked_down(),
         "readinessProbe": {"httpGet": {"path": "/healthz", "port": KUBE_STATE_METRICS_PORT}},
     }
-    pod = k8s.pod_spec([container], priority_class=SYSTEM_PRIORITY, service_account=name,
-                       nodeSelector={ROLE_LABEL: MONITORING_ROLE})
+    pod = k8s.pod_spec(
+        [container], priority_class=SYSTEM_PRIORITY, service_account=name, nodeSelector={ROLE_LABEL: MONITORING_ROLE}
+    )
     return [
         k8s.service_account(name, namespace),
-        k8s.cluster_role(f"supercluster-{name}", [
-            k8s.rule([""], ["nodes", "pods", "namespaces"], read),
-            k8s.rule(["apps"], ["deployments", "daemonsets", "statefulsets"], read),
-        ], app=name),
-        k8s.binding("ClusterRoleBinding", f"supercluster-{name}", "ClusterRole", f"supercluster-{name}", name,
-                    namespace, app=name),
+        k8s.cluster_role(
+            f"supercluster-{name}",
+            [
+                k8s.rule([""], ["nodes", "pods", "namespaces"], read),
+                k8s.rule(["apps"], ["deployments", "daemonsets", "statefulsets"], read),
+            ],
+            app=name,
+        ),
+        k8s.binding(
+            "ClusterRoleBinding",
+            f"supercluster-{name}",
+            "ClusterRole",
+            f"supercluster-{name}",
+            name,
+            namespace,
+            app=name,
+        ),
         k8s.deployment(name, namespace, 1, pod, {"app.kubernetes.io/name": name}),
     ]
 

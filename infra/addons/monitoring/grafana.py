@@ -21,28 +21,59 @@ DASHBOARDS_DIR = "/var/lib/grafana/dashboards"
 
 
 def datasources(namespace: str, shards: list[str], prometheus: str, port: int) -> str:
-    return dump({"apiVersion": 1, "datasources": [
-        {"name": f"{prometheus}-{shard}", "uid": f"{prometheus}-{shard}", "type": "prometheus", "access": "proxy",
-         "url": f"http://{prometheus}-{shard}.{namespace}.svc:{port}", "editable": False,
-         "isDefault": index == 0}
-        for index, shard in enumerate(shards)]})
+    return dump(
+        {
+            "apiVersion": 1,
+            "datasources": [
+                {
+                    "name": f"{prometheus}-{shard}",
+                    "uid": f"{prometheus}-{shard}",
+                    "type": "prometheus",
+                    "access": "proxy",
+                    "url": f"http://{prometheus}-{shard}.{namespace}.svc:{port}",
+                    "editable": False,
+                    "isDefault": index == 0,
+                }
+                for index, shard in enumerate(shards)
+            ],
+        }
+    )
 
 
 def dashboard_provider() -> str:
-    return dump({"apiVersion": 1, "providers": [
-        {"name": "supercluster", "type": "file", "disableDeletion": True, "allowUiUpdates": False,
-         "options": {"path": DASHBOARDS_DIR}}]})
+    return dump(
+        {
+            "apiVersion": 1,
+            "providers": [
+                {
+                    "name": "supercluster",
+                    "type": "file",
+                    "disableDeletion": True,
+                    "allowUiUpdates": False,
+                    "options": {"path": DASHBOARDS_DIR},
+                }
+            ],
+        }
+    )
 
 
 def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port: int) -> list[k8s.Obj]:
     boards = dashboards.dashboards()
     container = {
-        "name": NAME, "image": images.GRAFANA,
-        "env": [{"name": name, "value": value} for name, value in (
-            ("GF_AUTH_ANONYMOUS_ENABLED", "true"), ("GF_AUTH_ANONYMOUS_ORG_ROLE", "Viewer"),
-            ("GF_AUTH_DISABLE_LOGIN_FORM", "true"), ("GF_AUTH_BASIC_ENABLED", "false"),
-            ("GF_ANALYTICS_REPORTING_ENABLED", "false"), ("GF_ANALYTICS_CHECK_FOR_UPDATES", "false"),
-            ("GF_PATHS_PROVISIONING", PROVISIONING_DIR))],
+        "name": NAME,
+        "image": images.GRAFANA,
+        "env": [
+            {"name": name, "value": value}
+            for name, value in (
+                ("GF_AUTH_ANONYMOUS_ENABLED", "true"),
+                ("GF_AUTH_ANONYMOUS_ORG_ROLE", "Viewer"),
+                ("GF_AUTH_DISABLE_LOGIN_FORM", "true"),
+                ("GF_AUTH_BASIC_ENABLED", "false"),
+                ("GF_ANALYTICS_REPORTING_ENABLED", "false"),
+                ("GF_ANALYTICS_CHECK_FOR_UPDATES", "false"),
+                ("GF_PATHS_PROVISIONING", PROVISIONING_DIR),
+            )
+        ],
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "resources": k8s.resources("100m", "256Mi", "512Mi"),
         "securityContext": k8s.locked_down(),
@@ -54,24 +85,40 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
             {"name": "data", "mountPath": "/var/lib/grafana"},
         ],
     }
-    pod = k8s.pod_spec([container], priority_class=SYSTEM_PRIORITY, service_account=NAME,
-                       automountServiceAccountToken=False,
-                       nodeSelector={ROLE_LABEL: MONITORING_ROLE}, securityContext={"fsGroup": 65534},
-                       volumes=[
-                           {"name": "datasources", "configMap": {"name": f"{NAME}-datasources"}},
-                           {"name": "providers", "configMap": {"name": f"{NAME}-dashboard-provider"}},
-                           {"name": "dashboards", "configMap": {"name": f"{NAME}-dashboards"}},
-                           {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
-                       ])
+    pod = k8s.pod_spec(
+        [container],
+        priority_class=SYSTEM_PRIORITY,
+        service_account=NAME,
+        automountServiceAccountToken=False,
+        nodeSelector={ROLE_LABEL: MONITORING_ROLE},
+        securityContext={"fsGroup": 65534},
+        volumes=[
+            {"name": "datasources", "configMap": {"name": f"{NAME}-datasources"}},
+            {"name": "providers", "configMap": {"name": f"{NAME}-dashboard-provider"}},
+            {"name": "dashboards", "configMap": {"name": f"{NAME}-dashboards"}},
+            {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+    )
     labels = {"app.kubernetes.io/name": NAME}
     return [
         # Its own account (CIS 5.1.5), with no token: Grafana reads Prometheus, never the apiserver.
         k8s.service_account(NAME, namespace, automount=False),
-        k8s.config_map(f"{NAME}-datasources", namespace,
-                       {"prometheus.yaml": datasources(namespace, shards, prometheus, prometheus_port)}, app=NAME),
+        k8s.config_map(
+            f"{NAME}-datasources",
+            namespace,
+            {"prometheus.yaml": datasources(namespace, shards, prometheus, prometheus_port)},
+            app=NAME,
+        ),
         k8s.config_map(f"{NAME}-dashboard-provider", namespace, {"supercluster.yaml": dashboard_provider()}, app=NAME),
         k8s.config_map(f"{NAME}-dashboards", namespace, boards, app=NAME),
         k8s.deployment(NAME, namespace, 1, pod, labels),
-        {"apiVersion": "v1", "kind": "Service", "metadata": k8s.metadata(NAME, namespace),
-         "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "protocol": "TCP", "targetPort": PORT}]}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": k8s.metadata(NAME, namespace),
+            "spec": {
+                "selector": labels,
+                "ports": [{"name": "http", "port": PORT, "protocol": "TCP", "targetPort": PORT}],
+            },
+        },
     ]

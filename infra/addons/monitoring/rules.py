@@ -37,8 +37,12 @@ JOB_IPTABLES = "iptables-exporter"
 # kubernetes-mixin's apiserver availability SLO (config.libsonnet: SLO 99% over 30 days).
 APISERVER_SLO = 0.99
 # (long window, short window, burn-rate factor, for, severity): kubernetes-mixin kube_apiserver.libsonnet.
-BURN_ALERTS = (("1h", "5m", 14.4, "2m", "critical"), ("6h", "30m", 6, "15m", "critical"),
-               ("1d", "2h", 3, "1h", "warning"), ("3d", "6h", 1, "3h", "warning"))
+BURN_ALERTS = (
+    ("1h", "5m", 14.4, "2m", "critical"),
+    ("6h", "30m", 6, "15m", "critical"),
+    ("1d", "2h", 3, "1h", "warning"),
+    ("3d", "6h", 1, "3h", "warning"),
+)
 # Kubernetes' API call latency SLO: p99 of mutating and single-object read calls <= 1 s
 # (kubernetes/community sig-scalability/slos/api_call_latency.md).
 APISERVER_LATENCY_P99_SECONDS = 1
@@ -67,13 +71,20 @@ NAT_CONNTRACK_RATIO = 0.8
 
 
 def _alert(name: str, expr: str, wait: str, severity: str, summary: str, **labels: str) -> dict[str, Any]:
-    return {"alert": name, "expr": expr, "for": wait, "labels": {"severity": severity, **labels},
-            "annotations": {"summary": summary, "runbook": f"docs/monitoring.md#{name.lower()}"}}
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": wait,
+        "labels": {"severity": severity, **labels},
+        "annotations": {"summary": summary, "runbook": f"docs/monitoring.md#{name.lower()}"},
+    }
 
 
 def _ratio(selector: str, window: str) -> str:
-    return (f'sum(rate(apiserver_request_total{{job="{JOB_APISERVER}",{selector}}}[{window}])) / '
-            f'sum(rate(apiserver_request_total{{job="{JOB_APISERVER}"}}[{window}]))')
+    return (
+        f'sum(rate(apiserver_request_total{{job="{JOB_APISERVER}",{selector}}}[{window}])) / '
+        f'sum(rate(apiserver_request_total{{job="{JOB_APISERVER}"}}[{window}]))'
+    )
 
 
 def _window_seconds(window: str) -> int:
@@ -84,146 +95,312 @@ def apiserver_rules() -> list[dict[str, Any]]:
     windows = sorted({w for alert in BURN_ALERTS for w in alert[:2]}, key=_window_seconds)
     budget = round(1 - APISERVER_SLO, 6)
     throttled, failed = _ratio('code="429"', "5m"), _ratio('code=~"5.."', "5m")
-    latency = ("histogram_quantile(0.99, sum by (verb, le) (rate(apiserver_request_duration_seconds_bucket"
-               f'{{job="{JOB_APISERVER}",verb!~"LIST|WATCH|CONNECT",subresource!~"log|exec|portforward|attach|proxy"}}'
-               f"[5m]))) > {APISERVER_LATENCY_P99_SECONDS}")
+    latency = (
+        "histogram_quantile(0.99, sum by (verb, le) (rate(apiserver_request_duration_seconds_bucket"
+        f'{{job="{JOB_APISERVER}",verb!~"LIST|WATCH|CONNECT",subresource!~"log|exec|portforward|attach|proxy"}}'
+        f"[5m]))) > {APISERVER_LATENCY_P99_SECONDS}"
+    )
     return [
-        {"name": "apiserver-errors.rules", "rules": [
-            {"record": f"apiserver_request:error_ratio_rate{w}", "expr": _ratio('code=~"5..|429"', w)}
-            for w in windows]},
-        {"name": "apiserver", "rules": [
-            _alert("APIServerThrottling", f"{throttled} > 0.01", "10m", "warning",
-                   "More than 1% of apiserver requests are rejected with 429: a client's load grows with the cluster."),
-            _alert("APIServerErrors", f"{failed} > 0.01", "10m", "warning",
-                   "More than 1% of apiserver requests fail with 5xx."),
-            _alert("APIServerErrorsHigh", f"{failed} > 0.05", "5m", "critical",
-                   "More than 5% of apiserver requests fail with 5xx."),
-            *(_alert("APIServerErrorBudgetBurn",
-                     f"apiserver_request:error_ratio_rate{long} > ({factor} * {budget}) and "
-                     f"apiserver_request:error_ratio_rate{short} > ({factor} * {budget})",
-                     wait, severity, f"The apiserver burns its {APISERVER_SLO:.0%} availability budget {factor}x "
-                                     f"too fast ({long}/{short} windows).", long=long, short=short)
-              for long, short, factor, wait, severity in BURN_ALERTS),
-            _alert("APIServerLatencyHigh", latency, "10m", "warning",
-                   f"p99 latency of single-object API calls is above {APISERVER_LATENCY_P99_SECONDS}s (Kubernetes' SLO)."),
-        ]},
+        {
+            "name": "apiserver-errors.rules",
+            "rules": [
+                {"record": f"apiserver_request:error_ratio_rate{w}", "expr": _ratio('code=~"5..|429"', w)}
+                for w in windows
+            ],
+        },
+        {
+            "name": "apiserver",
+            "rules": [
+                _alert(
+                    "APIServerThrottling",
+                    f"{throttled} > 0.01",
+                    "10m",
+                    "warning",
+                    "More than 1% of apiserver requests are rejected with 429: a client's load grows with the cluster.",
+                ),
+                _alert(
+                    "APIServerErrors",
+                    f"{failed} > 0.01",
+                    "10m",
+                    "warning",
+                    "More than 1% of apiserver requests fail with 5xx.",
+                ),
+                _alert(
+                    "APIServerErrorsHigh",
+                    f"{failed} > 0.05",
+                    "5m",
+                    "critical",
+                    "More than 5% of apiserver requests fail with 5xx.",
+                ),
+                *(
+                    _alert(
+                        "APIServerErrorBudgetBurn",
+                        f"apiserver_request:error_ratio_rate{long} > ({factor} * {budget}) and "
+                        f"apiserver_request:error_ratio_rate{short} > ({factor} * {budget})",
+                        wait,
+                        severity,
+                        f"The apiserver burns its {APISERVER_SLO:.0%} availability budget {factor}x "
+                        f"too fast ({long}/{short} windows).",
+                        long=long,
+                        short=short,
+                    )
+                    for long, short, factor, wait, severity in BURN_ALERTS
+                ),
+                _alert(
+                    "APIServerLatencyHigh",
+                    latency,
+                    "10m",
+                    "warning",
+                    f"p99 latency of single-object API calls is above {APISERVER_LATENCY_P99_SECONDS}s (Kubernetes' SLO).",
+                ),
+            ],
+        },
     ]
 
 
 def etcd_rules() -> list[dict[str, Any]]:
     jobs = "|".join(JOB_ETCD.values())
-    return [{"name": "etcd", "rules": [
-        _alert("EtcdNoLeader", f'etcd_server_has_leader{{job=~"{jobs}"}} == 0', "1m", "critical",
-               "An etcd member has no leader."),
-        _alert("EtcdMemberDown", f'up{{job=~"{jobs}"}} == 0', "3m", "critical",
-               "An etcd member cannot be scraped."),
-        _alert("EtcdHighNumberOfLeaderChanges",
-               f'increase((max without (instance) (etcd_server_leader_changes_seen_total{{job=~"{jobs}"}}))[15m:1m]) >= 4',
-               "5m", "warning", "etcd changed leader 4+ times in 15 minutes (disk or network latency)."),
-        _alert("EtcdHighCommitDurations",
-               "histogram_quantile(0.99, sum by (job, instance, le) "
-               f'(rate(etcd_disk_backend_commit_duration_seconds_bucket{{job=~"{jobs}"}}[5m]))) > {ETCD_COMMIT_P99_SECONDS}',
-               "10m", "warning", "etcd backend commit p99 is above 250ms (local SSD gives ~200us)."),
-        _alert("EtcdHighFsyncDurations",
-               "histogram_quantile(0.99, sum by (job, instance, le) "
-               f'(rate(etcd_disk_wal_fsync_duration_seconds_bucket{{job=~"{jobs}"}}[5m]))) > {ETCD_FSYNC_P99_SECONDS}',
-               "10m", "warning", "etcd WAL fsync p99 is above 500ms."),
-        *(_alert(name, f'(last_over_time(etcd_mvcc_db_total_size_in_bytes{{job=~"{jobs}"}}[5m]) / '
-                       f'last_over_time(etcd_server_quota_backend_bytes{{job=~"{jobs}"}}[5m])) * 100 > {percent}',
-                 "10m", severity, f"etcd's database is above {percent}% of its quota; at 100% etcd stops taking "
-                                  "writes (compact, defrag, then disarm the alarm).")
-          for name, percent, severity in (("EtcdDatabaseQuotaLowSpace", ETCD_QUOTA_CRITICAL_PERCENT, "critical"),
-                                          ("EtcdDatabaseQuotaFilling", ETCD_QUOTA_WARNING_PERCENT, "warning"))),
-        _alert("EtcdExcessiveDatabaseGrowth",
-               f'predict_linear(etcd_mvcc_db_total_size_in_bytes{{job=~"{jobs}"}}[4h], 4 * 60 * 60) > '
-               f'etcd_server_quota_backend_bytes{{job=~"{jobs}"}}',
-               "10m", "warning", "At its current growth etcd's database reaches its quota within 4 hours."),
-        # The backup series' own label "cluster" (main or events) is renamed etcd_cluster at scrape
-        # time (shards.py), so it never hides the Kubernetes cluster's external label.
-        _alert("EtcdBackupStale",
-               f"time() - max by (etcd_cluster) ({backup_metrics.LAST_SUCCESS_METRIC}) > {BACKUP_STALE_SECONDS}",
-               "5m", "critical", "The newest etcd snapshot in the backup container is older than three "
-                                 "backup intervals."),
-        _alert("EtcdBackupMetricsMissing",
-               f'up{{job="{JOB_ETCD_BACKUP}"}} == 0 or on () absent({backup_metrics.LAST_SUCCESS_METRIC})',
-               "15m", "warning", "An etcd machine does not publish the backup age (or none does), so a stale "
-                                 "backup would not page."),
-    ]}]
+    return [
+        {
+            "name": "etcd",
+            "rules": [
+                _alert(
+                    "EtcdNoLeader",
+                    f'etcd_server_has_leader{{job=~"{jobs}"}} == 0',
+                    "1m",
+                    "critical",
+                    "An etcd member has no leader.",
+                ),
+                _alert(
+                    "EtcdMemberDown", f'up{{job=~"{jobs}"}} == 0', "3m", "critical", "An etcd member cannot be scraped."
+                ),
+                _alert(
+                    "EtcdHighNumberOfLeaderChanges",
+                    f'increase((max without (instance) (etcd_server_leader_changes_seen_total{{job=~"{jobs}"}}))[15m:1m]) >= 4',
+                    "5m",
+                    "warning",
+                    "etcd changed leader 4+ times in 15 minutes (disk or network latency).",
+                ),
+                _alert(
+                    "EtcdHighCommitDurations",
+                    "histogram_quantile(0.99, sum by (job, instance, le) "
+                    f'(rate(etcd_disk_backend_commit_duration_seconds_bucket{{job=~"{jobs}"}}[5m]))) > {ETCD_COMMIT_P99_SECONDS}',
+                    "10m",
+                    "warning",
+                    "etcd backend commit p99 is above 250ms (local SSD gives ~200us).",
+                ),
+                _alert(
+                    "EtcdHighFsyncDurations",
+                    "histogram_quantile(0.99, sum by (job, instance, le) "
+                    f'(rate(etcd_disk_wal_fsync_duration_seconds_bucket{{job=~"{jobs}"}}[5m]))) > {ETCD_FSYNC_P99_SECONDS}',
+                    "10m",
+                    "warning",
+                    "etcd WAL fsync p99 is above 500ms.",
+                ),
+                *(
+                    _alert(
+                        name,
+                        f'(last_over_time(etcd_mvcc_db_total_size_in_bytes{{job=~"{jobs}"}}[5m]) / '
+                        f'last_over_time(etcd_server_quota_backend_bytes{{job=~"{jobs}"}}[5m])) * 100 > {percent}',
+                        "10m",
+                        severity,
+                        f"etcd's database is above {percent}% of its quota; at 100% etcd stops taking "
+                        "writes (compact, defrag, then disarm the alarm).",
+                    )
+                    for name, percent, severity in (
+                        ("EtcdDatabaseQuotaLowSpace", ETCD_QUOTA_CRITICAL_PERCENT, "critical"),
+                        ("EtcdDatabaseQuotaFilling", ETCD_QUOTA_WARNING_PERCENT, "warning"),
+                    )
+                ),
+                _alert(
+                    "EtcdExcessiveDatabaseGrowth",
+                    f'predict_linear(etcd_mvcc_db_total_size_in_bytes{{job=~"{jobs}"}}[4h], 4 * 60 * 60) > '
+                    f'etcd_server_quota_backend_bytes{{job=~"{jobs}"}}',
+                    "10m",
+                    "warning",
+                    "At its current growth etcd's database reaches its quota within 4 hours.",
+                ),
+                # The backup series' own label "cluster" (main or events) is renamed etcd_cluster at scrape
+                # time (shards.py), so it never hides the Kubernetes cluster's external label.
+                _alert(
+                    "EtcdBackupStale",
+                    f"time() - max by (etcd_cluster) ({backup_metrics.LAST_SUCCESS_METRIC}) > {BACKUP_STALE_SECONDS}",
+                    "5m",
+                    "critical",
+                    "The newest etcd snapshot in the backup container is older than three backup intervals.",
+                ),
+                _alert(
+                    "EtcdBackupMetricsMissing",
+                    f'up{{job="{JOB_ETCD_BACKUP}"}} == 0 or on () absent({backup_metrics.LAST_SUCCESS_METRIC})',
+                    "15m",
+                    "warning",
+                    "An etcd machine does not publish the backup age (or none does), so a stale backup would not page.",
+                ),
+            ],
+        }
+    ]
 
 
 def node_state_rules(max_unready_percent: int) -> list[dict[str, Any]]:
     ksm = f'job="{JOB_KUBE_STATE_METRICS}"'
-    return [{"name": "nodes", "rules": [
-        _alert("NodeNotReady", f'kube_node_status_condition{{{ksm},condition="Ready",status="true"}} == 0',
-               "15m", "warning", "A node has not been Ready for 15 minutes."),
-        _alert("NodesNotReadyMany",
-               f'count(kube_node_status_condition{{{ksm},condition="Ready",status="true"}} == 0) / '
-               f'count(kube_node_status_condition{{{ksm},condition="Ready",status="true"}}) * 100 '
-               f"> {max_unready_percent // 2}",
-               "5m", "critical", "Half the autoscaler's unready guard is reached: a network or control-plane "
-                                 "failure, not node churn."),
-        # cluster-autoscaler metrics (FAQ "What metrics does CA expose"): 0 while the unready guard
-        # (--max-total-unready-percentage / --ok-total-unready-count) holds scaling.
-        _alert("ClusterAutoscalerHalted", f'cluster_autoscaler_cluster_safe_to_autoscale{{job="{JOB_AUTOSCALER}"}} == 0',
-               "10m", "critical", "The cluster autoscaler stopped scaling: too many nodes are unready."),
-        _alert("ClusterAutoscalerDown", f'up{{job="{JOB_AUTOSCALER}"}} == 0 or absent(up{{job="{JOB_AUTOSCALER}"}})',
-               "10m", "warning", "The cluster autoscaler is not running: pending pods add no nodes."),
-        _alert("GPUStartupTaintNotLifted",
-               f'kube_node_spec_taint{{{ksm},key="{GPU_STARTUP_TAINT_KEY}"}} == 1', GPU_TAINT_STUCK_FOR, "warning",
-               "A GPU node still carries the start-up taint: its GPUs failed the health check or it never ran."),
-        _alert("CoreDNSErrors", _servfail(JOB_COREDNS), "10m", "critical",
-               "More than 1% of CoreDNS answers are SERVFAIL."),
-        _alert("CoreDNSUpstreamRateNearAzureLimit", _azure_dns_rate(JOB_COREDNS), "10m", "warning",
-               f"A node's CoreDNS sends more than {AZURE_DNS_QPS_WARNING} queries/s to Azure DNS "
-               f"(limit about {AZURE_DNS_QPS_LIMIT} per VM)."),
-        _alert("APIServerClientCertificateExpiring",
-               f'apiserver_client_certificate_expiration_seconds_count{{job="{JOB_APISERVER}"}} > 0 and on (job) '
-               "histogram_quantile(0.01, sum by (job, le) (rate(apiserver_client_certificate_expiration_seconds_bucket"
-               f'{{job="{JOB_APISERVER}"}}[5m]))) < {CERT_WARNING_SECONDS}',
-               "5m", "warning", "A client authenticates to the apiserver with a certificate expiring within 7 days."),
-    ]}]
+    return [
+        {
+            "name": "nodes",
+            "rules": [
+                _alert(
+                    "NodeNotReady",
+                    f'kube_node_status_condition{{{ksm},condition="Ready",status="true"}} == 0',
+                    "15m",
+                    "warning",
+                    "A node has not been Ready for 15 minutes.",
+                ),
+                _alert(
+                    "NodesNotReadyMany",
+                    f'count(kube_node_status_condition{{{ksm},condition="Ready",status="true"}} == 0) / '
+                    f'count(kube_node_status_condition{{{ksm},condition="Ready",status="true"}}) * 100 '
+                    f"> {max_unready_percent // 2}",
+                    "5m",
+                    "critical",
+                    "Half the autoscaler's unready guard is reached: a network or control-plane "
+                    "failure, not node churn.",
+                ),
+                # cluster-autoscaler metrics (FAQ "What metrics does CA expose"): 0 while the unready guard
+                # (--max-total-unready-percentage / --ok-total-unready-count) holds scaling.
+                _alert(
+                    "ClusterAutoscalerHalted",
+                    f'cluster_autoscaler_cluster_safe_to_autoscale{{job="{JOB_AUTOSCALER}"}} == 0',
+                    "10m",
+                    "critical",
+                    "The cluster autoscaler stopped scaling: too many nodes are unready.",
+                ),
+                _alert(
+                    "ClusterAutoscalerDown",
+                    f'up{{job="{JOB_AUTOSCALER}"}} == 0 or absent(up{{job="{JOB_AUTOSCALER}"}})',
+                    "10m",
+                    "warning",
+                    "The cluster autoscaler is not running: pending pods add no nodes.",
+                ),
+                _alert(
+                    "GPUStartupTaintNotLifted",
+                    f'kube_node_spec_taint{{{ksm},key="{GPU_STARTUP_TAINT_KEY}"}} == 1',
+                    GPU_TAINT_STUCK_FOR,
+                    "warning",
+                    "A GPU node still carries the start-up taint: its GPUs failed the health check or it never ran.",
+                ),
+                _alert(
+                    "CoreDNSErrors",
+                    _servfail(JOB_COREDNS),
+                    "10m",
+                    "critical",
+                    "More than 1% of CoreDNS answers are SERVFAIL.",
+                ),
+                _alert(
+                    "CoreDNSUpstreamRateNearAzureLimit",
+                    _azure_dns_rate(JOB_COREDNS),
+                    "10m",
+                    "warning",
+                    f"A node's CoreDNS sends more than {AZURE_DNS_QPS_WARNING} queries/s to Azure DNS "
+                    f"(limit about {AZURE_DNS_QPS_LIMIT} per VM).",
+                ),
+                _alert(
+                    "APIServerClientCertificateExpiring",
+                    f'apiserver_client_certificate_expiration_seconds_count{{job="{JOB_APISERVER}"}} > 0 and on (job) '
+                    "histogram_quantile(0.01, sum by (job, le) (rate(apiserver_client_certificate_expiration_seconds_bucket"
+                    f'{{job="{JOB_APISERVER}"}}[5m]))) < {CERT_WARNING_SECONDS}',
+                    "5m",
+                    "warning",
+                    "A client authenticates to the apiserver with a certificate expiring within 7 days.",
+                ),
+            ],
+        }
+    ]
 
 
 def _servfail(job: str) -> str:
-    return (f'sum by (job, node) (rate(coredns_dns_responses_total{{job="{job}",rcode="SERVFAIL"}}[5m])) / '
-            f'sum by (job, node) (rate(coredns_dns_responses_total{{job="{job}"}}[5m])) > {DNS_SERVFAIL_RATIO}')
+    return (
+        f'sum by (job, node) (rate(coredns_dns_responses_total{{job="{job}",rcode="SERVFAIL"}}[5m])) / '
+        f'sum by (job, node) (rate(coredns_dns_responses_total{{job="{job}"}}[5m])) > {DNS_SERVFAIL_RATIO}'
+    )
 
 
 def _azure_dns_rate(job: str) -> str:
     # CoreDNS 1.11+ counts forwarded queries in the proxy package's histogram (label to="IP:port").
-    return (f'sum by (job, node) (rate(coredns_proxy_request_duration_seconds_count{{job="{job}",'
-            f'to="{AZURE_DNS}:53"}}[5m])) > {AZURE_DNS_QPS_WARNING}')
+    return (
+        f'sum by (job, node) (rate(coredns_proxy_request_duration_seconds_count{{job="{job}",'
+        f'to="{AZURE_DNS}:53"}}[5m])) > {AZURE_DNS_QPS_WARNING}'
+    )
 
 
 def node_rules() -> list[dict[str, Any]]:
     nat = f'job="{JOB_NODE_EXPORTER}",role="{ROLE_NAT_HOST}"'
-    return [{"name": "node-agents", "rules": [
-        _alert("NodeLocalDNSErrors", _servfail(JOB_NODE_LOCAL_DNS), "10m", "warning",
-               "More than 1% of a node's NodeLocal DNS answers are SERVFAIL."),
-        _alert("NodeUpstreamDNSRateNearAzureLimit", _azure_dns_rate(JOB_NODE_LOCAL_DNS), "10m", "warning",
-               f"A node sends more than {AZURE_DNS_QPS_WARNING} queries/s to Azure DNS "
-               f"(limit about {AZURE_DNS_QPS_LIMIT} per VM)."),
-        # DCGM_FI_DEV_XID_ERRORS: the value of the last XID error (dcgm-exporter default counters).
-        _alert("GPUXidError", f'max_over_time(DCGM_FI_DEV_XID_ERRORS{{job="{JOB_DCGM}"}}[10m]) > 0', "0m", "warning",
-               "A GPU reported an XID error in the last 10 minutes (see the XID code in the value)."),
-        # kubelet_certificate_manager_client_ttl_seconds: seconds until the kubelet's client
-        # certificate expires (kubernetes cmd/kubelet/app/server.go).
-        _alert("KubeletClientCertificateExpiring",
-               f'kubelet_certificate_manager_client_ttl_seconds{{job="{JOB_KUBELET}"}} < {CERT_WARNING_SECONDS}',
-               "5m", "warning", "A kubelet's client certificate expires within 7 days and was not rotated."),
-        _alert("KubeletClientCertificateExpiringSoon",
-               f'kubelet_certificate_manager_client_ttl_seconds{{job="{JOB_KUBELET}"}} < {CERT_CRITICAL_SECONDS}',
-               "5m", "critical", "A kubelet's client certificate expires within a day: the node will drop out."),
-        _alert("KubeletCertificateRenewErrors",
-               f'increase(kubelet_certificate_manager_client_expiration_renew_errors{{job="{JOB_KUBELET}"}}[15m]) > 0',
-               "15m", "warning", "A kubelet fails to renew its client certificate."),
-        _alert("NATHostDown", f"up{{{nat}}} == 0", "2m", "critical",
-               "A NAT host does not answer: pods relying on it lose service traffic."),
-        # node-exporter's conntrack collector: entries and the kernel's limit.
-        _alert("NATHostConntrackFull",
-               f"node_nf_conntrack_entries{{{nat}}} / node_nf_conntrack_entries_limit{{{nat}}} > {NAT_CONNTRACK_RATIO}",
-               "5m", "critical", "A NAT host's conntrack table is 80% full: new connections will be dropped."),
-    ]}]
+    return [
+        {
+            "name": "node-agents",
+            "rules": [
+                _alert(
+                    "NodeLocalDNSErrors",
+                    _servfail(JOB_NODE_LOCAL_DNS),
+                    "10m",
+                    "warning",
+                    "More than 1% of a node's NodeLocal DNS answers are SERVFAIL.",
+                ),
+                _alert(
+                    "NodeUpstreamDNSRateNearAzureLimit",
+                    _azure_dns_rate(JOB_NODE_LOCAL_DNS),
+                    "10m",
+                    "warning",
+                    f"A node sends more than {AZURE_DNS_QPS_WARNING} queries/s to Azure DNS "
+                    f"(limit about {AZURE_DNS_QPS_LIMIT} per VM).",
+                ),
+                # DCGM_FI_DEV_XID_ERRORS: the value of the last XID error (dcgm-exporter default counters).
+                _alert(
+                    "GPUXidError",
+                    f'max_over_time(DCGM_FI_DEV_XID_ERRORS{{job="{JOB_DCGM}"}}[10m]) > 0',
+                    "0m",
+                    "warning",
+                    "A GPU reported an XID error in the last 10 minutes (see the XID code in the value).",
+                ),
+                # kubelet_certificate_manager_client_ttl_seconds: seconds until the kubelet's client
+                # certificate expires (kubernetes cmd/kubelet/app/server.go).
+                _alert(
+                    "KubeletClientCertificateExpiring",
+                    f'kubelet_certificate_manager_client_ttl_seconds{{job="{JOB_KUBELET}"}} < {CERT_WARNING_SECONDS}',
+                    "5m",
+                    "warning",
+                    "A kubelet's client certificate expires within 7 days and was not rotated.",
+                ),
+                _alert(
+                    "KubeletClientCertificateExpiringSoon",
+                    f'kubelet_certificate_manager_client_ttl_seconds{{job="{JOB_KUBELET}"}} < {CERT_CRITICAL_SECONDS}',
+                    "5m",
+                    "critical",
+                    "A kubelet's client certificate expires within a day: the node will drop out.",
+                ),
+                _alert(
+                    "KubeletCertificateRenewErrors",
+                    f'increase(kubelet_certificate_manager_client_expiration_renew_errors{{job="{JOB_KUBELET}"}}[15m]) > 0',
+                    "15m",
+                    "warning",
+                    "A kubelet fails to renew its client certificate.",
+                ),
+                _alert(
+                    "NATHostDown",
+                    f"up{{{nat}}} == 0",
+                    "2m",
+                    "critical",
+                    "A NAT host does not answer: pods relying on it lose service traffic.",
+                ),
+                # node-exporter's conntrack collector: entries and the kernel's limit.
+                _alert(
+                    "NATHostConntrackFull",
+                    f"node_nf_conntrack_entries{{{nat}}} / node_nf_conntrack_entries_limit{{{nat}}} > {NAT_CONNTRACK_RATIO}",
+                    "5m",
+                    "critical",
+                    "A NAT host's conntrack table is 80% full: new connections will be dropped.",
+                ),
+            ],
+        }
+    ]
 
 
 def rule_files(max_unready_percent: int) -> dict[str, dict[str, str]]:

@@ -47,19 +47,38 @@ def node_jobs(node_local_dns_port: int, iptables_port: int) -> tuple[NodeJob, ..
     the samples left after ``keep``): a 96-vCPU GPU VM's per-CPU counters alone are 96 x 8 modes =
     768 series of node_cpu_seconds_total. The keep lists are what the rules and dashboards use."""
     return (
-        NodeJob(rules.JOB_NODE_EXPORTER, NODE_EXPORTER_PORT, 2_500,
-                keep="node_cpu_seconds_total|node_memory_.*|node_filesystem_(avail|size)_bytes|node_nf_conntrack_.*|"
-                     "node_network_(receive|transmit)_(bytes|errs|drop)_total|node_load(1|5|15)|"
-                     "node_disk_(read|written)_bytes_total|node_disk_io_time_seconds_total|node_boot_time_seconds"),
-        NodeJob(rules.JOB_KUBELET, KUBELET_PORT, 500, https=True,
-                keep="kubelet_certificate_manager_.*|kubelet_running_pods|kubelet_node_name|"
-                     "kubelet_pleg_relist_duration_seconds_(bucket|count|sum)"),
-        NodeJob(rules.JOB_CADVISOR, KUBELET_PORT, 1_000, path="/metrics/cadvisor", https=True,
-                keep="container_cpu_usage_seconds_total|container_memory_working_set_bytes|"
-                     "container_network_(receive|transmit)_bytes_total"),
+        NodeJob(
+            rules.JOB_NODE_EXPORTER,
+            NODE_EXPORTER_PORT,
+            2_500,
+            keep="node_cpu_seconds_total|node_memory_.*|node_filesystem_(avail|size)_bytes|node_nf_conntrack_.*|"
+            "node_network_(receive|transmit)_(bytes|errs|drop)_total|node_load(1|5|15)|"
+            "node_disk_(read|written)_bytes_total|node_disk_io_time_seconds_total|node_boot_time_seconds",
+        ),
+        NodeJob(
+            rules.JOB_KUBELET,
+            KUBELET_PORT,
+            500,
+            https=True,
+            keep="kubelet_certificate_manager_.*|kubelet_running_pods|kubelet_node_name|"
+            "kubelet_pleg_relist_duration_seconds_(bucket|count|sum)",
+        ),
+        NodeJob(
+            rules.JOB_CADVISOR,
+            KUBELET_PORT,
+            1_000,
+            path="/metrics/cadvisor",
+            https=True,
+            keep="container_cpu_usage_seconds_total|container_memory_working_set_bytes|"
+            "container_network_(receive|transmit)_bytes_total",
+        ),
         NodeJob(rules.JOB_DCGM, DCGM_EXPORTER_PORT, 500, gpu_only=True),
-        NodeJob(rules.JOB_NODE_LOCAL_DNS, node_local_dns_port, 500,
-                keep="coredns_dns_.*|coredns_proxy_.*|coredns_cache_.*|coredns_forward_.*"),
+        NodeJob(
+            rules.JOB_NODE_LOCAL_DNS,
+            node_local_dns_port,
+            500,
+            keep="coredns_dns_.*|coredns_proxy_.*|coredns_cache_.*|coredns_forward_.*",
+        ),
         NodeJob(rules.JOB_IPTABLES, iptables_port, 200, keep="iptables_rule_.*|iptables_exporter_.*"),
     )
 
@@ -74,28 +93,47 @@ def node_shard_count(max_nodes: int, per_node: int, series_per_shard: int) -> in
 
 # ----------------------------------------------------------------------------- scrape jobs
 
+
 def _label_name(label: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in label)
 
 
 def node_scrape_config(job: NodeJob, shard: int, shards: int) -> dict[str, Any]:
     relabel: list[dict[str, Any]] = [
-        {"source_labels": ["__meta_kubernetes_node_name"], "modulus": shards, "target_label": "__tmp_shard",
-         "action": "hashmod"},
+        {
+            "source_labels": ["__meta_kubernetes_node_name"],
+            "modulus": shards,
+            "target_label": "__tmp_shard",
+            "action": "hashmod",
+        },
         {"source_labels": ["__tmp_shard"], "regex": str(shard), "action": "keep"},
     ]
     if job.gpu_only:
-        relabel.append({"source_labels": [f"__meta_kubernetes_node_label_{_label_name(GPU_PRESENT_LABEL)}"],
-                        "regex": "true", "action": "keep"})
+        relabel.append(
+            {
+                "source_labels": [f"__meta_kubernetes_node_label_{_label_name(GPU_PRESENT_LABEL)}"],
+                "regex": "true",
+                "action": "keep",
+            }
+        )
     relabel += [
-        {"source_labels": ["__address__"], "regex": "(.+):[0-9]+", "replacement": f"${{1}}:{job.port}",
-         "target_label": "__address__"},
+        {
+            "source_labels": ["__address__"],
+            "regex": "(.+):[0-9]+",
+            "replacement": f"${{1}}:{job.port}",
+            "target_label": "__address__",
+        },
         {"source_labels": ["__meta_kubernetes_node_name"], "target_label": "node"},
         {"source_labels": [f"__meta_kubernetes_node_label_{_label_name(ROLE_LABEL)}"], "target_label": "role"},
         {"source_labels": [f"__meta_kubernetes_node_label_{_label_name(POOL_LABEL)}"], "target_label": "pool"},
     ]
-    config: dict[str, Any] = {"job_name": job.job, "metrics_path": job.path, "sample_limit": job.sample_limit,
-                              "kubernetes_sd_configs": [{"role": "node"}], "relabel_configs": relabel}
+    config: dict[str, Any] = {
+        "job_name": job.job,
+        "metrics_path": job.path,
+        "sample_limit": job.sample_limit,
+        "kubernetes_sd_configs": [{"role": "node"}],
+        "relabel_configs": relabel,
+    }
     if job.https:
         config["scheme"] = "https"
         config["authorization"] = {"credentials_file": f"{ACCOUNT_DIR}/token"}
@@ -110,8 +148,9 @@ def node_scrape_config(job: NodeJob, shard: int, shards: int) -> dict[str, Any]:
 def pod_scrape_config(job: str, namespace: str, selector: str, port_name: str) -> dict[str, Any]:
     return {
         "job_name": job,
-        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]},
-                                   "selectors": [{"role": "pod", "label": selector}]}],
+        "kubernetes_sd_configs": [
+            {"role": "pod", "namespaces": {"names": [namespace]}, "selectors": [{"role": "pod", "label": selector}]}
+        ],
         "relabel_configs": [
             {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": port_name, "action": "keep"},
             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
@@ -130,18 +169,28 @@ def static_scrape_config(job: str, targets: list[str], **labels: str) -> dict[st
 def etcd_backup_scrape_config(targets: list[str]) -> dict[str, Any]:
     """The series carry ``cluster`` (main or events): renamed ``etcd_cluster`` here, or the
     Kubernetes cluster's external label ``cluster`` would never be added to their alerts."""
-    return {"job_name": rules.JOB_ETCD_BACKUP, "static_configs": [{"targets": targets}],
-            "metric_relabel_configs": [
-                {"source_labels": ["cluster"], "target_label": "etcd_cluster"},
-                {"regex": "cluster", "action": "labeldrop"},
-            ]}
+    return {
+        "job_name": rules.JOB_ETCD_BACKUP,
+        "static_configs": [{"targets": targets}],
+        "metric_relabel_configs": [
+            {"source_labels": ["cluster"], "target_label": "etcd_cluster"},
+            {"regex": "cluster", "action": "labeldrop"},
+        ],
+    }
 
 
 def apiserver_scrape_config() -> dict[str, Any]:
-    return {"job_name": rules.JOB_APISERVER, "scheme": "https",
-            "kubernetes_sd_configs": [{"role": "endpointslice", "namespaces": {"names": ["default"]}}],
-            "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
-            "tls_config": {"ca_file": f"{ACCOUNT_DIR}/ca.crt"},
-            "relabel_configs": [{"source_labels": ["__meta_kubernetes_service_name",
-                                                   "__meta_kubernetes_endpointslice_port_name"],
-                                 "regex": "kubernetes;https", "action": "keep"}]}
+    return {
+        "job_name": rules.JOB_APISERVER,
+        "scheme": "https",
+        "kubernetes_sd_configs": [{"role": "endpointslice", "namespaces": {"names": ["default"]}}],
+        "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
+        "tls_config": {"ca_file": f"{ACCOUNT_DIR}/ca.crt"},
+        "relabel_configs": [
+            {
+                "source_labels": ["__meta_kubernetes_service_name", "__meta_kubernetes_endpointslice_port_name"],
+                "regex": "kubernetes;https",
+                "action": "keep",
+            }
+        ],
+    }
