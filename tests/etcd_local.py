@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from infra.etcd import pki
+from infra.etcd.backup import SNAPSHOT_PREFIX
 from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
 from infra.etcd.machine import (
     EFFECTIVE_CONFIG_PATH,
@@ -282,3 +283,13 @@ class LocalCluster:
     def stop_all(self) -> None:
         for member in self.members:
             member.stop()
+
+
+def snapshots(cluster) -> dict:
+    return {name: blob for name, blob in cluster.blobs.blobs.items() if name.startswith(SNAPSHOT_PREFIX)}
+
+
+def get(cluster, member, key) -> str | None:
+    """A serializable read: answered from that member's own copy of the data."""
+    result = cluster.etcdctl([member.client_url], "get", key, "--consistency=s", "--print-value-only")
+    return result.stdout.strip() or None

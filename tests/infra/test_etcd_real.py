@@ -16,8 +16,8 @@ import shutil
 
 import pytest
 
-from infra.etcd.backup import FORMED_MARKER, SNAPSHOT_PREFIX
-from tests.etcd_local import LocalCluster
+from infra.etcd.backup import FORMED_MARKER
+from tests.etcd_local import LocalCluster, get, snapshots
 from tests.etcd_specs import clusters
 from tests.fake_azure_blob import FakeBlobService
 from tests.helpers import require_tool
@@ -39,16 +39,6 @@ def cluster(tmp_path):
             local.stop_all()  # never leave an etcd behind
     finally:
         blobs.stop()
-
-
-def snapshots(cluster) -> dict:
-    return {name: blob for name, blob in cluster.blobs.blobs.items() if name.startswith(SNAPSHOT_PREFIX)}
-
-
-def get(cluster, member, key) -> str | None:
-    """A serializable read: answered from that member's own copy of the data."""
-    result = cluster.etcdctl([member.client_url], "get", key, "--consistency=s", "--print-value-only")
-    return result.stdout.strip() or None
 
 
 def leader_name(cluster) -> str:
