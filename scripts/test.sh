@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite in two stages: bash scripts/test.sh [pytest options...]
-#   1. the fast suite (unit, component, stack and real-tool tests), one worker per core;
-#   2. the cluster in a box (tests/e2e): the dev plan and prod's control-plane shape booted on the
+# Set up, then run the whole test suite in three stages: bash scripts/test.sh [pytest options...]
+#   1. the fast suite (unit, component and stack tests), one worker per core: under a minute;
+#   2. the slow tests (-m slow): real etcd clusters, promtool and amtool, rules loaded into network
+#      namespaces, mypy on sample programs, multi-deploy sequences;
+#   3. the cluster in a box (tests/e2e): the dev plan and prod's control-plane shape booted on the
 #      real upstream binaries, built once per machine by scripts/build-binaries.sh.
-# Options go to both stages. SKIP_E2E=1 runs the fast suite alone.
+# Options go to every stage. SKIP_E2E=1 runs stages 1 and 2 only. Each stage prints its time.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
@@ -13,11 +15,18 @@ if command -v go >/dev/null || [ "${CI:-}" = true ]; then
   SUPERCLUSTER_MONITORING_TOOLS=$(bash scripts/build-monitoring-tools.sh)
   export SUPERCLUSTER_MONITORING_TOOLS
 fi
+stage() {
+  local name=$1 started=$SECONDS
+  shift
+  "$@"
+  echo "test.sh: $name took $((SECONDS - started)) s" >&2
+}
 # One worker per core (pytest-xdist): the suite is CPU-bound, each test planning the stack under mocks.
-.venv/bin/python -m pytest -n auto "$@"
+stage "the fast suite" .venv/bin/python -m pytest -n auto "$@"
+stage "the slow tests" .venv/bin/python -m pytest -n auto -m slow "$@"
 if [ "${SKIP_E2E:-0}" != 1 ]; then
   # The Go tests of nodesim (the kubelet stand-in the harness joins nodes with) and fleet (the scale proof).
-  (cd tests/e2e/go/kubernetes && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go test ./...)
+  stage "the Go tests" bash -c 'cd tests/e2e/go/kubernetes && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go test ./...'
   # One cluster per test module, one process: the clusters' namespaces and ports must not meet.
-  .venv/bin/python -m pytest tests/e2e -m e2e -p no:xdist "$@"
+  stage "the cluster in a box" .venv/bin/python -m pytest tests/e2e -m e2e -p no:xdist "$@"
 fi

@@ -15,6 +15,9 @@ import pytest
 
 from plan.stackfile import PROJECT_DIR
 
+# The second stage of scripts/test.sh (tens of seconds): mypy run on sample programs.
+pytestmark = pytest.mark.slow
+
 GOOD = """
 from components import declare
 

@@ -26,6 +26,9 @@ from infra.node.pool import custom_data_size
 from plan.__main__ import EXIT_BAD_INPUT, EXIT_OK, main
 from tests.helpers import raw_stack
 
+# The second stage of scripts/test.sh (tens of seconds): generated configs, and the plan CLI run as a process.
+pytestmark = pytest.mark.slow
+
 STACKS = {"dev": raw_stack("dev"), "prod": raw_stack("prod")}
 SIZES = [
     "Standard_L8s_v3",

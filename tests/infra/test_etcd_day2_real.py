@@ -28,6 +28,9 @@ from tests.etcd_specs import clusters
 from tests.fake_azure_blob import FakeBlobService
 from tests.helpers import require_tool
 
+# The second stage of scripts/test.sh (tens of seconds): real etcd clusters grown, restored and wiped.
+pytestmark = pytest.mark.slow
+
 KEYS = {f"/registry/test/key-{i}": f"value-{i}" * 40 for i in range(6)}
 
 

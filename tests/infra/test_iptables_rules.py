@@ -26,6 +26,9 @@ from infra.nat_hosts import SYSCTL_PATH, add_nat_host, nat_ruleset
 from infra.traffic_accounting import accounting_ruleset, traffic_classes
 from tests.helpers import parsed, require_tool
 
+# The second stage of scripts/test.sh (tens of seconds): the rendered rules loaded into network namespaces.
+pytestmark = pytest.mark.slow
+
 DEV = plan_addresses(parsed("dev"))  # cluster 10.64.0.0/10, services 172.20.0.0/20
 PROD = plan_addresses(parsed("prod"))  # cluster 10.0.0.0/8, services 172.20.0.0/16
 SERVICE_IP, POD_IP, HOST_POD_SIDE = "172.20.0.10", "10.64.2.5", "10.64.2.1"

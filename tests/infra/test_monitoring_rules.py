@@ -17,6 +17,9 @@ from infra.labels import GPU_STARTUP_TAINT_KEY
 from tests.helpers import PROJECT_DIR, monitoring_tool
 from tests.infra.addon_fixtures import rule_files_of, spec_for
 
+# The second stage of scripts/test.sh (tens of seconds): promtool and amtool on every rule and route.
+pytestmark = pytest.mark.slow
+
 API = 'job="apiserver"'
 ETCD = 'job="etcd-main",instance="10.0.0.4:2381"'
 ETCD_LABELS = {"job": "etcd-main", "instance": "10.0.0.4:2381"}

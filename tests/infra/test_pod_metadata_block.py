@@ -14,10 +14,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from infra.node import cni
 from plan.artifacts import collect_files
 from tests.helpers import require_tool
 from tests.infra.test_iptables_rules import POD_IP, Netns, namespaces, topology  # noqa: F401 (fixtures)
+
+# The second stage of scripts/test.sh (tens of seconds): the rendered rules loaded into network namespaces.
+pytestmark = pytest.mark.slow
 
 HOST_IP = "10.64.1.4"
 # (address, TCP port) -> whether a pod may reach it: AKS's split (infra/node/cni.py).

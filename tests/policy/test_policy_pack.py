@@ -12,6 +12,9 @@ from plan.stackfile import PROJECT_DIR
 from policypack.rules import POLICIES
 from tests.policy.analyzer import PACK_DIR, analyze, pack
 
+# The second stage of scripts/test.sh (tens of seconds): the policy pack run on planned stacks.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def served():

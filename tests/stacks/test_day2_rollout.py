@@ -10,6 +10,9 @@ from plan.__main__ import EXIT_CHANGED, EXIT_OK, exit_code
 from plan.diff import SCALE_SET_TYPE, VM_TYPE, diff_plans
 from tests.conftest import as_plan, deploy_after, plan_stack
 
+# The second stage of scripts/test.sh (tens of seconds): several deploys planned in sequence.
+pytestmark = pytest.mark.slow
+
 # dev with prod's shape where it matters here: several apiservers and NAT hosts.
 SHAPE = ("controlPlane.apiservers=3", "network.natHosts.count=3")
 AUTOSCALER = "kubernetes:apps/v1:Deployment"

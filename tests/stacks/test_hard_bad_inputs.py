@@ -16,6 +16,9 @@ import pytest
 
 from plan.stackfile import PROJECT_DIR
 
+# The second stage of scripts/test.sh (tens of seconds): one plan CLI process per bad input.
+pytestmark = pytest.mark.slow
+
 DEV = (PROJECT_DIR / "Pulumi.dev.yaml").read_text()
 
 

@@ -36,6 +36,10 @@ from infra.node.pool import preload_images
 from plan.artifacts import VM_TYPES, custom_data_of
 from tests.helpers import parsed
 
+# The second stage of scripts/test.sh (tens of seconds): every rendered machine walked, and a boot in a
+# network namespace.
+pytestmark = pytest.mark.slow
+
 AZURE_HOST_ADDRESSES = {"169.254.169.254", "168.63.129.16"}
 # Audiences (Entra ID "resource" values) a machine asks IMDS for; identifiers, not servers it contacts.
 TOKEN_AUDIENCES = {"https://vault.azure.net", "https://containerregistry.azure.net", "https://storage.azure.com/"}

@@ -12,6 +12,9 @@ import pytest
 from plan.__main__ import main
 from plan.stackfile import PROJECT_DIR
 
+# The second stage of scripts/test.sh (tens of seconds): the plan CLI run as a process, plans written to disk.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="session")
 def written_plans(tmp_path_factory):

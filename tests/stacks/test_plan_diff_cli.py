@@ -10,6 +10,9 @@ import pytest
 from plan.__main__ import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_DANGER, EXIT_OK, main
 from plan.diff import diff_plans, load_plan
 
+# The second stage of scripts/test.sh (tens of seconds): the plan CLI run as a process against earlier plans.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def dev_plan_dir(tmp_path_factory):

@@ -20,6 +20,9 @@ from plan.runner import ProgramRun
 from plan.stackfile import PROJECT_DIR
 from tests.conftest import RETIRE_CPU, as_plan, deploy_after
 
+# The second stage of scripts/test.sh (tens of seconds): every config key's change planned as a second deploy.
+pytestmark = pytest.mark.slow
+
 # --------------------------------------------------------------------------- what must be protected
 
 # (type, name after "<cluster>-", why losing it loses data or breaks the cluster). Each row must match
