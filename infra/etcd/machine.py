@@ -42,7 +42,7 @@ BACKUP_UNIT = "etcd-backup.service"
 BACKUP_TIMER = "etcd-backup.timer"
 METRICS_UNIT = "etcd-backup-metrics.service"
 # The operator creates this file (on every member) to let an empty cluster start although the backup
-# container shows the cluster existed (docs/runbooks/etcd.md); the first backup afterwards removes it.
+# container shows the cluster existed (docs/runbooks/etcd-quorum-lost.md); the first backup afterwards removes it.
 NEW_CLUSTER_OVERRIDE_PATH = "/etc/etcd/start-empty-cluster"
 
 # The label of the file system on the member's local disks (infra/local_disk.py).

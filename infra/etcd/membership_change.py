@@ -26,7 +26,7 @@ from infra.etcd.spec import EVENTS, MAIN
 CLIENT_URL_OUTPUTS = {MAIN: "etcdClientUrls", EVENTS: "eventsEtcdClientUrls"}
 # The config key of each cluster's member count.
 MEMBERS_KEYS = {MAIN: "etcd.members", EVENTS: "eventsEtcd.members"}
-RUNBOOK = 'docs/runbooks/etcd.md, "Growing or shrinking a cluster"'
+RUNBOOK = 'docs/runbooks/etcd-rolling-change.md, "Growing or shrinking a cluster"'
 
 
 def previous_members(outputs: Mapping[str, Any]) -> dict[str, int]:

@@ -63,7 +63,7 @@ def test_members_move_by_one_per_deploy_and_stay_odd(before, after, refused):
     with pytest.raises(ConfigError) as caught:
         check_member_changes(previous, config)
     assert caught.value.key == "etcd.members" and caught.value.value == after
-    assert refused in str(caught.value) and "docs/runbooks/etcd.md" in str(caught.value)
+    assert refused in str(caught.value) and "docs/runbooks/etcd-rolling-change.md" in str(caught.value)
 
 
 def test_the_events_cluster_is_checked_too():
