@@ -127,7 +127,9 @@ nat_hosts = NatHosts(
     subnet_id=network.subnet_ids["nat"],
     identity_id=identities.ids["nat"],
     cloud_init=spec.nat_host_cloud_init,
-    image_id=machine_images.version_id("cpu", spec.node_machine_image_version),
+    # The image of the release the nodes run (infra/day2.py node_machine_image_version).
+    image_id_of=lambda version: machine_images.version_id("cpu", version),
+    image_version=spec.node_machine_image_version,
     kubernetes_version=spec.node_kubernetes_version,
     last_deploy=spec.last_deploy,
 )
@@ -200,7 +202,7 @@ control_plane = ControlPlane(
     identities=identities,
     secrets=secrets,
     apiservers=machines.apiservers,
-    image_id=machine_images.version_ids["cpu"],
+    image_id_of=lambda version: machine_images.version_id("cpu", version),
 )
 # In the cluster, through the control plane's kubernetes provider.
 ClusterBootstrap(

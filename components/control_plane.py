@@ -23,7 +23,7 @@ Outputs: ``endpoint`` (the load balancer), ``ca_cert_pem``, ``admin_kubeconfig``
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pulumi
@@ -77,15 +77,15 @@ class ControlPlane(pulumi.ComponentResource):
         identities: RoleIdentities,
         secrets: SecretStore,
         apiservers: Sequence[machine.ApiserverMachine],
-        image_id: pulumi.Input[str],
+        image_id_of: Callable[[str], pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """``apiservers``: each apiserver's address and cloud-init, rendered up front by
-        ``infra.machines.render_machines``; ``image_id``: the exact machine image version they boot."""
+        ``infra.machines.render_machines``; ``image_id_of``: the id of a machine image version (cpu kind)."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
         self._name, self._config, self._last_deploy = name, spec.config, spec.last_deploy
         self._resource_group_name = resource_group_name
-        self._image_id = image_id
+        self._image_id_of = image_id_of
         addresses = spec.addresses
         machines = apiservers
         certificate_specs = pki.certificates(addresses, spec.config.control_plane.apiservers)
@@ -277,11 +277,16 @@ class ControlPlane(pulumi.ComponentResource):
                 *[secret.output("properties").apply(lambda p: p["secretUriWithVersion"]) for secret in fetched]
             ).apply(_digest)
         )
-        # Rolled one apiserver per deploy (infra/day2.py): a new cloud-init (a Kubernetes release, a flag) or size
-        # reaches the first VM that lacks it; the others keep running what they run.
+        # Rolled one apiserver per deploy (infra/day2.py): a new cloud-init (a Kubernetes release, a flag), size or
+        # machine image reaches the first VM that lacks it; the others keep running what they run.
         self.staged = stage(
             previous_machines(self._last_deploy, APISERVER_ROLE),
-            [MachineState(m.fingerprint, config.control_plane.vm_size, config.kubernetes_version) for m in machines],
+            [
+                MachineState(
+                    m.fingerprint, config.control_plane.vm_size, config.kubernetes_version, config.machine_image_version
+                )
+                for m in machines
+            ],
         )
         self.records = [staged.state.record(m.vm_name) for m, staged in zip(machines, self.staged, strict=True)]
         self.vms, self.ready = [], []
@@ -299,13 +304,13 @@ class ControlPlane(pulumi.ComponentResource):
                     custom_data=m.custom_data,
                     custom_data_fingerprint=staged.state.cloud_init,
                     admin_ssh_public_key=config.admin_ssh_public_key,
-                    image_id=self._image_id,
+                    image_id=self._image_id_of(staged.state.image_version),
                     zone=m.zone,
                     os_disk_gb=OS_DISK_GB,
                     backend_pool_ids=[backend_pool_id],
                     tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
                     ignore_custom_data_changes=not staged.moves,
-                    replace_on_custom_data_change=staged.moves,
+                    replace_on_definition_change=staged.moves,
                     replaceable=True,
                 ),
                 # The first boot must find its secrets (no VM waits for another VM).

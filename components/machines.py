@@ -19,7 +19,7 @@ from infra.vm_sizes import VM_SIZES
 ADMIN_USERNAME = "azureuser"
 SSH_KEYS_PATH = "osProfile.linuxConfiguration.ssh.publicKeys"
 # Azure refuses to change a VM's image in place; a new machine image version is rolled by replacing
-# one machine per deploy (docs/node-image.md), never by every VM of a role at once.
+# one machine per deploy (infra/day2.py ``stage``; etcd by its runbook), never by every VM of a role at once.
 IMAGE_PATH = "storageProfile.imageReference"
 
 
@@ -54,9 +54,10 @@ class VmArgs:
     # of a role at once. For etcd that loses quorum, so a size change is declared a replacement: protection
     # stops it, the plan diff flags it, and the runbook resizes one member at a time.
     resize_replaces: bool = False
-    # The one machine of its role this deploy rolls (infra/day2.py ``stage``): its new cloud-init replaces it
-    # (Azure refuses a customData change on an existing VM: 409 PropertyChangeNotAllowed).
-    replace_on_custom_data_change: bool = False
+    # The one machine of its role this deploy rolls (infra/day2.py ``stage``): its new cloud-init or machine image
+    # replaces it (Azure refuses a customData change on an existing VM: 409 PropertyChangeNotAllowed; and an image
+    # change in place). Every other VM ignores its image.
+    replace_on_definition_change: bool = False
 
 
 def linux_ssh_only(admin_ssh_public_key: str) -> dict:
@@ -146,9 +147,10 @@ class DedicatedVm(pulumi.ComponentResource):
                 # reaches VMs created afterwards; existing ones get it with `az vm user update`
                 # (docs/runbooks/rotate-ssh-key.md).
                 ignore_changes=([CUSTOM_DATA_PATH] if args.ignore_custom_data_changes else [])
-                + [SSH_KEYS_PATH, IMAGE_PATH],
+                + [SSH_KEYS_PATH]
+                + ([] if args.replace_on_definition_change else [IMAGE_PATH]),
                 replace_on_changes=(["hardwareProfile.vmSize"] if args.resize_replaces else [])
-                + ([CUSTOM_DATA_PATH] if args.replace_on_custom_data_change else [])
+                + ([CUSTOM_DATA_PATH, IMAGE_PATH] if args.replace_on_definition_change else [])
                 or None,
                 delete_before_replace=args.replaceable,
             ),

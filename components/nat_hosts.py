@@ -14,6 +14,8 @@ host is replaced, deleted first, while the others carry the flows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pulumi
 
 from components import declare
@@ -49,7 +51,8 @@ class NatHosts(pulumi.ComponentResource):
         subnet_id: pulumi.Input[str],
         identity_id: pulumi.Input[str],
         cloud_init: str,
-        image_id: pulumi.Input[str],
+        image_id_of: Callable[[str], pulumi.Input[str]],
+        image_version: str,
         kubernetes_version: str | None = None,
         last_deploy: LastDeploy | None = None,
         opts: pulumi.ResourceOptions | None = None,
@@ -120,7 +123,9 @@ class NatHosts(pulumi.ComponentResource):
         # One cloud-init for every host (rendered once, by infra.cluster): nothing in it is host-specific.
         encoded, digest = custom_data(cloud_init, f"{name} cloud-init"), fingerprint(cloud_init)
         # Rolled one host per deploy (infra/day2.py): the others keep serving flows behind the load balancer.
-        want = MachineState(digest, config.network.nat_hosts.vm_size, kubernetes_version or config.kubernetes_version)
+        want = MachineState(
+            digest, config.network.nat_hosts.vm_size, kubernetes_version or config.kubernetes_version, image_version
+        )
         self.staged = stage(previous_machines(last_deploy or LastDeploy(), NAT_HOST_ROLE), [want] * len(self.host_ips))
         self.records = [
             staged.state.record(naming.nat_host(cluster, index)) for index, staged in enumerate(self.staged)
@@ -139,14 +144,14 @@ class NatHosts(pulumi.ComponentResource):
                     custom_data=encoded,
                     custom_data_fingerprint=self.staged[index].state.cloud_init,
                     admin_ssh_public_key=config.admin_ssh_public_key,
-                    image_id=image_id,
+                    image_id=image_id_of(self.staged[index].state.image_version),
                     enable_ip_forwarding=True,
                     backend_pool_ids=[pool_id],
                     tags={MACHINE_ROLE_TAG: NAT_HOST_ROLE},
                     # Fixed name and static IP: the old VM goes first, its NIC (and pool membership) stays.
                     replaceable=True,
                     ignore_custom_data_changes=not self.staged[index].moves,
-                    replace_on_custom_data_change=self.staged[index].moves,
+                    replace_on_definition_change=self.staged[index].moves,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

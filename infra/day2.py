@@ -42,11 +42,13 @@ MACHINE_IMAGES_OUTPUT = "machineImages"
 
 @dataclass(frozen=True)
 class MachineState:
-    """What one rolled machine runs: its cloud-init (fingerprint), its size, its Kubernetes release."""
+    """What one rolled machine runs: its cloud-init (fingerprint), its size, its Kubernetes release and the
+    machine image version it booted (Azure cannot change a VM's image in place: a new one is a replacement)."""
 
     cloud_init: str
     vm_size: str
     kubernetes_version: str
+    image_version: str
 
     def record(self, name: str) -> dict[str, str]:
         return {
@@ -54,15 +56,16 @@ class MachineState:
             "cloudInit": self.cloud_init,
             "vmSize": self.vm_size,
             "kubernetesVersion": self.kubernetes_version,
+            "imageVersion": self.image_version,
         }
 
     @staticmethod
     def parse(record: Any) -> MachineState | None:
         if not isinstance(record, Mapping):
             return None
-        cloud_init, vm_size, version = (record.get(k) for k in ("cloudInit", "vmSize", "kubernetesVersion"))
-        if isinstance(cloud_init, str) and isinstance(vm_size, str) and isinstance(version, str):
-            return MachineState(cloud_init, vm_size, version)
+        fields = [record.get(k) for k in ("cloudInit", "vmSize", "kubernetesVersion", "imageVersion")]
+        if all(isinstance(value, str) for value in fields):
+            return MachineState(*fields)
         return None
 
 

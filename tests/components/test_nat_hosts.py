@@ -34,7 +34,8 @@ def declare(stack: str = "prod"):
             subnet_id="/subnets/nat",
             identity_id="/identities/nat",
             cloud_init=render(nat_host_cloud_config(config, plan, "c-kv-abcdef")),
-            image_id="/galleries/c.images/images/c-cpu/versions/1.0.0",
+            image_id_of=lambda version: f"/galleries/c.images/images/c-cpu/versions/{version}",
+            image_version="1.0.0",
         )
 
     return config, plan, run_declarations(program)

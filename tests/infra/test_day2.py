@@ -58,7 +58,7 @@ def test_the_last_deploy_is_read_from_the_contract_and_the_rollout_record(dev_pl
     assert last.node_kubernetes_version == "1.33.4"
 
 
-A, B = MachineState("a", "S1", "1.33.4"), MachineState("b", "S1", "1.34.1")
+A, B = MachineState("a", "S1", "1.33.4", "1.0.0"), MachineState("b", "S1", "1.34.1", "1.0.0")
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from components.machines import IMAGE_PATH
+from infra.day2 import APISERVER_ROLE, NAT_HOST_ROLE, ROLLOUT_OUTPUT
 from infra.errors import ConfigError
 from plan.__main__ import EXIT_CHANGED, EXIT_OK, exit_code
 from plan.diff import SCALE_SET_TYPE, VM_TYPE, diff_plans
@@ -62,12 +64,13 @@ def test_a_minor_upgrade_rolls_apiservers_first_then_nodes_then_nat_hosts_one_pe
         [],
     ]
     assert [exit_code(diff) for diff, _ in steps] == [EXIT_CHANGED] * 7
-    # The last step only puts NAT host 2 back to ignoring its cloud-init (resource options, nothing sent).
+    # The last step only puts NAT host 2 back to ignoring its cloud-init and image (resource options, nothing sent).
     assert {c for change in steps[-1][0].resources for c in change.changed} <= {
         "options.ignoreChanges[0]",
         "options.ignoreChanges[1]",
         "options.ignoreChanges[2]",
         "options.replaceOnChanges[0]",
+        "options.replaceOnChanges[1]",
     }
     assert exit_code(_step(run, "kubernetesVersion=1.34.1", NEW_IMAGE)[1]) == EXIT_OK
     for index, (diff, run) in enumerate(steps):
@@ -83,6 +86,25 @@ def test_a_minor_upgrade_rolls_apiservers_first_then_nodes_then_nat_hosts_one_pe
         }
         assert images == {"1.1.0" if nodes_move or index > 3 else "1.0.0"}, (index, images)
     assert ":v1.33." in _autoscaler_image(steady)
+
+
+def test_a_new_machine_image_replaces_one_apiserver_and_one_nat_host_per_deploy(steady):
+    """Before: VMs ignored their image for good, so a new machine image never reached the control plane or the
+    NAT hosts unless someone replaced them by hand."""
+    run, downs = steady, []
+    for _ in range(4):
+        run, diff = _step(run, NEW_IMAGE)
+        downs.append(sorted(_down(diff)))
+        assert exit_code(diff) == EXIT_CHANGED and not diff.dangers
+    assert downs == [[("replace", f"control-plane-vm-{i}-vm"), ("replace", f"nat-hosts-{i}-vm")] for i in range(3)] + [
+        []
+    ]
+    # The record the next deploy stages from: every apiserver and NAT host now runs the new image.
+    rolled = run.outputs[ROLLOUT_OUTPUT]["machines"]
+    assert {m["imageVersion"] for role in (APISERVER_ROLE, NAT_HOST_ROLE) for m in rolled[role]} == {"1.1.0"}
+    # etcd members keep the image they booted (ignored): their runbook replaces them one at a time.
+    etcd = [r for r in run.of_type(VM_TYPE) if "etcd" in r.name]
+    assert etcd and all(IMAGE_PATH in r.options["ignoreChanges"] for r in etcd)
 
 
 def test_a_patch_release_replaces_one_nat_host_per_deploy_never_all(steady):
