@@ -64,9 +64,8 @@ class MachineState:
         if not isinstance(record, Mapping):
             return None
         fields = [record.get(k) for k in ("cloudInit", "vmSize", "kubernetesVersion", "imageVersion")]
-        if all(isinstance(value, str) for value in fields):
-            return MachineState(*fields)
-        return None
+        texts = [value for value in fields if isinstance(value, str)]
+        return MachineState(*texts) if len(texts) == len(fields) else None
 
 
 @dataclass(frozen=True)
