@@ -109,7 +109,8 @@ def render_scheduler_config() -> str:
     return yaml_text.dump(scheduler_config(), sort_keys=False)
 
 
-def scheduler_flags() -> dict[str, str]:
+def scheduler_flags(bind_address: str) -> dict[str, str]:
+    """``bind_address``: the apiserver VM's own private address (see ``--bind-address`` below)."""
     return {
         # Delegated authentication and authorization (TokenReview, SubjectAccessReview) through the
         # scheduler's own kubeconfig. Without them every request to /metrics is refused with 403, an
@@ -117,7 +118,13 @@ def scheduler_flags() -> dict[str, str]:
         # ClusterRole grants get on the /metrics non-resource URL).
         "authentication-kubeconfig": paths.SCHEDULER_KUBECONFIG,
         "authorization-kubeconfig": paths.SCHEDULER_KUBECONFIG,
-        # Serving (healthz, metrics) on loopback only (CIS 1.4.2); the config file holds the rest.
-        "bind-address": "127.0.0.1",
+        # The secure port (healthz, metrics) on the VM's own private address, so the control-plane
+        # Prometheus shard can scrape it: a deviation from CIS 1.4.2 (loopback), documented in
+        # docs/cis-benchmark.md. --bind-address takes one IP; an unspecified one (0.0.0.0) would
+        # listen on every interface (kube-scheduler command-line reference), which this avoids. The
+        # apiserver subnet's NSG admits SECURE_PORT only from the monitoring pools' subnets
+        # (infra/network_security.py), and every request is authenticated and authorized by the
+        # apiserver (the two kubeconfigs above). The config file holds the rest.
+        "bind-address": bind_address,
         "config": paths.SCHEDULER_CONFIG,
     }
