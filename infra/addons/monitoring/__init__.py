@@ -30,6 +30,7 @@ from infra.addons.monitoring.alertmanager import Receiver
 from infra.addons.settings import check_go_duration, duration, section
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
+from infra.control_plane import controller_manager, scheduler
 from infra.errors import ConfigError
 from infra.etcd import backup_metrics
 from infra.etcd.spec import METRICS_PORT as ETCD_METRICS_PORT
@@ -175,11 +176,20 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
         "main": addresses.etcd_ips("etcd", config.etcd.members),
         "events": addresses.etcd_ips("events-etcd", config.events_etcd.members),
     }
+    apiserver_ips = addresses.apiserver_ips(config.control_plane.apiservers)
     documents = {}
     for index, name in enumerate(names):
         if name == CONTROL_PLANE_SHARD:
             jobs = [
                 shards.apiserver_scrape_config(),
+                # Both bind their secure port to the VM's own address (their --bind-address).
+                *(
+                    shards.component_scrape_config(job, [f"{ip}:{port}" for ip in apiserver_ips])
+                    for job, port in (
+                        (rules.JOB_SCHEDULER, scheduler.SECURE_PORT),
+                        (rules.JOB_CONTROLLER_MANAGER, controller_manager.SECURE_PORT),
+                    )
+                ),
                 *(
                     shards.static_scrape_config(rules.JOB_ETCD[cluster], [f"{ip}:{ETCD_METRICS_PORT}" for ip in ips])
                     for cluster, ips in etcd_ips.items()
