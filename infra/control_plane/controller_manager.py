@@ -19,7 +19,7 @@ TERMINATED_POD_GC_THRESHOLD = 12500
 # Client certificates the CSR signer issues to kubelets; the kubelet rotates them before expiry.
 CLUSTER_SIGNING_DURATION = "8760h"
 # HTTPS port of /healthz and /metrics: kube-controller-manager's --secure-port default (kube-controller-manager
-# command-line reference), left at its default.
+# command-line reference; KubeControllerManagerPort in kubernetes pkg/cluster/ports/ports.go), left at its default.
 SECURE_PORT = 10257
 
 
@@ -38,8 +38,9 @@ def controller_manager_flags(
         # The secure port on the VM's own private address, for the control-plane Prometheus shard: a
         # deviation from CIS 1.3.7 (loopback), documented in docs/cis-benchmark.md. --bind-address
         # takes one IP; an unspecified one (0.0.0.0) would listen on every interface
-        # (kube-controller-manager command-line reference). The apiserver subnet's NSG admits
-        # SECURE_PORT only from the monitoring pools' subnets (infra/network_security.py).
+        # (kube-controller-manager command-line reference; k8s.io/apiserver
+        # pkg/server/options/serving.go). The apiserver subnet's NSG admits SECURE_PORT only from the
+        # monitoring pools' subnets (infra/network_security.py).
         "bind-address": bind_address,
         "cluster-name": config.cluster_name,
         # csrsigning signs, csrapproving approves kubelet client CSRs whose requester RBAC allows

@@ -44,7 +44,8 @@ PERMIT_WAITING_TIME_SECONDS = 60
 # After a gang fails to fit, skip it for this long so smaller work is not starved behind it.
 POD_GROUP_BACKOFF_SECONDS = 30
 # HTTPS port of /healthz and /metrics: kube-scheduler's --secure-port default (kube-scheduler
-# command-line reference), left at its default.
+# command-line reference; DefaultKubeSchedulerPort in kubernetes pkg/scheduler/apis/config/types.go),
+# left at its default.
 SECURE_PORT = 10259
 
 
@@ -121,7 +122,8 @@ def scheduler_flags(bind_address: str) -> dict[str, str]:
         # The secure port (healthz, metrics) on the VM's own private address, so the control-plane
         # Prometheus shard can scrape it: a deviation from CIS 1.4.2 (loopback), documented in
         # docs/cis-benchmark.md. --bind-address takes one IP; an unspecified one (0.0.0.0) would
-        # listen on every interface (kube-scheduler command-line reference), which this avoids. The
+        # listen on every interface (kube-scheduler command-line reference; k8s.io/apiserver
+        # pkg/server/options/serving.go), which this avoids. The
         # apiserver subnet's NSG admits SECURE_PORT only from the monitoring pools' subnets
         # (infra/network_security.py), and every request is authenticated and authorized by the
         # apiserver (the two kubeconfigs above). The config file holds the rest.

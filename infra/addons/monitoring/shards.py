@@ -191,9 +191,10 @@ def component_scrape_config(job: str, targets: list[str]) -> dict[str, Any]:
         "static_configs": [{"targets": targets}],
         "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
         # Neither is given a certificate (infra/control_plane/pki.py issues none for serving): with no
-        # --tls-cert-file each generates a self-signed one at start, under a CA of its own made at the
-        # same time (k8s.io/apiserver SecureServingOptions.MaybeDefaultWithSelfSignedCerts), so there
-        # is no stable CA to check against. The token only goes to the plan's apiserver addresses.
+        # --tls-cert-file and an empty certificate directory (their options.go) each generates one in
+        # memory at every start, signed by a CA of its own made at the same time (k8s.io/apiserver
+        # pkg/server/options/serving.go MaybeDefaultWithSelfSignedCerts), so there is no stable CA to
+        # check against. The token only goes to the plan's apiserver addresses.
         "tls_config": {"insecure_skip_verify": True},
     }
 
