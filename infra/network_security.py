@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from infra import component_ports
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
-from infra.control_plane import controller_manager, scheduler
 from infra.etcd.spec import METRICS_PORT
 from infra.labels import MONITORING_ROLE
 
@@ -38,7 +38,7 @@ ETCD_METRICS_PORT = str(METRICS_PORT)  # plain HTTP, no client certificate: scra
 SSH_PORT = "22"
 # The HTTPS /metrics ports of kube-controller-manager and kube-scheduler on each apiserver VM (bound to
 # the VM's address, CIS 1.3.7/1.4.2 deviation in docs/cis-benchmark.md): scraped by Prometheus only.
-CONTROL_PLANE_METRICS_PORTS = (str(controller_manager.SECURE_PORT), str(scheduler.SECURE_PORT))
+CONTROL_PLANE_METRICS_PORTS = (str(component_ports.CONTROLLER_MANAGER), str(component_ports.SCHEDULER))
 
 # Custom rule priorities run from 100 to 4096 (same page, "Security rules"). Allows come first,
 # then the deny for each sensitive port, then the catch-all deny from the internet.

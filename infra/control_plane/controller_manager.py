@@ -3,6 +3,7 @@ signer and approver that let kubelets join by TLS bootstrapping."""
 
 from __future__ import annotations
 
+from infra import component_ports
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
 from infra.control_plane import paths, pki
@@ -18,9 +19,8 @@ ENDPOINT_BATCH_PERIOD = "500ms"
 TERMINATED_POD_GC_THRESHOLD = 12500
 # Client certificates the CSR signer issues to kubelets; the kubelet rotates them before expiry.
 CLUSTER_SIGNING_DURATION = "8760h"
-# HTTPS port of /healthz and /metrics: kube-controller-manager's --secure-port default (kube-controller-manager
-# command-line reference; KubeControllerManagerPort in kubernetes pkg/cluster/ports/ports.go), left at its default.
-SECURE_PORT = 10257
+# HTTPS port of /healthz and /metrics (its --secure-port default; the fact is in infra/component_ports.py).
+SECURE_PORT = component_ports.CONTROLLER_MANAGER
 
 
 def controller_manager_flags(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import yaml_text
+from infra import component_ports, yaml_text
 from infra.control_plane import paths
 from infra.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR, SCHEDULER_PLUGINS_IMAGE
 
@@ -43,10 +43,8 @@ BINPACK_RESOURCES = (("nvidia.com/gpu", 5), ("cpu", 1), ("memory", 1))
 PERMIT_WAITING_TIME_SECONDS = 60
 # After a gang fails to fit, skip it for this long so smaller work is not starved behind it.
 POD_GROUP_BACKOFF_SECONDS = 30
-# HTTPS port of /healthz and /metrics: kube-scheduler's --secure-port default (kube-scheduler
-# command-line reference; DefaultKubeSchedulerPort in kubernetes pkg/scheduler/apis/config/types.go),
-# left at its default.
-SECURE_PORT = 10259
+# HTTPS port of /healthz and /metrics (its --secure-port default; the fact is in infra/component_ports.py).
+SECURE_PORT = component_ports.SCHEDULER
 
 
 def scheduler_image(kubernetes_version: str) -> tuple[str, str, str]:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra import component_ports
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
 from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.monitoring import alertmanager, exporters, grafana, rules, shards
@@ -30,7 +31,6 @@ from infra.addons.monitoring.alertmanager import Receiver
 from infra.addons.settings import check_go_duration, duration, section
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
-from infra.control_plane import controller_manager, scheduler
 from infra.errors import ConfigError
 from infra.etcd import backup_metrics
 from infra.etcd.spec import METRICS_PORT as ETCD_METRICS_PORT
@@ -186,8 +186,8 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
                 *(
                     shards.component_scrape_config(job, [f"{ip}:{port}" for ip in apiserver_ips])
                     for job, port in (
-                        (rules.JOB_SCHEDULER, scheduler.SECURE_PORT),
-                        (rules.JOB_CONTROLLER_MANAGER, controller_manager.SECURE_PORT),
+                        (rules.JOB_SCHEDULER, component_ports.SCHEDULER),
+                        (rules.JOB_CONTROLLER_MANAGER, component_ports.CONTROLLER_MANAGER),
                     )
                 ),
                 *(
