@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from infra import component_ports
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
 from infra.etcd.spec import METRICS_PORT
@@ -35,6 +36,9 @@ ETCD_CLIENT_PORT = "2379"
 ETCD_PORTS = "2379-2380"  # client and peer
 ETCD_METRICS_PORT = str(METRICS_PORT)  # plain HTTP, no client certificate: scraped by Prometheus only
 SSH_PORT = "22"
+# The HTTPS /metrics ports of kube-controller-manager and kube-scheduler on each apiserver VM (bound to
+# the VM's address, CIS 1.3.7/1.4.2 deviation in docs/cis-benchmark.md): scraped by Prometheus only.
+CONTROL_PLANE_METRICS_PORTS = (str(component_ports.CONTROLLER_MANAGER), str(component_ports.SCHEDULER))
 
 # Custom rule priorities run from 100 to 4096 (same page, "Security rules"). Allows come first,
 # then the deny for each sensitive port, then the catch-all deny from the internet.
@@ -70,7 +74,8 @@ def monitoring_pools(config: ClusterConfig) -> tuple[str, ...]:
 
 def security_groups(plan: AddressPlan, *, monitoring_pools: Sequence[str]) -> tuple[SecurityGroup, ...]:
     """One NSG per system subnet and one shared by every node-pool shard subnet. ``monitoring_pools``
-    are the pools whose subnets (Prometheus's pod addresses) reach etcd's metrics port."""
+    are the pools whose subnets (Prometheus's pod addresses) reach etcd's metrics port and the
+    controller-manager's and scheduler's."""
     cluster = tuple(str(r) for r in plan.cluster_ranges)
     apiservers = str(plan.subnet("apiserver").cidr)
     monitoring = tuple(str(s.cidr) for v in plan.vnets if v.pool in monitoring_pools for s in v.subnets)
@@ -118,6 +123,7 @@ def security_groups(plan: AddressPlan, *, monitoring_pools: Sequence[str]) -> tu
                     (APISERVER_PORT,),
                     description="nothing else reaches 6443",
                 ),
+                *_control_plane_metrics_rules(monitoring),
                 *_common_rules(),
             ),
         ),
@@ -160,6 +166,37 @@ def security_groups(plan: AddressPlan, *, monitoring_pools: Sequence[str]) -> tu
         ),
     ]
     return tuple(groups)
+
+
+def _control_plane_metrics_rules(monitoring: tuple[str, ...]) -> tuple[SecurityRule, ...]:
+    # Without a monitoring pool nobody scrapes them, and the deny closes both ports to all.
+    allow = (
+        (
+            SecurityRule(
+                "allow-control-plane-metrics-from-monitoring",
+                _ALLOW + 30,
+                "Allow",
+                "Tcp",
+                monitoring,
+                CONTROL_PLANE_METRICS_PORTS,
+                description="Prometheus, on the monitoring pools' subnets",
+            ),
+        )
+        if monitoring
+        else ()
+    )
+    return (
+        *allow,
+        SecurityRule(
+            "deny-control-plane-metrics",
+            _DENY + 10,
+            "Deny",
+            "Tcp",
+            (ANY,),
+            CONTROL_PLANE_METRICS_PORTS,
+            description="nothing else reaches the controller-manager's and scheduler's secure ports",
+        ),
+    )
 
 
 def _etcd_rules(

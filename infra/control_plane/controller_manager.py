@@ -3,6 +3,7 @@ signer and approver that let kubelets join by TLS bootstrapping."""
 
 from __future__ import annotations
 
+from infra import component_ports
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
 from infra.control_plane import paths, pki
@@ -18,16 +19,29 @@ ENDPOINT_BATCH_PERIOD = "500ms"
 TERMINATED_POD_GC_THRESHOLD = 12500
 # Client certificates the CSR signer issues to kubelets; the kubelet rotates them before expiry.
 CLUSTER_SIGNING_DURATION = "8760h"
+# HTTPS port of /healthz and /metrics (its --secure-port default; the fact is in infra/component_ports.py).
+SECURE_PORT = component_ports.CONTROLLER_MANAGER
 
 
-def controller_manager_flags(config: ClusterConfig, addresses: AddressPlan) -> dict[str, str | int | bool]:
+def controller_manager_flags(
+    config: ClusterConfig, addresses: AddressPlan, bind_address: str
+) -> dict[str, str | int | bool]:
+    """``bind_address``: the apiserver VM's own private address (see ``--bind-address`` below)."""
     kubeconfig = paths.CONTROLLER_MANAGER_KUBECONFIG
     return {
         # Pods take VNet addresses from the NIC's secondary IP configurations, not node podCIDRs.
         "allocate-node-cidrs": False,
+        # Delegated authentication and authorization (TokenReview, SubjectAccessReview): RBAC decides
+        # who reads /metrics (Prometheus's ClusterRole grants get on that non-resource URL).
         "authentication-kubeconfig": kubeconfig,
         "authorization-kubeconfig": kubeconfig,
-        "bind-address": "127.0.0.1",
+        # The secure port on the VM's own private address, for the control-plane Prometheus shard: a
+        # deviation from CIS 1.3.7 (loopback), documented in docs/cis-benchmark.md. --bind-address
+        # takes one IP; an unspecified one (0.0.0.0) would listen on every interface
+        # (kube-controller-manager command-line reference; k8s.io/apiserver
+        # pkg/server/options/serving.go). The apiserver subnet's NSG admits SECURE_PORT only from the
+        # monitoring pools' subnets (infra/network_security.py).
+        "bind-address": bind_address,
         "cluster-name": config.cluster_name,
         # csrsigning signs, csrapproving approves kubelet client CSRs whose requester RBAC allows
         # (infra/control_plane/cluster_objects.py); tokencleaner removes expired bootstrap tokens.

@@ -153,7 +153,7 @@ def apiserver_cloud_config(
         _component_unit(
             "Kubernetes controller manager",
             "kube-controller-manager",
-            controller_manager_flags(config, addresses),
+            controller_manager_flags(config, addresses, ip),
             after=[paths.APISERVER_UNIT],
         ),
         permissions=UNIT_FILE_MODE,
@@ -163,7 +163,7 @@ def apiserver_cloud_config(
         _component_unit(
             "Kubernetes scheduler (scheduler-plugins build: bin-packing and gang profiles)",
             "kube-scheduler",
-            scheduler_flags(),
+            scheduler_flags(ip),
             after=[paths.APISERVER_UNIT],
         ),
         permissions=UNIT_FILE_MODE,

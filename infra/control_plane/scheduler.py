@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import yaml_text
+from infra import component_ports, yaml_text
 from infra.control_plane import paths
 from infra.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR, SCHEDULER_PLUGINS_IMAGE
 
@@ -43,9 +43,8 @@ BINPACK_RESOURCES = (("nvidia.com/gpu", 5), ("cpu", 1), ("memory", 1))
 PERMIT_WAITING_TIME_SECONDS = 60
 # After a gang fails to fit, skip it for this long so smaller work is not starved behind it.
 POD_GROUP_BACKOFF_SECONDS = 30
-# HTTPS port of /healthz and /metrics: kube-scheduler's --secure-port default (kube-scheduler
-# command-line reference), left at its default.
-SECURE_PORT = 10259
+# HTTPS port of /healthz and /metrics (its --secure-port default; the fact is in infra/component_ports.py).
+SECURE_PORT = component_ports.SCHEDULER
 
 
 def scheduler_image(kubernetes_version: str) -> tuple[str, str, str]:
@@ -109,7 +108,8 @@ def render_scheduler_config() -> str:
     return yaml_text.dump(scheduler_config(), sort_keys=False)
 
 
-def scheduler_flags() -> dict[str, str]:
+def scheduler_flags(bind_address: str) -> dict[str, str]:
+    """``bind_address``: the apiserver VM's own private address (see ``--bind-address`` below)."""
     return {
         # Delegated authentication and authorization (TokenReview, SubjectAccessReview) through the
         # scheduler's own kubeconfig. Without them every request to /metrics is refused with 403, an
@@ -117,7 +117,14 @@ def scheduler_flags() -> dict[str, str]:
         # ClusterRole grants get on the /metrics non-resource URL).
         "authentication-kubeconfig": paths.SCHEDULER_KUBECONFIG,
         "authorization-kubeconfig": paths.SCHEDULER_KUBECONFIG,
-        # Serving (healthz, metrics) on loopback only (CIS 1.4.2); the config file holds the rest.
-        "bind-address": "127.0.0.1",
+        # The secure port (healthz, metrics) on the VM's own private address, so the control-plane
+        # Prometheus shard can scrape it: a deviation from CIS 1.4.2 (loopback), documented in
+        # docs/cis-benchmark.md. --bind-address takes one IP; an unspecified one (0.0.0.0) would
+        # listen on every interface (kube-scheduler command-line reference; k8s.io/apiserver
+        # pkg/server/options/serving.go), which this avoids. The
+        # apiserver subnet's NSG admits SECURE_PORT only from the monitoring pools' subnets
+        # (infra/network_security.py), and every request is authenticated and authorized by the
+        # apiserver (the two kubeconfigs above). The config file holds the rest.
+        "bind-address": bind_address,
         "config": paths.SCHEDULER_CONFIG,
     }

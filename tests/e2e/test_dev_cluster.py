@@ -18,9 +18,12 @@ from cryptography.x509.oid import NameOID
 
 from infra.addons import monitoring
 from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, RUNTIME_DEFAULT_SECCOMP, locked_down
+from infra.addons.monitoring import rules
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
+from infra.control_plane.controller_manager import SECURE_PORT as CM_SECURE_PORT
 from infra.control_plane.scheduler import SECURE_PORT as SCHEDULER_SECURE_PORT
 from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
+from infra.network_security import monitoring_pools
 from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install
 from tests.e2e.hosts import wait_for
 
@@ -76,33 +79,40 @@ def test_every_rendered_object_is_accepted_by_server_side_apply_with_no_refusal(
     assert all(line.endswith("serverside-applied") for line in lines), lines
 
 
-def test_the_scheduler_answers_prometheus_on_metrics_and_refuses_an_unknown_caller(dev: Cluster):
-    """The scheduler delegates authentication and authorization to the apiserver: Prometheus's
-    ServiceAccount token (its ClusterRole grants get on /metrics) is answered, no token is not."""
-    token = dev.kubectl("create", "token", monitoring.SERVICE_ACCOUNT, "-n", monitoring.NAMESPACE).stdout.strip()
-    for machine, host, _ in dev.control_plane:
+def test_scheduler_and_controller_manager_answer_prometheus_at_the_vm_address_and_refuse_unknown_callers(
+    dev: Cluster,
+):
+    """Both serve /metrics on the apiserver VM's own address, where the control-plane shard scrapes
+    them (the rendered scrape targets), and delegate authentication and authorization to the
+    apiserver: Prometheus's ServiceAccount token (its ClusterRole grants get on /metrics) is answered
+    from a monitoring-pool node; no token, or a token RBAC grants nothing, is refused. Loopback no
+    longer answers: the bind is the one address, not every interface."""
+    prometheus = dev.kubectl("create", "token", monitoring.SERVICE_ACCOUNT, "-n", monitoring.NAMESPACE).stdout.strip()
+    nobody = dev.kubectl("create", "token", "default", "-n", "default").stdout.strip()
+    pools = set(monitoring_pools(dev.spec.config))
+    scraper = next(node for node in dev.nodes if node.pool in pools)
+    # The control-plane shard's configuration as the cluster holds it (the ConfigMap Prometheus mounts).
+    name = f"{monitoring.NAME}-{monitoring.CONTROL_PLANE_SHARD}"
+    shard = yaml.safe_load(dev.get_json("configmap", name, "-n", monitoring.NAMESPACE)["data"]["prometheus.yml"])
+    targets = {
+        job["job_name"]: job["static_configs"][0]["targets"]
+        for job in shard["scrape_configs"]
+        if job["job_name"] in (rules.JOB_SCHEDULER, rules.JOB_CONTROLLER_MANAGER)
+    }
 
-        def status(*headers: str, host=host) -> str:  # bound now: called before the loop moves on
-            return dev.network.run(
-                host,
-                [
-                    "curl",
-                    "-sk",
-                    "-o",
-                    "/dev/null",
-                    "-w",
-                    "%{http_code}",
-                    "--max-time",
-                    "10",
-                    *headers,
-                    f"https://127.0.0.1:{SCHEDULER_SECURE_PORT}/metrics",
-                ],
-                check=False,
-                timeout=20,
-            ).stdout
+    def status(host, url: str, token: str | None = None) -> str:
+        headers = ["-H", f"Authorization: Bearer {token}"] if token else []
+        argv = ["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", *headers, url]
+        return dev.network.run(host, argv, check=False, timeout=20).stdout
 
-        assert status("-H", f"Authorization: Bearer {token}") == "200", machine.name
-        assert status() in ("401", "403"), machine.name
+    for job, port in ((rules.JOB_SCHEDULER, SCHEDULER_SECURE_PORT), (rules.JOB_CONTROLLER_MANAGER, CM_SECURE_PORT)):
+        assert targets[job] == [f"{machine.ip}:{port}" for machine, _, _ in dev.control_plane]
+        for machine, host, _ in dev.control_plane:
+            url = f"https://{machine.ip}:{port}/metrics"
+            assert status(scraper.host, url, prometheus) == "200", (job, machine.name)
+            assert status(scraper.host, url) in ("401", "403"), (job, machine.name)
+            assert status(scraper.host, url, nobody) == "403", (job, machine.name)
+            assert status(host, f"https://127.0.0.1:{port}/metrics", prometheus) == "000", (job, machine.name)
 
 
 def test_events_are_stored_in_the_events_etcd_and_never_in_the_main_etcd(dev: Cluster):

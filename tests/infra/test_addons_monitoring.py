@@ -14,6 +14,7 @@ import yaml
 
 from infra.addons import images, monitoring
 from infra.addons.monitoring import alertmanager, exporters, rules, shards
+from infra.control_plane import controller_manager, paths, scheduler
 from infra.errors import ConfigError
 from infra.etcd import backup_metrics
 from infra.labels import GPU_PRESENT_LABEL
@@ -27,6 +28,7 @@ from tests.infra.addon_fixtures import (
     shard_names_of,
     spec_for,
 )
+from tests.infra.control_plane_files import component_flags, machines
 
 RECEIVERS = [
     {"name": "oncall", "type": "pagerduty", "keyVaultSecret": "alerting-pagerduty-key", "severities": ["critical"]},
@@ -123,6 +125,8 @@ def test_the_control_plane_shard_scrapes_both_etcd_clusters_their_backup_age_and
         "etcd-main",
         "etcd-events",
         "etcd-backup",
+        "kube-scheduler",
+        "kube-controller-manager",
         "coredns",
         "cluster-autoscaler",
         "kube-state-metrics",
@@ -133,6 +137,30 @@ def test_the_control_plane_shard_scrapes_both_etcd_clusters_their_backup_age_and
         f"{ip}:{backup_metrics.METRICS_PORT}" for ip in etcd_ips
     ]
     assert jobs["etcd-events"]["static_configs"][0]["targets"][0] == f"{etcd_ips[5]}:2381"
+
+
+@pytest.mark.parametrize(
+    "job,unit",
+    [
+        (rules.JOB_SCHEDULER, paths.SCHEDULER_UNIT),
+        (rules.JOB_CONTROLLER_MANAGER, paths.CONTROLLER_MANAGER_UNIT),
+    ],
+)
+def test_the_control_plane_shard_scrapes_scheduler_and_controller_manager_where_each_apiserver_vm_binds_them(job, unit):
+    """One target per apiserver VM, at the address and port its rendered unit serves on, over HTTPS
+    with Prometheus's service-account token (they delegate authentication to the apiserver)."""
+    port = {paths.SCHEDULER_UNIT: scheduler.SECURE_PORT, paths.CONTROLLER_MANAGER_UNIT: controller_manager.SECURE_PORT}
+    (config,) = [j for j in _configs()["control-plane"]["scrape_configs"] if j["job_name"] == job]
+    served = [f"{component_flags(m, unit)['bind-address']}:{port[unit]}" for m in machines("prod")]
+    assert len(served) == 5
+    assert config["static_configs"] == [{"targets": served}]
+    assert config["scheme"] == "https"
+    assert config["authorization"] == {"credentials_file": f"{shards.ACCOUNT_DIR}/token"}
+    # Self-signed serving certificates, regenerated at each start: nothing stable to verify against.
+    assert config["tls_config"] == {"insecure_skip_verify": True}
+    for shard, document in _configs().items():
+        if shard != "control-plane":
+            assert job not in {j["job_name"] for j in document["scrape_configs"]}, shard
 
 
 def test_every_shard_sends_alerts_to_both_alertmanagers_and_loads_its_rules():

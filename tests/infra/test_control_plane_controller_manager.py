@@ -10,7 +10,8 @@ from tests.infra.control_plane_files import component_flags, files, machines
 
 EXPECTED = {
     "allocate-node-cidrs": "false",  # pods take VNet IPs, not node podCIDRs
-    "bind-address": "127.0.0.1",
+    "authentication-kubeconfig": "/etc/kubernetes/controller-manager.conf",
+    "authorization-kubeconfig": "/etc/kubernetes/controller-manager.conf",
     "cluster-name": "prod",
     "cluster-signing-cert-file": "/etc/kubernetes/pki/ca.crt",
     "cluster-signing-key-file": "/etc/kubernetes/pki/ca.key",
@@ -40,6 +41,16 @@ def flags() -> dict[str, str]:
 @pytest.mark.parametrize("flag,expected", EXPECTED.items(), ids=EXPECTED.keys())
 def test_controller_manager_flag(flags, flag, expected):
     assert flags.get(flag) == expected
+
+
+def test_each_controller_manager_serves_on_its_own_vm_address_not_loopback_or_every_interface():
+    """The control-plane Prometheus shard scrapes SECURE_PORT at each apiserver VM's plan address
+    (tests/e2e/test_dev_cluster.py proves it is answered there)."""
+    for machine in machines("prod"):
+        flags = component_flags(machine, paths.CONTROLLER_MANAGER_UNIT)
+        assert flags["bind-address"] == machine.ip, machine.vm_name
+        assert "secure-port" not in flags  # the default, SECURE_PORT
+    assert len({m.ip for m in machines("prod")}) == len(machines("prod"))
 
 
 def test_kubeconfig_talks_to_the_local_apiserver_with_file_credentials(flags):

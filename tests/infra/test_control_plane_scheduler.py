@@ -210,16 +210,18 @@ def test_whole_cluster_is_scored_and_leader_elected(rendered):
     assert rendered["clientConnection"]["kubeconfig"] == paths.SCHEDULER_KUBECONFIG
 
 
-def test_scheduler_serves_on_loopback_with_its_config_and_delegates_authn_and_authz():
+def test_scheduler_serves_on_its_vm_address_with_its_config_and_delegates_authn_and_authz():
     """Without the two delegation kubeconfigs the scheduler's /metrics refuses every caller (403);
-    tests/e2e/test_dev_cluster.py proves Prometheus's token is then answered."""
-    flags = component_flags(machines("prod")[0], paths.SCHEDULER_UNIT)
-    assert flags == {
-        "authentication-kubeconfig": paths.SCHEDULER_KUBECONFIG,
-        "authorization-kubeconfig": paths.SCHEDULER_KUBECONFIG,
-        "bind-address": "127.0.0.1",
-        "config": paths.SCHEDULER_CONFIG,
-    }
+    bound to loopback no Prometheus reaches it. tests/e2e/test_dev_cluster.py proves Prometheus's
+    token is answered at the VM's address."""
+    for machine in machines("prod"):
+        flags = component_flags(machine, paths.SCHEDULER_UNIT)
+        assert flags == {
+            "authentication-kubeconfig": paths.SCHEDULER_KUBECONFIG,
+            "authorization-kubeconfig": paths.SCHEDULER_KUBECONFIG,
+            "bind-address": machine.ip,  # the VM's own private address: not 0.0.0.0, not 127.0.0.1
+            "config": paths.SCHEDULER_CONFIG,
+        }
 
 
 def test_every_supported_kubernetes_minor_has_a_digest_pinned_scheduler():

@@ -106,6 +106,22 @@ CONTROL_PLANE = [
         "5m",
         [ETCD_LABELS],
     ),
+    # Leader-elected on every apiserver VM: one instance answering is enough; none answering pages.
+    *(
+        Case(
+            alert,
+            {f'up{{job="{job}",instance="10.0.0.{i}:{port}"}}': "0x10" for i in (5, 6)},
+            {
+                f'up{{job="{job}",instance="10.0.0.5:{port}"}}': "0x10",
+                f'up{{job="{job}",instance="10.0.0.6:{port}"}}': "1x10",
+            },
+            "8m",
+        )
+        for alert, job, port in (
+            ("KubeSchedulerDown", rules.JOB_SCHEDULER, 10259),
+            ("KubeControllerManagerDown", rules.JOB_CONTROLLER_MANAGER, 10257),
+        )
+    ),
     Case("EtcdMemberDown", {f"up{{{ETCD}}}": "0x10"}, {f"up{{{ETCD}}}": "1x10"}, "5m", [ETCD_LABELS]),
     Case(
         "EtcdHighNumberOfLeaderChanges",

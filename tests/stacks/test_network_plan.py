@@ -13,6 +13,7 @@ import pytest
 
 from infra.addressing import AddressPlan, plan_addresses
 from infra.config import ClusterConfig
+from infra.control_plane import controller_manager, scheduler
 from infra.etcd.spec import METRICS_PORT
 from infra.hub import example_hub_outputs
 from infra.network_security import monitoring_pools
@@ -110,6 +111,24 @@ def test_etcd_metrics_are_reachable_only_from_the_monitoring_pools(stack):
         }, group
 
 
+@pytest.mark.parametrize("port", [controller_manager.SECURE_PORT, scheduler.SECURE_PORT])
+def test_scheduler_and_controller_manager_metrics_are_reachable_only_from_the_monitoring_pools(stack, port):
+    """Both serve on the apiserver VM's own address (CIS 1.3.7/1.4.2 deviation): only Prometheus's
+    pools reach the port; not other pools' pods, the other apiservers, etcd, the NAT hosts or the hub."""
+    monitoring = monitoring_pools(stack.config)
+    apiserver = stack.plan.apiserver_ips(1)[0]
+    for vnet in stack.plan.vnets:
+        for subnet in vnet.subnets if vnet.pool is not None else ():
+            assert stack.reaches("apiserver", subnet.host(7), port, destination=apiserver) is (
+                vnet.pool in monitoring
+            ), subnet.key
+    assert not {
+        name
+        for name, ip in stack.peers.items()
+        if stack.reaches("apiserver", ip, port, destination=apiserver) and name != "node or pod"
+    }
+
+
 def test_apiservers_are_reachable_only_from_the_hub_and_the_cluster(stack):
     assert _who(stack, "apiserver", 6443) == {"apiserver", "etcd", "events-etcd", "nat host", "node or pod", "hub"}
     assert stack.reaches("apiserver", LB_PROBE_IP, 6443), "the load balancer's /readyz probe"
@@ -143,7 +162,7 @@ def test_the_hub_reaches_the_service_range_through_the_nat_subnet_only(stack):
     assert stack.reaches("nat", stack.peers["apiserver"], 10250)
 
 
-def test_nothing_else_opens_the_apiserver_or_etcd_ports(stack):  # etcd's metrics port included
+def test_nothing_else_opens_the_apiserver_or_etcd_ports(stack):  # the metrics ports included
     opening = set()
     for nsg in stack.run.of_type(NSG):
         for rule in nsg.inputs["securityRules"]:
@@ -152,7 +171,8 @@ def test_nothing_else_opens_the_apiserver_or_etcd_ports(stack):  # etcd's metric
                 if rule.get("destinationPortRange")
                 else rule.get("destinationPortRanges", [])
             )
-            if rule["access"] == "Allow" and any(port_in(p, ports) for p in (6443, 2379, 2380, METRICS_PORT)):
+            watched = (6443, 2379, 2380, METRICS_PORT, controller_manager.SECURE_PORT, scheduler.SECURE_PORT)
+            if rule["access"] == "Allow" and any(port_in(p, ports) for p in watched):
                 opening.add((nsg.name.removeprefix(f"{stack.config.cluster_name}-"), rule["name"]))
     assert opening == {
         ("etcd-nsg", "allow-etcd-client-from-apiservers"),
@@ -164,6 +184,7 @@ def test_nothing_else_opens_the_apiserver_or_etcd_ports(stack):  # etcd's metric
         ("apiserver-nsg", "allow-apiserver-from-hub"),
         ("apiserver-nsg", "allow-apiserver-from-cluster"),
         ("apiserver-nsg", "allow-apiserver-probe"),
+        ("apiserver-nsg", "allow-control-plane-metrics-from-monitoring"),
         ("nat-nsg", "allow-services-from-hub"),  # only towards the service range, never a machine's address
     }
     services = [r for r in stack.rules("nat") if r["name"] == "allow-services-from-hub"][0]

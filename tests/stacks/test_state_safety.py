@@ -139,9 +139,10 @@ class Change:
     also_updates: str = r"(?!)"  # updated in place even where only_creates holds
 
 
-# etcd's metrics port opens to the monitoring pools' subnets (infra/network_security.py): a CPU pool's
-# subnets changing, or a new CPU pool, updates both etcd NSGs' allow rule in place.
-ETCD_NSGS = r"(events-)?etcd-nsg"
+# etcd's metrics port, and the controller-manager's and scheduler's on the apiservers, open to the
+# monitoring pools' subnets (infra/network_security.py): a CPU pool's subnets changing, or a new CPU
+# pool, updates both etcd NSGs' and the apiserver NSG's allow rule in place.
+MONITORED_NSGS = r"((events-)?etcd|apiserver)-nsg"
 
 
 SWEEP = {
@@ -168,10 +169,12 @@ SWEEP = {
     # Subnets are sized for a full shard of pod IPs: more pod IPs per node cannot fit the live subnet (its
     # prefix, inline in the pool's VNet, is flagged).
     "nodePools[].podIpsPerNode": Change(
-        ("nodePools[1].podIpsPerNode=32",), rf"pool-cpu-s\d{{3}}|cpu|{ETCD_NSGS}", dangers=r"cpu"
+        ("nodePools[1].podIpsPerNode=32",), rf"pool-cpu-s\d{{3}}|cpu|{MONITORED_NSGS}", dangers=r"cpu"
     ),
     "nodePools[].retired": Change(RETIRE_CPU, r"pool-cpu-s\d{3}"),
-    "nodePools (a new pool)": Change(NEW_POOL, rf".*cpu2.*|{ETCD_NSGS}", only_creates=True, also_updates=ETCD_NSGS),
+    "nodePools (a new pool)": Change(
+        NEW_POOL, rf".*cpu2.*|{MONITORED_NSGS}", only_creates=True, also_updates=MONITORED_NSGS
+    ),
     "images.preload": Change(
         ("images.preload[0]=docker.io/library/busybox:1.36", 'machineImageVersion="1.1.0"'),
         rf"{NODES}|{VMS}|registry-cache-\w+|{IMAGE_TEMPLATES}",

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra import component_ports
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
 from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.monitoring import alertmanager, exporters, grafana, rules, shards
@@ -175,11 +176,20 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
         "main": addresses.etcd_ips("etcd", config.etcd.members),
         "events": addresses.etcd_ips("events-etcd", config.events_etcd.members),
     }
+    apiserver_ips = addresses.apiserver_ips(config.control_plane.apiservers)
     documents = {}
     for index, name in enumerate(names):
         if name == CONTROL_PLANE_SHARD:
             jobs = [
                 shards.apiserver_scrape_config(),
+                # Both bind their secure port to the VM's own address (their --bind-address).
+                *(
+                    shards.component_scrape_config(job, [f"{ip}:{port}" for ip in apiserver_ips])
+                    for job, port in (
+                        (rules.JOB_SCHEDULER, component_ports.SCHEDULER),
+                        (rules.JOB_CONTROLLER_MANAGER, component_ports.CONTROLLER_MANAGER),
+                    )
+                ),
                 *(
                     shards.static_scrape_config(rules.JOB_ETCD[cluster], [f"{ip}:{ETCD_METRICS_PORT}" for ip in ips])
                     for cluster, ips in etcd_ips.items()

@@ -1,6 +1,7 @@
 """The alerts that page a human, as Prometheus rule files, split by the shard that holds the data.
 
-Control-plane rules run on the control-plane shard (apiserver, etcd, CoreDNS, the autoscaler,
+Control-plane rules run on the control-plane shard (apiserver, scheduler, controller-manager, etcd,
+CoreDNS, the autoscaler,
 kube-state-metrics, the etcd backups); node rules run on every node shard, each over its own
 share of the nodes (NodeLocal DNS, kubelet certificates, DCGM, node-exporter on the NAT hosts).
 Every alert has a runbook row in docs/monitoring.md and a firing and a silent ``promtool test
@@ -24,6 +25,8 @@ NODES_FILE = "nodes.yaml"
 JOB_APISERVER = "apiserver"
 JOB_ETCD = {"main": "etcd-main", "events": "etcd-events"}
 JOB_ETCD_BACKUP = "etcd-backup"
+JOB_SCHEDULER = "kube-scheduler"
+JOB_CONTROLLER_MANAGER = "kube-controller-manager"
 JOB_COREDNS = "coredns"
 JOB_AUTOSCALER = "cluster-autoscaler"
 JOB_KUBE_STATE_METRICS = "kube-state-metrics"
@@ -155,6 +158,35 @@ def apiserver_rules() -> list[dict[str, Any]]:
                 ),
             ],
         },
+    ]
+
+
+def component_rules() -> list[dict[str, Any]]:
+    """kube-scheduler and kube-controller-manager run on every apiserver VM, leader-elected
+    (``--leader-elect``: one instance works, the others stand by), so the cluster lacks one only when
+    no instance answers:
+    ``absent(up == 1)`` is empty while any target of the job is up, and also fires when the job has
+    no target at all."""
+    return [
+        {
+            "name": "control-plane-components",
+            "rules": [
+                _alert(
+                    "KubeSchedulerDown",
+                    f'absent(up{{job="{JOB_SCHEDULER}"}} == 1)',
+                    "5m",
+                    "critical",
+                    "No kube-scheduler answers: new pods stay Pending.",
+                ),
+                _alert(
+                    "KubeControllerManagerDown",
+                    f'absent(up{{job="{JOB_CONTROLLER_MANAGER}"}} == 1)',
+                    "5m",
+                    "critical",
+                    "No kube-controller-manager answers: no ReplicaSet, node lifecycle or kubelet CSR is handled.",
+                ),
+            ],
+        }
     ]
 
 
@@ -405,7 +437,9 @@ def node_rules() -> list[dict[str, Any]]:
 
 def rule_files(max_unready_percent: int) -> dict[str, dict[str, str]]:
     """``{"control-plane": {file: text}, "nodes": {file: text}}``: what each kind of shard loads."""
-    control = {"groups": [*apiserver_rules(), *etcd_rules(), *node_state_rules(max_unready_percent)]}
+    control = {
+        "groups": [*apiserver_rules(), *component_rules(), *etcd_rules(), *node_state_rules(max_unready_percent)]
+    }
     return {"control-plane": {CONTROL_PLANE_FILE: dump(control)}, "nodes": {NODES_FILE: dump({"groups": node_rules()})}}
 
 

@@ -1,7 +1,8 @@
 """How many Prometheus servers a cluster needs, and what each one scrapes.
 
-One **control-plane** shard scrapes the cluster-level targets (apiservers, both etcd clusters and
-their backup metrics, CoreDNS, the autoscaler, kube-state-metrics). ``N`` **node** shards share
+One **control-plane** shard scrapes the cluster-level targets (apiservers, the schedulers and
+controller-managers, both etcd clusters and their backup metrics, CoreDNS, the autoscaler,
+kube-state-metrics). ``N`` **node** shards share
 the per-node agents (node-exporter, kubelet, cAdvisor, DCGM, NodeLocal DNS, iptables exporter):
 each keeps the nodes whose name hashes to its index (``hashmod``), so a node's series all land
 on one shard and adding nodes spreads evenly.
@@ -176,6 +177,25 @@ def etcd_backup_scrape_config(targets: list[str]) -> dict[str, Any]:
             {"source_labels": ["cluster"], "target_label": "etcd_cluster"},
             {"regex": "cluster", "action": "labeldrop"},
         ],
+    }
+
+
+def component_scrape_config(job: str, targets: list[str]) -> dict[str, Any]:
+    """kube-scheduler or kube-controller-manager on each apiserver VM (``targets``: the VMs' plan
+    addresses and the component's secure port). Authentication and authorization are delegated to
+    the apiserver (``--authentication-kubeconfig``, ``--authorization-kubeconfig``): Prometheus's
+    service-account token, and its ClusterRole's get on /metrics, let it in."""
+    return {
+        "job_name": job,
+        "scheme": "https",
+        "static_configs": [{"targets": targets}],
+        "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
+        # Neither is given a certificate (infra/control_plane/pki.py issues none for serving): with no
+        # --tls-cert-file and an empty certificate directory (their options.go) each generates one in
+        # memory at every start, signed by a CA of its own made at the same time (k8s.io/apiserver
+        # pkg/server/options/serving.go MaybeDefaultWithSelfSignedCerts), so there is no stable CA to
+        # check against. The token only goes to the plan's apiserver addresses.
+        "tls_config": {"insecure_skip_verify": True},
     }
 
 
