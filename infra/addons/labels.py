@@ -21,10 +21,15 @@ NVIDIA_RUNTIME_CLASS = "nvidia"
 
 SYSTEM_NAMESPACE = "kube-system"
 
+# kubelet's state directory: its --root-dir default (kubelet command-line reference), which nodes keep
+# (infra/node/kubelet.py sets no --root-dir) and bind onto the local SSD (infra/node/local_disk.py).
+KUBELET_ROOT = "/var/lib/kubelet"
 # Where kubelet listens for device plugins (its default --device-plugins directory; the device plugin API,
 # kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins). The GPU and RDMA
 # plugins register their sockets there.
-DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+DEVICE_PLUGIN_DIR = f"{KUBELET_ROOT}/device-plugins"
+# Where kubelet's plugin watcher finds plugins that register themselves (the RDMA plugin watches it).
+PLUGINS_REGISTRY_DIR = f"{KUBELET_ROOT}/plugins_registry"
 
 # Annotation cluster-autoscaler honours before it drains a node (cluster-autoscaler FAQ,
 # "What types of pods can prevent CA from removing a node?").

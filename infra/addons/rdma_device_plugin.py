@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.addons import images, k8s
-from infra.addons.labels import DEVICE_PLUGIN_DIR, NODE_CRITICAL, SYSTEM_NAMESPACE
+from infra.addons.labels import DEVICE_PLUGIN_DIR, NODE_CRITICAL, PLUGINS_REGISTRY_DIR, SYSTEM_NAMESPACE
 from infra.addons.settings import section
 from infra.config import ClusterConfig
 from infra.labels import INFINIBAND_LABEL, RDMA_RESOURCE
@@ -81,7 +81,7 @@ def objects(settings: Settings) -> list[k8s.Obj]:
         "securityContext": {"privileged": True},
         "volumeMounts": [
             {"name": "device-plugin", "mountPath": DEVICE_PLUGIN_DIR},
-            {"name": "plugins-registry", "mountPath": "/var/lib/kubelet/plugins_registry"},
+            {"name": "plugins-registry", "mountPath": PLUGINS_REGISTRY_DIR},
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "dev", "mountPath": "/dev"},
         ],
@@ -98,7 +98,7 @@ def objects(settings: Settings) -> list[k8s.Obj]:
             {"name": "device-plugin", "hostPath": {"path": DEVICE_PLUGIN_DIR, "type": "Directory"}},
             {
                 "name": "plugins-registry",
-                "hostPath": {"path": "/var/lib/kubelet/plugins_registry", "type": "DirectoryOrCreate"},
+                "hostPath": {"path": PLUGINS_REGISTRY_DIR, "type": "DirectoryOrCreate"},
             },
             {
                 "name": "config",

@@ -16,6 +16,7 @@ from typing import Any
 
 import machine
 from infra import systemd, yaml_text
+from infra.addons.labels import KUBELET_ROOT
 from infra.addressing import CLUSTER_DOMAIN
 from infra.cloudinit import CloudConfig
 from infra.config import Taint
@@ -30,8 +31,8 @@ DROP_IN_DIR = "/etc/kubernetes/kubelet.conf.d"
 PROVIDER_ID_PATH = f"{DROP_IN_DIR}/10-provider-id.conf"
 PROVIDER_ID_SCRIPT = "/usr/local/sbin/supercluster-provider-id"
 BOOTSTRAP_KUBECONFIG = "/etc/kubernetes/bootstrap-kubelet.conf"
-KUBECONFIG = "/var/lib/kubelet/kubeconfig"  # written by kubelet after bootstrapping
-CERT_DIR = "/var/lib/kubelet/pki"
+KUBECONFIG = f"{KUBELET_ROOT}/kubeconfig"  # written by kubelet after bootstrapping
+CERT_DIR = f"{KUBELET_ROOT}/pki"
 # kubelet's rotated client certificate and key, in one file it keeps current (kubelet --cert-dir docs).
 CLIENT_CERT = f"{CERT_DIR}/kubelet-client-current.pem"
 CA_PATH = next(f.path for f in NODE_JOIN_FILES if f.secret_name == CLUSTER_CA_CERT)

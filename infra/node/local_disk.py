@@ -11,6 +11,7 @@ several) or, on sizes without NVMe, on the temp disk. The unit assembles, format
 from __future__ import annotations
 
 from infra import local_disk
+from infra.addons.labels import KUBELET_ROOT
 from infra.cloudinit import CloudConfig
 from infra.local_disk import LocalDisks
 
@@ -22,7 +23,7 @@ UNIT = "supercluster-local-disk.service"
 CONTAINERD_ROOT = f"{MOUNT}/containerd"
 # Bind mounts onto the local filesystem: kubelet's root (emptyDir, pod volumes, its rotated
 # certificates) and the pod logs, as GCE's kube-up does with its local SSDs (configure-helper.sh).
-BIND_DIRS = (("kubelet", "/var/lib/kubelet"), ("pod-logs", "/var/log/pods"))
+BIND_DIRS = (("kubelet", KUBELET_ROOT), ("pod-logs", "/var/log/pods"))
 
 
 def add_local_disk(cloud: CloudConfig, disks: LocalDisks) -> None:
