@@ -36,6 +36,13 @@ JOB_CADVISOR = "cadvisor"
 JOB_DCGM = "dcgm-exporter"
 JOB_NODE_LOCAL_DNS = "node-local-dns"
 JOB_IPTABLES = "iptables-exporter"
+# The monitoring stack watching itself: each shard scrapes its own replicas (JOB_PROMETHEUS), the
+# control-plane shard the Alertmanager replicas, and the shards each other's liveness
+# (JOB_PROMETHEUS_PEERS: the control-plane shard every node shard's replicas, every node shard the
+# control-plane shard's), so a shard with no replica up is seen by a shard that is not it.
+JOB_PROMETHEUS = "prometheus"
+JOB_PROMETHEUS_PEERS = "prometheus-peers"
+JOB_ALERTMANAGER = "alertmanager"
 
 # kubernetes-mixin's apiserver availability SLO (config.libsonnet: SLO 99% over 30 days).
 APISERVER_SLO = 0.99
