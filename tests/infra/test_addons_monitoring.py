@@ -235,6 +235,16 @@ def test_the_alertmanager_config_passes_amtool_and_routes_each_severity_to_the_r
     assert routed("alertname=EtcdNoLeader", "severity=critical") == "oncall,team-chat,mail"
     assert routed("alertname=NodeNotReady", "severity=warning") == "team-chat,hook,mail"
     assert routed("alertname=Other", "severity=info") == alertmanager.NULL_RECEIVER
+    # A receiver that fails cannot carry the alert saying so: with receivers of several types the
+    # others do (docs/monitoring.md "Receivers").
+    (failing,) = [
+        rule
+        for group in rules.alertmanager_rules()
+        for rule in group["rules"]
+        if rule.get("alert") == "AlertmanagerFailedToSendNotifications"
+    ]
+    severity = failing["labels"]["severity"]
+    assert routed("alertname=AlertmanagerFailedToSendNotifications", f"severity={severity}") == "oncall,team-chat,mail"
 
 
 def test_amtool_refuses_an_alertmanager_config_it_cannot_load(tmp_path):
