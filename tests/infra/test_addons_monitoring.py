@@ -89,10 +89,11 @@ def test_prod_is_split_into_shards_derived_from_max_nodes_and_the_series_bound()
 def test_each_node_shard_keeps_its_own_hash_bucket_of_every_node_job():
     configs = _configs()
     node_shards = [name for name in configs if name != "control-plane"]
+    node_job_names = {j.job for j in shards.node_jobs(9253, 9119)}
     for index, name in enumerate(node_shards):
         jobs = configs[name]["scrape_configs"]
-        assert {job["job_name"] for job in jobs} == {j.job for j in shards.node_jobs(9253, 9119)}
-        for job in jobs:
+        assert {job["job_name"] for job in jobs} == node_job_names | {rules.JOB_PROMETHEUS, rules.JOB_PROMETHEUS_PEERS}
+        for job in (j for j in jobs if j["job_name"] in node_job_names):
             hashmod, keep = job["relabel_configs"][:2]
             assert hashmod == {
                 "source_labels": ["__meta_kubernetes_node_name"],
@@ -130,6 +131,9 @@ def test_the_control_plane_shard_scrapes_both_etcd_clusters_their_backup_age_and
         "coredns",
         "cluster-autoscaler",
         "kube-state-metrics",
+        "alertmanager",
+        "prometheus",
+        "prometheus-peers",
     }
     assert len(jobs["etcd-main"]["static_configs"][0]["targets"]) == 5
     etcd_ips = spec.addresses.etcd_ips("etcd", 5) + spec.addresses.etcd_ips("events-etcd", 3)
@@ -161,6 +165,41 @@ def test_the_control_plane_shard_scrapes_scheduler_and_controller_manager_where_
     for shard, document in _configs().items():
         if shard != "control-plane":
             assert job not in {j["job_name"] for j in document["scrape_configs"]}, shard
+
+
+def _served(groups, name: str, port_name: str) -> list[str]:
+    """The DNS names and port a StatefulSet's pods answer on under its headless Service."""
+    workload = find(groups, "StatefulSet", name)
+    service = find(groups, "Service", workload["spec"]["serviceName"])
+    (port,) = [p["port"] for p in service["spec"]["ports"] if p["name"] == port_name]
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    assert port in [p["containerPort"] for p in container["ports"] if p["name"] == port_name]
+    ns, svc = service["metadata"]["namespace"], service["metadata"]["name"]
+    return [f"{name}-{i}.{svc}.{ns}.svc:{port}" for i in range(workload["spec"]["replicas"])]
+
+
+def _static_targets(document: dict, job: str) -> dict[str, list[str]]:
+    (config,) = [j for j in document["scrape_configs"] if j["job_name"] == job]
+    return {g.get("labels", {}).get("shard", ""): g["targets"] for g in config["static_configs"]}
+
+
+def test_the_monitoring_stack_scrapes_itself_at_the_names_its_statefulsets_serve():
+    """Each shard its own replicas; the control-plane shard both Alertmanagers and every node
+    shard's replicas; every node shard the control-plane shard's (a shard down is seen by another)."""
+    groups, configs = groups_for("prod"), _configs()
+    served = {shard: _served(groups, f"prometheus-{shard}", "web") for shard in configs}
+    node_shards = [shard for shard in configs if shard != "control-plane"]
+    for shard, document in configs.items():
+        assert _static_targets(document, rules.JOB_PROMETHEUS) == {"": served[shard]}, shard
+        watched = node_shards if shard == "control-plane" else ["control-plane"]
+        assert _static_targets(document, rules.JOB_PROMETHEUS_PEERS) == {s: served[s] for s in watched}, shard
+        (peers,) = [j for j in document["scrape_configs"] if j["job_name"] == rules.JOB_PROMETHEUS_PEERS]
+        assert peers["metric_relabel_configs"] == [{"source_labels": ["__name__"], "regex": ".+", "action": "drop"}]
+    assert _static_targets(configs["control-plane"], rules.JOB_ALERTMANAGER) == {
+        "": _served(groups, "alertmanager", "web")
+    }
+    for shard in node_shards:
+        assert rules.JOB_ALERTMANAGER not in {j["job_name"] for j in configs[shard]["scrape_configs"]}, shard
 
 
 def test_every_shard_sends_alerts_to_both_alertmanagers_and_loads_its_rules():
@@ -196,6 +235,16 @@ def test_the_alertmanager_config_passes_amtool_and_routes_each_severity_to_the_r
     assert routed("alertname=EtcdNoLeader", "severity=critical") == "oncall,team-chat,mail"
     assert routed("alertname=NodeNotReady", "severity=warning") == "team-chat,hook,mail"
     assert routed("alertname=Other", "severity=info") == alertmanager.NULL_RECEIVER
+    # A receiver that fails cannot carry the alert saying so: with receivers of several types the
+    # others do (docs/monitoring.md "Receivers").
+    (failing,) = [
+        rule
+        for group in rules.alertmanager_rules()
+        for rule in group["rules"]
+        if rule.get("alert") == "AlertmanagerFailedToSendNotifications"
+    ]
+    severity = failing["labels"]["severity"]
+    assert routed("alertname=AlertmanagerFailedToSendNotifications", f"severity={severity}") == "oncall,team-chat,mail"
 
 
 def test_amtool_refuses_an_alertmanager_config_it_cannot_load(tmp_path):

@@ -78,6 +78,62 @@ NAT = 'job="node-exporter",role="nat-host",node="nat-0",instance="10.0.0.9:9100"
 NAT_LABELS = {"job": "node-exporter", "role": "nat-host", "node": "nat-0", "instance": "10.0.0.9:9100"}
 CERT_BUCKETS = "apiserver_client_certificate_expiration_seconds"
 
+PROM_INSTANCE = "prometheus-nodes-0-0.prometheus-nodes-0.monitoring.svc:9090"
+PROM = f'job="prometheus",instance="{PROM_INSTANCE}"'
+PROM_LABELS = {"job": "prometheus", "instance": PROM_INSTANCE}
+AM_URL = "http://alertmanager-0.alertmanager.monitoring.svc:9093/api/v2/alerts"
+# Every shard watches its own replicas and the other shards' liveness: these run on both kinds.
+PROMETHEUS = [
+    Case(
+        "PrometheusRuleEvaluationFailures",
+        {f'prometheus_rule_evaluation_failures_total{{{PROM},rule_group="etcd"}}': "0+1x40"},
+        {f'prometheus_rule_evaluation_failures_total{{{PROM},rule_group="etcd"}}': "3x40"},
+        "25m",
+        [{**PROM_LABELS, "rule_group": "etcd"}],
+    ),
+    Case(
+        "PrometheusNotConnectedToAlertmanagers",
+        {f"prometheus_notifications_alertmanagers_discovered{{{PROM}}}": "0x30"},
+        {f"prometheus_notifications_alertmanagers_discovered{{{PROM}}}": "2x30"},
+        "20m",
+        [PROM_LABELS],
+    ),
+    # Half the alerts sent to one Alertmanager fail (fires); none fail (silent).
+    Case(
+        "PrometheusErrorSendingAlerts",
+        {
+            f'prometheus_notifications_errors_total{{{PROM},alertmanager="{AM_URL}"}}': "0+5x40",
+            f'prometheus_notifications_sent_total{{{PROM},alertmanager="{AM_URL}"}}': "0+10x40",
+        },
+        {
+            f'prometheus_notifications_errors_total{{{PROM},alertmanager="{AM_URL}"}}': "0x40",
+            f'prometheus_notifications_sent_total{{{PROM},alertmanager="{AM_URL}"}}': "0+10x40",
+        },
+        "25m",
+        [{"instance": PROM_INSTANCE, "alertmanager": AM_URL}],
+    ),
+    Case(
+        "PrometheusNotificationsDropped",
+        {f"prometheus_notifications_dropped_total{{{PROM}}}": "0+1x30"},
+        {f"prometheus_notifications_dropped_total{{{PROM}}}": "7x30"},
+        "20m",
+        [PROM_LABELS],
+    ),
+    # Both replicas of nodes-3 down fires, once, for the shard; one of the two answering is enough.
+    Case(
+        "PrometheusShardDown",
+        {f'up{{job="{rules.JOB_PROMETHEUS_PEERS}",shard="nodes-3",instance="p-{i}:9090"}}': "0x20" for i in (0, 1)},
+        {
+            f'up{{job="{rules.JOB_PROMETHEUS_PEERS}",shard="nodes-3",instance="p-0:9090"}}': "0x20",
+            f'up{{job="{rules.JOB_PROMETHEUS_PEERS}",shard="nodes-3",instance="p-1:9090"}}': "1x20",
+        },
+        "10m",
+        [{"shard": "nodes-3"}],
+    ),
+]
+AM = 'job="alertmanager",instance="alertmanager-1.alertmanager.monitoring.svc:9093"'
+AM_LABELS = {"job": "alertmanager", "instance": "alertmanager-1.alertmanager.monitoring.svc:9093"}
+
 CONTROL_PLANE = [
     Case("APIServerThrottling", _requests({"429": 10, "200": 100}), _requests({"429": 0, "200": 100}), "20m"),
     Case("APIServerErrors", _requests({"500": 3, "200": 100}), _requests({"500": 0, "200": 100}), "20m"),
@@ -223,6 +279,25 @@ CONTROL_PLANE = [
         "20m",
         [{"job": "apiserver"}],
     ),
+    *PROMETHEUS,
+    # Every PagerDuty notification fails (the receivers' Secret missing: reason "other"); the
+    # webhook's succeed. Silent: PagerDuty's succeed too.
+    Case(
+        "AlertmanagerFailedToSendNotifications",
+        {
+            f'alertmanager_notifications_failed_total{{{AM},integration="pagerduty",reason="other"}}': "0+2x30",
+            f'alertmanager_notifications_total{{{AM},integration="pagerduty"}}': "0+2x30",
+            f'alertmanager_notifications_total{{{AM},integration="webhook"}}': "0+2x30",
+        },
+        {
+            f'alertmanager_notifications_failed_total{{{AM},integration="pagerduty",reason="other"}}': "0x30",
+            f'alertmanager_notifications_total{{{AM},integration="pagerduty"}}': "0+2x30",
+            f'alertmanager_notifications_total{{{AM},integration="webhook"}}': "0+2x30",
+        },
+        "20m",
+        [{"integration": "pagerduty"}],
+    ),
+    Case("AlertmanagerReplicaDown", {f"up{{{AM}}}": "0x20"}, {f"up{{{AM}}}": "1x20"}, "15m", [AM_LABELS]),
 ]
 
 KUBELET = 'job="kubelet",node="n1"'
@@ -280,6 +355,7 @@ NODES = [
         "20m",
         [NAT_LABELS],
     ),
+    *PROMETHEUS,
 ]
 
 

@@ -168,6 +168,17 @@ def shard_names(config: ClusterConfig, settings: Settings) -> list[str]:
 # ----------------------------------------------------------------------------- configuration
 
 
+def shard_workload(shard: str) -> str:
+    """The StatefulSet, and its headless Service, of one shard."""
+    return f"{NAME}-{shard}"
+
+
+def replica_addresses(shard: str, replicas: int) -> list[str]:
+    """Each replica of a shard by its stable StatefulSet DNS name under the headless Service."""
+    workload = shard_workload(shard)
+    return [f"{workload}-{i}.{workload}.{NAMESPACE}.svc:{PORT}" for i in range(replicas)]
+
+
 def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: Settings) -> dict[str, str]:
     """``{shard name: prometheus.yml}``."""
     names = shard_names(config, settings)
@@ -209,8 +220,22 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
                     "http-metrics",
                 ),
             ]
+            # The monitoring stack itself: Alertmanager here, and every node shard's liveness.
+            jobs += [
+                shards.static_scrape_config(
+                    rules.JOB_ALERTMANAGER, alertmanager.api_addresses(NAMESPACE, ALERTMANAGER_REPLICAS)
+                ),
+                shards.peer_scrape_config({n: replica_addresses(n, settings.replicas) for n in names[1:]}),
+            ]
         else:
             jobs = [shards.node_scrape_config(job, index - 1, node_count) for job in _node_jobs(config)]
+            jobs.append(
+                shards.peer_scrape_config(
+                    {CONTROL_PLANE_SHARD: replica_addresses(CONTROL_PLANE_SHARD, settings.replicas)}
+                )
+            )
+        # Every replica of this shard, so a replica that cannot reach Alertmanager is reported by its twin.
+        jobs.append(shards.static_scrape_config(rules.JOB_PROMETHEUS, replica_addresses(name, settings.replicas)))
         documents[name] = rules.dump(
             {
                 "global": {
@@ -243,7 +268,7 @@ ALERTMANAGER_REPLICAS = 2
 
 
 def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts: dict[str, str]) -> list[k8s.Obj]:
-    name = f"{NAME}-{shard}"
+    name = shard_workload(shard)
     checksum = hashlib.sha256((config_text + "".join(rule_texts.values())).encode()).hexdigest()[:16]
     labels = {"app.kubernetes.io/name": NAME, "supercluster.io/shard": shard}
     container = {

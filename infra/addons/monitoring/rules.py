@@ -2,8 +2,9 @@
 
 Control-plane rules run on the control-plane shard (apiserver, scheduler, controller-manager, etcd,
 CoreDNS, the autoscaler,
-kube-state-metrics, the etcd backups); node rules run on every node shard, each over its own
+kube-state-metrics, the etcd backups, Alertmanager); node rules run on every node shard, each over its own
 share of the nodes (NodeLocal DNS, kubelet certificates, DCGM, node-exporter on the NAT hosts).
+Every shard watches its own Prometheus replicas and the other shards' liveness.
 Every alert has a runbook row in docs/monitoring.md and a firing and a silent ``promtool test
 rules`` case in tests/infra/test_monitoring_rules.py. Metric names and thresholds are facts with
 their source beside them; the expressions are this project's own.
@@ -36,6 +37,13 @@ JOB_CADVISOR = "cadvisor"
 JOB_DCGM = "dcgm-exporter"
 JOB_NODE_LOCAL_DNS = "node-local-dns"
 JOB_IPTABLES = "iptables-exporter"
+# The monitoring stack watching itself: each shard scrapes its own replicas (JOB_PROMETHEUS), the
+# control-plane shard the Alertmanager replicas, and the shards each other's liveness
+# (JOB_PROMETHEUS_PEERS: the control-plane shard every node shard's replicas, every node shard the
+# control-plane shard's), so a shard with no replica up is seen by a shard that is not it.
+JOB_PROMETHEUS = "prometheus"
+JOB_PROMETHEUS_PEERS = "prometheus-peers"
+JOB_ALERTMANAGER = "alertmanager"
 
 # kubernetes-mixin's apiserver availability SLO (config.libsonnet: SLO 99% over 30 days).
 APISERVER_SLO = 0.99
@@ -71,6 +79,9 @@ CERT_WARNING_SECONDS = 7 * 86_400
 CERT_CRITICAL_SECONDS = 86_400
 # Conntrack on a NAT host: every pod-to-service flow through it holds an entry.
 NAT_CONNTRACK_RATIO = 0.8
+# Notifications Alertmanager fails to deliver, and alerts Prometheus fails to hand to an Alertmanager:
+# above 1% for long enough to outlast a receiver's or a replica's restart.
+NOTIFICATION_FAILED_RATIO = 0.01
 
 
 def _alert(name: str, expr: str, wait: str, severity: str, summary: str, **labels: str) -> dict[str, Any]:
@@ -435,12 +446,112 @@ def node_rules() -> list[dict[str, Any]]:
     ]
 
 
+def prometheus_rules() -> list[dict[str, Any]]:
+    """Every shard, over its own replicas (its job JOB_PROMETHEUS) and the other shards' liveness
+    (JOB_PROMETHEUS_PEERS). A replica that cannot reach Alertmanager cannot send the alert about
+    it either: its twin in the same shard scrapes it and sends it, so these hold per ``instance``."""
+    own = f'job="{JOB_PROMETHEUS}"'
+    return [
+        {
+            "name": "prometheus",
+            "rules": [
+                # A rule that fails to evaluate cannot fire for what it watches, and nothing else
+                # says so: critical, once it has outlasted a restart's transient errors.
+                _alert(
+                    "PrometheusRuleEvaluationFailures",
+                    f"increase(prometheus_rule_evaluation_failures_total{{{own}}}[5m]) > 0",
+                    "15m",
+                    "critical",
+                    "A Prometheus fails to evaluate rules: the alerts of that group cannot fire.",
+                ),
+                # The alerting configuration names the Alertmanagers statically (their StatefulSet
+                # DNS names), so 0 means the configuration lost them; failing to reach them shows in
+                # PrometheusErrorSendingAlerts and PrometheusNotificationsDropped.
+                _alert(
+                    "PrometheusNotConnectedToAlertmanagers",
+                    f"max_over_time(prometheus_notifications_alertmanagers_discovered{{{own}}}[5m]) < 1",
+                    "10m",
+                    "critical",
+                    "A Prometheus knows no Alertmanager: its alerts go nowhere.",
+                ),
+                # One Alertmanager failing leaves the other delivering (each alert goes to both): a warning.
+                _alert(
+                    "PrometheusErrorSendingAlerts",
+                    f"sum by (instance, alertmanager) (rate(prometheus_notifications_errors_total{{{own}}}[5m])) / "
+                    f"sum by (instance, alertmanager) (rate(prometheus_notifications_sent_total{{{own}}}[5m])) "
+                    f"> {NOTIFICATION_FAILED_RATIO}",
+                    "15m",
+                    "warning",
+                    "A Prometheus fails to send alerts to one Alertmanager.",
+                ),
+                # Dropped: no Alertmanager took a batch, or the queue overflowed; those alerts are lost.
+                _alert(
+                    "PrometheusNotificationsDropped",
+                    f"increase(prometheus_notifications_dropped_total{{{own}}}[5m]) > 0",
+                    "10m",
+                    "critical",
+                    "A Prometheus drops alerts: no Alertmanager took them or its queue is full.",
+                ),
+                # The labels carry the shard watched (the target's ``shard``), so the alerts every node
+                # shard sends about the control-plane shard are one alert to Alertmanager.
+                _alert(
+                    "PrometheusShardDown",
+                    f'max by (shard) (up{{job="{JOB_PROMETHEUS_PEERS}"}}) == 0',
+                    "5m",
+                    "critical",
+                    "No replica of a Prometheus shard answers: what it watches cannot page.",
+                ),
+            ],
+        }
+    ]
+
+
+def alertmanager_rules() -> list[dict[str, Any]]:
+    """On the control-plane shard, which scrapes both Alertmanager replicas. An alert that receivers
+    fail may reach no one through that same receiver: a second receiver of another type is the
+    mitigation (docs/runbooks/monitoring-not-paging.md)."""
+    am = f'job="{JOB_ALERTMANAGER}"'
+    return [
+        {
+            "name": "alertmanager",
+            "rules": [
+                # Summed over the replicas (the pair sends each notification once, from either).
+                _alert(
+                    "AlertmanagerFailedToSendNotifications",
+                    f"sum by (integration) (rate(alertmanager_notifications_failed_total{{{am}}}[5m])) / "
+                    f"sum by (integration) (rate(alertmanager_notifications_total{{{am}}}[5m])) "
+                    f"> {NOTIFICATION_FAILED_RATIO}",
+                    "10m",
+                    "critical",
+                    "Alertmanager fails to deliver notifications through an integration: nobody hears those alerts.",
+                ),
+                # The other replica keeps delivering: a warning, not a page.
+                _alert(
+                    "AlertmanagerReplicaDown",
+                    f"up{{{am}}} == 0",
+                    "10m",
+                    "warning",
+                    "An Alertmanager replica does not answer: one left to deliver every notification.",
+                ),
+            ],
+        }
+    ]
+
+
 def rule_files(max_unready_percent: int) -> dict[str, dict[str, str]]:
     """``{"control-plane": {file: text}, "nodes": {file: text}}``: what each kind of shard loads."""
     control = {
-        "groups": [*apiserver_rules(), *component_rules(), *etcd_rules(), *node_state_rules(max_unready_percent)]
+        "groups": [
+            *apiserver_rules(),
+            *component_rules(),
+            *etcd_rules(),
+            *node_state_rules(max_unready_percent),
+            *prometheus_rules(),
+            *alertmanager_rules(),
+        ]
     }
-    return {"control-plane": {CONTROL_PLANE_FILE: dump(control)}, "nodes": {NODES_FILE: dump({"groups": node_rules()})}}
+    nodes = {"groups": [*node_rules(), *prometheus_rules()]}
+    return {"control-plane": {CONTROL_PLANE_FILE: dump(control)}, "nodes": {NODES_FILE: dump(nodes)}}
 
 
 def dump(document: Any) -> str:

@@ -167,6 +167,17 @@ def static_scrape_config(job: str, targets: list[str], **labels: str) -> dict[st
     return {"job_name": job, "static_configs": [group]}
 
 
+def peer_scrape_config(targets: dict[str, list[str]]) -> dict[str, Any]:
+    """Other shards' replicas (``{shard: targets}``), for their ``up`` alone: every sample scraped is
+    dropped (``up`` and the other scrape series are written before metric relabelling), so watching
+    a shard costs a handful of series."""
+    return {
+        "job_name": rules.JOB_PROMETHEUS_PEERS,
+        "static_configs": [{"targets": t, "labels": {"shard": shard}} for shard, t in targets.items()],
+        "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": ".+", "action": "drop"}],
+    }
+
+
 def etcd_backup_scrape_config(targets: list[str]) -> dict[str, Any]:
     """The series carry ``cluster`` (main or events): renamed ``etcd_cluster`` here, or the
     Kubernetes cluster's external label ``cluster`` would never be added to their alerts."""
