@@ -2268,5 +2268,4 @@ if TYPE_CHECKING:
               opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
     def azure(kind: str, name: str, props: Any, opts: pulumi.ResourceOptions | None = None, *,
-              outputs: Sequence[str] = ()) -> Declared:
-        raise NotImplementedError
+              outputs: Sequence[str] = ()) -> Declared: ...

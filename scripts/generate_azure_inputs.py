@@ -129,9 +129,9 @@ def render(kinds: list[str]) -> str:
             *[source + "\n\n" for _, source in sorted(writer.classes.items())],
             "if TYPE_CHECKING:",
             *[overload + "\n" for overload in overloads],
+            # The implementation signature mypy wants after the overloads; type checking only, never run.
             "    def azure(kind: str, name: str, props: Any, opts: pulumi.ResourceOptions | None = None, *,",
-            "              outputs: Sequence[str] = ()) -> Declared:",
-            "        raise NotImplementedError",
+            "              outputs: Sequence[str] = ()) -> Declared: ...",
             "",
         ]
     )
