@@ -178,6 +178,17 @@ CONTROL_PLANE = [
             ("KubeControllerManagerDown", rules.JOB_CONTROLLER_MANAGER, 10257),
         )
     ),
+    # One standby down: fires for that instance alone; all answering is silent.
+    Case(
+        "ControlPlaneComponentInstanceDown",
+        {
+            f'up{{job="{rules.JOB_SCHEDULER}",instance="10.0.0.5:10259"}}': "0x20",
+            f'up{{job="{rules.JOB_SCHEDULER}",instance="10.0.0.6:10259"}}': "1x20",
+        },
+        {f'up{{job="{rules.JOB_CONTROLLER_MANAGER}",instance="10.0.0.{i}:10257"}}': "1x20" for i in (5, 6)},
+        "16m",
+        [{"job": rules.JOB_SCHEDULER, "instance": "10.0.0.5:10259"}],
+    ),
     Case("EtcdMemberDown", {f"up{{{ETCD}}}": "0x10"}, {f"up{{{ETCD}}}": "1x10"}, "5m", [ETCD_LABELS]),
     Case(
         "EtcdHighNumberOfLeaderChanges",

@@ -196,6 +196,15 @@ def component_rules() -> list[dict[str, Any]]:
                     "critical",
                     "No kube-controller-manager answers: no ReplicaSet, node lifecycle or kubelet CSR is handled.",
                 ),
+                # One instance down while another answers: nothing stops, but the standby a leader failover
+                # needs is gone; a warning, so it is mended before the next apiserver VM is rolled.
+                _alert(
+                    "ControlPlaneComponentInstanceDown",
+                    f'up{{job=~"{JOB_SCHEDULER}|{JOB_CONTROLLER_MANAGER}"}} == 0',
+                    "15m",
+                    "warning",
+                    "One kube-scheduler or kube-controller-manager instance does not answer: its failover is gone.",
+                ),
             ],
         }
     ]
