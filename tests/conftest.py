@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 
 import pytest
 
+from infra.errors import ConfigError
+from plan import runner
 from plan.artifacts import collect_files
 from plan.diff import Plan
 from plan.runner import ProgramRun, own_stack_name, run_program
@@ -29,6 +32,25 @@ def deploy_after(previous: ProgramRun, *overrides: str, stack: str | None = None
 def as_plan(run: ProgramRun) -> Plan:
     """What ``python -m plan`` would write for this run, as ``plan.diff`` reads it (no disk)."""
     return Plan({r.urn: r.as_json() for r in run.registrations}, run.outputs, collect_files(run.registrations))
+
+
+def azure_declared_before_refusal(monkeypatch, program: Callable[[], object], refusal: str) -> list[str]:
+    """Runs ``program`` (a ``run_program`` call) expecting a ConfigError matching ``refusal``, and returns the
+    azure-native resources it had declared by then: a refused change must reach Azure with nothing (Pulumi
+    deletes only after a program that succeeded)."""
+    monitors: list[runner.RecordingMonitor] = []
+
+    class Recording(runner.RecordingMonitor):
+        def __init__(self, mocks):
+            super().__init__(mocks)
+            monitors.append(self)
+
+    monkeypatch.setattr(runner, "RecordingMonitor", Recording)
+    with pytest.raises(ConfigError, match=refusal):
+        program()
+    [monitor] = monitors
+    assert monitor.registrations, "the program ran up to the check"
+    return [r.name for r in monitor.registrations if r.type.startswith("azure-native:")]
 
 
 @pytest.fixture(scope="session")

@@ -293,3 +293,7 @@ def get(cluster, member, key) -> str | None:
     """A serializable read: answered from that member's own copy of the data."""
     result = cluster.etcdctl([member.client_url], "get", key, "--consistency=s", "--print-value-only")
     return result.stdout.strip() or None
+
+
+# What the real-etcd tests write and read back (a few kilobytes, enough to show in a snapshot).
+KEYS = {f"/registry/test/key-{i}": f"value-{i}" * 40 for i in range(6)}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infra import naming
 from infra.addons import images, monitoring
 from infra.addons.monitoring import alertmanager, exporters, rules, shards
 from infra.control_plane import controller_manager, paths, scheduler
@@ -19,7 +20,7 @@ from infra.errors import ConfigError
 from infra.etcd import backup_metrics
 from infra.labels import GPU_PRESENT_LABEL
 from infra.node import local_disk
-from tests.helpers import PROJECT_DIR, monitoring_tool
+from tests.helpers import PROJECT_DIR, monitoring_tool, parsed
 from tests.infra.addon_fixtures import (
     find,
     groups_for,
@@ -335,9 +336,8 @@ def test_exporters_run_where_their_targets_are():
     assert node_exporter["tolerations"] == [{"operator": "Exists"}] and node_exporter["hostNetwork"]
     dcgm = find(groups, "DaemonSet", exporters.DCGM_EXPORTER)["spec"]["template"]["spec"]
     assert dcgm["nodeSelector"] == {GPU_PRESENT_LABEL: "true"}
-    assert dcgm["containers"][0]["image"].endswith(
-        images.DCGM_EXPORTER.removeprefix("nvcr.io/")
-    )  # via the cluster's cache
+    registry = naming.container_registry_login_server(parsed("prod").cluster_name)
+    assert dcgm["containers"][0]["image"] == images.in_cluster_registry(images.DCGM_EXPORTER, registry)
     ksm = find(groups, "Deployment", exporters.KUBE_STATE_METRICS)["spec"]["template"]["spec"]
     assert "--resources=nodes,pods,deployments,daemonsets,statefulsets,namespaces" in ksm["containers"][0]["args"]
 

@@ -23,15 +23,13 @@ import pytest
 
 from infra.etcd import backup_metrics
 from infra.etcd.backup import FORMED_MARKER
-from tests.etcd_local import LocalCluster, get, snapshots
+from tests.etcd_local import KEYS, LocalCluster, get, snapshots
 from tests.etcd_specs import clusters
 from tests.fake_azure_blob import FakeBlobService
 from tests.helpers import require_tool
 
 # The second stage of scripts/test.sh (tens of seconds): real etcd clusters grown, restored and wiped.
 pytestmark = pytest.mark.slow
-
-KEYS = {f"/registry/test/key-{i}": f"value-{i}" * 40 for i in range(6)}
 
 
 @pytest.fixture

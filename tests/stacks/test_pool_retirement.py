@@ -18,6 +18,7 @@ from plan.__main__ import EXIT_BAD_INPUT, EXIT_DANGER, main
 from plan.artifacts import plan_files, write_plan
 from plan.diff import diff_plans, load_plan
 from plan.stackfile import load_stack_config
+from tests.conftest import azure_declared_before_refusal
 from tests.helpers import raw_stack
 
 # dev without its cpu pool (and without the cpu pool's warm nodes): top-level values are strings, which
@@ -79,20 +80,13 @@ def test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line(d
 def test_a_refused_removal_declares_nothing_in_azure(dev_plan, monkeypatch):
     """Everything in Azure hangs off the resource group, whose name waits for the check: when it fails, not one
     azure-native resource reaches the engine (and Pulumi deletes only after a program that succeeded)."""
-    monitors = []
-
-    class Recording(runner.RecordingMonitor):
-        def __init__(self, mocks):
-            super().__init__(mocks)
-            monitors.append(self)
-
-    monkeypatch.setattr(runner, "RecordingMonitor", Recording)
     config = load_stack_config("dev", REMOVE_CPU[1::2])
-    with pytest.raises(ConfigError, match="pool cpu still listed"):
-        runner.run_program("dev", config, {runner.own_stack_name("dev"): dev_plan.outputs})
-    [monitor] = monitors
-    assert monitor.registrations, "the program ran up to the check"
-    assert not [r.name for r in monitor.registrations if r.type.startswith("azure-native:")]
+    declared = azure_declared_before_refusal(
+        monkeypatch,
+        lambda: runner.run_program("dev", config, {runner.own_stack_name("dev"): dev_plan.outputs}),
+        "pool cpu still listed",
+    )
+    assert not declared
 
 
 def test_retiring_then_removing_a_pool_passes(retired_cpu_plan, tmp_path, capsys):
