@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from infra.cluster import ClusterSpec
 from infra.control_plane import pki as cluster_pki
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
 from infra.etcd.machine import ETCD_UNIT
-from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
+from infra.etcd.spec import CLIENT_PORT, EVENTS, MAIN, etcd_cluster_spec
 from infra.labels import GPU_RESOURCE, RDMA_RESOURCE
 from infra.node import kubelet
 from infra.vm_sizes import VM_SIZES
@@ -120,6 +121,21 @@ class Cluster:
             input=input,
         )
 
+    def create_probe_event(self) -> str:
+        """Creates an Event in ``default`` through the apiservers; returns the etcd key it is stored under."""
+        name = f"box-{uuid.uuid4().hex[:8]}"
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"kind": "Namespace", "name": "default"},
+            "reason": "ClusterInABox",
+            "message": "where does this land",
+            "type": "Normal",
+        }
+        self.kubectl("create", "-f", "-", input=yaml.safe_dump(event))
+        return f"/registry/events/default/{name}"
+
     def get_json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
 
@@ -154,7 +170,7 @@ class Cluster:
         config = yaml.safe_load((machine.files / RENDERED_ETCD_CONFIG).read_text())
         tls = config["client-transport-security"]
         urls = endpoints or [m.ip for m, _, _ in self.etcd[role]]
-        urls = [u if u.startswith("https://") else f"https://{u}:2379" for u in urls]
+        urls = [u if u.startswith("https://") else f"https://{u}:{CLIENT_PORT}" for u in urls]
         return self.network.run(
             host,
             [

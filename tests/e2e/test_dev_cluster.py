@@ -22,6 +22,7 @@ from infra.addons.monitoring import rules
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
 from infra.control_plane.controller_manager import SECURE_PORT as CM_SECURE_PORT
 from infra.control_plane.scheduler import SECURE_PORT as SCHEDULER_SECURE_PORT
+from infra.etcd.spec import EVENTS, MAIN
 from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
 from infra.network_security import monitoring_pools
 from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install
@@ -116,28 +117,11 @@ def test_scheduler_and_controller_manager_answer_prometheus_at_the_vm_address_an
 
 
 def test_events_are_stored_in_the_events_etcd_and_never_in_the_main_etcd(dev: Cluster):
-    name = f"box-{uuid.uuid4().hex[:8]}"
-    dev.kubectl(
-        "create",
-        "-f",
-        "-",
-        input=yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": "default"},
-                "involvedObject": {"kind": "Namespace", "name": "default"},
-                "reason": "ClusterInABox",
-                "message": "where does this land",
-                "type": "Normal",
-            }
-        ),
-    )
-    key = f"/registry/events/default/{name}"
-    assert dev.etcdctl("events-etcd", "get", key, "--keys-only").stdout.strip() == key
-    assert dev.etcdctl("etcd", "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip() == ""
+    key = dev.create_probe_event()
+    assert dev.etcdctl(EVENTS, "get", key, "--keys-only").stdout.strip() == key
+    assert dev.etcdctl(MAIN, "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip() == ""
     # ... while everything else lives in the main etcd.
-    assert dev.etcdctl("etcd", "get", "/registry/namespaces/default", "--keys-only").stdout.strip()
+    assert dev.etcdctl(MAIN, "get", "/registry/namespaces/default", "--keys-only").stdout.strip()
 
 
 def test_secrets_are_encrypted_at_rest(dev: Cluster):

@@ -29,24 +29,9 @@ def test_every_apiserver_is_ready_and_reads_both_etcd_clusters(prod: Cluster):
         assert processes[APISERVER_UNIT].alive(), processes[APISERVER_UNIT].output()[-2000:]
         status, body = prod.raw("/readyz?verbose", url=f"https://{machine.ip}:6443")
         assert status == 200 and "[+]etcd ok" in body, body
-    name = f"box-{uuid.uuid4().hex[:8]}"
-    prod.kubectl(
-        "create",
-        "-f",
-        "-",
-        input=yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": "default"},
-                "involvedObject": {"kind": "Namespace", "name": "default"},
-                "reason": "ClusterInABox",
-                "type": "Normal",
-            }
-        ),
-    )
+    key = prod.create_probe_event()
     # Whichever apiserver the load balancer picked, the Event is in the events cluster only.
-    assert prod.etcdctl(EVENTS, "get", f"/registry/events/default/{name}", "--keys-only").stdout.strip()
+    assert prod.etcdctl(EVENTS, "get", key, "--keys-only").stdout.strip() == key
     assert not prod.etcdctl(MAIN, "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip()
 
 
