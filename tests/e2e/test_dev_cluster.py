@@ -447,7 +447,10 @@ def test_most_allocated_packs_small_pods_onto_the_fewest_nodes(dev: Cluster):
         "the first small pod to bind", lambda: [n for n in _bound(dev, f"box=pack-{run}").values() if n], timeout=60
     )
     free_cpu, free_slots = _free(dev, node)
-    assert free_slots >= 3, f"{node} has {free_slots} pod slots left: too few to show packing"
+    # Two slots are enough: the anchor takes one, the next small pod must still pick this node over emptier
+    # ones (LeastAllocated would not), and the rest must overflow onto one other node. Which CPU node the
+    # first pod lands on is a tie broken at random, and the add-ons' DaemonSets leave some with only two.
+    assert free_slots >= 2, f"{node} has {free_slots} pod slots left: too few to show packing"
     anchor = _pod(f"pack-{run}-anchor", cpu=f"{free_cpu // 2}m", labels={"box": f"pack-{run}"})
     anchor["spec"]["nodeSelector"]["kubernetes.io/hostname"] = node
     dev.kubectl("create", "-f", "-", input=yaml.safe_dump(anchor))
