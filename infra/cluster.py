@@ -31,6 +31,7 @@ from infra.nat_hosts import nat_host_cloud_config
 from infra.node import node_cloud_config
 from infra.node.pool import check_custom_data, check_pool_tags, node_spec
 from infra.node_checks import check_nodes
+from infra.previous_outputs import check_previous_outputs
 from infra.sizing import shards
 
 
@@ -45,6 +46,8 @@ class ClusterSpec:
     # What nodes, NAT hosts and the autoscaler run: kubernetesVersion once every apiserver does (infra/day2.py).
     node_kubernetes_version: str = ""
     node_machine_image_version: str = ""  # the image version node models and NAT hosts boot (infra/day2.py)
+    # Pool name -> host-network DaemonSet pods on its nodes: kubelet's maxPods is the pod IPs plus these.
+    host_network_pods: Mapping[str, int] = field(default_factory=dict)
 
 
 def build_cluster_spec(
@@ -53,7 +56,7 @@ def build_cluster_spec(
     """``previous_outputs``: the stack's outputs from its last deploy (``{}``/None before the first)."""
     config = parse_config(raw, location)
     check_pool_tags(config)
-    last = last_deploy(previous_outputs)
+    last = last_deploy(check_previous_outputs(previous_outputs or {}, "pulumi:pulumi:readStackOutputs"))
     check_live_changes(last, config)
     check_kubernetes_upgrade(last, config)
     node_version = node_kubernetes_version(last, config)
@@ -66,10 +69,9 @@ def build_cluster_spec(
         node_kubernetes_version=node_version,
         node_machine_image_version=node_image,
     )
-    check_nodes(
-        spec.config, spec.addresses, spec.addons
-    )  # host ports and pod budget, from what every node and add-on renders
-    return _with_machine_cloud_inits(spec)
+    # Host ports, pod budget and the cluster as a whole, from what every node and add-on renders.
+    host_network_pods = check_nodes(spec.config, spec.addresses, spec.addons)
+    return _with_machine_cloud_inits(dataclasses.replace(spec, host_network_pods=host_network_pods))
 
 
 def _with_machine_cloud_inits(spec: ClusterSpec) -> ClusterSpec:
@@ -85,7 +87,15 @@ def _with_machine_cloud_inits(spec: ClusterSpec) -> ClusterSpec:
         for shard in shards(pool):
             # Shards differ only in their nodes' InfiniBand domain: a pool without InfiniBand is rendered once.
             if rendered is None or pool.infiniband:
-                node = node_spec(config, addresses, pool, shard, vault_name=vault_name, registry_login_server=registry)
+                node = node_spec(
+                    config,
+                    addresses,
+                    pool,
+                    shard,
+                    vault_name=vault_name,
+                    registry_login_server=registry,
+                    host_network_pods=spec.host_network_pods[pool.name],
+                )
                 rendered = render(node_cloud_config(node, boot_steps))
                 check_custom_data(config, index, rendered)
             nodes[shard.name] = rendered

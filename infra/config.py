@@ -42,7 +42,8 @@ MAX_POD_IPS_PER_NODE = 255
 # etcd's default backend quota is 2 GiB; the 2,500-node post hit it and the cluster stopped
 # taking writes. etcd warns above 8 GiB ("suggested maximum", etcd v3.5 dev-guide/limit.md);
 # the official 5,000-node scale test runs 20 GiB, which is our ceiling.
-MIN_ETCD_QUOTA_BYTES = 2 * 1024**3
+ETCD_DEFAULT_QUOTA_BYTES = 2 * 1024**3  # etcd's --quota-backend-bytes default (etcd v3.5 dev-guide/limit.md)
+MIN_ETCD_QUOTA_BYTES = ETCD_DEFAULT_QUOTA_BYTES + 1  # strictly above it: the default is the outage value
 MAX_ETCD_QUOTA_BYTES = 20 * 1024**3
 
 # network.addressSpace is cut into 64 equal blocks: block 0 for the control plane, 1..63 for pools.
@@ -464,7 +465,7 @@ def _node_pool(s: Section) -> NodePoolConfig:
         ),
     )
     for key, value in pool.labels.items():
-        if not re.fullmatch(LABEL_VALUE_PATTERN, value):
+        if not (value.isascii() and re.fullmatch(LABEL_VALUE_PATTERN, value)):
             raise ConfigError(f"{s.key('labels')}.{key}", value, "a Kubernetes label value (63 characters at most)")
         if not kubelet_may_set_label(key):
             raise ConfigError(

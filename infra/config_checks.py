@@ -105,7 +105,7 @@ def check_ssh_public_key(key: str, value: str) -> None:
 
 # ------------------------------------------------------------------ kubernetesVersion
 
-KUBERNETES_VERSION = re.compile(r"1\.(\d+)\.(0|[1-9]\d*)")
+KUBERNETES_VERSION = re.compile(r"1\.([0-9]+)\.(0|[1-9][0-9]*)")
 
 
 def kubernetes_releases_text() -> str:

@@ -92,7 +92,7 @@ PEM_CERTIFICATE = Scalar(
 KUBERNETES_VERSION = Scalar(
     "version",
     "a Kubernetes version such as 1.33.4",
-    lambda v: isinstance(v, str) and re.fullmatch(r"1\.\d+\.\d+", v) is not None,
+    lambda v: isinstance(v, str) and re.fullmatch(r"1\.[0-9]+\.[0-9]+", v) is not None,
 )
 COUNT = Scalar("int >= 0", "a whole number >= 0", _is_count, int)
 FLAG = Scalar("bool", "true or false", lambda v: isinstance(v, bool))
@@ -272,7 +272,7 @@ def to_document(value: Any) -> Any:
 
 def parse_version(version: Any, source: str) -> tuple[int, int]:
     """``"1.3"`` -> ``(1, 3)``; refuses any major this reader was not written for."""
-    match = re.fullmatch(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    match = re.fullmatch(r"([0-9]+)\.([0-9]+)", version) if isinstance(version, str) else None
     if match is None:
         raise ContractError(f'{source}: `{OUTPUT_NAME}.schemaVersion` is {version!r}, expected "MAJOR.MINOR"')
     major, minor = int(match.group(1)), int(match.group(2))

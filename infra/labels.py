@@ -67,7 +67,14 @@ NAT_HOST_TAINT_KEY = "supercluster.io/nat-host"
 NAT_HOST_TAINT_VALUE = "true"
 NAT_HOST_TAINT_EFFECT = "NoSchedule"
 
+# Labels kubelet sets on its own Node whatever its flags (kubernetes.io/docs/reference/labels-annotations-taints:
+# kubernetes.io/os, kubernetes.io/arch); every size supercluster knows is x86-64 (infra/vm_sizes.py).
+KUBELET_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+
 # ------------------------------------------------------------------------------ resources
+
+# On a node agent's DaemonSet: what it gives every node it runs on (infra/whole_cluster.py reads it).
+PROVIDES_ANNOTATION = "supercluster.io/provides"
 
 GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource the NVIDIA device plugin advertises
 # The RDMA shared device plugin advertises each InfiniBand node's HCAs as ``rdma/<resourceName>``

@@ -17,46 +17,170 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from infra import naming
-from infra.addons import BASE, CONFIG_KEY, AddonSettings, build_addon_objects
-from infra.addressing import AddressPlan
+from infra import join_time, naming
+from infra.addons import BASE, CONFIG_KEY, AddonSettings, AzureAccess, build_addon_objects
+from infra.addressing import AddressPlan, pod_ip_configurations
 from infra.config import ADDON_KEYS, ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
-from infra.node import NodeSpec, kube_proxy, kubelet
-from infra.node.pool import node_spec
+from infra.labels import GPU_RESOURCE, KUBELET_LABELS, RDMA_RESOURCE
+from infra.nat_hosts import NAT_HOST_LABELS, NAT_HOST_MAX_PODS, NAT_HOST_TAINTS
+from infra.node import NodeSpec, gpu, kube_proxy, kubelet
+from infra.node.pool import autoscaler_tags, node_spec
 from infra.sizing import shards
+from infra.vm_sizes import VM_SIZES, VmSize
+from infra.whole_cluster import EVICTION_MEMORY_BYTES, WORKLOAD_KINDS, NodeKind, Workload, check_cluster, unmatched
 
 # KubeletConfiguration (kubelet.config.k8s.io/v1beta1) defaults for the ports our config leaves unset
 # (kubernetes.io/docs/reference/config-api/kubelet-config.v1beta1: port 10250, healthzPort 10248).
 KUBELET_DEFAULT_PORTS = {"port": 10250, "healthzPort": 10248}
 
 
-def check_nodes(config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings) -> None:
-    daemonsets = list(_daemonsets(config, addresses, settings))
+def check_nodes(config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings) -> dict[str, int]:
+    """Runs every check on what the nodes and add-ons render; returns each pool's host-network DaemonSet
+    pods (``node_spec``'s ``host_network_pods``: kubelet's maxPods is the pod IPs plus them)."""
+    objects = cluster_objects(config, addresses, settings)
+    daemonsets = daemon_sets_of(objects)
+    host_network = {}
     for index, pool in enumerate(config.node_pools):
         # Every shard of a pool runs the same services (shards differ only in their InfiniBand domain).
-        node = node_spec(
+        node = pool_node(config, addresses, pool, daemonsets)
+        host_network[pool.name] = node.max_pods - pod_ip_configurations(pool)
+        check_host_ports(config, node, daemonsets)
+        check_pod_budget(index, pool, node, daemonsets)
+    check_cluster(
+        [Workload(key, obj) for key, obj in objects if obj.get("kind") in WORKLOAD_KINDS],
+        [obj for _, obj in objects if obj.get("kind") == "Service"],
+        node_kinds(config, addresses, settings, daemonsets),
+    )
+    return host_network
+
+
+def pool_node(
+    config: ClusterConfig, addresses: AddressPlan, pool: NodePoolConfig, daemonsets: list[tuple[str, dict[str, Any]]]
+) -> NodeSpec:
+    """A node of the pool's first shard, its maxPods counting the host-network DaemonSet pods that land there
+    (which DaemonSets land depends only on labels and taints, not on maxPods)."""
+
+    def node(host_network_pods: int) -> NodeSpec:
+        return node_spec(
             config,
             addresses,
             pool,
             shards(pool)[0],
             vault_name=naming.key_vault(config.cluster_name),
             registry_login_server=naming.container_registry_login_server(config.cluster_name),
+            host_network_pods=host_network_pods,
         )
-        check_host_ports(config, node, daemonsets)
-        check_pod_budget(index, pool, node, daemonsets)
+
+    landing = [ds for _, ds in daemonsets if _lands(ds, node(0))]
+    return node(sum(1 for ds in landing if _host_network(ds)))
+
+
+def _lands(daemonset: Mapping[str, Any], node: NodeSpec) -> bool:
+    return runs_on(daemonset["spec"]["template"]["spec"], node.labels, node.node_taints)
+
+
+def workload_pods(pool: NodePoolConfig) -> int:
+    """Workload pods one node of the pool must fit: one per GPU on a GPU node (a researcher's 8 one-GPU pods
+    on an 8-GPU node), else at least one."""
+    return max(1, pool.size.gpus)
+
+
+def cluster_objects(
+    config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(owning config key, object)`` for every object the enabled add-ons apply. The autoscaler's
+    Azure ids are known only once Azure answers; they decide nothing here, so stand-ins render it."""
+    azure = AzureAccess(
+        subscription_id="<subscription>",
+        resource_group=naming.node_resource_group(config.cluster_name),
+        identity_client_id="<autoscaler identity>",
+    )
+    groups = build_addon_objects(config, addresses, settings, azure=azure)
+    return [
+        ("addons" if attr == BASE else f"addons.{CONFIG_KEY[attr]}", obj)
+        for attr, objects in groups.items()
+        for obj in objects
+    ]
+
+
+def node_kinds(
+    config: ClusterConfig,
+    addresses: AddressPlan,
+    settings: AddonSettings,
+    daemonsets: list[tuple[str, dict[str, Any]]] | None = None,
+) -> list[NodeKind]:
+    """Every kind of node the plan boots, as its kubelet registers it: one per pool, and the NAT hosts.
+    ``daemonsets``: the enabled add-ons' (``daemon_sets_of``), rendered here when not given."""
+    if daemonsets is None:
+        daemonsets = daemon_sets_of(cluster_objects(config, addresses, settings))
+    kinds = []
+    for index, pool in enumerate(config.node_pools):
+        shard = shards(pool)[0]
+        node = pool_node(config, addresses, pool, daemonsets)
+        devices = {GPU_RESOURCE: pool.size.gpus} if pool.size.gpus else {}
+        if pool.infiniband:
+            devices[RDMA_RESOURCE] = settings.rdma_device_plugin.pods_per_node
+        kinds.append(
+            NodeKind(
+                name=kind_name(pool.name),
+                key=f"nodePools[{index}]",
+                labels={**node.labels, **KUBELET_LABELS},
+                taints=node.node_taints,
+                startup_taints=(gpu.UNHEALTHY_TAINT,) if pool.size.gpus else (),
+                capacity={**machine_capacity(pool.size), **devices},
+                max_pods=node.max_pods,
+                cluster_dns=node.cluster_dns,
+                max_nodes=0 if pool.retired else pool.max_nodes,
+                min_nodes=0 if pool.retired else pool.min_nodes,
+                scale_set_tags=autoscaler_tags(config, pool, shard),
+                # A GPU node exists to run one pod per GPU (each with an HCA share on InfiniBand).
+                work={resource: 1 for resource in devices},
+                work_pods=workload_pods(pool),
+                join_seconds=join_time.total_seconds(gpu=pool.size.gpus > 0),
+            )
+        )
+    nat = config.network.nat_hosts
+    kinds.append(
+        NodeKind(
+            name=kind_name(None),
+            key="network.natHosts",
+            labels={**NAT_HOST_LABELS, **KUBELET_LABELS},
+            taints=NAT_HOST_TAINTS,
+            capacity=machine_capacity(VM_SIZES[nat.vm_size]),
+            max_pods=NAT_HOST_MAX_PODS,
+            cluster_dns=addresses.dns_service_ip,
+            max_nodes=nat.count,
+            min_nodes=nat.count,
+            work_pods=0,  # they forward; no workload runs there
+        )
+    )
+    return kinds
+
+
+def kind_name(pool: str | None) -> str:
+    """A node kind's name: ``pool <name>``, or the NAT hosts' (``pool`` None)."""
+    return "NAT hosts" if pool is None else f"pool {pool}"
+
+
+def machine_capacity(size: VmSize) -> dict[str, int]:
+    """What a machine of ``size`` offers pods: its vCPUs and its memory less kubelet's eviction threshold."""
+    return {"cpu": size.vcpus * 1000, "memory": size.memory_gib * 2**30 - EVICTION_MEMORY_BYTES}
 
 
 def _daemonsets(
     config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings
-) -> Iterable[tuple[str, dict[str, Any]]]:
-    """``(add-on config key, DaemonSet)`` of every enabled add-on. The cluster autoscaler renders no
-    DaemonSet (and needs the Azure identity to render at all), so it is not asked."""
-    groups = build_addon_objects(config, addresses, settings, skip=("cluster_autoscaler",))
-    for attr, objects in groups.items():
-        for obj in objects:
-            if obj.get("kind") == "DaemonSet":
-                yield ("base" if attr == BASE else CONFIG_KEY[attr]), obj
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(add-on config key, DaemonSet)`` of every enabled add-on."""
+    return daemon_sets_of(cluster_objects(config, addresses, settings))
+
+
+def daemon_sets_of(objects: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        ("base" if key == "addons" else key.removeprefix("addons."), obj)
+        for key, obj in objects
+        if obj.get("kind") == "DaemonSet"
+    ]
 
 
 def _port_of(bind_address: str) -> int:
@@ -118,63 +242,31 @@ def _settings(config: ClusterConfig, owner: str) -> Mapping[str, Any]:
 
 
 def runs_on(pod: Mapping[str, Any], labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
-    """Whether the scheduler would place this DaemonSet's pod on a node with these labels and taints:
-    its nodeSelector and required node affinity match, and it tolerates every NoSchedule/NoExecute taint."""
-    if any(labels.get(k) != v for k, v in (pod.get("nodeSelector") or {}).items()):
-        return False
-    required = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if terms and not any(all(_matches(e, labels) for e in term.get("matchExpressions", [])) for term in terms):
-        return False
-    tolerations = pod.get("tolerations") or []
-    return all(
-        any(_tolerates(t, taint) for t in tolerations)
-        for taint in taints
-        if taint.effect in ("NoSchedule", "NoExecute")
-    )
-
-
-def _matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
-    if operator == "In":
-        return labels.get(key) in values
-    if operator == "NotIn":
-        return labels.get(key) not in values
-    if operator == "Exists":
-        return key in labels
-    if operator == "DoesNotExist":
-        return key not in labels
-    return False  # Gt/Lt: no add-on uses them; treat as not matching rather than guess
-
-
-def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
-    if toleration.get("effect") not in (None, "", taint.effect):
-        return False
-    if toleration.get("operator") == "Exists":
-        return toleration.get("key") in (None, "", taint.key)
-    return toleration.get("key") == taint.key and toleration.get("value", "") == taint.value
+    """Whether the scheduler would place this DaemonSet's pod on a node with these labels and taints."""
+    return unmatched(pod, labels, taints) is None
 
 
 def daemon_pods(node: NodeSpec, daemonsets: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """The DaemonSets that put a pod on this node."""
-    return [
-        ds["metadata"]["name"]
-        for _, ds in daemonsets
-        if runs_on(ds["spec"]["template"]["spec"], node.labels, node.node_taints)
-    ]
+    return [ds["metadata"]["name"] for _, ds in daemonsets if _lands(ds, node)]
 
 
 def check_pod_budget(
     index: int, pool: NodePoolConfig, node: NodeSpec, daemonsets: list[tuple[str, dict[str, Any]]]
 ) -> None:
-    running = daemon_pods(node, daemonsets)
-    needed = len(running) + 1
-    if node.max_pods < needed:
+    """The pool's pod IPs cover the DaemonSet pods that need one (not host network) and its workload pods."""
+    with_ip = [ds["metadata"]["name"] for _, ds in daemonsets if _lands(ds, node) and not _host_network(ds)]
+    needed = len(with_ip) + workload_pods(pool)
+    if pod_ip_configurations(pool) < needed:
+        listed = f" ({', '.join(with_ip)})" if with_ip else ""
         raise ConfigError(
             f"nodePools[{index}].podIpsPerNode",
             pool.pod_ips_per_node,
-            f"at least {needed}: it is also kubelet's maxPods, and every {pool.name} node runs "
-            f"{len(running)} DaemonSet pod(s) ({', '.join(running)}) before any workload",
+            f"at least {needed}: every {pool.name} node runs {len(with_ip)} DaemonSet pod(s) that take a pod IP"
+            f"{listed} and {workload_pods(pool)} workload pod(s){' (one per GPU)' if pool.size.gpus else ''}; "
+            "host-network DaemonSet pods take none",
         )
+
+
+def _host_network(daemonset: Mapping[str, Any]) -> bool:
+    return bool(daemonset["spec"]["template"]["spec"].get("hostNetwork"))

@@ -103,7 +103,9 @@ class Section:
             return cast(str, value)
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(self.key(name), value, accepted)
-        if pattern is not None and not re.fullmatch(pattern, value):
+        # ASCII only: Python's \d and \w also match other scripts' digits and letters, which Azure and
+        # Kubernetes refuse (a version with an Arabic-Indic digit becomes a download URL nobody serves).
+        if pattern is not None and not (value.isascii() and re.fullmatch(pattern, value)):
             raise ConfigError(self.key(name), value, accepted)
         return value
 
@@ -199,7 +201,7 @@ class Section:
             raise ConfigError(self.key(name), value, accepted)
         if key_pattern is not None:
             for k in value:
-                if not re.fullmatch(key_pattern, k):
+                if not (k.isascii() and re.fullmatch(key_pattern, k)):
                     raise ConfigError(f"{self.key(name)}.{k}", value[k], accepted)
         return dict(value)
 

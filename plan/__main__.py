@@ -23,14 +23,16 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from infra.addressing import plan_addresses
-from infra.config import LOCATION_KEY, parse_config
+from infra.config import LOCATION_KEY, ClusterConfig, parse_config
 from infra.errors import ConfigError
-from plan.artifacts import plan_files, write_plan
+from infra.previous_outputs import check_previous_outputs
+from plan.artifacts import PLAN_MARKER, holds_plan, plan_files, write_plan
 from plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
 from plan.diff_report import render_diff
-from plan.runner import own_stack_name, run_program
+from plan.runner import ProgramHung, own_stack_name, run_program
 from plan.secret_scan import scan_files
 from plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs, namespace_values
 from plan.summary import render_summary
@@ -79,18 +81,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or PROJECT_DIR / "build" / "plan" / args.stack
     try:
+        check_out(out)
         old = load_plan(args.diff) if args.diff is not None else None
         config = load_stack_config(args.stack, args.config, config_file=args.config_file)
-        stack_outputs = load_stack_outputs(args.stack_outputs)
+        parsed = parse_config(namespace_values(config), config.get(LOCATION_KEY))
+        stack_outputs = given_stack_outputs(args.stack, parsed, load_stack_outputs(args.stack_outputs))
         if old is not None:
             # The earlier plan stands for the last deploy: its outputs answer the program's reference to itself.
-            stack_outputs.setdefault(own_stack_name(args.stack), old.outputs)
+            source = f"--diff {args.diff / 'outputs.json'}"
+            stack_outputs.setdefault(
+                own_stack_name(args.stack), dict(check_previous_outputs(old.outputs, source, required=True))
+            )
         run = run_program(args.stack, config, stack_outputs)
-    except (ConfigError, PlanDirectoryError) as error:
+    except (ConfigError, PlanDirectoryError, ProgramHung) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    # The program validated this config already; the summary needs only its parsed form and address plan.
-    parsed = parse_config(namespace_values(config), config.get(LOCATION_KEY))
     summary = render_summary(
         args.stack, parsed, plan_addresses(parsed), run.registrations, example_stacks=run.example_stacks
     )
@@ -111,6 +116,39 @@ def main(argv: list[str] | None = None) -> int:
     print(report, end="")
     print(f"Plan written to {out}, diff to {out / 'diff.md'}")
     return exit_code(diff)
+
+
+def check_out(out: Path) -> None:
+    """``--out`` may name a new path or a folder holding a plan this program wrote (``PLAN_MARKER``): only
+    such a folder is replaced. Anything else that exists (``.``, a home directory, a file, a link) is refused,
+    never deleted."""
+    if out.exists() or out.is_symlink():
+        if not holds_plan(out):
+            raise ConfigError(
+                "--out",
+                str(out),
+                f"a new path or a folder holding a plan this program wrote (with {PLAN_MARKER}); "
+                "this one is left as it is",
+            )
+        return
+    parent = next(p for p in out.absolute().parents if p.exists() or p.is_symlink())
+    if not parent.is_dir():
+        raise ConfigError("--out", str(out), f"a path inside a folder ({parent} is not a folder)")
+
+
+def given_stack_outputs(
+    stack: str, config: ClusterConfig, given: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``--stack-outputs``, each stack one this program reads: its own (the last deploy, checked against
+    what it exports) or the hub it peers to (checked by the program against the hub's contract)."""
+    own = own_stack_name(stack)
+    reads = [own] + ([config.network.hub.stack] if config.network.hub.stack else [])
+    for name, outputs in given.items():
+        if name not in reads:
+            raise ConfigError("--stack-outputs", name, "outputs of a stack this program reads: " + " or ".join(reads))
+        if name == own:
+            check_previous_outputs(outputs, f"--stack-outputs {own}", required=True)
+    return dict(given)
 
 
 def exit_code(diff: PlanDiff) -> int:

@@ -23,6 +23,10 @@ from plan.mocks import SECRET, Registration
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
 IMAGE_TEMPLATE = "azure-native:virtualmachineimages:VirtualMachineImageTemplate"
+# Written into every plan directory: ``--out`` replaces an existing folder only when it holds this file
+# (a plan this program wrote), so a mistyped --out (``.``, a home directory, a user's folder) is never deleted.
+PLAN_MARKER = ".supercluster-plan"
+PLAN_MARKER_TEXT = "Written by `python -m plan`: a later `python -m plan --out` may replace this folder.\n"
 VM_TYPES = {
     "azure-native:compute:VirtualMachine": ("osProfile", "customData"),
     "azure-native:compute:VirtualMachineScaleSet": ("virtualMachineProfile", "osProfile", "customData"),
@@ -151,6 +155,7 @@ def write_plan(out: Path, files: dict[str, str]) -> None:
     make 3,500 directories, one mkdir costing up to a quarter of a millisecond on a busy disk. Other
     identical files are written once and hard-linked."""
     out.mkdir(parents=True)
+    (out / PLAN_MARKER).write_text(PLAN_MARKER_TEXT)
     made = {""}  # one mkdir per directory
     linked = _link_identical_trees(out, files, made)
     written: dict[str, Path] = {}
@@ -198,3 +203,9 @@ def _make_directories(out: Path, directory: str, made: set[str]) -> None:
         _make_directories(out, posixpath.dirname(directory), made)
         os.mkdir(out / directory)
         made.add(directory)
+
+
+def holds_plan(directory: Path) -> bool:
+    """Whether ``directory`` is a folder this program wrote (it holds the marker), not a link to one."""
+    marker = directory / PLAN_MARKER
+    return directory.is_dir() and not directory.is_symlink() and marker.is_file() and not marker.is_symlink()

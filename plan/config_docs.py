@@ -22,6 +22,7 @@ from infra.addons.settings import DESCRIPTIONS as ADDON_DESCRIPTIONS
 from infra.config import LOCATION_KEY, decode_cli_value, parse_config
 from infra.config_checks import LOCATION_ACCEPTED
 from infra.errors import MISSING, NAMESPACE
+from infra import whole_cluster
 from infra.schema import Read, recording
 from plan.stackfile import PROJECT_DIR, load_stack_config
 
@@ -109,7 +110,13 @@ def render_reference(current: str, reads: list[Read]) -> str:
         raise ValueError(f"{REFERENCE.name} lacks the generated-reference markers")
     head, rest = current.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{reference_table(reads)}{END}{tail}"
+    return f"{head}{BEGIN}\n{reference_table(reads)}\n{whole_cluster_section()}{END}{tail}"
+
+
+def whole_cluster_section() -> str:
+    """The whole-cluster check, described by its own module (infra/whole_cluster.py), so the two cannot drift."""
+    text = (whole_cluster.__doc__ or "").strip().replace("``", "`")
+    return f"## The cluster as a whole\n\n{text}\n"
 
 
 def project_config(reads: list[Read]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from infra.join_time import VM_CREATE_SECONDS
 from plan.mocks import Registration
 
 # Typical time to create one resource of a type on a fresh deploy, in seconds. These are
@@ -50,7 +51,7 @@ TYPICAL_CREATE_SECONDS = {
     "azure-native:compute:GalleryImage": 30,
     # Creating the template only: the image build it starts runs for tens of minutes, outside the deploy.
     "azure-native:virtualmachineimages:VirtualMachineImageTemplate": 60,
-    "azure-native:compute:VirtualMachine": 120,
+    "azure-native:compute:VirtualMachine": VM_CREATE_SECONDS,
     "azure-native:compute:VirtualMachineScaleSet": 180,
     # The apiserver readiness gate: cloud-init, binary install and the apiserver's own start-up.
     "azure-native:compute:VirtualMachineExtension": 240,

@@ -45,6 +45,8 @@ class Plan:
 
 
 def load_plan(directory: Path) -> Plan:
+    """The plan in ``directory``, or a ``PlanDirectoryError`` naming what is wrong with it: every file is
+    read and its shape checked here, so a broken plan stops the diff with one line."""
     resources_file = directory / "resources.json"
     if not resources_file.is_file():
         raise PlanDirectoryError(
@@ -55,17 +57,30 @@ def load_plan(directory: Path) -> Plan:
         resources = json.loads(resources_file.read_text())
         outputs_file = directory / "outputs.json"
         outputs = json.loads(outputs_file.read_text()) if outputs_file.is_file() else {}
-    except ValueError as error:
+        files = _plan_files(directory / "files")
+    except (OSError, ValueError) as error:
         raise PlanDirectoryError(f"{directory}: unreadable plan ({error})") from None
-    files_dir = directory / "files"
+    if not isinstance(resources, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("urn"), str) for r in resources
+    ):
+        raise PlanDirectoryError(f"{directory}: resources.json is not a list of resources with a urn each")
+    if not isinstance(outputs, dict):
+        raise PlanDirectoryError(f"{directory}: outputs.json is {type(outputs).__name__}, not an object of outputs")
+    return Plan({r["urn"]: r for r in resources}, outputs, files)
+
+
+def _plan_files(files_dir: Path) -> dict[str, str]:
     files = {}
     # followlinks: a shard's directory may be a symlink to its pool's first shard (artifacts.write_plan).
-    for folder, _, names in os.walk(files_dir, followlinks=True):
+    # Each real directory is entered once per path that reaches it from its parent: a link cycle ends.
+    for folder, folders, names in os.walk(files_dir, followlinks=True):
+        inside = Path(folder).relative_to(files_dir)
+        ancestors = {os.path.realpath(files_dir / p) for p in [inside, *inside.parents]}
+        folders[:] = [d for d in folders if os.path.realpath(Path(folder, d)) not in ancestors]
         for name in names:
             path = Path(folder, name)
             files[path.relative_to(files_dir).as_posix()] = path.read_text(errors="replace")
-    files = dict(sorted(files.items()))
-    return Plan({r["urn"]: r for r in resources}, outputs, files)
+    return dict(sorted(files.items()))
 
 
 # --------------------------------------------------------------------------- value diffs

@@ -36,11 +36,11 @@ def plain(value: Any) -> Any:
     if isinstance(value, dict):
         signature = value.get(_SIG_KEY)
         if signature == _SECRET_SIG:
-            return SECRET
+            return masked(value.get("value"))
         if signature == _RESOURCE_SIG:
             return value.get("urn")
         if signature == _OUTPUT_SIG:
-            return SECRET if value.get("secret") else plain(value.get("value"))
+            return masked(value.get("value")) if value.get("secret") else plain(value.get("value"))
         return {k: plain(value[k]) for k in sorted(value)}  # protobuf map order varies between runs
     if isinstance(value, list):
         return [plain(v) for v in value]
@@ -49,6 +49,16 @@ def plain(value: Any) -> Any:
     if value == _UNKNOWN:
         return "[unknown]"
     return value
+
+
+def masked(value: Any) -> Any:
+    """A secret with each value masked and its shape kept: a Secret's ``stringData`` stays an object of
+    strings (its keys are not secret), so the planned object is still one Kubernetes accepts."""
+    if isinstance(value, dict) and value.get(_SIG_KEY) is None:
+        return {k: masked(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    return SECRET
 
 
 def struct_value(struct: struct_pb2.Struct) -> dict[str, Any]:

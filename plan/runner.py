@@ -31,6 +31,15 @@ PROJECT = "supercluster"
 ORGANIZATION = "organization"  # what a DIY (Azure Blob) backend calls every org
 
 
+# A bound on one run of the program: prod plans in about ten seconds on one core, and a run that waits
+# for an output nobody resolves would otherwise wait for ever (every wait is bounded).
+PROGRAM_TIMEOUT_SECONDS = 600
+
+
+class ProgramHung(RuntimeError):
+    """The program did not finish within ``PROGRAM_TIMEOUT_SECONDS``."""
+
+
 @dataclass
 class ProgramRun:
     stack: str
@@ -109,7 +118,7 @@ def example_stack_outputs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
             if isinstance(hub_stack, str)
             else {}
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, StopIteration):
         return {}  # the program's own validation names the bad key
 
 
@@ -134,9 +143,14 @@ def run_declarations(
         except BaseException as error:  # noqa: BLE001 - handed to the caller's thread, unchanged
             outcome["error"] = error
 
-    thread = threading.Thread(target=run, name="pulumi-program")
+    thread = threading.Thread(target=run, name="pulumi-program", daemon=True)
     thread.start()
-    thread.join()
+    thread.join(PROGRAM_TIMEOUT_SECONDS)
+    if thread.is_alive():
+        raise ProgramHung(
+            f"the program did not finish within {PROGRAM_TIMEOUT_SECONDS} s (a registration or output never "
+            "resolved); nothing was written"
+        )
     if "error" in outcome:
         raise outcome["error"]
     return outcome["run"]

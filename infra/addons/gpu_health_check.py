@@ -188,4 +188,12 @@ def _daemon_set(pool: NodePoolConfig, settings: Settings) -> k8s.Obj:
         ],
     )
     name = f"{NAME}-{pool.name}"
-    return k8s.daemon_set(name, SYSTEM_NAMESPACE, pod, {"app.kubernetes.io/name": name}, "10%", app=name)
+    return k8s.daemon_set(
+        name,
+        SYSTEM_NAMESPACE,
+        pod,
+        {"app.kubernetes.io/name": name},
+        "10%",
+        app=name,
+        provides=[f"lifts-taint:{GPU_STARTUP_TAINT_KEY}"],
+    )

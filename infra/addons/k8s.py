@@ -8,8 +8,10 @@ kubernetes.io/docs/concepts/services-networking/dns-pod-service/#pod-s-dns-polic
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from infra.labels import PROVIDES_ANNOTATION
 
 PART_OF = "supercluster"
 
@@ -168,12 +170,21 @@ def deployment(
 
 
 def daemon_set(
-    name: str, ns: str, pod: Obj, match_labels: Mapping[str, str], max_unavailable: str | int, app: str | None = None
+    name: str,
+    ns: str,
+    pod: Obj,
+    match_labels: Mapping[str, str],
+    max_unavailable: str | int,
+    app: str | None = None,
+    provides: Sequence[str] = (),
 ) -> Obj:
+    """``provides``: what the agent gives each node it runs on (``resource:<name>``, ``lifts-taint:<key>``,
+    ``dns:<address>``), read by the plan's whole-cluster check (infra/whole_cluster.py)."""
+    annotations = {PROVIDES_ANNOTATION: ",".join(provides)} if provides else None
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": metadata(name, ns, app=app),
+        "metadata": metadata(name, ns, app=app, annotations=annotations),
         "spec": {
             "selector": {"matchLabels": dict(match_labels)},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable}},

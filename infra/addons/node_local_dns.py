@@ -180,5 +180,6 @@ def objects(addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
             },
         },
         k8s.config_map(NAME, ns, {"Corefile": corefile(settings.local_ip, dns_ip)}),
-        k8s.daemon_set(NAME, ns, pod, {"k8s-app": NAME}, "10%"),
+        # It binds both addresses on every node it runs on: the link-local one and kubelet's clusterDNS.
+        k8s.daemon_set(NAME, ns, pod, {"k8s-app": NAME}, "10%", provides=[f"dns:{settings.local_ip}", f"dns:{dns_ip}"]),
     ]

@@ -16,7 +16,7 @@ from infra.addons import images, k8s
 from infra.addons.labels import DEVICE_PLUGIN_DIR, NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
 from infra.addons.settings import section
 from infra.config import ClusterConfig
-from infra.labels import ROLE_GPU, ROLE_LABEL
+from infra.labels import GPU_RESOURCE, ROLE_GPU, ROLE_LABEL
 
 KEY = "nvidiaDevicePlugin"
 NAME = "nvidia-device-plugin"
@@ -64,5 +64,5 @@ def objects() -> list[k8s.Obj]:
     )
     return [
         k8s.service_account(NAME, ns, automount=False),
-        k8s.daemon_set(NAME, ns, pod, {"app.kubernetes.io/name": NAME}, 1),
+        k8s.daemon_set(NAME, ns, pod, {"app.kubernetes.io/name": NAME}, 1, provides=[f"resource:{GPU_RESOURCE}"]),
     ]

@@ -110,5 +110,5 @@ def objects(settings: Settings) -> list[k8s.Obj]:
     return [
         k8s.service_account(NAME, ns, automount=False),
         k8s.config_map(CONFIG_MAP, ns, {"config.json": json.dumps(plugin_config(settings), indent=2)}, app=NAME),
-        k8s.daemon_set(NAME, ns, pod, {"app.kubernetes.io/name": NAME}, 1),
+        k8s.daemon_set(NAME, ns, pod, {"app.kubernetes.io/name": NAME}, 1, provides=[f"resource:{RDMA_RESOURCE}"]),
     ]

@@ -46,7 +46,10 @@ def node_spec(
     *,
     vault_name: str,
     registry_login_server: str,
+    host_network_pods: int,
 ) -> NodeSpec:
+    """``host_network_pods``: the host-network DaemonSet pods on the pool's nodes (infra/node_checks.py).
+    kubelet counts them against ``maxPods`` though they take no pod IP: maxPods is the pod IPs plus them."""
     return joining_node(
         config,
         addresses,
@@ -55,7 +58,7 @@ def node_spec(
         vault_name=vault_name,
         registry_login_server=registry_login_server,
         images=preload_images(config),
-        max_pods=pod_ip_configurations(pool),
+        max_pods=pod_ip_configurations(pool) + host_network_pods,
         labels=pool_labels(config, pool, shard),
         taints=pool.taints,
         infiniband=pool.infiniband,

@@ -249,7 +249,8 @@ def test_cluster_bootstrap_objects(prod_plan):
     ]
     assert len(in_cluster) == len(cluster_objects.cluster_objects()) + 1
     (token,) = [r for r in in_cluster if r.type == "kubernetes:core/v1:Secret"]
-    assert token.inputs["stringData"] == "[secret]"
+    # Each value masked, the shape kept: the planned Secret is still an object Kubernetes accepts.
+    assert token.inputs["stringData"] == {key: "[secret]" for key in cluster_objects.bootstrap_token_data("a", "b")}
     assert token.inputs["type"] == "bootstrap.kubernetes.io/token"
     assert token.inputs["metadata"]["name"].startswith("bootstrap-token-")
     kinds = {r.inputs["kind"] for r in in_cluster}

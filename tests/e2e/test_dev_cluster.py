@@ -27,6 +27,7 @@ from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
 from infra.network_security import monitoring_pools
 from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install
 from tests.e2e.hosts import wait_for
+from tests.e2e.placement import kinds_without_a_pod
 
 pytestmark = pytest.mark.e2e
 
@@ -265,7 +266,8 @@ def _workloads(dev: Cluster):
 
 def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Cluster):
     """Walks every Deployment, DaemonSet and StatefulSet of the plan: a new add-on is covered without a new test.
-    A selector naming a label no node registers leaves its pods Pending, and fails here."""
+    A selector naming a label no node registers leaves its pods Pending, and fails here; a DaemonSet needs a
+    running pod on every booted node kind its selector picks (tests/e2e/placement.py)."""
     workloads = _workloads(dev)
     assert workloads
 
@@ -282,8 +284,9 @@ def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Clus
                         f"{wanted} replicas bound and running"
                     )
             elif kind == "DaemonSet":
-                if not status.get("desiredNumberScheduled"):
-                    problems.append(f"DaemonSet {namespace}/{name} selects no node")
+                missing = kinds_without_a_pod(dev, workload)
+                if missing:
+                    problems.append(f"DaemonSet {namespace}/{name}: no pod running on {', '.join(missing)}")
                 elif status.get("numberAvailable", 0) != status["desiredNumberScheduled"]:
                     problems.append(
                         f"DaemonSet {namespace}/{name}: {status.get('numberAvailable', 0)} of "
@@ -304,6 +307,17 @@ def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Clus
     except TimeoutError:
         pending = dev.kubectl("get", "pods", "-A", "--field-selector=status.phase=Pending", "-o", "wide").stdout
         pytest.fail("\n".join(unbound()) + "\nPending pods:\n" + pending)
+
+
+def test_the_planned_masked_secret_passes_server_side_validation(dev: Cluster):
+    """The plan masks each value of a Secret and keeps its shape (plan/mocks.masked): the object exactly as
+    planned, "[secret]" values and all, is one the apiserver accepts."""
+    secrets = [(path, d) for path, d in dev.plan.kubernetes_objects() if d["kind"] == "Secret"]
+    assert secrets
+    for path, document in secrets:
+        assert set(document["stringData"].values()) == {"[secret]"}, path
+        result = dev.kubectl("apply", "--dry-run=server", "-f", str(path), check=False)
+        assert result.returncode == 0, result.stderr
 
 
 def test_the_gpu_health_check_lifts_only_its_own_nodes_start_up_taint(dev: Cluster):

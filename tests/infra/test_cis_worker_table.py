@@ -56,6 +56,7 @@ def pools() -> dict[str, dict[str, dict]]:
             shards(pool)[0],
             vault_name=naming.key_vault(name),
             registry_login_server=naming.container_registry_login_server(name),
+            host_network_pods=cluster.host_network_pods[pool.name],
         )
         document = yaml.safe_load(render(node_cloud_config(node)))
         rendered[pool.name] = {entry["path"]: entry for entry in document["write_files"]}

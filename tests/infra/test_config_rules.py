@@ -130,6 +130,7 @@ def test_host_ports_come_from_what_the_nodes_and_add_ons_render():
         shards(pool)[0],
         vault_name=naming.key_vault("dev"),
         registry_login_server=naming.container_registry_login_server("dev"),
+        host_network_pods=spec.host_network_pods[pool.name],
     )
     used = host_ports(node, list(_daemonsets(spec.config, spec.addresses, spec.addons)))
     assert used[10250] == ["kubelet"] and used[10256] == ["kube-proxy"]
@@ -151,6 +152,7 @@ def test_pod_budget_counts_the_daemonsets_each_pool_kind_runs():
             shards(p)[0],
             vault_name=naming.key_vault("dev"),
             registry_login_server=naming.container_registry_login_server("dev"),
+            host_network_pods=spec.host_network_pods[p.name],
         )
         for p in spec.config.node_pools
     }
@@ -160,14 +162,17 @@ def test_pod_budget_counts_the_daemonsets_each_pool_kind_runs():
     assert len(daemon_pods(pools["gpu"], daemonsets)) > len(daemon_pods(pools["cpu"], daemonsets))
 
 
-def test_pod_ips_per_node_must_leave_room_for_a_workload():
+def test_pod_ips_per_node_must_fit_one_pod_per_gpu_beside_the_daemon_sets_that_take_an_ip():
+    """A researcher's 8 one-GPU pods on an 8-GPU node: the pod IPs cover them and the DaemonSet pods that
+    take a pod IP; host-network DaemonSet pods take none (they count against maxPods only)."""
     raw = raw_stack("dev")
-    raw["nodePools"][1]["podIpsPerNode"] = 3
+    raw["nodePools"][0]["podIpsPerNode"] = 9
     message = refused(raw)
-    assert "nodePools[1].podIpsPerNode = 3: expected at least 4: it is also kubelet's maxPods" in message
-    assert "(node-local-dns, iptables-exporter, node-exporter)" in message
-    raw["addons"]["trafficAccounting"] = {"enabled": False}
-    build_cluster_spec(raw, "eastus")  # one DaemonSet fewer: 3 fits
+    assert "nodePools[0].podIpsPerNode = 9: expected at least 10: every gpu node runs 2 DaemonSet pod(s)" in message
+    assert "(nvidia-device-plugin, gpu-health-check-gpu) and 8 workload pod(s) (one per GPU)" in message
+    raw["nodePools"][0]["podIpsPerNode"] = 10
+    spec = build_cluster_spec(raw, "eastus")
+    assert spec.host_network_pods == {"gpu": 5, "cpu": 3}  # node-local-dns, the exporters, the RDMA plugin
 
 
 # ------------------------------------------------------------------ keys, versions, regions, durations

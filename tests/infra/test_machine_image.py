@@ -75,6 +75,7 @@ def test_the_images_carry_every_package_any_machine_declares():
                         shards(pool)[0],
                         vault_name="kv",
                         registry_login_server="r.azurecr.io",
+                        host_network_pods=spec.host_network_pods[pool.name],
                     )
                 ).packages
             )

@@ -32,11 +32,19 @@ def test_node_spec_from_the_prod_gpu_pool():
     spec = cluster()
     pool = spec.config.pool("h100a")
     node = node_spec(
-        spec.config, spec.addresses, pool, shards(pool)[1], vault_name="kv", registry_login_server="acr.azurecr.io"
+        spec.config,
+        spec.addresses,
+        pool,
+        shards(pool)[1],
+        vault_name="kv",
+        registry_login_server="acr.azurecr.io",
+        host_network_pods=spec.host_network_pods[pool.name],
     )
     assert node.apiserver_endpoint == f"https://{spec.addresses.apiserver_lb_ip()}:6443"
     assert node.cluster_dns == "172.20.0.10"
-    assert node.max_pods == pool.pod_ips_per_node == 8
+    # kubelet's maxPods: the pod IPs plus the host-network DaemonSet pods, which take no pod IP.
+    assert pool.pod_ips_per_node == 10 and spec.host_network_pods[pool.name] == 5
+    assert node.max_pods == pool.pod_ips_per_node + spec.host_network_pods[pool.name] == 15
     assert node.gpus == 8 and node.nvswitch and node.local_disks.nvme_disks == 8
     assert node.images[0] == versions.PAUSE_IMAGE
     assert node.labels["supercluster.io/pool"] == "h100a" and node.labels["supercluster.io/infiniband"] == "true"

@@ -308,3 +308,14 @@ def test_replace_on_changes_forces_replacement():
         "azure-native:network:NetworkInterface", ["ipConfigurations[0].name"], ["ipConfigurations[*].name"]
     )
     assert "replaceOnChanges" in found.reason
+
+
+def test_a_program_that_never_finishes_is_stopped_with_one_line(monkeypatch):
+    """Every wait is bounded: a run whose program does not return is given up after the bound."""
+    import time
+
+    import plan.runner
+
+    monkeypatch.setattr(plan.runner, "PROGRAM_TIMEOUT_SECONDS", 0.2)
+    with pytest.raises(plan.runner.ProgramHung, match="did not finish within 0.2 s"):
+        plan.runner.run_declarations(lambda: time.sleep(1))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from plan import join_time
+from infra import join_time
 from plan.critical_path import TYPICAL_CREATE_SECONDS
 from plan.stackfile import PROJECT_DIR
 

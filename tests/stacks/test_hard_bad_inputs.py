@@ -112,8 +112,8 @@ CASES = {
     "exporter on node-local DNS metrics": (None, ["addons.trafficAccounting.port=9253"], "node-local-dns"),
     "exporter on kube-proxy healthz": (None, ["addons.trafficAccounting.port=10256"], "kube-proxy's"),
     # impossible pools
-    "no room for a workload pod": (None, ["nodePools[1].podIpsPerNode=2"], "expected at least 4"),
-    "GPU pool fills up with DaemonSets": (None, ["nodePools[0].podIpsPerNode=4"], "expected at least 8"),
+    "no room for one pod per GPU": (None, ["nodePools[0].podIpsPerNode=8"], "expected at least 10"),
+    "GPU pool fills up with DaemonSets": (None, ["nodePools[0].podIpsPerNode=4"], "expected at least 10"),
     "GPU pool on a CPU size": (None, ["nodePools[0].vmSize=Standard_D16ds_v5"], "expected a GPU size"),
     "UTF-16 stack file": ("utf-16", [], "expected a UTF-8 file"),
 }
