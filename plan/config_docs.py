@@ -17,12 +17,12 @@ from typing import Any
 
 import yaml
 
+from infra import whole_cluster
 from infra.addons import parse_addon_settings
 from infra.addons.settings import DESCRIPTIONS as ADDON_DESCRIPTIONS
 from infra.config import LOCATION_KEY, decode_cli_value, parse_config
 from infra.config_checks import LOCATION_ACCEPTED
 from infra.errors import MISSING, NAMESPACE
-from infra import whole_cluster
 from infra.schema import Read, recording
 from plan.stackfile import PROJECT_DIR, load_stack_config
 

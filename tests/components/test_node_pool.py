@@ -31,7 +31,7 @@ def test_prod_has_the_shards_azures_limits_imply(prod_plan):
 
 
 def test_every_nic_has_one_ip_per_pod_plus_its_own_in_the_shard_subnet(prod_plan):
-    pod_ips = {"h100a": 8, "h100b": 8, "cpu": 16}
+    pod_ips = {"h100a": 10, "h100b": 10, "cpu": 16}
     for pool, count in pod_ips.items():
         for vmss in scale_sets(prod_plan, pool):
             nics = vmss.inputs["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"]

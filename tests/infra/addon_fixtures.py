@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.addons import AzureAccess, build_addon_objects, monitoring
+from infra.addons import AzureAccess, build_addon_objects, monitoring, parse_addon_settings
 from infra.addons.k8s import Obj, object_key
+from infra.addressing import plan_addresses
 from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.config import parse_config
 from tests.helpers import raw_stack
 
 AZURE = AzureAccess(
@@ -26,6 +28,18 @@ def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes
 
 def groups_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, list[Obj]]:
     return groups_of(spec_for(stack, addons, **changes))
+
+
+def rendered_groups(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, list[Obj]]:
+    """The add-on groups as rendered from the parsed config, before the whole-cluster check: that check
+    refuses, rightly, a cluster with an agent it needs turned off (infra/whole_cluster.py), but what turning
+    one add-on off changes in the rendering is still worth knowing."""
+    raw = raw_stack(stack)
+    raw.update(changes)
+    if addons is not None:
+        raw["addons"] = addons
+    config = parse_config(raw, "eastus")
+    return build_addon_objects(config, plan_addresses(config), parse_addon_settings(config), AZURE)
 
 
 def groups_of(spec: ClusterSpec) -> dict[str, list[Obj]]:

@@ -168,7 +168,7 @@ def test_prod_fits_the_default_limits_by_spreading_over_peered_vnets():
     assert plan.max_private_ips_per_vnet == 65_536 and plan.max_private_ips_per_peered_group == 128_000
     assert [v.key for v in plan.vnets] == ["system", "h100a", "h100b", "cpu"]
     assert all(v.private_ips <= 65_536 for v in plan.vnets)
-    assert plan.private_ips == 160 + 2 * (3000 * 9 + 30 * 5) + (1500 * 17 + 2 * 5)
+    assert plan.private_ips == 160 + 2 * (3000 * 11 + 30 * 5) + (1500 * 17 + 2 * 5)
     # 7,500 nodes with these pod IPs could never share one VNet.
     assert plan.private_ips - plan.vnet("system").private_ips > 65_536
     assert plan.hub is None  # prod peers to another team's hub, whose addresses the hub team budgets
@@ -194,24 +194,24 @@ def test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_rai
         plan_addresses(parse_config(raw, "eastus"))
     error = caught.value
     assert error.key == "network.maxPrivateIpsPerPeeredGroup" and error.value == 128_000
-    total = 160 + 2 * (3000 * 9 + 30 * 5) + (5000 * 17 + 5 * 5)
+    total = 160 + 2 * (3000 * 11 + 30 * 5) + (5000 * 17 + 5 * 5)
     assert f"need {total:,} private IPs, {total - 128_000:,} too many" in error.accepted
-    assert "h100a podIpsPerNode <= 4 or maxNodes <= 1,730" in error.accepted
-    assert "cpu podIpsPerNode <= 13 or maxNodes <= 4,324" in error.accepted
+    assert "h100a podIpsPerNode <= 2 or maxNodes <= 874" in error.accepted
+    assert "cpu podIpsPerNode <= 11 or maxNodes <= 3,618" in error.accepted
     assert f"raise the limit to {total:,}" in error.accepted
     # Every suggestion really fits.
     for pool, key, value in [
-        (0, "podIpsPerNode", 4),
-        (0, "maxNodes", 1_730),
-        (2, "podIpsPerNode", 13),
-        (2, "maxNodes", 4_324),
+        (0, "podIpsPerNode", 2),
+        (0, "maxNodes", 874),
+        (2, "podIpsPerNode", 11),
+        (2, "maxNodes", 3_618),
     ]:
         fixed = raw_stack("prod")
         fixed["nodePools"] = [dict(p) for p in raw["nodePools"]]
         fixed["nodePools"][pool][key] = value
         plan_addresses(parse_config(fixed, "eastus"))
     # ... and one more node than suggested does not.
-    fixed["nodePools"][2]["maxNodes"] = 4_325
+    fixed["nodePools"][2]["maxNodes"] = 3_619
     with pytest.raises(ConfigError, match="maxPrivateIpsPerPeeredGroup"):
         plan_addresses(parse_config(fixed, "eastus"))
     raw["network"]["maxPrivateIpsPerPeeredGroup"] = total
@@ -247,7 +247,7 @@ def test_over_a_lowered_vnet_limit_names_the_pool_and_the_pod_ips_that_fit():
             "nodePools[1].podIpsPerNode",
             "at most 64 pod IPs per node: one cpu scale set of 1000 VMs needs 256,005 addresses",
         ),
-        ({"network.addressSpace": "10.0.0.0/16"}, "nodePools[1].podIpsPerNode", "or a larger network.addressSpace"),
+        ({"network.addressSpace": "10.0.0.0/16"}, "nodePools[0].podIpsPerNode", "or a larger network.addressSpace"),
         ({"network.addressSpace": "10.0.0.0/19"}, "network.addressSpace", "a range of /18 or larger"),
         ({"network.hub.addressSpace": "10.250.0.0/27"}, "network.hub.addressSpace", "a range of /26 or larger"),
     ],

@@ -15,7 +15,9 @@ import pytest
 import yaml
 
 from infra.addons.k8s import pod_templates
+from infra.config import Taint
 from infra.labels import GPU_STARTUP_TAINT_KEY
+from infra.whole_cluster import unmatched
 from plan.artifacts import custom_data_of, kubernetes_object
 
 KUBELET_UNIT = "/etc/systemd/system/kubelet.service"
@@ -43,40 +45,12 @@ def registered_nodes(run) -> dict[str, tuple[dict[str, str], list[dict]]]:
     return nodes
 
 
-def _matches(expression: dict, labels: dict[str, str]) -> bool:
-    key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
-    return {
-        "In": key in labels and labels[key] in values,
-        "NotIn": labels.get(key) not in values,
-        "Exists": key in labels,
-        "DoesNotExist": key not in labels,
-    }[operator]
-
-
-def _tolerated(taint: dict, tolerations: list[dict]) -> bool:
-    for toleration in tolerations:
-        if toleration.get("effect") not in (None, "", taint["effect"]):
-            continue
-        if toleration.get("operator") == "Exists" and toleration.get("key") in (None, "", taint["key"]):
-            return True
-        if toleration.get("key") == taint["key"] and toleration.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
 def fits(pod: dict, labels: dict[str, str], taints: list[dict]) -> bool:
-    """The scheduler's node-level predicates. The GPU start-up taint counts as lifted: the health check
-    removes it from healthy nodes, and only what must run before that (checks, agents) tolerates it."""
-    if any(labels.get(k) != v for k, v in (pod.get("nodeSelector") or {}).items()):
-        return False
-    required = (
-        ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        or {}
-    ).get("nodeSelectorTerms")
-    if required and not any(all(_matches(e, labels) for e in term.get("matchExpressions", [])) for term in required):
-        return False
-    lasting = [t for t in taints if t["effect"] in ("NoSchedule", "NoExecute") and t["key"] != GPU_STARTUP_TAINT_KEY]
-    return all(_tolerated(t, pod.get("tolerations") or []) for t in lasting)
+    """The scheduler's node-level predicates, as the plan's whole-cluster check applies them
+    (``infra.whole_cluster.unmatched``). The GPU start-up taint counts as lifted: the health check removes it
+    from healthy nodes, and only what must run before that (checks, agents) tolerates it."""
+    lasting = [Taint(**t) for t in taints if t["key"] != GPU_STARTUP_TAINT_KEY]
+    return unmatched(pod, labels, lasting) is None
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -133,18 +107,29 @@ def test_the_node_local_dns_address_reaches_every_node_cni_and_the_cache_itself(
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_every_scale_set_gives_each_node_exactly_as_many_pod_addresses_as_its_kubelet_admits_pods(
+def test_every_scale_set_admits_as_many_pods_as_its_addresses_plus_its_host_network_daemon_pods(
     stack, dev_plan, prod_plan
 ):
-    """podIpsPerNode is one derived value: the NIC model's secondary IP configurations (one per pod,
-    Azure CNI) and the rendered kubelet's maxPods must agree, or pods past the addresses never start."""
+    """Azure CNI gives every pod off the host network one of the NIC's secondary IP configurations; the
+    host-network DaemonSet pods that land on the node take none but count against kubelet's maxPods. So
+    maxPods is exactly the two together: fewer, and a GPU node could not run one pod per GPU; more, and
+    pods past the addresses never start. Read from what the plan declares: the NIC model, the rendered
+    kubelet config and labels, and the DaemonSets the plan applies."""
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
+    nodes = registered_nodes(run)
+    objects = [o for o in map(kubernetes_object, run.registrations) if o is not None]
+    host_network = [o["spec"]["template"]["spec"] for o in objects if o["kind"] == "DaemonSet"]
+    host_network = [pod for pod in host_network if pod.get("hostNetwork")]
     checked = 0
     for registration in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
         profile = registration.inputs["virtualMachineProfile"]
         nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
         pod_configurations = [c for c in nic["ipConfigurations"] if not c.get("primary")]
         files = {f["path"]: f["content"] for f in yaml.safe_load(custom_data_of(registration))["write_files"]}
-        assert len(pod_configurations) == yaml.safe_load(files[KUBELET_CONFIG])["maxPods"], registration.name
+        labels, taints = nodes[registration.name]
+        landing = [pod for pod in host_network if unmatched(pod, labels, [Taint(**t) for t in taints]) is None]
+        assert landing, "node-local DNS and the exporters run on the host network of every node"
+        max_pods = yaml.safe_load(files[KUBELET_CONFIG])["maxPods"]
+        assert max_pods == len(pod_configurations) + len(landing), registration.name
         checked += 1
     assert checked
