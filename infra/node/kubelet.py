@@ -16,10 +16,10 @@ from typing import Any
 
 import machine
 from infra import systemd, yaml_text
-from infra.addons.labels import KUBELET_ROOT
 from infra.addressing import CLUSTER_DOMAIN
 from infra.cloudinit import CloudConfig
 from infra.config import Taint
+from infra.facts.paths import KUBELET_ROOT
 from infra.node import cni, containerd, images, install, local_disk
 from infra.node import gpu as gpu_check
 from infra.secret_names import CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN, NODE_JOIN_FILES
