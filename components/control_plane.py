@@ -270,9 +270,8 @@ class ControlPlane(pulumi.ComponentResource):
         fetched: list[declare.Declared],
     ) -> None:
         """The VMs, created in parallel, each with its readiness gate; the gates run one after another.
-        A cloud-init change is not applied by `pulumi up` (it would take every apiserver down at once);
-        it is rolled one VM at a time by destroying and re-creating it (docs/runbooks/
-        replace-an-apiserver.md)."""
+        A cloud-init, size or image change reaches one VM per deploy (``infra.day2.stage``, below), never
+        every apiserver at once; a VM to replace by hand: docs/runbooks/replace-an-apiserver.md."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
         secrets_version = pulumi.Output.unsecret(

@@ -17,7 +17,7 @@ after every reallocation) instead of pulling them. The customizer script is rend
 those pins and runs on Image Builder's build VM, which has the internet; the cluster's machines
 then boot with nothing to download (tests/stacks/test_no_internet_boot.py).
 
-Every machine references one exact gallery image version, ``images.machineImageVersion``: a
+Every machine references one exact gallery image version, ``machineImageVersion``: a
 new version is a planned, staged rollout (docs/node-image.md).
 """
 

@@ -58,7 +58,8 @@ PRIVATE = "0600"
 # KubeletConfiguration has no field for them); the plugin's file name is the provider's name.
 CREDENTIAL_PROVIDER_CONFIG = "/etc/kubernetes/image-credential-providers.yaml"
 CREDENTIAL_PROVIDER_DIR, CREDENTIAL_PROVIDER = images.CREDENTIAL_PROVIDER_DIR, images.CREDENTIAL_PROVIDER
-# kubelet caches each answer this long unless the plugin says otherwise (it does: scripts/...py).
+# kubelet caches each answer this long unless the plugin says otherwise (it does:
+# machine/node/acr-credential-provider.py).
 CREDENTIAL_CACHE = "1h"
 
 

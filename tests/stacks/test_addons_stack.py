@@ -1,4 +1,4 @@
-"""Whole-stack checks of the add-ons, once __main__.py applies them (``declare_addons``)."""
+"""Whole-stack checks of the add-ons, as __main__.py declares them (``components.addons.ClusterAddons``)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ def _objects(run):
 
 
 def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan):
-    if not dev_plan.of_type(ADDONS):
-        pytest.skip("__main__.declare_addons is not called yet (it needs the autoscaler's managed identity)")
+    assert dev_plan.of_type(ADDONS)
     without = plan_stack("dev", "addons.monitoring.enabled=false")
     monitoring = {object_key(o) for o in groups_of(spec_for("dev"))["monitoring"]}
     assert _objects(dev_plan) - _objects(without) == monitoring
