@@ -62,7 +62,9 @@ def _checked(phase: str, item: pytest.Item):
 
 
 def _allowed(item: pytest.Item) -> frozenset[str]:
-    return frozenset(unit for mark in item.iter_markers("restarts_expected") for unit in mark.args)
+    """The units the test names as expected to restart (``x.service`` or ``x``: processes are named ``x``)."""
+    marks = item.iter_markers("restarts_expected")
+    return frozenset(unit.removesuffix(".service") for mark in marks for unit in mark.args)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -50,7 +50,7 @@ def test_steady(network):
     time.sleep(1)
 
 
-@pytest.mark.restarts_expected("kube-scheduler", reason="the test makes it exit")
+@pytest.mark.restarts_expected("kube-scheduler.service", reason="the test makes it exit")
 def test_expected(network):
     crash_loop(*network)
 """
