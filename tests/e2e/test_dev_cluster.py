@@ -309,7 +309,7 @@ def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Clus
 
 
 def test_the_planned_masked_secret_passes_server_side_validation(dev: Cluster):
-    """The plan masks each value of a Secret and keeps its shape (plan/mocks.masked): the object exactly as
+    """The plan masks each value of a Secret and keeps its shape (plan.mocks.masked): the object exactly as
     planned, "[secret]" values and all, is one the apiserver accepts."""
     secrets = [(path, d) for path, d in dev.plan.kubernetes_objects() if d["kind"] == "Secret"]
     assert secrets
