@@ -147,7 +147,8 @@ def given_stack_outputs(
         if name not in reads:
             raise ConfigError("--stack-outputs", name, "outputs of a stack this program reads: " + " or ".join(reads))
         if name == own:
-            check_previous_outputs(outputs, f"--stack-outputs {own}", required=True)
+            # An empty object here is stated, not fallen back to: this stack has not been deployed yet.
+            check_previous_outputs(outputs, f"--stack-outputs {own}")
     return dict(given)
 
 

@@ -167,7 +167,10 @@ CASES: dict[str, tuple[Callable[[Path, Path], list[str]], str]] = {
         own_outputs(lambda o: set_path(o, "rollout.nodeKubernetesVersion", 1.33)),
         "rollout.nodeKubernetesVersion = 1.33",
     ),
-    "--stack-outputs own empty": (own_outputs(lambda o: {}), "leave them out for a first deploy"),
+    "--stack-outputs own not an object": (
+        stack_outputs({OWN: ["cluster"]}),
+        "a readable YAML/JSON file mapping org/project/stack names to their outputs",
+    ),
     # Strict inputs where Azure and Kubernetes are strict: ASCII digits, etcd's quota above its default.
     "version with an Arabic-Indic digit": (
         config("kubernetesVersion=1.33.\u0664"),

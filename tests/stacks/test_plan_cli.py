@@ -89,8 +89,8 @@ BAD_INPUTS = {
     "IP budget over the peered group": (
         ["network.maxPrivateIpsPerPeeredGroup=1400", "nodePools[1].maxNodes=20"],
         "network.maxPrivateIpsPerPeeredGroup = 1400",
-        "need 1,552 private IPs (including the hub's 1,024), 152 too many; "
-        "any one of these fits: cpu podIpsPerNode <= 8 or maxNodes <= 11",
+        "need 1,556 private IPs (including the hub's 1,024), 156 too many; "
+        "any one of these fits: cpu podIpsPerNode <= 8 or maxNodes <= 10",
     ),
     "pool outgrows its address block": (
         ["nodePools[1].maxNodes=5000"],
