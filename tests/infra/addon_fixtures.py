@@ -6,6 +6,7 @@ from typing import Any
 
 from infra.addons import AzureAccess, build_addon_objects, monitoring
 from infra.addons.k8s import Obj, object_key
+from infra.assembly import Cluster, assemble
 from infra.cluster import ClusterSpec, build_cluster_spec
 from tests.helpers import raw_stack
 
@@ -22,6 +23,20 @@ def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes
     if addons is not None:
         raw["addons"] = addons
     return build_cluster_spec(raw, "eastus")
+
+
+def cluster_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> Cluster:
+    """The whole desired cluster (``infra.assembly``): every machine's cloud-init, every add-on object."""
+    raw = raw_stack(stack)
+    raw.update(changes)
+    if addons is not None:
+        raw["addons"] = addons
+    return assemble(raw, "eastus")
+
+
+def node_cloud_inits(cluster: Cluster) -> dict[str, str]:
+    """``{shard name: cloud-init}`` of every scale set."""
+    return {shard.shard.name: shard.cloud_init for shard in cluster.shards}
 
 
 def groups_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, list[Obj]]:

@@ -19,7 +19,7 @@ def spec(stack: str = "prod", **top_level_changes) -> ClusterSpec:
 
 
 def etcd_flags(cluster: ClusterSpec) -> dict[str, str]:
-    """What ``__main__.py`` hands the control plane: the flags of the cluster's two etcd clusters."""
+    """What the assembly hands the apiservers (``infra.assembly``): the flags of the cluster's two etcd clusters."""
     return apiserver_etcd_flags(etcd_cluster_spec(cluster, MAIN), etcd_cluster_spec(cluster, EVENTS))
 
 

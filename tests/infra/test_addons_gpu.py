@@ -183,13 +183,14 @@ def test_gpu_nodes_toolkit_ignores_the_environment_of_unprivileged_pods():
     import tomllib
 
     from infra.node import gpu, install
-    from tests.infra.addon_fixtures import spec_for
+    from tests.infra.addon_fixtures import cluster_for, node_cloud_inits
 
-    spec = spec_for("prod")
+    cluster = cluster_for("prod")
+    spec = cluster.spec
     gpu_pools = {pool.name for pool in spec.config.node_pools if pool.size.gpus}
     seen = set()
     # Keyed by pool or by shard (``<pool>-sNNN``): every cloud-init a node of the pool can receive.
-    for key, cloud_init in spec.node_cloud_inits.items():
+    for key, cloud_init in node_cloud_inits(cluster).items():
         [pool] = [p.name for p in spec.config.node_pools if key == p.name or key.startswith(f"{p.name}-s")]
         files = _cloud_files(cloud_init)
         if pool not in gpu_pools:

@@ -8,6 +8,7 @@ import struct
 import pytest
 
 from infra import versions
+from infra.assembly import assemble
 from infra.cluster import build_cluster_spec
 from infra.config_checks import AZURE_REGIONS, PRIVATE_RANGES, check_ssh_public_key
 from infra.errors import ConfigError
@@ -18,7 +19,7 @@ from tests.helpers import raw_stack
 
 def refused(raw, location="eastus") -> str:
     with pytest.raises(ConfigError) as caught:
-        build_cluster_spec(raw, location)
+        assemble(raw, location)
     message = str(caught.value)
     assert "\n" not in message and message.startswith("invalid config "), message
     return message
@@ -121,17 +122,19 @@ def test_host_ports_come_from_what_the_nodes_and_add_ons_render():
     from infra.node.pool import node_spec
     from infra.node_checks import _daemonsets
 
-    spec = build_cluster_spec(raw_stack("dev"), "eastus")
+    cluster = assemble(raw_stack("dev"), "eastus")
+    spec = cluster.spec
     pool = spec.config.node_pools[1]
     node = node_spec(
         spec.config,
         spec.addresses,
         pool,
         shards(pool)[0],
+        kubernetes_version=spec.node_kubernetes_version,
         vault_name=naming.key_vault("dev"),
         registry_login_server=naming.container_registry_login_server("dev"),
     )
-    used = host_ports(node, list(_daemonsets(spec.config, spec.addresses, spec.addons)))
+    used = host_ports(node, list(_daemonsets(cluster.addons)))
     assert used[10250] == ["kubelet"] and used[10256] == ["kube-proxy"]
     assert used[9119] == ["addons.trafficAccounting (iptables-exporter)"]
     assert used[9253] == ["addons.nodeLocalDns (node-local-dns)"]
@@ -142,19 +145,21 @@ def test_pod_budget_counts_the_daemonsets_each_pool_kind_runs():
     from infra.node.pool import node_spec
     from infra.node_checks import _daemonsets
 
-    spec = build_cluster_spec(raw_stack("dev"), "eastus")
+    cluster = assemble(raw_stack("dev"), "eastus")
+    spec = cluster.spec
     pools = {
         p.name: node_spec(
             spec.config,
             spec.addresses,
             p,
             shards(p)[0],
+            kubernetes_version=spec.node_kubernetes_version,
             vault_name=naming.key_vault("dev"),
             registry_login_server=naming.container_registry_login_server("dev"),
         )
         for p in spec.config.node_pools
     }
-    daemonsets = list(_daemonsets(spec.config, spec.addresses, spec.addons))
+    daemonsets = list(_daemonsets(cluster.addons))
     assert "nvidia-device-plugin" in daemon_pods(pools["gpu"], daemonsets)
     assert "nvidia-device-plugin" not in daemon_pods(pools["cpu"], daemonsets)
     assert len(daemon_pods(pools["gpu"], daemonsets)) > len(daemon_pods(pools["cpu"], daemonsets))
@@ -167,7 +172,7 @@ def test_pod_ips_per_node_must_leave_room_for_a_workload():
     assert "nodePools[1].podIpsPerNode = 3: expected at least 4: it is also kubelet's maxPods" in message
     assert "(node-local-dns, iptables-exporter, node-exporter)" in message
     raw["addons"]["trafficAccounting"] = {"enabled": False}
-    build_cluster_spec(raw, "eastus")  # one DaemonSet fewer: 3 fits
+    assemble(raw, "eastus")  # one DaemonSet fewer: 3 fits
 
 
 # ------------------------------------------------------------------ keys, versions, regions, durations

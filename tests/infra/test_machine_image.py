@@ -64,7 +64,11 @@ def test_the_images_carry_every_package_any_machine_declares():
     """cloud-init installs nothing: every package a machine's boot scripts use must be in the image."""
     for stack in ("dev", "prod"):
         spec = build_cluster_spec(raw_stack(stack), "eastus")
-        declared = set(nat_host_cloud_config(spec.config, spec.addresses, "kv").packages)
+        declared = set(
+            nat_host_cloud_config(
+                spec.config, spec.addresses, "kv", kubernetes_version=spec.node_kubernetes_version
+            ).packages
+        )
         for pool in spec.config.node_pools:
             declared |= set(
                 node_cloud_config(
@@ -73,6 +77,7 @@ def test_the_images_carry_every_package_any_machine_declares():
                         spec.addresses,
                         pool,
                         shards(pool)[0],
+                        kubernetes_version=spec.node_kubernetes_version,
                         vault_name="kv",
                         registry_login_server="r.azurecr.io",
                     )

@@ -32,7 +32,13 @@ def test_node_spec_from_the_prod_gpu_pool():
     spec = cluster()
     pool = spec.config.pool("h100a")
     node = node_spec(
-        spec.config, spec.addresses, pool, shards(pool)[1], vault_name="kv", registry_login_server="acr.azurecr.io"
+        spec.config,
+        spec.addresses,
+        pool,
+        shards(pool)[1],
+        kubernetes_version=spec.node_kubernetes_version,
+        vault_name="kv",
+        registry_login_server="acr.azurecr.io",
     )
     assert node.apiserver_endpoint == f"https://{spec.addresses.apiserver_lb_ip()}:6443"
     assert node.cluster_dns == "172.20.0.10"
