@@ -14,7 +14,7 @@ from infra.facts import roles
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PORT, nat_host_cloud_config
 from infra.secret_names import NODE_JOIN_FILES
 from plan.runner import run_declarations
-from tests.helpers import parsed, raw_stack
+from tests.helpers import parsed, raw_config
 
 LB = "azure-native:network:LoadBalancer"
 NIC = "azure-native:network:NetworkInterface"
@@ -22,7 +22,7 @@ VM = "azure-native:compute:VirtualMachine"
 
 
 def declare(stack: str = "prod"):
-    cluster = assemble(raw_stack(stack), "eastus")
+    cluster = assemble(raw_config(stack), "eastus")
     config, plan = cluster.spec.config, cluster.spec.addresses
 
     def program():

@@ -8,7 +8,7 @@ from infra.addons import AzureAccess, build_addon_objects, monitoring
 from infra.addons.k8s import Obj, object_key
 from infra.assembly import Cluster, assemble
 from infra.cluster import ClusterSpec, build_cluster_spec
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 AZURE = AzureAccess(
     subscription_id="00000000-0000-0000-0000-000000000000",
@@ -18,7 +18,7 @@ AZURE = AzureAccess(
 
 
 def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> ClusterSpec:
-    raw = raw_stack(stack)
+    raw = raw_config(stack)
     raw.update(changes)
     if addons is not None:
         raw["addons"] = addons
@@ -27,7 +27,7 @@ def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes
 
 def cluster_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> Cluster:
     """The whole desired cluster (``infra.assembly``): every machine's cloud-init, every add-on object."""
-    raw = raw_stack(stack)
+    raw = raw_config(stack)
     raw.update(changes)
     if addons is not None:
         raw["addons"] = addons

@@ -9,11 +9,11 @@ import yaml
 from infra.cluster import ClusterSpec, build_cluster_spec
 from infra.control_plane.machine import ApiserverMachine, apiserver_machines
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 
 def spec(stack: str = "prod", **top_level_changes) -> ClusterSpec:
-    raw = raw_stack(stack)
+    raw = raw_config(stack)
     raw.update(top_level_changes)
     return build_cluster_spec(raw, "eastus")
 

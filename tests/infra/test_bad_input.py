@@ -26,12 +26,12 @@ from infra.errors import ConfigError
 from infra.facts import roles
 from infra.node.pool import custom_data_size
 from plan.__main__ import EXIT_BAD_INPUT, EXIT_OK, main
-from tests.helpers import raw_stack
+from tests.helpers import raw_config, raw_stack
 
 # The second stage of scripts/test.sh (tens of seconds): generated configs, and the plan CLI run as a process.
 pytestmark = pytest.mark.slow
 
-STACKS = {"dev": raw_stack("dev"), "prod": raw_stack("prod")}
+STACKS = {"dev": raw_config("dev"), "prod": raw_config("prod")}
 SIZES = [
     "Standard_L8s_v3",
     "Standard_D4ds_v5",
@@ -310,21 +310,21 @@ def test_the_plan_cli_exits_0_with_a_plan_or_2_with_one_line_and_nothing_written
 
 
 def test_a_key_with_a_newline_is_printed_escaped_on_one_line():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["network"]["hub"]["odd\nkey"] = {}
     with pytest.raises(ConfigError) as caught:
         assemble(raw, "eastus")
     assert str(caught.value).startswith(
         'invalid config supercluster:network.hub."odd\\nkey" = {}: expected a known key'
     )
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw[""] = None
     with pytest.raises(ConfigError, match=r'^invalid config supercluster:"" = None: expected a known key'):
         assemble(raw, "eastus")
 
 
 def test_a_preload_list_over_azures_custom_data_limit_stops_validation_naming_it():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["images"] = {"preload": [f"docker.io/library/image-{i}:v1.0.{i}" for i in range(400)]}
     with pytest.raises(ConfigError) as caught:
         assemble(raw, "eastus")
@@ -337,7 +337,7 @@ def test_validation_checks_the_exact_cloud_init_the_machines_receive(stack, dev_
     """``assemble`` renders each shard's and the NAT hosts' cloud-init once; the components send exactly that
     text, so the size validation checked is the size Azure sees."""
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
-    cluster = assemble(raw_stack(stack), "eastus")
+    cluster = assemble(raw_stack(stack), "eastus")  # the stack the plans were made from
     name = cluster.spec.config.cluster_name
     rendered = {shard.shard.name: shard.cloud_init for shard in cluster.shards}
     for vmss in run.of_type("azure-native:compute:VirtualMachineScaleSet"):

@@ -15,7 +15,7 @@ from infra.hub import example_hub_outputs, parse_hub_outputs
 from infra.iptables import Chain, Rule, render_restore
 from infra.nat_hosts import NAT_HOST_TAINTS, SYSCTL_PATH, nat_host_cloud_config, sysctls
 from infra.traffic_accounting import accounting_ruleset, add_traffic_accounting
-from tests.helpers import parsed, raw_stack, require_tool
+from tests.helpers import parsed, raw_config, require_tool
 
 DEV_CONFIG = parsed("dev")
 DEV = plan_addresses(DEV_CONFIG)
@@ -99,7 +99,7 @@ def test_every_vnet_gets_a_nat_gateway_sized_for_its_machines():
 
 def test_the_example_hub_outputs_keep_the_contract_for_both_stacks():
     for stack in ("dev", "prod"):
-        raw = raw_stack(stack)
+        raw = raw_config(stack)
         raw["network"]["hub"] = {"stack": "org/hub/prod"}
         network = parse_config(raw, "eastus").network
         hub = parse_hub_outputs(example_hub_outputs(str(network.address_space), str(network.service_cidr)), network)
