@@ -1,4 +1,5 @@
-"""Builders shared by the add-on tests: a cluster spec from a stack file, with add-on overrides."""
+"""Builders shared by the add-on tests: a cluster spec or the whole assembled cluster from a fixture config,
+with add-on overrides."""
 
 from __future__ import annotations
 
@@ -17,21 +18,22 @@ AZURE = AzureAccess(
 )
 
 
-def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> ClusterSpec:
-    raw = raw_config(stack)
+def raw_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, Any]:
+    """A fixture config (``tests/fixtures``) with top-level ``changes`` and, if given, these ``addons``."""
+    raw = raw_config(shape)
     raw.update(changes)
     if addons is not None:
         raw["addons"] = addons
-    return build_cluster_spec(raw, "eastus")
+    return raw
 
 
-def cluster_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> Cluster:
+def spec_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> ClusterSpec:
+    return build_cluster_spec(raw_for(shape, addons, **changes), "eastus")
+
+
+def cluster_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> Cluster:
     """The whole desired cluster (``infra.assembly``): every machine's cloud-init, every add-on object."""
-    raw = raw_config(stack)
-    raw.update(changes)
-    if addons is not None:
-        raw["addons"] = addons
-    return assemble(raw, "eastus")
+    return assemble(raw_for(shape, addons, **changes), "eastus")
 
 
 def node_cloud_inits(cluster: Cluster) -> dict[str, str]:
