@@ -78,8 +78,8 @@ def test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line(d
 
 
 def test_a_refused_removal_declares_nothing_in_azure(dev_plan, monkeypatch):
-    """Everything in Azure hangs off the resource group, whose name waits for the check: when it fails, not one
-    azure-native resource reaches the engine (and Pulumi deletes only after a program that succeeded)."""
+    """The check runs before the program declares anything: when it fails, not one resource reaches the engine
+    (and Pulumi deletes only after a program that succeeded)."""
     config = load_stack_config("dev", REMOVE_CPU[1::2])
     declared = azure_declared_before_refusal(
         monkeypatch,
