@@ -2,14 +2,15 @@
 
 Both read the rendered objects, never a second spelling of them: kubelet's and kube-proxy's
 configs as every node receives them (``infra.node``), and the add-ons' DaemonSets as the cluster
-receives them (``infra.addons``). ``infra.cluster.build_cluster_spec`` runs them, so a clash stops
-the program before any resource is declared, with one line naming the key.
+receives them (``infra.addons``). ``infra.assembly.assemble`` runs them on the objects it built, so a
+clash stops the program before any resource is declared, with one line naming the key.
 
 - Host ports: kubelet, kube-proxy and every host-network add-on bind ports on the node; two on the
   same port means one of them cannot start (on every node at once).
-- Pod budget: a pool's ``podIpsPerNode`` is also kubelet's ``maxPods`` (``infra.addressing``). The
-  DaemonSet pods that land on each of the pool's nodes count against it, so it must leave room for
-  at least one workload pod.
+- Pod budget: a pool's ``podIpsPerNode`` covers the DaemonSet pods that take a pod IP on its nodes and
+  its workload pods (one per GPU on a GPU node); kubelet's ``maxPods`` is ``podIpsPerNode`` plus the
+  host-network DaemonSet pods, which count against it but take no IP.
+- The cluster as a whole (``infra.whole_cluster``), from the same objects and the node kinds built here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra import join_time, naming
-from infra.addons import BASE, CONFIG_KEY, AddonSettings, AzureAccess, build_addon_objects
+from infra.addons import BASE, CONFIG_KEY, AddonSettings
+from infra.addons.k8s import Obj
 from infra.addressing import AddressPlan, pod_ip_configurations
 from infra.config import ADDON_KEYS, ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
@@ -35,28 +37,39 @@ from infra.whole_cluster import EVICTION_MEMORY_BYTES, WORKLOAD_KINDS, NodeKind,
 KUBELET_DEFAULT_PORTS = {"port": 10250, "healthzPort": 10248}
 
 
-def check_nodes(config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings) -> dict[str, int]:
-    """Runs every check on what the nodes and add-ons render; returns each pool's host-network DaemonSet
-    pods (``node_spec``'s ``host_network_pods``: kubelet's maxPods is the pod IPs plus them)."""
-    objects = cluster_objects(config, addresses, settings)
+def check_nodes(
+    config: ClusterConfig,
+    addresses: AddressPlan,
+    settings: AddonSettings,
+    addons: Mapping[str, list[Obj]],
+    kubernetes_version: str,
+) -> dict[str, int]:
+    """Runs every check on what the nodes and add-ons render; ``addons``: every enabled add-on's objects, by
+    group (``infra.addons.build_addon_objects``). Returns each pool's host-network DaemonSet pods
+    (``node_spec``'s ``host_network_pods``: kubelet's maxPods is the pod IPs plus them)."""
+    objects = owned_objects(addons)
     daemonsets = daemon_sets_of(objects)
     host_network = {}
     for index, pool in enumerate(config.node_pools):
         # Every shard of a pool runs the same services (shards differ only in their InfiniBand domain).
-        node = pool_node(config, addresses, pool, daemonsets)
+        node = pool_node(config, addresses, pool, daemonsets, kubernetes_version)
         host_network[pool.name] = node.max_pods - pod_ip_configurations(pool)
         check_host_ports(config, node, daemonsets)
         check_pod_budget(index, pool, node, daemonsets)
     check_cluster(
         [Workload(key, obj) for key, obj in objects if obj.get("kind") in WORKLOAD_KINDS],
         [obj for _, obj in objects if obj.get("kind") == "Service"],
-        node_kinds(config, addresses, settings, daemonsets),
+        node_kinds(config, addresses, settings, daemonsets, kubernetes_version),
     )
     return host_network
 
 
 def pool_node(
-    config: ClusterConfig, addresses: AddressPlan, pool: NodePoolConfig, daemonsets: list[tuple[str, dict[str, Any]]]
+    config: ClusterConfig,
+    addresses: AddressPlan,
+    pool: NodePoolConfig,
+    daemonsets: list[tuple[str, dict[str, Any]]],
+    kubernetes_version: str,
 ) -> NodeSpec:
     """A node of the pool's first shard, its maxPods counting the host-network DaemonSet pods that land there
     (which DaemonSets land depends only on labels and taints, not on maxPods)."""
@@ -67,6 +80,7 @@ def pool_node(
             addresses,
             pool,
             shards(pool)[0],
+            kubernetes_version=kubernetes_version,
             vault_name=naming.key_vault(config.cluster_name),
             registry_login_server=naming.container_registry_login_server(config.cluster_name),
             host_network_pods=host_network_pods,
@@ -86,20 +100,11 @@ def workload_pods(pool: NodePoolConfig) -> int:
     return max(1, pool.size.gpus)
 
 
-def cluster_objects(
-    config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings
-) -> list[tuple[str, dict[str, Any]]]:
-    """``(owning config key, object)`` for every object the enabled add-ons apply. The autoscaler's
-    Azure ids are known only once Azure answers; they decide nothing here, so stand-ins render it."""
-    azure = AzureAccess(
-        subscription_id="<subscription>",
-        resource_group=naming.node_resource_group(config.cluster_name),
-        identity_client_id="<autoscaler identity>",
-    )
-    groups = build_addon_objects(config, addresses, settings, azure=azure)
+def owned_objects(addons: Mapping[str, list[Obj]]) -> list[tuple[str, dict[str, Any]]]:
+    """``(owning config key, object)`` for every object of the add-on groups (``addons`` for the base)."""
     return [
         ("addons" if attr == BASE else f"addons.{CONFIG_KEY[attr]}", obj)
-        for attr, objects in groups.items()
+        for attr, objects in addons.items()
         for obj in objects
     ]
 
@@ -108,16 +113,15 @@ def node_kinds(
     config: ClusterConfig,
     addresses: AddressPlan,
     settings: AddonSettings,
-    daemonsets: list[tuple[str, dict[str, Any]]] | None = None,
+    daemonsets: list[tuple[str, dict[str, Any]]],
+    kubernetes_version: str,
 ) -> list[NodeKind]:
     """Every kind of node the plan boots, as its kubelet registers it: one per pool, and the NAT hosts.
-    ``daemonsets``: the enabled add-ons' (``daemon_sets_of``), rendered here when not given."""
-    if daemonsets is None:
-        daemonsets = daemon_sets_of(cluster_objects(config, addresses, settings))
+    ``daemonsets``: ``(owner, DaemonSet)`` of what the cluster applies (``daemon_sets_of``)."""
     kinds = []
     for index, pool in enumerate(config.node_pools):
         shard = shards(pool)[0]
-        node = pool_node(config, addresses, pool, daemonsets)
+        node = pool_node(config, addresses, pool, daemonsets, kubernetes_version)
         devices = {GPU_RESOURCE: pool.size.gpus} if pool.size.gpus else {}
         if pool.infiniband:
             devices[RDMA_RESOURCE] = settings.rdma_device_plugin.pods_per_node
@@ -168,11 +172,9 @@ def machine_capacity(size: VmSize) -> dict[str, int]:
     return {"cpu": size.vcpus * 1000, "memory": size.memory_gib * 2**30 - EVICTION_MEMORY_BYTES}
 
 
-def _daemonsets(
-    config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings
-) -> list[tuple[str, dict[str, Any]]]:
+def _daemonsets(addons: Mapping[str, list[Obj]]) -> list[tuple[str, dict[str, Any]]]:
     """``(add-on config key, DaemonSet)`` of every enabled add-on."""
-    return daemon_sets_of(cluster_objects(config, addresses, settings))
+    return daemon_sets_of(owned_objects(addons))
 
 
 def daemon_sets_of(objects: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:

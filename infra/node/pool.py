@@ -38,16 +38,19 @@ def node_spec(
     pool: NodePoolConfig,
     shard: Shard,
     *,
+    kubernetes_version: str,
     vault_name: str,
     registry_login_server: str,
     host_network_pods: int,
 ) -> NodeSpec:
-    """``host_network_pods``: the host-network DaemonSet pods on the pool's nodes (infra/node_checks.py).
+    """``kubernetes_version``: the nodes' release, which follows the apiservers' (infra/day2.py).
+    ``host_network_pods``: the host-network DaemonSet pods on the pool's nodes (infra/node_checks.py).
     kubelet counts them against ``maxPods`` though they take no pod IP: maxPods is the pod IPs plus them."""
     return joining_node(
         config,
         addresses,
         pool.size,
+        kubernetes_version=kubernetes_version,
         role=roles.NODE_IDENTITY,
         vault_name=vault_name,
         registry_login_server=registry_login_server,
@@ -64,6 +67,7 @@ def joining_node(
     addresses: AddressPlan,
     size: VmSize,
     *,
+    kubernetes_version: str,
     role: str,
     vault_name: str,
     registry_login_server: str,
@@ -76,7 +80,7 @@ def joining_node(
     """A machine that joins the cluster as a node: a pool's scale-set instance or a NAT host (``role``
     names the identity its boot scripts sign in as)."""
     return NodeSpec(
-        kubernetes_version=config.kubernetes_version,
+        kubernetes_version=kubernetes_version,
         apiserver_endpoint=apiserver_url(addresses.apiserver_lb_ip()),
         cluster_dns=addresses.dns_service_ip,
         cluster_cidr=str(config.network.address_space),

@@ -18,7 +18,11 @@ from tests.e2e.cluster import Cluster
 def kinds_without_a_pod(cluster: Cluster, daemon_set: dict[str, Any]) -> list[str]:
     """The booted node kinds ``daemon_set`` is meant for on which no pod of it runs."""
     spec = cluster.spec
-    kinds = {kind.name: kind for kind in node_kinds(spec.config, spec.addresses, spec.addons)}
+    planned = [("", d) for _, d in cluster.plan.kubernetes_objects() if d["kind"] == "DaemonSet"]
+    kinds = {
+        kind.name: kind
+        for kind in node_kinds(spec.config, spec.addresses, spec.addons, planned, spec.node_kubernetes_version)
+    }
     booted: dict[str, set[str]] = {}
     for node in cluster.nodes:
         booted.setdefault(kind_name(node.pool), set()).add(node.machine.name)

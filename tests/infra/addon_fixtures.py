@@ -1,15 +1,15 @@
-"""Builders shared by the add-on tests: a cluster spec from a stack file, with add-on overrides."""
+"""Builders shared by the add-on tests: a cluster spec or the whole assembled cluster from a fixture config,
+with add-on overrides."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from infra.addons import AzureAccess, build_addon_objects, monitoring, parse_addon_settings
+from infra.addons import AzureAccess, build_addon_objects, monitoring
 from infra.addons.k8s import Obj, object_key
-from infra.addressing import plan_addresses
+from infra.assembly import Cluster, assemble
 from infra.cluster import ClusterSpec, build_cluster_spec
-from infra.config import parse_config
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 AZURE = AzureAccess(
     subscription_id="00000000-0000-0000-0000-000000000000",
@@ -18,28 +18,31 @@ AZURE = AzureAccess(
 )
 
 
-def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> ClusterSpec:
-    raw = raw_stack(stack)
+def raw_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, Any]:
+    """A fixture config (``tests/fixtures``) with top-level ``changes`` and, if given, these ``addons``."""
+    raw = raw_config(shape)
     raw.update(changes)
     if addons is not None:
         raw["addons"] = addons
-    return build_cluster_spec(raw, "eastus")
+    return raw
+
+
+def spec_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> ClusterSpec:
+    return build_cluster_spec(raw_for(shape, addons, **changes), "eastus")
+
+
+def cluster_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> Cluster:
+    """The whole desired cluster (``infra.assembly``): every machine's cloud-init, every add-on object."""
+    return assemble(raw_for(shape, addons, **changes), "eastus")
+
+
+def node_cloud_inits(cluster: Cluster) -> dict[str, str]:
+    """``{shard name: cloud-init}`` of every scale set."""
+    return {shard.shard.name: shard.cloud_init for shard in cluster.shards}
 
 
 def groups_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, list[Obj]]:
     return groups_of(spec_for(stack, addons, **changes))
-
-
-def rendered_groups(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, list[Obj]]:
-    """The add-on groups as rendered from the parsed config, before the whole-cluster check: that check
-    refuses, rightly, a cluster with an agent it needs turned off (infra/whole_cluster.py), but what turning
-    one add-on off changes in the rendering is still worth knowing."""
-    raw = raw_stack(stack)
-    raw.update(changes)
-    if addons is not None:
-        raw["addons"] = addons
-    config = parse_config(raw, "eastus")
-    return build_addon_objects(config, plan_addresses(config), parse_addon_settings(config), AZURE)
 
 
 def groups_of(spec: ClusterSpec) -> dict[str, list[Obj]]:

@@ -6,7 +6,7 @@ import pytest
 
 from infra.addons import BASE, CONFIG_KEY, MODULES
 from infra.errors import ConfigError
-from tests.infra.addon_fixtures import all_objects, groups_for, keys, rendered_groups, spec_for
+from tests.infra.addon_fixtures import all_objects, groups_for, keys, spec_for
 
 # Add-ons whose absence another add-on's validation refuses, switched off together.
 REQUIRES = {"coredns": {"nodeLocalDns": {"enabled": False}}, "clusterAutoscaler": {"balloons": {"enabled": False}}}
@@ -14,9 +14,9 @@ HEADROOM = {"balloons": {"headroomNodes": {"cpu": 1}}}
 
 
 def _cpu_only_stack() -> dict:
-    from tests.helpers import raw_stack
+    from tests.helpers import raw_config
 
-    return {"nodePools": [p for p in raw_stack("dev")["nodePools"] if p["role"] == "cpu"]}
+    return {"nodePools": [p for p in raw_config("dev")["nodePools"] if p["role"] == "cpu"]}
 
 
 @pytest.mark.parametrize("attr", MODULES)
@@ -24,9 +24,9 @@ def test_disabling_an_addon_removes_exactly_its_objects(attr):
     key = CONFIG_KEY[attr]
     # gpuHealthCheck may only be off without GPU pools; the other add-ons use the dev stack as is.
     changes = _cpu_only_stack() if key == "gpuHealthCheck" else {}
-    everything = rendered_groups("dev", addons=dict(HEADROOM), **changes)
+    everything = groups_for("dev", addons=dict(HEADROOM), **changes)
     off = {**HEADROOM, **REQUIRES.get(key, {}), key: {**HEADROOM.get(key, {}), "enabled": False}}
-    without = rendered_groups("dev", addons=off, **changes)
+    without = groups_for("dev", addons=off, **changes)
     removed_together = {CONFIG_KEY_TO_ATTR[k] for k in REQUIRES.get(key, {})}
     expected = keys(everything[attr]).union(*(keys(everything[a]) for a in removed_together))
     assert keys(all_objects(everything)) - keys(all_objects(without)) == expected
@@ -46,7 +46,7 @@ def test_each_module_is_named_like_its_config_key():
 
 def test_base_is_rendered_with_every_addon_off():
     off = {key: {"enabled": False} for key in CONFIG_KEY.values() if key != "gpuHealthCheck"}
-    groups = rendered_groups("dev", addons=off)
+    groups = groups_for("dev", addons=off)
     assert set(groups) == {BASE, "gpu_health_check"}
     assert {o["metadata"]["name"] for o in groups[BASE] if o["kind"] == "PriorityClass"} == {
         "supercluster-system",

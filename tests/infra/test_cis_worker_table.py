@@ -54,9 +54,10 @@ def pools() -> dict[str, dict[str, dict]]:
             cluster.addresses,
             pool,
             shards(pool)[0],
+            kubernetes_version=cluster.node_kubernetes_version,
             vault_name=naming.key_vault(name),
             registry_login_server=naming.container_registry_login_server(name),
-            host_network_pods=cluster.host_network_pods[pool.name],
+            host_network_pods=0,  # the CIS rows read files maxPods does not change
         )
         document = yaml.safe_load(render(node_cloud_config(node)))
         rendered[pool.name] = {entry["path"]: entry for entry in document["write_files"]}
