@@ -89,10 +89,12 @@ class BackgroundLoad:
         return {r["name"] for r in self.records(op="create") if r["code"] == 201}
 
     def missing(self) -> list[str]:
-        """Acknowledged ConfigMaps that the API no longer has (read from a fresh LIST)."""
+        """Acknowledged ConfigMaps that the API no longer has (read from a fresh LIST, taken after the
+        acknowledgements it is checked against: a write acknowledged meanwhile is not yet in it)."""
+        acknowledged = self.acknowledged()
         names = self.cluster.kubectl("get", "configmaps", "-n", WRITER_NAMESPACE, "-o", "name", timeout=120).stdout
         present = {line.removeprefix("configmap/") for line in names.split()}
-        return sorted(self.acknowledged() - present)
+        return sorted(acknowledged - present)
 
     def window(self, since: float, until: float) -> dict[str, Any]:
         """The writer's figures over ``[since, until)``: requests, errors, p99 per operation."""
@@ -172,6 +174,19 @@ def lose(cluster: Cluster, host: Host) -> float:
 def bring_back(host: Host) -> None:
     """The lost machine's replacement on its address (the runbook's new VM with the same rendered files)."""
     subprocess.run(["ip", "-n", host.namespace, "link", "set", "eth0", "up"], check=True, timeout=30)
+
+
+def fresh_disk(host: Host, path: str) -> Path:
+    """An empty filesystem mounted at the machine's ``path``, standing in for a local SSD that came back
+    empty (a redeployed VM): a mount point of its own, as the member tool checks before it starts etcd.
+    The caller unmounts it once no process uses it (``umount``)."""
+    target = host.root / path.lstrip("/")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700", "tmpfs", str(target)], check=True, timeout=30)
+    return target
+
+
+def umount(target: Path) -> None:
+    subprocess.run(["umount", str(target)], check=True, timeout=30)
 
 
 def load_balancer_changes(cluster: Cluster, backend: str, healthy: bool, since: float) -> list[float]:
