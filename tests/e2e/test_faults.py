@@ -222,6 +222,13 @@ def _members_down(cluster: Cluster, role: str, indexes: list[int]):
             _restart(cluster, role, index)
 
 
+# Writes stall up to etcd's request timeout after the leader dies (about 10 s, measured), as long as the
+# leader-elected components' renew deadline (10 s): one that cannot renew in time exits, by design, and
+# its unit's Restart= starts it again as a standby.
+LEADER_LOSS = ("kube-controller-manager", "kube-scheduler")
+
+
+@pytest.mark.restarts_expected(*LEADER_LOSS, reason="a renew deadline passed while etcd elected a leader")
 def test_etcd_leader_killed_under_load(box):
     cluster, load, report, _ = box
     _steady(load, report)
@@ -305,6 +312,7 @@ def test_etcd_member_wiped_rejoins_through_the_member_tool_under_load(box):
     _nothing_lost(load)
 
 
+@pytest.mark.restarts_expected(*LEADER_LOSS, reason="no lease can be renewed without quorum")
 def test_etcd_quorum_lost_then_restored_loses_nothing(box):
     cluster, load, report, _ = box
     _steady(load, report)
