@@ -32,6 +32,8 @@ MAX_TAGS = 50
 # cluster-autoscaler/cloudprovider/azure: README "Auto-discovery setup", azure_template.go).
 AUTOSCALER_ENABLED_TAG = "cluster-autoscaler-enabled"
 AUTOSCALER_NAME_TAG = "cluster-autoscaler-name"
+AUTOSCALER_MIN_TAG = "min"  # the scale set's node-count bounds the autoscaler keeps it within
+AUTOSCALER_MAX_TAG = "max"
 LABEL_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_label_"
 TAINT_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_taint_"
 RESOURCES_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_resources_"
@@ -162,8 +164,8 @@ def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -
     tags = {
         AUTOSCALER_ENABLED_TAG: "true",
         AUTOSCALER_NAME_TAG: config.cluster_name,
-        "min": str(shard.min_nodes),
-        "max": str(shard.max_nodes),
+        AUTOSCALER_MIN_TAG: str(shard.min_nodes),
+        AUTOSCALER_MAX_TAG: str(shard.max_nodes),
     }
     for key, value in sorted(pool_labels(config, pool, shard).items()):
         tags[LABEL_TAG_PREFIX + encode_tag_key(key)] = value
