@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.addressing import AddressPlan, VnetPlan
-from infra.day2 import MACHINE_ROLE_TAG
+from infra.facts import tags
 from infra.labels import POOL_LABEL
-from infra.node.pool import AUTOSCALER_MAX_TAG, encode_tag_key
+from infra.node.pool import encode_tag_key
 from plan.diff import SCALE_SET_TYPE, SYMBOLS, VM_TYPE, Plan, PlanDiff, ResourceChange
 from plan.replacements import parse_path
 
@@ -327,7 +327,7 @@ def _draw_subnet(d: _Drawing, index: _Index, subnet: _Subnet) -> None:
             nic_name = _name(_first((inputs.get("networkProfile") or {}).get("networkInterfaces")).get("id"))
             nic = index.nics[nic_name]
             node = index.ids[nic_name] = _id("m_", resource["name"])
-            role = (inputs.get("tags") or {}).get(MACHINE_ROLE_TAG, "VM")
+            role = (inputs.get("tags") or {}).get(tags.MACHINE_ROLE, "VM")
             ip = _first(nic["inputs"].get("ipConfigurations")).get("privateIPAddress", "")
             zones = ", ".join(inputs.get("zones") or [])
             where = " · ".join(x for x in (ip, f"zone {zones}" if zones else "") if x)
@@ -352,7 +352,7 @@ def _draw_pool(d: _Drawing, index: _Index, pool: str, subnets: list[_Subnet]) ->
         subnet.marks(box, index.nsgs)
     scale_sets = index.scale_sets.get((first.vnet, pool), [])
     box.urns |= {s["urn"] for s in scale_sets}
-    maxima = [int((s["inputs"].get("tags") or {}).get(AUTOSCALER_MAX_TAG, 0)) for s in scale_sets]
+    maxima = [int((s["inputs"].get("tags") or {}).get(tags.AUTOSCALER_MAX, 0)) for s in scale_sets]
     if len(set(maxima)) == 1:
         shape = f"{len(scale_sets)} scale set{'s' if len(scale_sets) > 1 else ''} x {maxima[0]:,} nodes"
     else:

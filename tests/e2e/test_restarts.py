@@ -53,6 +53,34 @@ def test_steady(network):
 @pytest.mark.restarts_expected("kube-scheduler.service", reason="the test makes it exit")
 def test_expected(network):
     crash_loop(*network)
+
+
+@pytest.fixture
+def settled(network, tmp_path):
+    # Started while "booting": exits once at start-up, then runs.
+    network, host = network
+    flag = tmp_path / "started-once"
+    once = f"[ -e {flag} ] && exec sleep 60; touch {flag}; echo forbidden at start-up; exit 1"
+    unit = network.start(host, "kube-controller-manager", ["sh", "-c", once], restart_sec=0.1)
+    hosts.wait_for("a restart while booting", lambda: unit.restarts() == 1, timeout=20)
+
+
+@pytest.fixture
+def looping(network):
+    # Started while "booting": crash-loops.
+    network, host = network
+    unit = network.start(host, "etcd", ["sh", "-c", "echo member lost; exit 2"], restart_sec=0.1)
+    hosts.wait_for("a restart while booting", lambda: unit.restarts() >= 1, timeout=20)
+    return unit
+
+
+def test_a_start_up_restart_while_booting_is_not_counted(settled):
+    time.sleep(1)
+
+
+def test_a_crash_loop_that_began_while_booting_is_caught_in_the_test(looping):
+    count = looping.restarts()
+    hosts.wait_for("more restarts", lambda: looping.restarts() >= count + 2, timeout=20)
 """
 
 
@@ -69,6 +97,9 @@ def test_a_unit_restarting_fails_the_test_naming_the_unit_and_its_last_log_lines
         timeout=120,
     )
     out = result.stdout
-    assert "1 failed, 2 passed" in out, out
+    assert "2 failed, 3 passed" in out, out
     assert "FAILED test_inner.py::test_crash_looping" in out, out
     assert "crashy kube-scheduler restarted" in out and "the last words" in out, out
+    assert "FAILED test_inner.py::test_a_crash_loop_that_began_while_booting_is_caught_in_the_test" in out, out
+    assert "crashy etcd restarted" in out and "member lost" in out, out
+    assert "kube-controller-manager restarted" not in out, out
