@@ -10,19 +10,26 @@ import re
 import pytest
 
 from infra.addressing import plan_addresses
+from infra.config import LOCATION_KEY, ClusterConfig, parse_config
 from infra.day2 import APISERVER_ROLE, ETCD_ROLES, MACHINE_ROLE_TAG, NAT_HOST_ROLE
 from infra.sizing import shards
 from plan import topology
 from plan.diff import VM_TYPE, Plan, diff_plans
 from plan.diff_report import render_diff
+from plan.runner import ProgramRun
+from plan.stackfile import namespace_values
 from plan.summary import render_summary
 from tests.conftest import as_plan
-from tests.helpers import parsed
+
+
+def config_of(run: ProgramRun) -> ClusterConfig:
+    """The config a stack's run planned, parsed as ``python -m plan`` parses it for the summary."""
+    return parse_config(namespace_values(run.config), run.config.get(LOCATION_KEY))
 
 
 @pytest.fixture(scope="module")
-def prod_addresses():
-    return plan_addresses(parsed("prod"))
+def prod_addresses(prod_plan):
+    return plan_addresses(config_of(prod_plan))
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +66,10 @@ def test_each_vnet_shows_its_range_and_the_address_plans_use_against_azures_limi
     assert f'title: "Peered group: {group[0]:,} of {group[1]:,} private IPs' in source
 
 
-def test_a_pool_is_one_box_per_vnet_however_many_scale_sets(prod, prod_addresses):
+def test_a_pool_is_one_box_per_vnet_however_many_scale_sets(prod_plan, prod, prod_addresses):
     source = topology.diagram(prod.resources.values(), prod_addresses)
     pools = {i: label for i, label in nodes(source).items() if i.startswith("p_")}
-    config = parsed("prod")
+    config = config_of(prod_plan)
     assert len(pools) == len(prod_addresses.vnets) - 1  # one VNet per pool here, plus the system VNet
     for pool in config.node_pools:
         [label] = [x for x in pools.values() if x.startswith(f"pool {pool.name}:")]
@@ -95,7 +102,7 @@ def test_the_machines_load_balancers_and_hub_are_drawn_where_the_plan_puts_them(
 
 
 def test_the_summary_shows_the_diagram_first(dev_plan):
-    config = parsed("dev")
+    config = config_of(dev_plan)
     text = render_summary("dev", config, plan_addresses(config), dev_plan.registrations)
     assert text.index("## Topology") < text.index("```mermaid") < text.index("## Resources by type")
 

@@ -17,7 +17,8 @@ from plan.artifacts import plan_files, write_plan
 from plan.stackfile import PROJECT_DIR
 from plan.summary import render_summary
 from plan.topology import diagram, markdown
-from tests.helpers import parsed, require_node_package
+from tests.helpers import require_node_package
+from tests.plan.test_topology import config_of
 
 PARSER = PROJECT_DIR / "scripts" / "mermaid-parse.mjs"
 pytestmark = pytest.mark.slow
@@ -33,7 +34,7 @@ def parse(*files: Path) -> tuple[int, list[dict]]:
 def test_every_diagram_of_the_dev_and_prod_plans_and_of_a_diff_parses(tmp_path, dev_plan, prod_plan):
     files = []
     for run in (dev_plan, prod_plan):
-        config = parsed(run.stack)
+        config = config_of(run)
         summary = tmp_path / f"{run.stack}-summary.md"
         summary.write_text(render_summary(run.stack, config, plan_addresses(config), run.registrations))
         files.append(summary)
@@ -57,7 +58,7 @@ def test_every_diagram_of_the_dev_and_prod_plans_and_of_a_diff_parses(tmp_path, 
 
 
 def test_the_parser_fails_a_broken_diagram(tmp_path, dev_plan):
-    config = parsed("dev")
+    config = config_of(dev_plan)
     source = diagram((r.as_json() for r in dev_plan.registrations), plan_addresses(config))
     # What a generator bug would emit: a subgraph left open, a label's quote left unescaped.
     unclosed = source.replace("\n    end\n", "\n", 1)
