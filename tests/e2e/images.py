@@ -85,12 +85,14 @@ def _build(binaries: Path, reference: str, program: str, archive: Path) -> None:
 def build_images(plan: Plan, binaries: Path, folder: Path) -> BoxImages:
     folder.mkdir(parents=True, exist_ok=True)
     sandbox = _preload_manifest(plan.scale_sets()[0].files)["images"][0]["source"]
-    pinned = _coredns_reference(plan)
-    tagged = pinned.split("@", 1)[0]
+    # `<registry>/<repository>:<tag>@<digest>` in the cluster's registry; containerd's CRI looks such a
+    # reference up by `<registry>/<repository>@<digest>`.
+    tagged, _, digest = _coredns_reference(plan).partition("@")
+    by_digest = (f"{tagged.rsplit(':', 1)[0]}@{digest}",) if digest else ()
     probe = f"{_registry(plan)}/{PROBE_REPOSITORY}:{PROBE_TAG}"
     images = BoxImages(
         pause=Image(sandbox, folder / "pause.tar"),
-        coredns=Image(tagged, folder / "coredns.tar", aliases=(pinned,) if pinned != tagged else ()),
+        coredns=Image(tagged, folder / "coredns.tar", aliases=by_digest),
         probe=Image(probe, folder / "probe.tar"),
     )
     for image, program in ((images.pause, "pause"), (images.coredns, "coredns"), (images.probe, "probe")):

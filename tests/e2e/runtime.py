@@ -24,7 +24,9 @@ The overrides, each a substitution docs/cluster-in-a-box.md states (nothing a no
   removes pod cgroups it does not know;
 - ``protectKernelDefaults: false``: the rendered machine-wide sysctls (``vm.*``, ``kernel.*``) are not
   applied to this shared machine, so kubelet would refuse to start;
-- GPU nodes: containerd's ``nvidia`` runtime runs runc itself (no GPUs, no NVIDIA toolkit).
+- GPU nodes: containerd's ``nvidia`` runtime runs runc itself (no GPUs, no NVIDIA toolkit);
+- ``restrict_oom_score_adj = true``: this sandbox withholds CAP_SYS_RESOURCE, so no OOM score may be
+  lowered (kubelet asks -998 for pod sandboxes, and the rendered unit's ``OOMScoreAdjust=-999``).
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ def _drop_in(node: RealNode) -> dict[str, Any]:
 
 def _containerd_config(rendered: str, runc_path: str) -> str:
     config = tomllib.loads(rendered)
+    # This sandbox withholds CAP_SYS_RESOURCE, without which no process may lower an OOM score: kubelet
+    # asks -998 for every pod sandbox. containerd keeps containers at no lower than its own score instead.
+    config["plugins"][containerd.CRI]["restrict_oom_score_adj"] = True
     for runtime in config["plugins"][containerd.CRI]["containerd"]["runtimes"].values():
         runtime["options"]["SystemdCgroup"] = False
         runtime["options"]["BinaryName"] = runc_path
