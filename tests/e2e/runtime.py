@@ -323,8 +323,9 @@ def start_node_agents(
 ) -> None:
     """Once the node has registered: kube-proxy (its rendered ``ExecStartPre`` waits for kubelet's client
     certificate, which it signs in with) and NodeLocal DNS (tests/e2e/dns.py)."""
+    # A symlink to the dated file, by its path on the machine: seen from here, it dangles.
     certificate = node.host.root / "var/lib/kubelet/pki/kubelet-client-current.pem"
-    wait_for(f"{node.host.name}'s kubelet client certificate", certificate.exists, timeout=120)
+    wait_for(f"{node.host.name}'s kubelet client certificate", certificate.is_symlink, timeout=120)
     start_unit(kube_proxy.UNIT)
     dns.start_node_local_dns(network, node.host, node_local, upstream_ip, network.workdir)
 
