@@ -3,7 +3,8 @@
 Each VM runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
 (``infra.control_plane.machine``). The VMs are created in parallel (none waits for another). A later
 change to their cloud-init or size reaches one VM per deploy (``infra.day2.stage``, docs/day2.md): the
-first VM that lacks it is replaced (or resized), the others ignore their customData and keep their size,
+first VM that lacks it is replaced (or resized; the assembly decides which), the others ignore their customData
+and keep their size,
 never a `pulumi up` that takes every apiserver down at once (a VM to replace by hand:
 docs/runbooks/replace-an-apiserver.md). Each VM has a readiness gate, a
 CustomScript extension that re-fetches the secrets, restarts the components and waits for the local
@@ -35,10 +36,13 @@ from components.identities import RoleIdentities
 from components.machines import DedicatedVm, VmArgs
 from components.secret_store import SecretStore
 from infra import naming, secret_names
+from infra.assembly import DedicatedMachine
 from infra.cluster import ClusterSpec
 from infra.control_plane import apiserver, cluster_objects, machine, pki
 from infra.control_plane.kubeconfig import embedded_kubeconfig
-from infra.day2 import APISERVER_ROLE, MACHINE_ROLE_TAG, MachineState, previous_machines, stage
+from infra.day2 import APISERVER_ROLE, MACHINE_ROLE_TAG
+from infra.facts import ports, roles
+from infra.facts.endpoints import apiserver_url
 
 # Probe: the apiserver's own readiness over HTTPS (Azure does not validate the certificate).
 PROBE_INTERVAL_SECONDS = 5
@@ -76,20 +80,21 @@ class ControlPlane(pulumi.ComponentResource):
         subnet_id: pulumi.Input[str],
         identities: RoleIdentities,
         secrets: SecretStore,
-        apiservers: Sequence[machine.ApiserverMachine],
+        apiservers: Sequence[DedicatedMachine],
         image_id_of: Callable[[str], pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """``apiservers``: each apiserver's address and cloud-init, rendered up front by
-        ``infra.machines.render_machines``; ``image_id_of``: the id of a machine image version (cpu kind)."""
+        """``apiservers``: each apiserver as the assembly decided it (``Cluster.machines_of(roles.APISERVER)``:
+        address, cloud-init, what it runs, its rollout); ``image_id_of``: the id of a machine image version
+        (cpu kind)."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
-        self._name, self._config, self._last_deploy = name, spec.config, spec.last_deploy
+        self._name, self._config = name, spec.config
         self._resource_group_name = resource_group_name
         self._image_id_of = image_id_of
         addresses = spec.addresses
         machines = apiservers
         certificate_specs = pki.certificates(addresses, spec.config.control_plane.apiservers)
-        self.endpoint = f"https://{addresses.apiserver_lb_ip()}:{apiserver.SECURE_PORT}"
+        self.endpoint = apiserver_url(addresses.apiserver_lb_ip())
 
         issued = ClusterPki(f"{name}-pki", specs=certificate_specs, opts=pulumi.ResourceOptions(parent=self))
         self.ca_cert_pem = issued.cas[pki.CLUSTER_CA].cert_pem
@@ -102,7 +107,7 @@ class ControlPlane(pulumi.ComponentResource):
         self._bootstrap_token()
         fetched = self._store_secrets(issued, certificate_specs, identities, secrets)
         backend_pool_id = self._load_balancer(addresses.apiserver_lb_ip(), subnet_id, subscription_id)
-        self._apiservers(machines, subnet_id, backend_pool_id, identities.ids["apiserver"], fetched)
+        self._apiservers(machines, subnet_id, backend_pool_id, identities.ids[roles.APISERVER.identity], fetched)
 
         # Replaced only if the cluster itself changes; a renewed admin certificate is an update. In-cluster
         # objects go through the load balancer, so one ready apiserver is enough to apply them: nodes can
@@ -121,7 +126,7 @@ class ControlPlane(pulumi.ComponentResource):
                 "endpoint": self.endpoint,
                 "caCertPem": self.ca_cert_pem,
                 "adminKubeconfig": self.admin_kubeconfig,
-                "apiserverIps": [m.ip for m in machines],
+                "apiserverIps": [m.address for m in machines],
             }
         )
 
@@ -155,8 +160,9 @@ class ControlPlane(pulumi.ComponentResource):
     ) -> list[declare.Declared]:
         """Every key, certificate and token into Key Vault, each readable by exactly the roles that need
         it. Returns the secrets the apiserver VMs fetch (the bootstrap token is for nodes only)."""
-        role = {r: identities.principal_ids[r] for r in ("apiserver", "node", "nat")}
-        apiserver_only = {"apiserver": role["apiserver"]}
+        apiserver_id, node_id, nat_id = roles.APISERVER.identity, roles.NODE_IDENTITY, roles.NAT_HOST.identity
+        role = {r: identities.principal_ids[r] for r in (apiserver_id, node_id, nat_id)}
+        apiserver_only = {apiserver_id: role[apiserver_id]}
         # Every Secret in etcd is encrypted with it: a new key would leave them unreadable. Protected.
         encryption_key = declare.random(
             "RandomBytes",
@@ -189,7 +195,7 @@ class ControlPlane(pulumi.ComponentResource):
             f"{self._name}-{secret_names.NODE_BOOTSTRAP_TOKEN}",
             secret_names.NODE_BOOTSTRAP_TOKEN,
             pulumi.Output.concat(self.bootstrap_token_id, ".", self.bootstrap_token_secret),
-            {"node": role["node"], "nat": role["nat"]},
+            {node_id: role[node_id], nat_id: role[nat_id]},
         )
         return fetched
 
@@ -230,7 +236,7 @@ class ControlPlane(pulumi.ComponentResource):
                     {
                         "name": "readyz",
                         "protocol": "Https",
-                        "port": apiserver.SECURE_PORT,
+                        "port": ports.APISERVER,
                         "requestPath": "/readyz",
                         "intervalInSeconds": PROBE_INTERVAL_SECONDS,
                         "probeThreshold": PROBE_THRESHOLD,
@@ -240,8 +246,8 @@ class ControlPlane(pulumi.ComponentResource):
                     {
                         "name": "apiserver",
                         "protocol": "Tcp",
-                        "frontendPort": apiserver.SECURE_PORT,
-                        "backendPort": apiserver.SECURE_PORT,
+                        "frontendPort": ports.APISERVER,
+                        "backendPort": ports.APISERVER,
                         "frontendIPConfiguration": {
                             "id": pulumi.Output.concat(lb_id, "/frontendIPConfigurations/apiserver")
                         },
@@ -260,16 +266,15 @@ class ControlPlane(pulumi.ComponentResource):
 
     def _apiservers(
         self,
-        machines: Sequence[machine.ApiserverMachine],
+        machines: Sequence[DedicatedMachine],
         subnet_id: pulumi.Input[str],
         backend_pool_id: pulumi.Input[str],
         identity_id: pulumi.Input[str],
         fetched: list[declare.Declared],
     ) -> None:
         """The VMs, created in parallel, each with its readiness gate; the gates run one after another.
-        A cloud-init change is not applied by `pulumi up` (it would take every apiserver down at once);
-        it is rolled one VM at a time by destroying and re-creating it (docs/runbooks/
-        replace-an-apiserver.md)."""
+        A cloud-init, size or image change reaches one VM per deploy (``infra.day2.stage``, below), never
+        every apiserver at once; a VM to replace by hand: docs/runbooks/replace-an-apiserver.md."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
         secrets_version = pulumi.Output.unsecret(
@@ -277,41 +282,27 @@ class ControlPlane(pulumi.ComponentResource):
                 *[secret.output("properties").apply(lambda p: p["secretUriWithVersion"]) for secret in fetched]
             ).apply(_digest)
         )
-        # Rolled one apiserver per deploy (infra/day2.py): a new cloud-init (a Kubernetes release, a flag), size or
-        # machine image reaches the first VM that lacks it; the others keep running what they run.
-        self.staged = stage(
-            previous_machines(self._last_deploy, APISERVER_ROLE),
-            [
-                MachineState(
-                    m.fingerprint, config.control_plane.vm_size, config.kubernetes_version, config.machine_image_version
-                )
-                for m in machines
-            ],
-        )
-        self.records = [staged.state.record(m.vm_name) for m, staged in zip(machines, self.staged, strict=True)]
         self.vms, self.ready = [], []
-        for m, staged in zip(machines, self.staged, strict=True):
+        for m in machines:
             vm = DedicatedVm(
                 f"{self._name}-vm-{m.index}",
                 VmArgs(
                     resource_group_name=self._resource_group_name,
                     location=config.location,
-                    vm_name=m.vm_name,
-                    vm_size=staged.state.vm_size,
+                    vm_name=m.name,
+                    vm_size=m.size,
                     subnet_id=subnet_id,
-                    private_ip=m.ip,
+                    private_ip=m.address,
                     identity_id=identity_id,
                     custom_data=m.custom_data,
-                    custom_data_fingerprint=staged.state.cloud_init,
+                    custom_data_fingerprint=m.fingerprint,
                     admin_ssh_public_key=config.admin_ssh_public_key,
-                    image_id=self._image_id_of(staged.state.image_version),
+                    image_id=self._image_id_of(m.image_version),
                     zone=m.zone,
                     os_disk_gb=OS_DISK_GB,
                     backend_pool_ids=[backend_pool_id],
                     tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
-                    ignore_custom_data_changes=not staged.moves,
-                    replace_on_definition_change=staged.moves,
-                    replaceable=True,
+                    lifecycle=m.lifecycle,
                 ),
                 # The first boot must find its secrets (no VM waits for another VM).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),

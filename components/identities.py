@@ -19,6 +19,7 @@ import pulumi
 from components import declare
 from components.grants import grant
 from infra import naming
+from infra.facts import roles
 
 # Built-in role "Virtual Machine Contributor": manage VMs and scale sets (Run Command included, which
 # is why its scope must hold nothing but node scale sets); on the network only read and join
@@ -26,7 +27,6 @@ from infra import naming
 # (learn.microsoft.com/azure/role-based-access-control/built-in-roles/compute#virtual-machine-contributor).
 # What the cluster autoscaler's Azure provider documents for its identity.
 VIRTUAL_MACHINE_CONTRIBUTOR_ROLE = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
-ROLES = ("etcd", "events-etcd", "apiserver", "node", "nat", "autoscaler")
 
 
 class RoleIdentities(pulumi.ComponentResource):
@@ -62,7 +62,7 @@ class RoleIdentities(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self),
                 outputs=["principalId", "clientId"],
             )
-            for role in ROLES
+            for role in roles.IDENTITIES
         }
         self.ids = {role: identity.id for role, identity in identities.items()}
         self.principal_ids = {role: identity.output("principalId") for role, identity in identities.items()}
@@ -73,7 +73,7 @@ class RoleIdentities(pulumi.ComponentResource):
             f"{name}-autoscaler-vm-contributor",
             key=f"{cluster_name}/autoscaler/nodes",
             scope=node_resource_group_id,
-            principal_id=self.principal_ids["autoscaler"],
+            principal_id=self.principal_ids[roles.AUTOSCALER_IDENTITY],
             role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
             subscription_id=subscription_id,
         )
@@ -88,7 +88,7 @@ class RoleIdentities(pulumi.ComponentResource):
                 f"{name}-autoscaler-join-{shard}",
                 key=f"{cluster_name}/autoscaler/join/{shard}",
                 scope=subnet_id,
-                principal_id=self.principal_ids["autoscaler"],
+                principal_id=self.principal_ids[roles.AUTOSCALER_IDENTITY],
                 role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
                 subscription_id=subscription_id,
             )

@@ -49,6 +49,9 @@ MACHINE_PATHS = (
     "run/netns",  # containerd's pods' network namespaces
 )
 BINARIES_PATH = "/usr/local/bin"  # where the rendered units expect the binaries
+RESTARTED = "; restarting in "  # what the restart loop prints each time the unit exits
+# Every network open in this process, so the harness can watch all of their processes (tests/e2e/restarts.py).
+OPEN_NETWORKS: list[TestNetwork] = []
 
 
 def _group_alive(group: int) -> bool:
@@ -87,9 +90,14 @@ class Process:
     argv: list[str]
     log: Path
     popen: subprocess.Popen
+    log_offset: int = 0  # where this run's output starts in the log (a unit started again appends)
 
     def alive(self) -> bool:
         return self.popen.poll() is None
+
+    def restarts(self) -> int:
+        """How many times the restart loop has run the unit again since this process started."""
+        return self.output().count(RESTARTED)
 
     def stop(self, timeout: float = 10) -> None:
         """TERM to the whole process group (the restart loop and what it runs), KILL after ``timeout``;
@@ -109,7 +117,12 @@ class Process:
         self.popen.wait(timeout=timeout)
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        """This run's output (not an earlier run's of the same unit)."""
+        if not self.log.exists():
+            return ""
+        with self.log.open("rb") as log:
+            log.seek(self.log_offset)
+            return log.read().decode(errors="replace")
 
 
 @dataclass
@@ -134,6 +147,7 @@ class TestNetwork:
         for relative in (*MACHINE_PATHS, BINARIES_PATH.lstrip("/")):
             mount_point = Path("/") / relative
             mount_point.mkdir(parents=True, exist_ok=True)
+        OPEN_NETWORKS.append(self)
         return self
 
     def add_host(self, name: str, addresses: list[str]) -> Host:
@@ -184,7 +198,7 @@ class TestNetwork:
         if restart_sec is None:
             run = 'exec "$@"'
         else:  # systemd's Restart=: run it again after RestartSec whenever it exits
-            run = f'while :; do "$@"; echo "exited $?; restarting in {restart_sec:g} s"; sleep {restart_sec:g}; done'
+            run = f'while :; do "$@"; echo "exited $?{RESTARTED}{restart_sec:g} s"; sleep {restart_sec:g}; done'
         if host.mount_holder is not None:
             target = str(host.mount_holder)
             return ["nsenter", "-t", target, "-m", "-u", "-n", "sh", "-c", run, "sh", *argv]
@@ -208,6 +222,7 @@ class TestNetwork:
         log = self.workdir / "logs" / f"{host.name}-{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
+            offset = out.tell()
             popen = subprocess.Popen(
                 self._wrapped(host, argv, restart_sec),
                 stdout=out,
@@ -216,7 +231,7 @@ class TestNetwork:
                 start_new_session=True,
                 env={**os.environ, **(env or {})},
             )
-        process = Process(host, name, argv, log, popen)
+        process = Process(host, name, argv, log, popen, offset)
         self.processes.append(process)
         return process
 
@@ -252,6 +267,7 @@ class TestNetwork:
         for host in self.hosts.values():
             subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True, timeout=30)
         subprocess.run(["ip", "netns", "del", self.switch], capture_output=True, timeout=30)
+        OPEN_NETWORKS[:] = [network for network in OPEN_NETWORKS if network is not self]
 
 
 def wait_for(what: str, check, timeout: float, interval: float = 0.5, on_timeout=None):
