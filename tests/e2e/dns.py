@@ -3,7 +3,8 @@ test resolver standing in for Azure's DNS.
 
 node-cache (``k8s.io/dns``) is not served by the Go module proxy, so on each real node the harness
 does what node-cache does at start, then runs CoreDNS (node-cache is CoreDNS plus that set-up):
-- a dummy interface holding every ``-localip`` address of the rendered DaemonSet;
+- an interface holding every ``-localip`` address of the rendered DaemonSet (node-cache's is a
+  dummy; this kernel has no dummy driver, so it is a bridge without ports, which behaves the same);
 - NOTRACK (raw table) and ACCEPT (filter table) rules for DNS to and from those addresses, so the
   queries bypass conntrack, and with it kube-proxy's DNAT of the kube-dns address;
 - the rendered Corefile from the rendered ConfigMap with node-cache's one substitution: the
@@ -79,7 +80,8 @@ def start_node_local_dns(
     network: TestNetwork, host: Host, rendered: NodeLocalDns, upstream_ip: str, folder: Path
 ) -> Process:
     """node-cache's set-up on ``host``, then CoreDNS with the rendered Corefile."""
-    commands = [["ip", "link", "add", INTERFACE, "type", "dummy"], ["ip", "link", "set", INTERFACE, "up"]]
+    # node-cache's interface is a dummy; this kernel has no dummy driver, and a bridge without ports is one.
+    commands = [["ip", "link", "add", INTERFACE, "type", "bridge"], ["ip", "link", "set", INTERFACE, "up"]]
     commands += [["ip", "addr", "add", f"{ip}/32", "dev", INTERFACE] for ip in rendered.local_ips]
     commands += [["iptables", "-w", *rule] for rule in _rules(rendered.local_ips)]
     network.run(host, ["sh", "-c", " && ".join(" ".join(c) for c in commands)])
