@@ -51,8 +51,7 @@ def dev(binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
 
 @pytest.fixture(scope="module")
 def prod(binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    # prod's control plane exactly as rendered: 5 etcd + 3 events-etcd members, 5 apiservers; and one node of
-    # each pool (and the NAT hosts), so prod-only workloads (every Prometheus shard, team pools) get nodes.
-    cluster = boot("prod", tmp_path_factory.mktemp("prod"), binaries, nodes_per_pool=1)
+    # prod's control plane exactly as rendered: 5 etcd + 3 events-etcd members, 5 apiservers.
+    cluster = boot("prod", tmp_path_factory.mktemp("prod"), binaries, with_nodes=False)
     yield cluster
     cluster.close()

@@ -1,5 +1,4 @@
-"""prod's control-plane shape booted on the real binaries: 5 + 3 etcd members, several apiservers; and one
-node of each pool."""
+"""prod's control-plane shape booted on the real binaries: 5 + 3 etcd members, several apiservers."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import yaml
 
 from infra.control_plane.paths import CONTROLLER_MANAGER_UNIT, SCHEDULER_UNIT
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
-from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY
 from tests.e2e.cluster import APISERVER_UNIT, ETCD_UNIT, Cluster, start_unit
 from tests.e2e.hosts import wait_for
 
@@ -82,45 +80,3 @@ def test_losing_one_main_etcd_member_keeps_the_api_writable_and_losing_quorum_st
         interval=2,
         on_timeout=prod.describe,
     )
-
-
-def test_a_prod_gpu_node_runs_one_pod_per_gpu(prod: Cluster):
-    """A researcher's 8 one-GPU pods all run on one 8-GPU node: kubelet's maxPods counts the pod IPs plus
-    the host-network DaemonSet pods, so the node's DaemonSets leave room for one pod per GPU. A ninth
-    waits for a GPU, not for a pod slot."""
-    pool = next(p for p in prod.spec.config.node_pools if p.size.gpus)
-    (node,) = [n.machine.name for n in prod.nodes if n.pool == pool.name]
-    # The GPU health check lifts the start-up taint from healthy nodes; its pods are simulated here.
-    prod.kubectl("taint", "node", node, f"{GPU_STARTUP_TAINT_KEY}-")
-    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.taints]
-
-    def pod(index: int) -> dict:
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": f"one-gpu-{index}", "namespace": "default", "labels": {"box": "one-gpu"}},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": node},
-                "tolerations": tolerations,
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"limits": {GPU_RESOURCE: 1}, "requests": {"cpu": "100m", "memory": "64Mi"}},
-                    }
-                ],
-            },
-        }
-
-    gpus = pool.size.gpus
-    prod.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([pod(i) for i in range(gpus + 1)]))
-
-    def bound() -> list[str | None]:
-        return [p["spec"].get("nodeName") for p in prod.get_json("pods", "-n", "default", "-l", "box=one-gpu")["items"]]
-
-    wait_for(f"{gpus} one-GPU pods bound to {node}", lambda: bound().count(node) == gpus, timeout=120, interval=2)
-    assert bound().count(None) == 1, "the ninth pod waits for a GPU"
-    allocatable = prod.get_json("node", node)["status"]["allocatable"]
-    assert int(allocatable["pods"]) > pool.pod_ips_per_node, "maxPods counts the host-network DaemonSet pods too"
-    events = prod.kubectl("get", "events", "-n", "default", "--field-selector=reason=FailedScheduling", "-o", "json")
-    assert "Insufficient nvidia.com/gpu" in events.stdout and "Too many pods" not in events.stdout
