@@ -20,6 +20,7 @@ BALLOON_PRIORITY = "supercluster-balloons"
 NVIDIA_RUNTIME_CLASS = "nvidia"
 
 SYSTEM_NAMESPACE = "kube-system"
+MONITORING_NAMESPACE = "monitoring"
 
 # kubelet's state directory: its --root-dir default (kubelet command-line reference), which nodes keep
 # (infra/node/kubelet.py sets no --root-dir) and bind onto the local SSD (infra/node/local_disk.py).
