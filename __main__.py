@@ -26,10 +26,11 @@ from infra.addons import images as addon_images
 from infra.day2 import APISERVER_ROLE, NAT_HOST_ROLE, ROLLOUT_OUTPUT
 from infra.etcd.backup import account_url
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
-from infra.etcd.spec import EVENTS, MAIN
+from infra.etcd.spec import MAIN
+from infra.facts import roles
 from infra.images import cache_prefixes
 from infra.labels import ROLE_SYSTEM
-from infra.machine_image import kind_of_pool
+from infra.machine_image import DEDICATED_KIND, kind_of_pool
 from infra.machines import render_machines
 from infra.network_security import monitoring_pools
 from infra.node.pool import preload_images
@@ -102,7 +103,7 @@ secrets = SecretStore(
     location=config.location,
     tenant_id=client.apply(lambda c: c["tenantId"]),
     subscription_id=subscription_id,
-    endpoint_subnet_id=network.subnet_ids["endpoints"],
+    endpoint_subnet_id=network.subnet_ids[roles.ENDPOINTS_SUBNET],
     vnet_ids=network.vnet_ids,
 )
 # The machine images every VM and scale set boots, built by Image Builder into the cluster's gallery.
@@ -120,11 +121,11 @@ nat_hosts = NatHosts(
     resource_group_name=group_name,
     location=config.location,
     subscription_id=subscription_id,
-    subnet_id=network.subnet_ids["nat"],
-    identity_id=identities.ids["nat"],
+    subnet_id=network.subnet_ids[roles.NAT_HOST.subnet],
+    identity_id=identities.ids[roles.NAT_HOST.identity],
     cloud_init=spec.nat_host_cloud_init,
     # The image of the release the nodes run (infra/day2.py node_machine_image_version).
-    image_id_of=lambda version: machine_images.version_id("cpu", version),
+    image_id_of=lambda version: machine_images.version_id(DEDICATED_KIND, version),
     image_version=spec.node_machine_image_version,
     kubernetes_version=spec.node_kubernetes_version,
     last_deploy=spec.last_deploy,
@@ -136,9 +137,11 @@ registry = ImageRegistry(
     location=config.location,
     subscription_id=subscription_id,
     cache_rules=cache_prefixes((*preload_images(config), *addon_images.table())),
-    endpoint_subnet_id=network.subnet_ids["endpoints"],
+    endpoint_subnet_id=network.subnet_ids[roles.ENDPOINTS_SUBNET],
     vnet_ids=network.vnet_ids,
-    pull_principal_ids={role: identities.principal_ids[role] for role in ("node", "nat")},
+    pull_principal_ids={
+        role: identities.principal_ids[role] for role in (roles.NODE_IDENTITY, roles.NAT_HOST.identity)
+    },
 )
 node_pools = {
     pool.name: NodePool(
@@ -149,7 +152,8 @@ node_pools = {
         subnet_ids=network.subnet_ids,
         # Only the tainted system pools run the cluster autoscaler (host network), which signs in as its own
         # identity: no machine that runs tenant pods carries an identity that can change a machine.
-        identity_ids=[identities.ids["node"]] + ([identities.ids["autoscaler"]] if pool.role == ROLE_SYSTEM else []),
+        identity_ids=[identities.ids[roles.NODE_IDENTITY]]
+        + ([identities.ids[roles.AUTOSCALER_IDENTITY]] if pool.role == ROLE_SYSTEM else []),
         image_id=machine_images.version_id(kind_of_pool(pool), spec.node_machine_image_version),
     )
     for pool in config.node_pools
@@ -170,8 +174,11 @@ etcd_pki = EtcdPki(
     f"{config.cluster_name}-etcd-pki",
     cluster_name=config.cluster_name,
     secrets=secrets,
-    ca_readers={role: identities.principal_ids[role] for role in (MAIN, EVENTS, "apiserver")},
-    apiserver_principal_id=identities.principal_ids["apiserver"],
+    ca_readers={
+        role: identities.principal_ids[role]
+        for role in (roles.ETCD.identity, roles.EVENTS_ETCD.identity, roles.APISERVER.identity)
+    },
+    apiserver_principal_id=identities.principal_ids[roles.APISERVER.identity],
 )
 etcd_backups = EtcdBackupStore(
     f"{config.cluster_name}-etcd-backup-store",
@@ -179,26 +186,26 @@ etcd_backups = EtcdBackupStore(
     resource_group_name=group_name,
     location=config.location,
     subscription_id=subscription_id,
-    endpoint_subnet_id=network.subnet_ids["endpoints"],
-    vnet_id=network.vnet_ids["system"],
+    endpoint_subnet_id=network.subnet_ids[roles.ENDPOINTS_SUBNET],
+    vnet_id=network.vnet_ids[roles.SYSTEM_VNET],
 )
 etcd_clusters = {
-    role: EtcdCluster(
-        f"{config.cluster_name}-{role}",
-        cluster=machines.etcd[role].cluster,
-        cloud_inits=machines.etcd[role].cloud_inits,
+    role.machine: EtcdCluster(
+        f"{config.cluster_name}-{role.machine}",
+        cluster=machines.etcd[role.machine].cluster,
+        cloud_inits=machines.etcd[role.machine].cloud_inits,
         resource_group_name=group_name,
         location=config.location,
-        subnet_id=network.subnet_ids[role],
-        identity_id=identities.ids[role],
-        principal_id=identities.principal_ids[role],
+        subnet_id=network.subnet_ids[role.subnet],
+        identity_id=identities.ids[role.identity],
+        principal_id=identities.principal_ids[role.identity],
         etcd_pki=etcd_pki,
         secrets=secrets,
         backups=etcd_backups,
         admin_ssh_public_key=config.admin_ssh_public_key,
-        image_id=machine_images.version_ids["cpu"],
+        image_id=machine_images.version_ids[DEDICATED_KIND],
     )
-    for role in (MAIN, EVENTS)
+    for role in (roles.ETCD, roles.EVENTS_ETCD)
 }
 
 control_plane = ControlPlane(
@@ -206,11 +213,11 @@ control_plane = ControlPlane(
     spec=spec,
     resource_group_name=group_name,
     subscription_id=subscription_id,
-    subnet_id=network.subnet_ids["apiserver"],
+    subnet_id=network.subnet_ids[roles.APISERVER.subnet],
     identities=identities,
     secrets=secrets,
     apiservers=machines.apiservers,
-    image_id_of=lambda version: machine_images.version_id("cpu", version),
+    image_id_of=lambda version: machine_images.version_id(DEDICATED_KIND, version),
 )
 # In the cluster, through the control plane's kubernetes provider.
 ClusterBootstrap(
@@ -226,7 +233,7 @@ ClusterAddons(
     azure=AzureAccess(
         subscription_id=subscription_id,
         resource_group=naming.node_resource_group(config.cluster_name),
-        identity_client_id=identities.client_ids["autoscaler"],
+        identity_client_id=identities.client_ids[roles.AUTOSCALER_IDENTITY],
     ),
 )
 

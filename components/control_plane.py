@@ -39,6 +39,8 @@ from infra.cluster import ClusterSpec
 from infra.control_plane import apiserver, cluster_objects, machine, pki
 from infra.control_plane.kubeconfig import embedded_kubeconfig
 from infra.day2 import APISERVER_ROLE, MACHINE_ROLE_TAG, MachineState, previous_machines, stage
+from infra.facts import ports, roles
+from infra.facts.endpoints import apiserver_url
 
 # Probe: the apiserver's own readiness over HTTPS (Azure does not validate the certificate).
 PROBE_INTERVAL_SECONDS = 5
@@ -89,7 +91,7 @@ class ControlPlane(pulumi.ComponentResource):
         addresses = spec.addresses
         machines = apiservers
         certificate_specs = pki.certificates(addresses, spec.config.control_plane.apiservers)
-        self.endpoint = f"https://{addresses.apiserver_lb_ip()}:{apiserver.SECURE_PORT}"
+        self.endpoint = apiserver_url(addresses.apiserver_lb_ip())
 
         issued = ClusterPki(f"{name}-pki", specs=certificate_specs, opts=pulumi.ResourceOptions(parent=self))
         self.ca_cert_pem = issued.cas[pki.CLUSTER_CA].cert_pem
@@ -102,7 +104,7 @@ class ControlPlane(pulumi.ComponentResource):
         self._bootstrap_token()
         fetched = self._store_secrets(issued, certificate_specs, identities, secrets)
         backend_pool_id = self._load_balancer(addresses.apiserver_lb_ip(), subnet_id, subscription_id)
-        self._apiservers(machines, subnet_id, backend_pool_id, identities.ids["apiserver"], fetched)
+        self._apiservers(machines, subnet_id, backend_pool_id, identities.ids[roles.APISERVER.identity], fetched)
 
         # Replaced only if the cluster itself changes; a renewed admin certificate is an update. In-cluster
         # objects go through the load balancer, so one ready apiserver is enough to apply them: nodes can
@@ -155,8 +157,9 @@ class ControlPlane(pulumi.ComponentResource):
     ) -> list[declare.Declared]:
         """Every key, certificate and token into Key Vault, each readable by exactly the roles that need
         it. Returns the secrets the apiserver VMs fetch (the bootstrap token is for nodes only)."""
-        role = {r: identities.principal_ids[r] for r in ("apiserver", "node", "nat")}
-        apiserver_only = {"apiserver": role["apiserver"]}
+        apiserver_id, node_id, nat_id = roles.APISERVER.identity, roles.NODE_IDENTITY, roles.NAT_HOST.identity
+        role = {r: identities.principal_ids[r] for r in (apiserver_id, node_id, nat_id)}
+        apiserver_only = {apiserver_id: role[apiserver_id]}
         # Every Secret in etcd is encrypted with it: a new key would leave them unreadable. Protected.
         encryption_key = declare.random(
             "RandomBytes",
@@ -189,7 +192,7 @@ class ControlPlane(pulumi.ComponentResource):
             f"{self._name}-{secret_names.NODE_BOOTSTRAP_TOKEN}",
             secret_names.NODE_BOOTSTRAP_TOKEN,
             pulumi.Output.concat(self.bootstrap_token_id, ".", self.bootstrap_token_secret),
-            {"node": role["node"], "nat": role["nat"]},
+            {node_id: role[node_id], nat_id: role[nat_id]},
         )
         return fetched
 
@@ -230,7 +233,7 @@ class ControlPlane(pulumi.ComponentResource):
                     {
                         "name": "readyz",
                         "protocol": "Https",
-                        "port": apiserver.SECURE_PORT,
+                        "port": ports.APISERVER,
                         "requestPath": "/readyz",
                         "intervalInSeconds": PROBE_INTERVAL_SECONDS,
                         "probeThreshold": PROBE_THRESHOLD,
@@ -240,8 +243,8 @@ class ControlPlane(pulumi.ComponentResource):
                     {
                         "name": "apiserver",
                         "protocol": "Tcp",
-                        "frontendPort": apiserver.SECURE_PORT,
-                        "backendPort": apiserver.SECURE_PORT,
+                        "frontendPort": ports.APISERVER,
+                        "backendPort": ports.APISERVER,
                         "frontendIPConfiguration": {
                             "id": pulumi.Output.concat(lb_id, "/frontendIPConfigurations/apiserver")
                         },
@@ -267,9 +270,8 @@ class ControlPlane(pulumi.ComponentResource):
         fetched: list[declare.Declared],
     ) -> None:
         """The VMs, created in parallel, each with its readiness gate; the gates run one after another.
-        A cloud-init change is not applied by `pulumi up` (it would take every apiserver down at once);
-        it is rolled one VM at a time by destroying and re-creating it (docs/runbooks/
-        replace-an-apiserver.md)."""
+        A cloud-init, size or image change reaches one VM per deploy (``infra.day2.stage``, below), never
+        every apiserver at once; a VM to replace by hand: docs/runbooks/replace-an-apiserver.md."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
         secrets_version = pulumi.Output.unsecret(

@@ -16,6 +16,7 @@ import pulumi
 from components import declare
 from components.secret_store import SecretStore
 from infra.etcd import pki
+from infra.facts import roles
 from infra.secret_names import APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY, ETCD_CA_CERT
 
 
@@ -66,7 +67,7 @@ class EtcdPki(pulumi.ComponentResource):
         self.ca_cert_pem = ca_cert.output("certPem")
         secrets.add_secret(self, f"{name}-ca-cert-secret", ETCD_CA_CERT, self.ca_cert_pem, readers=ca_readers)
         client = self.issue(self, f"{name}-apiserver-client", pki.apiserver_client_profile())
-        apiserver = {"apiserver": apiserver_principal_id}
+        apiserver = {roles.APISERVER.identity: apiserver_principal_id}
         secrets.add_secret(
             self, f"{name}-apiserver-client-cert-secret", APISERVER_ETCD_CLIENT_CERT, client.cert_pem, readers=apiserver
         )

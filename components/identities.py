@@ -21,6 +21,7 @@ import pulumi
 from components import declare
 from components.grants import grant
 from infra import naming
+from infra.facts import roles
 
 # Built-in role "Virtual Machine Contributor": manage VMs and scale sets (Run Command included, which
 # is why it is granted scale set by scale set, and carried only by the system pools); on the network
@@ -33,7 +34,6 @@ VIRTUAL_MACHINE_CONTRIBUTOR_ROLE = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
 # Built-in role "Reader": reads only, no action (built-in-roles/general#reader). The autoscaler lists the
 # scale sets of its resource group (ARM_RESOURCE_GROUP) with it.
 READER_ROLE = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
-ROLES = ("etcd", "events-etcd", "apiserver", "node", "nat", "autoscaler")
 
 
 class RoleIdentities(pulumi.ComponentResource):
@@ -66,7 +66,7 @@ class RoleIdentities(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self),
                 outputs=["principalId", "clientId"],
             )
-            for role in ROLES
+            for role in roles.IDENTITIES
         }
         self.ids = {role: identity.id for role, identity in identities.items()}
         self.principal_ids = {role: identity.output("principalId") for role, identity in identities.items()}
@@ -85,7 +85,7 @@ def grant_autoscaler(
     subscription_id: pulumi.Input[str],
 ) -> None:
     """The autoscaler's grants: read the node group, change each scale set it manages, join each node subnet."""
-    principal = identities.principal_ids["autoscaler"]
+    principal = identities.principal_ids[roles.AUTOSCALER_IDENTITY]
     grant(
         identities,
         f"{name}-autoscaler-list-nodes",

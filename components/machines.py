@@ -13,7 +13,7 @@ import pulumi
 
 from components import declare
 from infra.day2 import CUSTOM_DATA_PATH
-from infra.node.pool import CLOUD_INIT_TAG
+from infra.facts.tags import CLOUD_INIT as CLOUD_INIT_TAG
 from infra.vm_sizes import VM_SIZES
 
 ADMIN_USERNAME = "azureuser"

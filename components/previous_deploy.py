@@ -9,7 +9,7 @@ no scale set may move into the node resource group (``infra/node_group.py``), an
 image version the last deploy built is never rebuilt with other contents (``infra/machine_image.py``).
 The day-2
 rules (``infra/day2.py``) read the same outputs synchronously, before anything is declared
-(``components/stack_config.previous_outputs``).
+(``components.stack_config.previous_outputs``).
 
 A refused change must change nothing. Pulumi deletes what the program no longer declares only
 after the program has finished without error (pulumi/pulumi

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from infra.config import ADDRESS_BLOCKS, ClusterConfig, NodePoolConfig
 from infra.errors import ConfigError
+from infra.facts import roles
 from infra.sizing import shards
 
 # The cluster's DNS domain: Kubernetes' conventional default, which kubelet, CoreDNS and the
@@ -42,10 +43,10 @@ FIRST_HOST_OFFSET = 4
 MIN_SUBNET_PREFIX = 28
 # System subnets, in their fixed order inside block 0; each is a /27 (32 addresses),
 # enough for 7 etcd members or 15 apiservers or 16 NAT hosts plus a load balancer frontend.
-SYSTEM_SUBNETS = ("etcd", "events-etcd", "apiserver", "nat", "endpoints")
+SYSTEM_SUBNETS = roles.SYSTEM_SUBNETS
 SYSTEM_SUBNET_PREFIX = 27
-SYSTEM_VNET = "system"
-ENDPOINTS_SUBNET = "endpoints"  # private endpoints only (Key Vault); no VM lives there
+SYSTEM_VNET = roles.SYSTEM_VNET
+ENDPOINTS_SUBNET = roles.ENDPOINTS_SUBNET  # private endpoints only (Key Vault); no VM lives there
 # Azure: 65,536 private IP addresses per VNet (azure-subscription-service-limits#networking-limits).
 # A /16 holds exactly that many addresses, so a VNet no larger than a /16 cannot exceed it.
 MAX_VNET_ADDRESSES = 65_536
@@ -127,16 +128,16 @@ class AddressPlan:
         return tuple(self.subnet(subnet_key).host(i) for i in range(members))
 
     def apiserver_lb_ip(self) -> str:
-        return self.subnet("apiserver").host(0)
+        return self.subnet(roles.APISERVER.subnet).host(0)
 
     def apiserver_ips(self, count: int) -> tuple[str, ...]:
-        return tuple(self.subnet("apiserver").host(1 + i) for i in range(count))
+        return tuple(self.subnet(roles.APISERVER.subnet).host(1 + i) for i in range(count))
 
     def nat_lb_ip(self) -> str:
-        return self.subnet("nat").host(0)
+        return self.subnet(roles.NAT_HOST.subnet).host(0)
 
     def nat_host_ips(self, count: int) -> tuple[str, ...]:
-        return tuple(self.subnet("nat").host(1 + i) for i in range(count))
+        return tuple(self.subnet(roles.NAT_HOST.subnet).host(1 + i) for i in range(count))
 
     @property
     def kubernetes_service_ip(self) -> str:

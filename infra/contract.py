@@ -29,9 +29,6 @@ OUTPUT_NAME = "cluster"
 SCHEMA_MAJOR = 1
 SCHEMA_MINOR = 0
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
-# kube-apiserver's secure port (the Kubernetes default, --secure-port=6443), which the
-# apiserver load balancer forwards.
-APISERVER_PORT = 6443
 
 
 class ContractError(ValueError):

@@ -13,15 +13,16 @@ from typing import Any
 from infra.config import LOCATION_KEY, ClusterConfig
 from infra.contract import OUTPUT_NAME
 from infra.errors import ConfigError
+from infra.facts import roles, tags
 
 # Every dedicated VM carries its role in this tag (Azure tag names cannot hold "/"). The plan diff and
 # the policy pack group machines by it: no deploy may restart more than one machine of a role.
-MACHINE_ROLE_TAG = "supercluster.io_role"
-APISERVER_ROLE = "apiserver"
-NAT_HOST_ROLE = "nat-host"
-ETCD_ROLES = ("etcd", "events-etcd")  # infra.etcd.spec.MAIN and EVENTS (checked by tests/infra/test_day2.py)
+MACHINE_ROLE_TAG = tags.MACHINE_ROLE
+APISERVER_ROLE = roles.APISERVER.machine
+NAT_HOST_ROLE = roles.NAT_HOST.machine
+ETCD_ROLES = (roles.ETCD.machine, roles.EVENTS_ETCD.machine)
 ROLLED_ROLES = (APISERVER_ROLE, NAT_HOST_ROLE, *ETCD_ROLES)
-# CLOUD_INIT_TAG (infra.node.pool) holds the fingerprint of the cloud-init a VM runs. Where a VM ignores its
+# tags.CLOUD_INIT (infra/facts/tags.py) holds the fingerprint of the cloud-init a VM runs. Where a VM ignores its
 # customData the state keeps the value it was created with, whatever the program declares since: the tag says which.
 CUSTOM_DATA_PATH = "osProfile.customData"
 

@@ -7,27 +7,29 @@ affinities and tolerations from the same names. A selector that names a label no
 is what left the autoscaler, Prometheus and the GPU add-ons unschedulable once; the cluster-in-a-box
 harness (tests/e2e) now boots the rendered nodes and checks every workload binds.
 
-Pure constants and one function; imports nothing from the project.
+Pure constants and one function; imports only the shared facts (``infra.facts``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from infra.facts import roles
+
 # ------------------------------------------------------------------------------ labels
 
 ROLE_LABEL = "supercluster.io/role"
-ROLE_GPU = "gpu"  # a GPU pool's node (nodePools[].role)
-ROLE_CPU = "cpu"  # a CPU pool's node (nodePools[].role)
+ROLE_GPU = roles.GPU_POOL  # a GPU pool's node (nodePools[].role)
+ROLE_CPU = roles.CPU_POOL  # a CPU pool's node (nodePools[].role)
 # A system pool's node (nodePools[].role): CPU machines tainted with SYSTEM_TAINT_KEY, which no tenant
 # namespace may tolerate (infra/control_plane/admission.py). Only they carry the identities that can change
 # machines (the cluster autoscaler's) and only they run monitoring (docs/security.md, "An add-on").
-ROLE_SYSTEM = "system"
+ROLE_SYSTEM = roles.SYSTEM_POOL
 # Where Prometheus runs (infra.addons.k8s.on_system_pool, its nodeSelector) and so the only pools whose subnets
 # reach etcd's plain-HTTP metrics port and the control plane's secure ports (infra/network_security.py).
 MONITORING_ROLE = ROLE_SYSTEM
-ROLE_NAT_HOST = "nat-host"  # a NAT host: a tainted node that runs kube-proxy for the service range
-POOL_ROLES = (ROLE_GPU, ROLE_CPU, ROLE_SYSTEM)
+ROLE_NAT_HOST = roles.NAT_HOST.machine  # a NAT host: a tainted node that runs kube-proxy for the service range
+POOL_ROLES = roles.POOL_ROLES
 
 POOL_LABEL = "supercluster.io/pool"  # the node pool's name
 INFINIBAND_LABEL = "supercluster.io/infiniband"  # "true" on nodes of InfiniBand pools

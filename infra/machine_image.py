@@ -17,7 +17,7 @@ after every reallocation) instead of pulling them. The customizer script is rend
 those pins and runs on Image Builder's build VM, which has the internet; the cluster's machines
 then boot with nothing to download (tests/stacks/test_no_internet_boot.py).
 
-Every machine references one exact gallery image version, ``images.machineImageVersion``: a
+Every machine references one exact gallery image version, ``machineImageVersion``: a
 new version is a planned, staged rollout (docs/node-image.md).
 """
 
@@ -46,6 +46,8 @@ from infra.node.pool import preload_images
 from infra.sizing import MAX_VMS_PER_SCALE_SET
 
 KINDS = naming.IMAGE_KINDS
+# The image every dedicated machine boots (etcd members, apiservers, NAT hosts), and CPU pools too.
+DEDICATED_KIND = "cpu"
 BASE_IMAGES = {"cpu": versions.UBUNTU_IMAGE, "gpu": versions.UBUNTU_HPC_IMAGE}
 # Every Debian package any machine's boot scripts use: the nodes', the control plane's (the customizer
 # also uses skopeo to unpack kube-scheduler), iptables for the rule loaders (infra/iptables.py) and mdadm
@@ -70,7 +72,7 @@ def kind_of_pool(pool: NodePoolConfig) -> str:
 
 def kinds_in_use(config: ClusterConfig) -> tuple[str, ...]:
     """``cpu`` always (control plane, etcd, NAT hosts); ``gpu`` when a GPU pool exists."""
-    return tuple(k for k in KINDS if k == "cpu" or any(kind_of_pool(p) == k for p in config.node_pools))
+    return tuple(k for k in KINDS if k == DEDICATED_KIND or any(kind_of_pool(p) == k for p in config.node_pools))
 
 
 # Replicas for the most VMs Azure may create at once from one image: a whole scale set (the autoscaler

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from infra.errors import ConfigError
+from infra.facts import roles
 from infra.images import CACHE_PREFIXES
 
 
@@ -334,7 +335,7 @@ NAME_RULES: dict[str, NameRule] = {
 
 # The role identities the program creates (components/identities.py declares one per role; Image Builder's,
 # "image-builder", is components/machine_images.py's).
-IDENTITY_ROLES = ("etcd", "events-etcd", "apiserver", "node", "nat", "autoscaler", "image-builder")
+IDENTITY_ROLES = (*roles.IDENTITIES, "image-builder")
 # The longest forms each derived name takes: the highest member, apiserver and NAT host indexes config
 # allows, the last shard a pool can have (three digits), a pool's further VNets (one per /16 of its block).
 _WIDEST = {"etcd": 6, "apiserver": 14, "nat": 15, "vnet": 9}

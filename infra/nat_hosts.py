@@ -24,6 +24,7 @@ from infra import labels, naming
 from infra.addressing import AddressPlan
 from infra.cloudinit import CloudConfig
 from infra.config import ClusterConfig, Taint
+from infra.facts import roles
 from infra.iptables import Chain, Rule, Ruleset, add_ruleset
 from infra.node import kube_proxy, node_cloud_config
 from infra.node.pool import joining_node, preload_images
@@ -106,7 +107,7 @@ def nat_host_cloud_config(config: ClusterConfig, plan: AddressPlan, vault_name: 
         config,
         plan,
         VM_SIZES[config.network.nat_hosts.vm_size],
-        role="nat",
+        role=roles.NAT_HOST.identity,
         vault_name=vault_name,
         registry_login_server=naming.container_registry_login_server(config.cluster_name),
         images=preload_images(config)[:1],  # the pause image only: nothing else runs here

@@ -18,10 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infra import component_ports
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
-from infra.etcd.spec import METRICS_PORT
+from infra.facts import ports
 from infra.labels import MONITORING_ROLE
 
 # Symbolic source: the hub's address prefixes (researchers, VPN clients).
@@ -31,14 +30,14 @@ INTERNET = "Internet"
 AZURE_LOAD_BALANCER = "AzureLoadBalancer"  # the source of load balancer health probes (168.63.129.16)
 ANY = "*"
 
-APISERVER_PORT = "6443"
-ETCD_CLIENT_PORT = "2379"
-ETCD_PORTS = "2379-2380"  # client and peer
-ETCD_METRICS_PORT = str(METRICS_PORT)  # plain HTTP, no client certificate: scraped by Prometheus only
+APISERVER_PORT = str(ports.APISERVER)
+ETCD_CLIENT_PORT = str(ports.ETCD_CLIENT)
+ETCD_PORTS = f"{ports.ETCD_CLIENT}-{ports.ETCD_PEER}"  # client and peer
+ETCD_METRICS_PORT = str(ports.ETCD_METRICS)  # plain HTTP, no client certificate: scraped by Prometheus only
 SSH_PORT = "22"
 # The HTTPS /metrics ports of kube-controller-manager and kube-scheduler on each apiserver VM (bound to
 # the VM's address, CIS 1.3.7/1.4.2 deviation in docs/cis-benchmark.md): scraped by Prometheus only.
-CONTROL_PLANE_METRICS_PORTS = (str(component_ports.CONTROLLER_MANAGER), str(component_ports.SCHEDULER))
+CONTROL_PLANE_METRICS_PORTS = (str(ports.CONTROLLER_MANAGER), str(ports.SCHEDULER))
 
 # Custom rule priorities run from 100 to 4096 (same page, "Security rules"). Allows come first,
 # then the deny for each sensitive port, then the catch-all deny from the internet.
@@ -121,7 +120,7 @@ def security_groups(plan: AddressPlan, *, monitoring_pools: Sequence[str]) -> tu
                     "Tcp",
                     (ANY,),
                     (APISERVER_PORT,),
-                    description="nothing else reaches 6443",
+                    description=f"nothing else reaches {APISERVER_PORT}",
                 ),
                 *_control_plane_metrics_rules(monitoring),
                 *_common_rules(),
@@ -203,7 +202,7 @@ def _etcd_rules(
     plan: AddressPlan, subnet_key: str, apiservers: str, monitoring: tuple[str, ...]
 ) -> tuple[SecurityRule, ...]:
     members = str(plan.subnet(subnet_key).cidr)
-    # Without a monitoring pool nobody scrapes etcd, and the deny below closes 2381 to all.
+    # Without a monitoring pool nobody scrapes etcd, and the deny below closes its metrics port to all.
     metrics = (
         (
             SecurityRule(
@@ -239,7 +238,13 @@ def _etcd_rules(
             description="raft peer traffic and member health checks",
         ),
         SecurityRule(
-            "deny-etcd", _DENY, "Deny", "Tcp", (ANY,), (ETCD_PORTS,), description="nothing else reaches 2379/2380"
+            "deny-etcd",
+            _DENY,
+            "Deny",
+            "Tcp",
+            (ANY,),
+            (ETCD_PORTS,),
+            description=f"nothing else reaches {ports.ETCD_CLIENT}/{ports.ETCD_PEER}",
         ),
         *metrics,
         SecurityRule(

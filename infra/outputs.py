@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from infra.cluster import ClusterSpec
-from infra.contract import APISERVER_PORT, ClusterContract, NodePool, Shard, build_contract
+from infra.contract import ClusterContract, NodePool, Shard, build_contract
+from infra.facts.endpoints import apiserver_url
 from infra.sizing import shards
 
 
 def apiserver_endpoint(spec: ClusterSpec) -> str:
-    return f"https://{spec.addresses.apiserver_lb_ip()}:{APISERVER_PORT}"
+    return apiserver_url(spec.addresses.apiserver_lb_ip())
 
 
 def shard_names(spec: ClusterSpec) -> list[str]:

@@ -150,7 +150,7 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "subscriptionId": MOCK_SUBSCRIPTION,
                 "tenantId": MOCK_TENANT,
             }
-        if args.token == "pulumi:pulumi:readStackOutputs":  # components/stack_config.previous_outputs
+        if args.token == "pulumi:pulumi:readStackOutputs":  # components.stack_config.previous_outputs
             name = args.args.get("name")
             return {"name": name, "outputs": self.stack_outputs.get(name, {}), "secretOutputNames": []}
         return {}

@@ -21,6 +21,14 @@ if [ -f "$out/.complete" ]; then
   exit 0
 fi
 mkdir -p "$out"
+# One build per cache folder at a time: a second clone (or CI beside a developer) waits for the first
+# and then finds the binaries, instead of compiling the same packages again on the same two cores.
+exec 9>"$out.lock"
+flock 9
+if [ -f "$out/.complete" ]; then
+  echo "$out"
+  exit 0
+fi
 
 # The version the binaries report (kubectl version, the apiserver's /version, kubelet's node
 # info): Kubernetes' release build stamps it with these ldflags (hack/lib/version.sh).

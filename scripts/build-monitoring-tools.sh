@@ -23,6 +23,14 @@ if [ -f "$out/.complete" ]; then
   exit 0
 fi
 mkdir -p "$out"
+# One build per cache folder at a time: a second clone (or CI beside a developer) waits for the first
+# and then finds the binaries, instead of compiling the same packages again on the same two cores.
+exec 9>"$out.lock"
+flock 9
+if [ -f "$out/.complete" ]; then
+  echo "$out"
+  exit 0
+fi
 started=$(date +%s)
 echo "build-monitoring-tools: building promtool and amtool into $out" >&2
 (cd prometheus && go build -trimpath -ldflags "-s -w" -o "$out/promtool" github.com/prometheus/prometheus/cmd/promtool)

@@ -5,9 +5,15 @@
 #      namespaces, mypy on sample programs, multi-deploy sequences;
 #   3. the cluster in a box (tests/e2e): the dev plan and prod's control-plane shape booted on the
 #      real upstream binaries, built once per machine by scripts/build-binaries.sh.
-# Options go to every stage. SKIP_E2E=1 runs stages 1 and 2 only. Each stage prints its time.
+# Options go to every stage. SKIP_E2E=1 runs stages 1 and 2 only (refused with CI=true). Each stage
+# prints its time.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# CI must never drop the cluster in a box quietly: it is the only stage that runs the real binaries.
+if [ "${SKIP_E2E:-0}" = 1 ] && [ "${CI:-}" = true ]; then
+  echo "test.sh: SKIP_E2E=1 is refused with CI=true (CI runs every stage, the cluster in a box included)" >&2
+  exit 2
+fi
 bash scripts/setup.sh
 # promtool (with Kubernetes discovery), amtool and dashboard-check, built from their Go modules
 # (cached per machine). Without Go the tests that need them skip, or fail with CI=true.

@@ -3,7 +3,7 @@
 The scale benchmark takes a snapshot of every component's ``/metrics`` before and after each
 measured window and works on the difference, as a Prometheus ``rate()`` or
 ``histogram_quantile(rate(...))`` over that window would: no Prometheus server is needed, and
-the figures are the components' own. Pure functions; tested in tests/benchmarks/test_metrics.py.
+the figures are the components' own. Pure functions; tested in tests/benchmarks/test_scale_metrics.py.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ half the cluster. Here that is:
   a max node provision time, ``--max-nodes-total`` from the node pools;
 - Azure API pacing: VMSS caches and client-side rate limits with backoff.
 
-Scale sets are found by tags (``--node-group-auto-discovery=label:...``); ``infra.node.pool.scale_set_tags``
-gives the node pools exactly the tags this Deployment looks for. Authentication is a
-user-assigned managed identity (IMDS), so no secret exists anywhere.
+Scale sets are found by tags (``--node-group-auto-discovery=label:...``): the flag and the node pools'
+scale-set tags (``infra.node.pool.scale_set_tags``) are both built from ``infra.facts.tags.autoscaler_discovery``.
+Authentication is a user-assigned managed identity (IMDS), so no secret exists anywhere.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from infra.addons.balloons import BALLOON_PRIORITY_VALUE
 from infra.addons.labels import CLUSTER_CRITICAL, SAFE_TO_EVICT, SYSTEM_NAMESPACE
 from infra.addons.settings import duration, section
 from infra.config import ClusterConfig
+from infra.facts import tags
 from infra.labels import CLOUD_IDENTITY_UID, GPU_STARTUP_TAINT_KEY, POOL_LABEL
 
 KEY = "clusterAutoscaler"
@@ -115,7 +116,7 @@ def flags(config: ClusterConfig, s: Settings) -> list[str]:
     cluster = config.cluster_name
     return [
         "--cloud-provider=azure",
-        f"--node-group-auto-discovery=label:cluster-autoscaler-enabled=true,cluster-autoscaler-name={cluster}",
+        f"--node-group-auto-discovery={tags.discovery_flag_value(cluster)}",
         f"--max-nodes-total={config.max_nodes_total}",
         f"--max-total-unready-percentage={s.max_total_unready_percentage}",
         f"--ok-total-unready-count={s.ok_total_unready_count}",

@@ -63,9 +63,9 @@ NVIDIA_DEVICE_PLUGIN = (
 )
 # The RDMA shared device plugin at the version NVIDIA's network operator deploys in its sample
 # NicClusterPolicy (Mellanox/network-operator, "rdmaSharedDevicePlugin"). Digest from NVIDIA's
-# Network Operator documentation, "NVIDIA Network Operator Container Images" (Mellanox/network-operator-docs,
-# docs/advanced/images-sha256.rst: the same digest for ghcr.io/mellanox k8s-rdma-shared-dev-plugin v1.5.3
-# in the tables of several releases, e.g. v25.4.0).
+# Network Operator documentation, "NVIDIA Network Operator Container Images"
+# (Mellanox/network-operator-docs/docs/advanced/images-sha256.rst: the same digest for ghcr.io/mellanox
+# k8s-rdma-shared-dev-plugin v1.5.3 in the tables of several releases, e.g. v25.4.0).
 RDMA_SHARED_DEVICE_PLUGIN = (
     "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
     "@sha256:1eb5ab7f4b6f0cf89c954cf7ac8eb2e6fb2290a4f5f57417136a5302f20b12c8"

@@ -6,6 +6,8 @@ node renderers: add-ons import them from there, never spell them.
 
 from __future__ import annotations
 
+from infra.facts.paths import KUBELET_ROOT
+
 # Priority classes. Built-in ones (kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption):
 # system-node-critical (2000001000) for per-node agents, system-cluster-critical (2000000000)
 # for cluster services the cluster cannot run without.
@@ -22,9 +24,6 @@ NVIDIA_RUNTIME_CLASS = "nvidia"
 SYSTEM_NAMESPACE = "kube-system"
 MONITORING_NAMESPACE = "monitoring"
 
-# kubelet's state directory: its --root-dir default (kubelet command-line reference), which nodes keep
-# (infra/node/kubelet.py sets no --root-dir) and bind onto the local SSD (infra/node/local_disk.py).
-KUBELET_ROOT = "/var/lib/kubelet"
 # Where kubelet listens for device plugins (its default --device-plugins directory; the device plugin API,
 # kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins). The GPU and RDMA
 # plugins register their sockets there.

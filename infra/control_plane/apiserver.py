@@ -13,8 +13,8 @@ from infra import yaml_text
 from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.config import ClusterConfig
 from infra.control_plane import admission, paths, pki
+from infra.facts import ports
 
-SECURE_PORT = 6443
 SERVICE_ACCOUNT_ISSUER = f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"
 HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
 
@@ -106,7 +106,7 @@ def apiserver_flags(
         "requestheader-extra-headers-prefix": "X-Remote-Extra-",
         "requestheader-group-headers": "X-Remote-Group",
         "requestheader-username-headers": "X-Remote-User",
-        "secure-port": SECURE_PORT,
+        "secure-port": ports.APISERVER,
         "service-account-extend-token-expiration": False,
         "service-account-issuer": SERVICE_ACCOUNT_ISSUER,
         "service-account-key-file": pki.SERVICE_ACCOUNT_PUB,

@@ -3,10 +3,10 @@ signer and approver that let kubelets join by TLS bootstrapping."""
 
 from __future__ import annotations
 
-from infra import component_ports
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
 from infra.control_plane import paths, pki
+from infra.facts import ports
 
 # Client rate limits towards the apiserver (defaults 20/30 are far too low for thousands of nodes).
 # The Azure large-cluster guide (aks-engine examples/largeclusters) runs 600/800.
@@ -21,8 +21,8 @@ TERMINATED_POD_GC_THRESHOLD = 12500
 # lapses within a month. kubelet asks for a new one once 70 to 90 % of its life has passed (client-go
 # certificate manager, nextRotationDeadline), so a running node renews with days to spare.
 CLUSTER_SIGNING_DURATION = "720h"
-# HTTPS port of /healthz and /metrics (its --secure-port default; the fact is in infra/component_ports.py).
-SECURE_PORT = component_ports.CONTROLLER_MANAGER
+# HTTPS port of /healthz and /metrics (its --secure-port default; the fact is in infra/facts/ports.py).
+SECURE_PORT = ports.CONTROLLER_MANAGER
 
 
 def controller_manager_flags(

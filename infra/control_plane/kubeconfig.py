@@ -13,8 +13,8 @@ import base64
 from typing import Any
 
 from infra import yaml_text
+from infra.facts.endpoints import LOCAL_APISERVER
 
-LOCAL_APISERVER = "https://127.0.0.1:6443"
 CLUSTER_NAME = "supercluster"
 
 

@@ -21,6 +21,8 @@ from infra.control_plane import admission, apiserver, install, paths, pki
 from infra.control_plane.controller_manager import controller_manager_flags
 from infra.control_plane.kubeconfig import file_kubeconfig
 from infra.control_plane.scheduler import render_scheduler_config, scheduler_flags
+from infra.facts import roles
+from infra.facts.endpoints import LOCAL_APISERVER
 from infra.secrets import FETCH_UNIT, add_secret_fetching
 
 ZONES = ("1", "2", "3")
@@ -175,7 +177,7 @@ def apiserver_cloud_config(
         naming.key_vault(config.cluster_name),
         pki.apiserver_secret_files(specs),
         before=[paths.INSTALL_UNIT, *paths.COMPONENT_UNITS],
-        identity_name=naming.role_identity(config.cluster_name, "apiserver"),
+        identity_name=naming.role_identity(config.cluster_name, roles.APISERVER.identity),
     )
     cloud.runcmd.append(["systemctl", "enable", "--now", paths.INSTALL_UNIT, *paths.COMPONENT_UNITS])
     return cloud
@@ -192,7 +194,7 @@ def readiness_command() -> str:
         f"systemctl restart {FETCH_UNIT}; "
         f"systemctl try-restart {units}; "
         f"for i in $(seq 1 {attempts}); do "
-        f"curl -fsk --max-time 5 https://127.0.0.1:{apiserver.SECURE_PORT}/readyz >/dev/null && exit 0; "
+        f"curl -fsk --max-time 5 {LOCAL_APISERVER}/readyz >/dev/null && exit 0; "
         "sleep 5; done; "
         f"echo 'kube-apiserver not ready after {READY_TIMEOUT_SECONDS}s' >&2; exit 1"
     )

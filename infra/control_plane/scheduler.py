@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import component_ports, yaml_text
+from infra import yaml_text
 from infra.control_plane import paths
+from infra.facts import ports
 from infra.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR, SCHEDULER_PLUGINS_IMAGE
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -43,8 +44,8 @@ BINPACK_RESOURCES = (("nvidia.com/gpu", 5), ("cpu", 1), ("memory", 1))
 PERMIT_WAITING_TIME_SECONDS = 60
 # After a gang fails to fit, skip it for this long so smaller work is not starved behind it.
 POD_GROUP_BACKOFF_SECONDS = 30
-# HTTPS port of /healthz and /metrics (its --secure-port default; the fact is in infra/component_ports.py).
-SECURE_PORT = component_ports.SCHEDULER
+# HTTPS port of /healthz and /metrics (its --secure-port default; the fact is in infra/facts/ports.py).
+SECURE_PORT = ports.SCHEDULER
 
 
 def scheduler_image(kubernetes_version: str) -> tuple[str, str, str]:

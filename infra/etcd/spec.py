@@ -15,6 +15,7 @@ from typing import Protocol
 from infra import naming
 from infra.addressing import AddressPlan
 from infra.config import ClusterConfig, EtcdConfig
+from infra.facts import ports, roles
 from infra.secret_names import (
     APISERVER_ETCD_CLIENT_CERT,
     APISERVER_ETCD_CLIENT_FILES,
@@ -23,15 +24,14 @@ from infra.secret_names import (
 )
 from infra.vm_sizes import VM_SIZES, VmSize
 
-# IANA-assigned etcd ports; 2381 is the metrics port kubeadm uses for etcd's plain-HTTP
-# /metrics and /health listener.
-CLIENT_PORT = 2379
-PEER_PORT = 2380
-METRICS_PORT = 2381
+# etcd's ports (infra/facts/ports.py), under the names the etcd renderers and tests use.
+CLIENT_PORT = ports.ETCD_CLIENT
+PEER_PORT = ports.ETCD_PEER
+METRICS_PORT = ports.ETCD_METRICS
 
 # The two clusters, by role: the role names the subnet, the identity and the backup container.
-MAIN = "etcd"
-EVENTS = "events-etcd"
+MAIN = roles.ETCD.machine
+EVENTS = roles.EVENTS_ETCD.machine
 ROLES = (MAIN, EVENTS)
 
 # Availability zones the members are spread over (round-robin by member index).

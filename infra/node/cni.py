@@ -2,9 +2,10 @@
 
 Every node NIC carries ``1 + podIpsPerNode`` IP configurations in its shard's subnet
 (components/node_pool.py). ``azure-vnet-ipam`` reads them from the Azure host agent and
-gives every non-primary one to a pod; the primary stays the node's (Azure CNI
-docs/legacy-ipam-path.md). Pods therefore hold real VNet addresses: no overlay, no
-routes. Two host rules complete it (docs/cni.md for clusters not built by AKS):
+gives every non-primary one to a pod; the primary stays the node's
+(Azure/azure-container-networking/docs/legacy-ipam-path.md). Pods therefore hold real VNet addresses:
+no overlay, no routes. Two host rules complete it (Azure/azure-container-networking/docs/cni.md for
+clusters not built by AKS):
 - pod traffic to anything outside the cluster's address space is masqueraded to the
   node's address, so it can leave through Azure's outbound path;
 - pods may not reach the instance metadata service, whose tokens are the node's

@@ -16,10 +16,10 @@ from typing import Any
 
 import machine
 from infra import systemd, yaml_text
-from infra.addons.labels import KUBELET_ROOT
 from infra.addressing import CLUSTER_DOMAIN
 from infra.cloudinit import CloudConfig
 from infra.config import Taint
+from infra.facts.paths import KUBELET_ROOT
 from infra.node import cni, containerd, images, install, local_disk
 from infra.node import gpu as gpu_check
 from infra.secret_names import CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN, NODE_JOIN_FILES
@@ -58,7 +58,8 @@ PRIVATE = "0600"
 # KubeletConfiguration has no field for them); the plugin's file name is the provider's name.
 CREDENTIAL_PROVIDER_CONFIG = "/etc/kubernetes/image-credential-providers.yaml"
 CREDENTIAL_PROVIDER_DIR, CREDENTIAL_PROVIDER = images.CREDENTIAL_PROVIDER_DIR, images.CREDENTIAL_PROVIDER
-# kubelet caches each answer this long unless the plugin says otherwise (it does: scripts/...py).
+# kubelet caches each answer this long unless the plugin says otherwise (it does:
+# machine/node/acr-credential-provider.py).
 CREDENTIAL_CACHE = "1h"
 
 

@@ -11,13 +11,13 @@ several) or, on sizes without NVMe, on the temp disk. The unit assembles, format
 from __future__ import annotations
 
 from infra import local_disk
-from infra.addons.labels import KUBELET_ROOT
 from infra.cloudinit import CloudConfig
+from infra.facts.paths import KUBELET_ROOT, LOCAL_SSD_MOUNT
 from infra.local_disk import LocalDisks
 
 __all__ = ["LocalDisks", "add_local_disk"]
 
-MOUNT = "/var/lib/local-ssd"
+MOUNT = LOCAL_SSD_MOUNT
 LABEL = "sc-local"
 UNIT = "supercluster-local-disk.service"
 CONTAINERD_ROOT = f"{MOUNT}/containerd"

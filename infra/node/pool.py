@@ -17,6 +17,8 @@ from infra.addressing import AddressPlan, pod_ip_configurations
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
+from infra.facts import roles, tags
+from infra.facts.endpoints import apiserver_url
 from infra.labels import CLOUD_IDENTITY_UID, GPU_RESOURCE, POOL_LABEL, ROLE_SYSTEM, node_labels
 from infra.node import NodeSpec
 from infra.node.local_disk import LocalDisks
@@ -28,14 +30,6 @@ OS_DISK_GB = 128
 # Azure allows at most 50 tags on a resource
 # (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources, "Limitations").
 MAX_TAGS = 50
-# cluster-autoscaler's Azure auto-discovery and scale-from-zero tags (kubernetes/autoscaler
-# cluster-autoscaler/cloudprovider/azure: README "Auto-discovery setup", azure_template.go).
-AUTOSCALER_ENABLED_TAG = "cluster-autoscaler-enabled"
-AUTOSCALER_NAME_TAG = "cluster-autoscaler-name"
-LABEL_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_label_"
-TAINT_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_taint_"
-RESOURCES_TAG_PREFIX = "k8s.io_cluster-autoscaler_node-template_resources_"
-CLOUD_INIT_TAG = "supercluster.io_cloud-init"
 
 
 def node_spec(
@@ -51,7 +45,7 @@ def node_spec(
         config,
         addresses,
         pool.size,
-        role="node",
+        role=roles.NODE_IDENTITY,
         vault_name=vault_name,
         registry_login_server=registry_login_server,
         images=preload_images(config),
@@ -82,7 +76,7 @@ def joining_node(
     names the identity its boot scripts sign in as)."""
     return NodeSpec(
         kubernetes_version=config.kubernetes_version,
-        apiserver_endpoint=f"https://{addresses.apiserver_lb_ip()}:6443",
+        apiserver_endpoint=apiserver_url(addresses.apiserver_lb_ip()),
         cluster_dns=addresses.dns_service_ip,
         cluster_cidr=str(config.network.address_space),
         vault_name=vault_name,
@@ -162,19 +156,18 @@ def encode_tag_key(key: str) -> str:
 def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -> dict[str, str]:
     """Auto-discovery (enabled, cluster name, min, max) and the node template for scaling from zero.
     The GPU start-up taint is left out: the autoscaler treats it as a start-up taint, not a lasting one."""
-    tags = {
-        AUTOSCALER_ENABLED_TAG: "true",
-        AUTOSCALER_NAME_TAG: config.cluster_name,
+    scale_set_tags = {
+        **tags.autoscaler_discovery(config.cluster_name),
         "min": str(shard.min_nodes),
         "max": str(shard.max_nodes),
     }
     for key, value in sorted(pool_labels(config, pool, shard).items()):
-        tags[LABEL_TAG_PREFIX + encode_tag_key(key)] = value
+        scale_set_tags[tags.LABEL_PREFIX + encode_tag_key(key)] = value
     for taint in pool.taints:
-        tags[TAINT_TAG_PREFIX + encode_tag_key(taint.key)] = f"{taint.value}:{taint.effect}"
+        scale_set_tags[tags.TAINT_PREFIX + encode_tag_key(taint.key)] = f"{taint.value}:{taint.effect}"
     if pool.size.gpus:
-        tags[RESOURCES_TAG_PREFIX + encode_tag_key(GPU_RESOURCE)] = str(pool.size.gpus)
-    return tags
+        scale_set_tags[tags.RESOURCES_PREFIX + encode_tag_key(GPU_RESOURCE)] = str(pool.size.gpus)
+    return scale_set_tags
 
 
 def scale_set_tags(
@@ -183,7 +176,7 @@ def scale_set_tags(
     return {
         **autoscaler_tags(config, pool, shard),
         encode_tag_key(POOL_LABEL): pool.name,
-        CLOUD_INIT_TAG: cloud_init_fingerprint,  # a changed node model shows in the preview
+        tags.CLOUD_INIT: cloud_init_fingerprint,  # a changed node model shows in the preview
     }
 
 

@@ -63,7 +63,8 @@ def node_sysctls(vcpus: int) -> dict[str, int]:
         "net.core.somaxconn": 16_384,
         "net.ipv4.tcp_max_syn_backlog": 16_384,
         # Pods are bridged (azure-vnet bridge mode): forwarding on, and bridged traffic must pass the
-        # netfilter hooks so service NAT and the pod egress masquerade apply (Azure CNI docs/cni.md).
+        # netfilter hooks so service NAT and the pod egress masquerade apply
+        # (Azure/azure-container-networking/docs/cni.md).
         "net.ipv4.ip_forward": 1,
         "net.bridge.bridge-nf-call-iptables": 1,
         **KUBELET_KERNEL_DEFAULTS,

@@ -17,6 +17,9 @@ import pytest
 from plan.stackfile import PROJECT_DIR
 from tests.e2e.cluster import Cluster, boot
 
+# Hooks: every e2e test fails when a unit restarted during it (tests/e2e/restarts.py).
+from tests.e2e.restarts import pytest_configure, pytest_runtest_call, pytest_runtest_setup  # noqa: F401
+
 
 def _unavailable(why: str) -> None:
     if os.environ.get("CI") == "true":

@@ -36,6 +36,9 @@ MACHINE_PATHS = (
     "run/containerd",
 )
 BINARIES_PATH = "/usr/local/bin"  # where the rendered units expect the binaries
+RESTARTED = "; restarting in "  # what the restart loop prints each time the unit exits
+# Every network open in this process, so the harness can watch all of their processes (tests/e2e/restarts.py).
+OPEN_NETWORKS: list[TestNetwork] = []
 
 
 def _group_alive(group: int) -> bool:
@@ -71,9 +74,14 @@ class Process:
     argv: list[str]
     log: Path
     popen: subprocess.Popen
+    log_offset: int = 0  # where this run's output starts in the log (a unit started again appends)
 
     def alive(self) -> bool:
         return self.popen.poll() is None
+
+    def restarts(self) -> int:
+        """How many times the restart loop has run the unit again since this process started."""
+        return self.output().count(RESTARTED)
 
     def stop(self, timeout: float = 10) -> None:
         """TERM to the whole process group (the restart loop and what it runs), KILL after ``timeout``;
@@ -93,7 +101,12 @@ class Process:
         self.popen.wait(timeout=timeout)
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        """This run's output (not an earlier run's of the same unit)."""
+        if not self.log.exists():
+            return ""
+        with self.log.open("rb") as log:
+            log.seek(self.log_offset)
+            return log.read().decode(errors="replace")
 
 
 @dataclass
@@ -118,6 +131,7 @@ class TestNetwork:
         for relative in (*MACHINE_PATHS, BINARIES_PATH.lstrip("/")):
             mount_point = Path("/") / relative
             mount_point.mkdir(parents=True, exist_ok=True)
+        OPEN_NETWORKS.append(self)
         return self
 
     def add_host(self, name: str, addresses: list[str]) -> Host:
@@ -158,7 +172,7 @@ class TestNetwork:
         if restart_sec is None:
             run = 'exec "$@"'
         else:  # systemd's Restart=: run it again after RestartSec whenever it exits
-            run = f'while :; do "$@"; echo "exited $?; restarting in {restart_sec:g} s"; sleep {restart_sec:g}; done'
+            run = f'while :; do "$@"; echo "exited $?{RESTARTED}{restart_sec:g} s"; sleep {restart_sec:g}; done'
         # Its own host name too (a UTS namespace): components name themselves after it (each apiserver's
         # identity Lease, the kubelet's node name), and on Azure every VM has its own.
         script = " && ".join([f"hostname {shlex.quote(host.name)}", *binds]) + " && " + run
@@ -177,6 +191,7 @@ class TestNetwork:
         log = self.workdir / "logs" / f"{host.name}-{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
+            offset = out.tell()
             popen = subprocess.Popen(
                 self._wrapped(host, argv, restart_sec),
                 stdout=out,
@@ -185,7 +200,7 @@ class TestNetwork:
                 start_new_session=True,
                 env={**os.environ, **(env or {})},
             )
-        process = Process(host, name, argv, log, popen)
+        process = Process(host, name, argv, log, popen, offset)
         self.processes.append(process)
         return process
 
@@ -221,6 +236,7 @@ class TestNetwork:
         for host in self.hosts.values():
             subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True, timeout=30)
         subprocess.run(["ip", "netns", "del", self.switch], capture_output=True, timeout=30)
+        OPEN_NETWORKS[:] = [network for network in OPEN_NETWORKS if network is not self]
 
 
 def wait_for(what: str, check, timeout: float, interval: float = 0.5, on_timeout=None):

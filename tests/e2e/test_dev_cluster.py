@@ -50,8 +50,7 @@ def test_every_control_plane_process_runs_its_rendered_unit_with_no_refused_or_d
             process = processes[unit]
             assert process.alive(), f"{machine.name} {unit} exited:\n{process.output()[-2000:]}"
             assert process.argv == machine.unit(unit).exec_start, "the harness must run the rendered line verbatim"
-            log = process.output()
-            assert "restarting in" not in log or unit != APISERVER_UNIT, f"{unit} restarted:\n{log[-2000:]}"
+            log = process.output()  # a restart of any unit fails the test (tests/e2e/restarts.py)
             refused = [line for line in log.splitlines() if REFUSED.search(line)]
             assert not refused, f"{machine.name} {unit}:\n" + "\n".join(refused[:10])
     for members in dev.etcd.values():

@@ -19,7 +19,6 @@ from infra.control_plane import controller_manager, paths, scheduler
 from infra.errors import ConfigError
 from infra.etcd import backup_metrics
 from infra.labels import GPU_PRESENT_LABEL
-from infra.node import local_disk
 from tests.helpers import PROJECT_DIR, monitoring_tool, parsed
 from tests.infra.addon_fixtures import (
     find,
@@ -305,8 +304,6 @@ def test_each_shard_is_a_pair_on_two_nodes_with_its_data_on_the_node_disk_and_ke
     assert pod["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
     (data,) = [v for v in pod["spec"]["volumes"] if v["name"] == "data"]
     assert data["hostPath"] == {"path": f"{monitoring.HOST_DATA_DIR}/nodes-0", "type": "DirectoryOrCreate"}
-    # The node's local SSD as the node renderers mount it (spelled in monitoring: infra.node sits above the add-ons).
-    assert f"{local_disk.MOUNT}/prometheus" == monitoring.HOST_DATA_DIR
     (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"] == workload["spec"]["selector"]["matchLabels"]

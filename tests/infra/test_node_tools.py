@@ -86,7 +86,8 @@ def test_pod_network_rules_load_in_nft(tmp_path):
     result = subprocess.run([tool, "-c", "-f", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     rules = path.read_text()
-    # docs/cni.md: masquerade pod egress except to local addresses and the VNet address space.
+    # Azure/azure-container-networking/docs/cni.md: masquerade pod egress except to local addresses and the
+    # VNet address space.
     assert "fib daddr type local return" in rules and "ip daddr 10.0.0.0/8 return" in rules
     assert "masquerade" in rules and "ip daddr 169.254.169.254 drop" in rules
 

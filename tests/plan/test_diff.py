@@ -60,7 +60,7 @@ def cluster(
             },
         )
         etcd_cloud_init = cloudinit.render(_single_file("/etc/etcd/etcd.yaml", etcd_text))
-        # The shape components/machines.DedicatedVm gives an etcd member.
+        # The shape components.machines.DedicatedVm gives an etcd member.
         declare.azure(
             "compute:VirtualMachine",
             "dev-etcd-0-vm",

@@ -1,9 +1,10 @@
-"""Whole-stack checks of the add-ons, once __main__.py applies them (``declare_addons``)."""
+"""Whole-stack checks of the add-ons, as __main__.py declares them (``components.addons.ClusterAddons``)."""
 
 from __future__ import annotations
 
 import pytest
 
+from infra.addons import cluster_autoscaler
 from infra.addons.k8s import object_key
 from plan.artifacts import kubernetes_object
 from tests.conftest import plan_stack
@@ -17,8 +18,7 @@ def _objects(run):
 
 
 def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan):
-    if not dev_plan.of_type(ADDONS):
-        pytest.skip("__main__.declare_addons is not called yet (it needs the autoscaler's managed identity)")
+    assert dev_plan.of_type(ADDONS)
     without = plan_stack("dev", "addons.monitoring.enabled=false")
     monitoring = {object_key(o) for o in groups_of(spec_for("dev"))["monitoring"]}
     assert _objects(dev_plan) - _objects(without) == monitoring
@@ -39,3 +39,29 @@ def test_bad_addon_setting_stops_the_plan_with_one_line(tmp_path, capsys):
         "expected a whole number from 1 to 49\n"
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_autoscaler_discovers_every_node_scale_set_by_the_tags_it_carries(stack, dev_plan, prod_plan):
+    """The autoscaler's --node-group-auto-discovery and the scale sets' tags, read from the same plan: a
+    scale set missing one discovery tag would never be scaled (nor scaled down)."""
+    run = {"dev": dev_plan, "prod": prod_plan}[stack]
+    [deployment] = [
+        r
+        for r in run.of_type("kubernetes:apps/v1:Deployment")
+        if r.inputs["metadata"]["name"] == cluster_autoscaler.NAME
+    ]
+    [container] = deployment.inputs["spec"]["template"]["spec"]["containers"]
+    [discovery] = [
+        a.split("=", 1)[1]
+        for a in container["command"] + container.get("args", [])
+        if a.startswith("--node-group-auto-discovery=")
+    ]
+    kind, _, pairs = discovery.partition(":")
+    assert kind == "label"
+    wanted = dict(pair.split("=", 1) for pair in pairs.split(","))
+    assert wanted
+    scale_sets = run.of_type("azure-native:compute:VirtualMachineScaleSet")
+    assert scale_sets
+    for vmss in scale_sets:
+        assert wanted.items() <= vmss.inputs["tags"].items(), vmss.name

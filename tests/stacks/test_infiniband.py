@@ -15,6 +15,7 @@ import yaml
 
 from infra.addons import rdma_device_plugin
 from infra.cluster import build_cluster_spec
+from infra.facts.tags import LABEL_PREFIX as LABEL_TAG_PREFIX
 from infra.jobs import NCCL_ENV, infiniband_job
 from infra.labels import (
     GPU_COUNT_LABEL,
@@ -24,7 +25,7 @@ from infra.labels import (
     POOL_LABEL,
     RDMA_RESOURCE,
 )
-from infra.node.pool import LABEL_TAG_PREFIX, encode_tag_key
+from infra.node.pool import encode_tag_key
 from plan.artifacts import custom_data_of, kubernetes_object
 from tests.helpers import raw_stack
 from tests.stacks.test_node_vocabulary import fits, registered_nodes

@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra import component_ports
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
 from infra.addons.labels import MONITORING_NAMESPACE, SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.monitoring import alertmanager, exporters, grafana, rules, shards
@@ -33,7 +32,8 @@ from infra.addressing import AddressPlan
 from infra.config import ClusterConfig
 from infra.errors import ConfigError
 from infra.etcd import backup_metrics
-from infra.etcd.spec import METRICS_PORT as ETCD_METRICS_PORT
+from infra.facts import ports
+from infra.facts.paths import LOCAL_SSD_MOUNT
 from infra.labels import MONITORING_ROLE
 from infra.schema import Section
 
@@ -46,9 +46,7 @@ CONFIG_DIR = "/etc/prometheus"
 RULES_DIR = f"{CONFIG_DIR}/rules"
 DATA_DIR = "/prometheus"
 # Where each shard's TSDB lives on its node: the node's local SSD (NVMe or temp disk), where
-# kubelet and containerd keep their state too: infra/node/local_disk.py's MOUNT, spelled here because
-# infra.node sits above the add-ons (tests/infra/test_addons_monitoring.py checks the two agree).
-LOCAL_SSD_MOUNT = "/var/lib/local-ssd"
+# kubelet and containerd keep their state too.
 HOST_DATA_DIR = f"{LOCAL_SSD_MOUNT}/prometheus"
 # The TSDB may take at most this share of the smallest CPU node's temp disk (containerd's images
 # and the pods' emptyDirs share it).
@@ -197,12 +195,12 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
                 *(
                     shards.component_scrape_config(job, [f"{ip}:{port}" for ip in apiserver_ips])
                     for job, port in (
-                        (rules.JOB_SCHEDULER, component_ports.SCHEDULER),
-                        (rules.JOB_CONTROLLER_MANAGER, component_ports.CONTROLLER_MANAGER),
+                        (rules.JOB_SCHEDULER, ports.SCHEDULER),
+                        (rules.JOB_CONTROLLER_MANAGER, ports.CONTROLLER_MANAGER),
                     )
                 ),
                 *(
-                    shards.static_scrape_config(rules.JOB_ETCD[cluster], [f"{ip}:{ETCD_METRICS_PORT}" for ip in ips])
+                    shards.static_scrape_config(rules.JOB_ETCD[cluster], [f"{ip}:{ports.ETCD_METRICS}" for ip in ips])
                     for cluster, ips in etcd_ips.items()
                 ),
                 # Every etcd machine publishes the backup age (infra/etcd/backup_metrics.py).

@@ -1,0 +1,18 @@
+"""The TCP ports the control plane listens on, which renderers, NSGs, probes and scrapes all name."""
+
+from __future__ import annotations
+
+# kube-apiserver's --secure-port default (kube-apiserver command-line reference), kept: clients,
+# the internal load balancer and the contract's endpoint all use it.
+APISERVER = 6443
+# IANA-assigned etcd ports (client, peer); 2381 is the metrics port kubeadm uses for etcd's plain-HTTP
+# /metrics and /health listener.
+ETCD_CLIENT = 2379
+ETCD_PEER = 2380
+ETCD_METRICS = 2381
+# kube-scheduler's --secure-port default (kube-scheduler command-line reference;
+# DefaultKubeSchedulerPort in kubernetes pkg/scheduler/apis/config/types.go), left at its default.
+SCHEDULER = 10259
+# kube-controller-manager's --secure-port default (kube-controller-manager command-line reference;
+# KubeControllerManagerPort in kubernetes pkg/cluster/ports/ports.go), left at its default.
+CONTROLLER_MANAGER = 10257
