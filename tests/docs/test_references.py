@@ -258,8 +258,8 @@ def test_the_reference_check_catches_a_seeded_drift(tmp_path):
         "images.machineImageVersion: no such config key",
     ]
     source = tmp_path / "module.py"
-    source.write_text('"""Rendered by ``infra.machines.render_everything``."""\n\nX = 1  # see scripts/...py\n')
+    source.write_text('"""Rendered by ``infra.assembly.render_everything``."""\n\nX = 1  # see scripts/...py\n')
     assert references(source) == [
         "scripts/...py: no such file or directory",
-        "infra.machines.render_everything: infra/machines.py defines no render_everything",
+        "infra.assembly.render_everything: infra/assembly.py defines no render_everything",
     ]

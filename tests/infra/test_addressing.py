@@ -20,15 +20,15 @@ from infra.addressing import (
 from infra.config import parse_config
 from infra.errors import ConfigError
 from infra.sizing import shards
-from tests.helpers import parsed, raw_stack
+from tests.helpers import parsed, raw_config
 
 UNLIMITED = {"maxPrivateIpsPerVnet": 10**9, "maxPrivateIpsPerPeeredGroup": 10**9}
 
 
-def _addressing_only(stack: str) -> dict:
-    """A stack's config without its system pool and the add-ons that need one: the address plan's numbers
-    below are the stack's tenant pools' (the system pool's own addresses are tested with the stack's plan)."""
-    raw = raw_stack(stack)
+def _addressing_only(shape: str) -> dict:
+    """A test config without its system pool and the add-ons that need one: the address plan's numbers
+    below are the tenant pools' (the system pool's own addresses are tested with the stack's plan)."""
+    raw = raw_config(shape)
     raw["nodePools"] = [p for p in raw["nodePools"] if p["role"] != "system"]
     raw["addons"] = {**raw.get("addons", {}), "clusterAutoscaler": {"enabled": False}, "monitoring": {"enabled": False}}
     return raw
@@ -236,7 +236,7 @@ def test_a_hub_created_here_counts_in_the_peered_group():
 
 
 def test_over_a_lowered_vnet_limit_names_the_pool_and_the_pod_ips_that_fit():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["network"]["maxPrivateIpsPerVnet"] = 1_000
     raw["nodePools"][1]["maxNodes"] = 100
     with pytest.raises(ConfigError) as caught:
@@ -262,7 +262,7 @@ def test_over_a_lowered_vnet_limit_names_the_pool_and_the_pod_ips_that_fit():
     ],
 )
 def test_impossible_layouts_are_refused_with_the_key(change, key, accepted):
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     for path, value in change.items():
         if path.startswith("nodePools["):
             index, field = int(path[10]), path.split(".")[1]
