@@ -249,7 +249,7 @@ def test_durations_fit_gos_time_duration(addon, key, value):
 def test_the_autoscaler_and_monitoring_need_a_system_pool_and_it_is_tainted():
     """The autoscaler's identity and monitoring live only on the system pools: a config without one stops with
     one line; a system pool always carries the system taint, which no pool may configure by hand."""
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     pools = [pool for pool in raw["nodePools"] if pool["role"] != ROLE_SYSTEM]
     assert "expected a pool with role system" in refused({**raw, "nodePools": pools})
     [system] = [pool for pool in build_cluster_spec(raw, "eastus").config.node_pools if pool.role == ROLE_SYSTEM]
