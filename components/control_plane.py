@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pulumi
 
 from components import declare
-from components.azure_inputs import ComputeVirtualMachineExtensionProps
 from components.cluster_pki import ClusterPki
 from components.identities import RoleIdentities
 from components.machines import DedicatedVm, VmArgs
@@ -43,6 +42,9 @@ from infra.control_plane.kubeconfig import embedded_kubeconfig
 from infra.day2 import APISERVER_ROLE, MACHINE_ROLE_TAG
 from infra.facts import ports, roles
 from infra.facts.endpoints import apiserver_url
+
+if TYPE_CHECKING:
+    from azure_inputs import ComputeVirtualMachineExtensionProps  # typings/azure_inputs.pyi
 
 # Probe: the apiserver's own readiness over HTTPS (Azure does not validate the certificate).
 PROBE_INTERVAL_SECONDS = 5
