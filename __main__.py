@@ -17,38 +17,34 @@ from components.machine_images import MachineImages
 from components.nat_hosts import NatHosts
 from components.network import ClusterNetwork
 from components.node_pool import NodePool
-from components.previous_deploy import PreviousDeploy
 from components.secret_store import SecretStore
-from components.stack_config import load_cluster_spec
+from components.stack_config import load_cluster
 from infra import machine_image, naming
-from infra.addons import AzureAccess
 from infra.addons import images as addon_images
-from infra.day2 import APISERVER_ROLE, NAT_HOST_ROLE, ROLLOUT_OUTPUT
+from infra.assembly import DeployTime
+from infra.day2 import ROLLOUT_OUTPUT
 from infra.etcd.backup import account_url
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import MAIN
 from infra.facts import roles
 from infra.images import cache_prefixes
 from infra.machine_image import DEDICATED_KIND, kind_of_pool
-from infra.machines import render_machines
 from infra.network_security import monitoring_pools
 from infra.node.pool import preload_images
 from infra.sizing import shards
 
-spec = load_cluster_spec()
-machines = render_machines(spec)  # every dedicated machine's cloud-init, before any resource
+cluster = load_cluster()  # the whole desired cluster, decided before any resource (infra/assembly.py)
+spec = cluster.spec
 config, plan = spec.config, spec.addresses
 client = declare.azure_client_config()
 subscription_id = client.apply(lambda c: c["subscriptionId"])
 
 # Network and shared services.
-previous_deploy = PreviousDeploy(f"{config.cluster_name}-previous-deploy", config=config)
 group = declare.azure(
     "resources:ResourceGroup",
     config.cluster_name,
     {
-        # Everything in the group waits for the checks against the last deploy (a pool dropped unretired).
-        "resourceGroupName": previous_deploy.gate(naming.resource_group(config.cluster_name)),
+        "resourceGroupName": naming.resource_group(config.cluster_name),
         "location": config.location,
     },
     pulumi.ResourceOptions(protect=True),
@@ -59,7 +55,7 @@ node_group = declare.azure(
     "resources:ResourceGroup",
     f"{config.cluster_name}-nodes",
     {
-        "resourceGroupName": previous_deploy.gate(naming.node_resource_group(config.cluster_name)),
+        "resourceGroupName": naming.node_resource_group(config.cluster_name),
         "location": config.location,
     },
     pulumi.ResourceOptions(protect=True),
@@ -120,19 +116,17 @@ machine_images = MachineImages(
 # Machines: NAT hosts, node pools, etcd, control plane; none waits for another.
 nat_hosts = NatHosts(
     f"{config.cluster_name}-nat-hosts",
-    config=config,
-    plan=plan,
+    cluster_name=config.cluster_name,
+    load_balancer_ip=plan.nat_lb_ip(),
+    machines=cluster.machines_of(roles.NAT_HOST),
     resource_group_name=group_name,
     location=config.location,
     subscription_id=subscription_id,
     subnet_id=network.subnet_ids[roles.NAT_HOST.subnet],
     identity_id=identities.ids[roles.NAT_HOST.identity],
-    cloud_init=spec.nat_host_cloud_init,
+    admin_ssh_public_key=config.admin_ssh_public_key,
     # The image of the release the nodes run (infra/day2.py node_machine_image_version).
     image_id_of=lambda version: machine_images.version_id(DEDICATED_KIND, version),
-    image_version=spec.node_machine_image_version,
-    kubernetes_version=spec.node_kubernetes_version,
-    last_deploy=spec.last_deploy,
 )
 registry = ImageRegistry(
     f"{config.cluster_name}-registry",
@@ -150,8 +144,9 @@ registry = ImageRegistry(
 node_pools = {
     pool.name: NodePool(
         f"{config.cluster_name}-pool-{pool.name}",
-        cluster=spec,
+        config=config,
         pool=pool,
+        shards=cluster.shards_of(pool),
         resource_group_name=node_group.output("name"),
         subnet_ids=network.subnet_ids,
         # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
@@ -184,8 +179,8 @@ etcd_backups = EtcdBackupStore(
 etcd_clusters = {
     role.machine: EtcdCluster(
         f"{config.cluster_name}-{role.machine}",
-        cluster=machines.etcd[role.machine].cluster,
-        cloud_inits=machines.etcd[role.machine].cloud_inits,
+        cluster=cluster.etcd[role.machine],
+        machines=cluster.machines_of(role),
         resource_group_name=group_name,
         location=config.location,
         subnet_id=network.subnet_ids[role.subnet],
@@ -208,7 +203,7 @@ control_plane = ControlPlane(
     subnet_id=network.subnet_ids[roles.APISERVER.subnet],
     identities=identities,
     secrets=secrets,
-    apiservers=machines.apiservers,
+    apiservers=cluster.machines_of(roles.APISERVER),
     image_id_of=lambda version: machine_images.version_id(DEDICATED_KIND, version),
 )
 # In the cluster, through the control plane's kubernetes provider.
@@ -220,13 +215,12 @@ ClusterBootstrap(
 )
 ClusterAddons(
     f"{config.cluster_name}-addons",
-    spec=spec,
+    groups=cluster.addons,
     provider=control_plane.kubernetes_provider,
-    azure=AzureAccess(
-        subscription_id=subscription_id,
-        resource_group=naming.node_resource_group(config.cluster_name),
-        identity_client_id=identities.client_ids[roles.AUTOSCALER_IDENTITY],
-    ),
+    deploy_time={
+        DeployTime.SUBSCRIPTION_ID: subscription_id,
+        DeployTime.AUTOSCALER_CLIENT_ID: identities.client_ids[roles.AUTOSCALER_IDENTITY],
+    },
 )
 
 # Outputs: the versioned contract other teams read (docs/outputs-contract.md).
@@ -259,7 +253,7 @@ pulumi.export(
 pulumi.export(
     ROLLOUT_OUTPUT,
     {
-        "machines": {APISERVER_ROLE: control_plane.records, NAT_HOST_ROLE: nat_hosts.records},
+        "machines": cluster.rollout(),
         "nodeKubernetesVersion": spec.node_kubernetes_version,
         "nodeMachineImageVersion": spec.node_machine_image_version,
     },

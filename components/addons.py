@@ -1,20 +1,23 @@
 """The cluster add-ons (infra/addons), applied through the Kubernetes provider built from the admin kubeconfig.
 
-Each object ``infra.addons.build_addon_objects`` renders becomes one pulumi-kubernetes
+Each object the assembly built (``infra.assembly.Cluster.addons``) becomes one pulumi-kubernetes
 resource of its own kind (so a preview shows object-level diffs), parented here and bound to
 the given provider. Namespaces, priority classes and runtime classes are declared first;
 everything else depends on exactly the ones it names, so turning an add-on off touches only
-that add-on's resources.
+that add-on's resources. The values only the deploy knows (``infra.assembly.DeployTime``: the
+cluster autoscaler's subscription and identity) are put in place of their markers here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pulumi
 
 from components import declare
-from infra.addons import AzureAccess, build_addon_objects
 from infra.addons.k8s import Obj, object_key
-from infra.cluster import ClusterSpec
+from infra.assembly import DeployTime
 
 FOUNDATION_KINDS = ("Namespace", "PriorityClass", "RuntimeClass")
 
@@ -26,16 +29,13 @@ class ClusterAddons(pulumi.ComponentResource):
         self,
         name: str,
         *,
-        spec: ClusterSpec,
+        groups: Mapping[str, list[Obj]],
         provider: pulumi.ProviderResource,
-        azure: AzureAccess | None = None,
+        deploy_time: Mapping[DeployTime, pulumi.Input[str]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("supercluster:addons:ClusterAddons", name, None, opts)
-        groups = build_addon_objects(
-            spec.config, spec.addresses, spec.addons, azure, node_kubernetes_version=spec.node_kubernetes_version
-        )
-        ordered = [obj for objs in groups.values() for obj in objs]
+        ordered = [_filled(obj, deploy_time or {}) for objs in groups.values() for obj in objs]
         ordered.sort(key=lambda obj: obj["kind"] not in FOUNDATION_KINDS)  # stable: foundation first
         self.resources = {}
         for obj in ordered:
@@ -65,3 +65,14 @@ def _logical_suffix(obj: Obj) -> str:
     kind, namespace, object_name = object_key(obj)
     parts = [kind.lower(), *([namespace] if namespace else []), object_name]
     return "-".join(parts).replace(":", "-")
+
+
+def _filled(value: Any, deploy_time: Mapping[DeployTime, pulumi.Input[str]]) -> Any:
+    """A copy of ``value`` with each ``DeployTime`` marker replaced by the deploy's value."""
+    if isinstance(value, DeployTime):
+        return deploy_time[value]
+    if isinstance(value, dict):
+        return {key: _filled(item, deploy_time) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_filled(item, deploy_time) for item in value]
+    return value

@@ -3,7 +3,8 @@
 Each VM runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
 (``infra.control_plane.machine``). The VMs are created in parallel (none waits for another). A later
 change to their cloud-init or size reaches one VM per deploy (``infra.day2.stage``, docs/day2.md): the
-first VM that lacks it is replaced (or resized), the others ignore their customData and keep their size,
+first VM that lacks it is replaced (or resized; the assembly decides which), the others ignore their customData
+and keep their size,
 never a `pulumi up` that takes every apiserver down at once (a VM to replace by hand:
 docs/runbooks/replace-an-apiserver.md). Each VM has a readiness gate, a
 CustomScript extension that re-fetches the secrets, restarts the components and waits for the local
@@ -24,23 +25,26 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pulumi
 
 from components import declare
-from components.azure_inputs import ComputeVirtualMachineExtensionProps
 from components.cluster_pki import ClusterPki
 from components.identities import RoleIdentities
 from components.machines import DedicatedVm, VmArgs
 from components.secret_store import SecretStore
 from infra import naming, secret_names
+from infra.assembly import DedicatedMachine
 from infra.cluster import ClusterSpec
 from infra.control_plane import apiserver, cluster_objects, machine, pki
 from infra.control_plane.kubeconfig import embedded_kubeconfig
-from infra.day2 import APISERVER_ROLE, MACHINE_ROLE_TAG, MachineState, previous_machines, stage
+from infra.day2 import APISERVER_ROLE, MACHINE_ROLE_TAG
 from infra.facts import ports, roles
 from infra.facts.endpoints import apiserver_url
+
+if TYPE_CHECKING:
+    from azure_inputs import ComputeVirtualMachineExtensionProps  # typings/azure_inputs.pyi
 
 # Probe: the apiserver's own readiness over HTTPS (Azure does not validate the certificate).
 PROBE_INTERVAL_SECONDS = 5
@@ -78,14 +82,15 @@ class ControlPlane(pulumi.ComponentResource):
         subnet_id: pulumi.Input[str],
         identities: RoleIdentities,
         secrets: SecretStore,
-        apiservers: Sequence[machine.ApiserverMachine],
+        apiservers: Sequence[DedicatedMachine],
         image_id_of: Callable[[str], pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """``apiservers``: each apiserver's address and cloud-init, rendered up front by
-        ``infra.machines.render_machines``; ``image_id_of``: the id of a machine image version (cpu kind)."""
+        """``apiservers``: each apiserver as the assembly decided it (``Cluster.machines_of(roles.APISERVER)``:
+        address, cloud-init, what it runs, its rollout); ``image_id_of``: the id of a machine image version
+        (cpu kind)."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
-        self._name, self._config, self._last_deploy = name, spec.config, spec.last_deploy
+        self._name, self._config = name, spec.config
         self._resource_group_name = resource_group_name
         self._image_id_of = image_id_of
         addresses = spec.addresses
@@ -123,7 +128,7 @@ class ControlPlane(pulumi.ComponentResource):
                 "endpoint": self.endpoint,
                 "caCertPem": self.ca_cert_pem,
                 "adminKubeconfig": self.admin_kubeconfig,
-                "apiserverIps": [m.ip for m in machines],
+                "apiserverIps": [m.address for m in machines],
             }
         )
 
@@ -263,7 +268,7 @@ class ControlPlane(pulumi.ComponentResource):
 
     def _apiservers(
         self,
-        machines: Sequence[machine.ApiserverMachine],
+        machines: Sequence[DedicatedMachine],
         subnet_id: pulumi.Input[str],
         backend_pool_id: pulumi.Input[str],
         identity_id: pulumi.Input[str],
@@ -279,41 +284,27 @@ class ControlPlane(pulumi.ComponentResource):
                 *[secret.output("properties").apply(lambda p: p["secretUriWithVersion"]) for secret in fetched]
             ).apply(_digest)
         )
-        # Rolled one apiserver per deploy (infra/day2.py): a new cloud-init (a Kubernetes release, a flag), size or
-        # machine image reaches the first VM that lacks it; the others keep running what they run.
-        self.staged = stage(
-            previous_machines(self._last_deploy, APISERVER_ROLE),
-            [
-                MachineState(
-                    m.fingerprint, config.control_plane.vm_size, config.kubernetes_version, config.machine_image_version
-                )
-                for m in machines
-            ],
-        )
-        self.records = [staged.state.record(m.vm_name) for m, staged in zip(machines, self.staged, strict=True)]
         self.vms, self.ready = [], []
-        for m, staged in zip(machines, self.staged, strict=True):
+        for m in machines:
             vm = DedicatedVm(
                 f"{self._name}-vm-{m.index}",
                 VmArgs(
                     resource_group_name=self._resource_group_name,
                     location=config.location,
-                    vm_name=m.vm_name,
-                    vm_size=staged.state.vm_size,
+                    vm_name=m.name,
+                    vm_size=m.size,
                     subnet_id=subnet_id,
-                    private_ip=m.ip,
+                    private_ip=m.address,
                     identity_id=identity_id,
                     custom_data=m.custom_data,
-                    custom_data_fingerprint=staged.state.cloud_init,
+                    custom_data_fingerprint=m.fingerprint,
                     admin_ssh_public_key=config.admin_ssh_public_key,
-                    image_id=self._image_id_of(staged.state.image_version),
+                    image_id=self._image_id_of(m.image_version),
                     zone=m.zone,
                     os_disk_gb=OS_DISK_GB,
                     backend_pool_ids=[backend_pool_id],
                     tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
-                    ignore_custom_data_changes=not staged.moves,
-                    replace_on_definition_change=staged.moves,
-                    replaceable=True,
+                    lifecycle=m.lifecycle,
                 ),
                 # The first boot must find its secrets (no VM waits for another VM).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),

@@ -1,7 +1,7 @@
 """One etcd cluster (used twice: main and Events): a dedicated VM per member, certificates, backups.
 
 Every member gets a server and a peer certificate from the etcd CA, stored in Key Vault for
-its role's identity only; its cloud-init (rendered up front by ``infra.machines``) names those
+its role's identity only; its cloud-init (rendered up front by ``infra.assembly``) names those
 secrets but carries none. The VMs are protected and ignore changes to their cloud-init: a
 changed rendering shows up in the ``supercluster.io_cloud-init`` tag and is rolled out one
 member at a time by the runbook (docs/runbooks/etcd-rolling-change.md), never by replacing every member at once.
@@ -17,7 +17,7 @@ from components.etcd_backups import EtcdBackupStore
 from components.etcd_pki import EtcdPki
 from components.machines import DedicatedVm, VmArgs
 from components.secret_store import SecretStore
-from infra import cloudinit
+from infra.assembly import DedicatedMachine
 from infra.day2 import MACHINE_ROLE_TAG
 from infra.etcd import pki
 from infra.etcd.spec import EtcdClusterSpec
@@ -32,7 +32,7 @@ class EtcdCluster(pulumi.ComponentResource):
         name: str,
         *,
         cluster: EtcdClusterSpec,
-        cloud_inits: Sequence[str],
+        machines: Sequence[DedicatedMachine],
         resource_group_name: pulumi.Input[str],
         location: str,
         subnet_id: pulumi.Input[str],
@@ -45,13 +45,14 @@ class EtcdCluster(pulumi.ComponentResource):
         image_id: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """``machines``: the members as the assembly rendered them (``Cluster.machines_of(roles.ETCD)``)."""
         super().__init__("supercluster:etcd:EtcdCluster", name, None, opts)
         self.spec = cluster
         self.client_urls = cluster.client_urls
         readers = {cluster.role: principal_id}
         backups.add_container(self, f"{name}-backup-container", cluster.backup_container, cluster.role, principal_id)
         self.members = []
-        for member, text in zip(cluster.members, cloud_inits, strict=True):
+        for member, m in zip(cluster.members, machines, strict=True):
             member_name = f"{name}-{member.index}"
             for kind, profile in (("server", pki.server_profile(member)), ("peer", pki.peer_profile(member))):
                 issued = etcd_pki.issue(self, f"{member_name}-{kind}", profile)
@@ -69,19 +70,18 @@ class EtcdCluster(pulumi.ComponentResource):
                     VmArgs(
                         resource_group_name=resource_group_name,
                         location=location,
-                        vm_name=member.name,
-                        vm_size=cluster.config.vm_size,
+                        vm_name=m.name,
+                        vm_size=m.size,
                         subnet_id=subnet_id,
-                        private_ip=member.ip,
+                        private_ip=m.address,
                         identity_id=identity_id,
-                        custom_data=cloudinit.custom_data(text, member.name),
-                        custom_data_fingerprint=cloudinit.fingerprint(text),
+                        custom_data=m.custom_data,
+                        custom_data_fingerprint=m.fingerprint,
                         admin_ssh_public_key=admin_ssh_public_key,
                         image_id=image_id,
-                        zone=member.zone,
+                        zone=m.zone,
                         tags={MACHINE_ROLE_TAG: cluster.role},
-                        ignore_custom_data_changes=True,
-                        resize_replaces=True,
+                        lifecycle=m.lifecycle,
                     ),
                     # A member's disk is its state: never deleted or replaced by a `pulumi up`. (Its boot
                     # retries the Key Vault and Blob calls until its secrets and role assignments exist.)

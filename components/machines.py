@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components import declare
-from infra.day2 import CUSTOM_DATA_PATH
+from infra.day2 import CUSTOM_DATA_PATH, Lifecycle
 from infra.facts.tags import CLOUD_INIT as CLOUD_INIT_TAG
 from infra.vm_sizes import VM_SIZES
 
@@ -43,21 +43,15 @@ class VmArgs:
     enable_ip_forwarding: bool = False
     backend_pool_ids: list[pulumi.Input[str]] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
-    # Stateful roles (etcd) keep running when their cloud-init changes; the change is rolled
-    # out one member at a time by the runbook instead of by a replacement of every member.
-    ignore_custom_data_changes: bool = False
-    # Stateless roles (apiservers, NAT hosts) are replaced one VM per deploy (infra.day2.stage; by hand,
-    # docs/runbooks/replace-an-apiserver.md): the old VM is deleted first (its name and static IP are fixed)
-    # and its NIC is detached, not deleted, so the IP and load-balancer membership carry over to the new VM.
-    replaceable: bool = False
-    # A resize restarts the VM, on a host whose local NVMe is blank, and `pulumi up` would resize every member
-    # of a role at once. For etcd that loses quorum, so a size change is declared a replacement: protection
-    # stops it, the plan diff flags it, and the runbook resizes one member at a time.
-    resize_replaces: bool = False
-    # The one machine of its role this deploy rolls (infra/day2.py ``stage``): its new cloud-init or machine image
-    # replaces it (Azure refuses a customData change on an existing VM: 409 PropertyChangeNotAllowed; and an image
-    # change in place). Every other VM ignores its image.
-    replace_on_definition_change: bool = False
+    # How it meets a new cloud-init, image or size (infra/day2.py, decided by the assembly):
+    # - RUNBOOK (etcd) ignores its cloud-init and image; a resize restarts the VM on a host whose local NVMe is
+    #   blank and `pulumi up` would resize every member at once, which loses quorum, so a size change is
+    #   declared a replacement: protection stops it, the plan diff flags it, the runbook resizes one at a time;
+    # - HELD and ROLLED (apiservers, NAT hosts) are replaced one VM per deploy: the old VM is deleted first (its
+    #   name and static IP are fixed) and its NIC detached, not deleted, so the IP and load-balancer membership
+    #   carry over; a ROLLED VM is replaced on its new cloud-init or image (Azure refuses a customData change on
+    #   an existing VM: 409 PropertyChangeNotAllowed; and an image change in place), a HELD one ignores both.
+    lifecycle: Lifecycle = Lifecycle.RUNBOOK
 
 
 def linux_ssh_only(admin_ssh_public_key: str) -> dict:
@@ -78,6 +72,7 @@ class DedicatedVm(pulumi.ComponentResource):
     def __init__(self, name: str, args: VmArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("supercluster:machines:DedicatedVm", name, None, opts)
         self.private_ip = args.private_ip
+        runbook, rolled = args.lifecycle is Lifecycle.RUNBOOK, args.lifecycle is Lifecycle.ROLLED
         self.nic = declare.azure(
             "network:NetworkInterface",
             f"{name}-nic",
@@ -128,7 +123,7 @@ class DedicatedVm(pulumi.ComponentResource):
                         {
                             "id": self.nic.id,
                             "primary": True,
-                            "deleteOption": "Detach" if args.replaceable else "Delete",
+                            "deleteOption": "Delete" if runbook else "Detach",
                         }
                     ]
                 },
@@ -146,13 +141,13 @@ class DedicatedVm(pulumi.ComponentResource):
                 # Azure refuses to change a VM's SSH keys (PropertyChangeNotAllowed): a new adminSshPublicKey
                 # reaches VMs created afterwards; existing ones get it with `az vm user update`
                 # (docs/runbooks/rotate-ssh-key.md).
-                ignore_changes=([CUSTOM_DATA_PATH] if args.ignore_custom_data_changes else [])
+                ignore_changes=([] if rolled else [CUSTOM_DATA_PATH])
                 + [SSH_KEYS_PATH]
-                + ([] if args.replace_on_definition_change else [IMAGE_PATH]),
-                replace_on_changes=(["hardwareProfile.vmSize"] if args.resize_replaces else [])
-                + ([CUSTOM_DATA_PATH, IMAGE_PATH] if args.replace_on_definition_change else [])
+                + ([] if rolled else [IMAGE_PATH]),
+                replace_on_changes=(["hardwareProfile.vmSize"] if runbook else [])
+                + ([CUSTOM_DATA_PATH, IMAGE_PATH] if rolled else [])
                 or None,
-                delete_before_replace=args.replaceable,
+                delete_before_replace=not runbook,
             ),
         )
         self.register_outputs({"privateIp": self.private_ip, "vmId": self.vm.id})

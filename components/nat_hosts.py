@@ -7,24 +7,22 @@ to a healthy host, and the packet keeps its service IP as destination
 translate it (``infra/nat_hosts.py``). Health is kube-proxy's own health endpoint, so a
 host whose service rules are stale gets no new flows.
 
-A new cloud-init (every Kubernetes release reaches it) or size is rolled one host per deploy
-(``infra.day2.stage``, docs/day2.md): Azure refuses a customData change on an existing VM, so the
-host is replaced, deleted first, while the others carry the flows.
+A new cloud-init (every Kubernetes release reaches it) or size is rolled one host per deploy (the
+assembly stages it, ``infra.day2.stage``, docs/day2.md): Azure refuses a customData change on an existing
+VM, so the host is replaced, deleted first, while the others carry the flows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pulumi
 
 from components import declare
 from components.machines import DedicatedVm, VmArgs
 from infra import naming
-from infra.addressing import AddressPlan
-from infra.cloudinit import custom_data, fingerprint
-from infra.config import ClusterConfig
-from infra.day2 import MACHINE_ROLE_TAG, NAT_HOST_ROLE, LastDeploy, MachineState, previous_machines, stage
+from infra.assembly import DedicatedMachine
+from infra.day2 import MACHINE_ROLE_TAG, NAT_HOST_ROLE
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PATH, KUBE_PROXY_HEALTHZ_PORT
 
 FRONTEND = "services"
@@ -43,24 +41,24 @@ class NatHosts(pulumi.ComponentResource):
         self,
         name: str,
         *,
-        config: ClusterConfig,
-        plan: AddressPlan,
+        cluster_name: str,
+        load_balancer_ip: str,
+        machines: Sequence[DedicatedMachine],
         resource_group_name: pulumi.Input[str],
         location: str,
         subscription_id: pulumi.Input[str],
         subnet_id: pulumi.Input[str],
         identity_id: pulumi.Input[str],
-        cloud_init: str,
+        admin_ssh_public_key: str,
         image_id_of: Callable[[str], pulumi.Input[str]],
-        image_version: str,
-        kubernetes_version: str | None = None,
-        last_deploy: LastDeploy | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """``machines``: the hosts as the assembly decided them (``Cluster.machines_of(roles.NAT_HOST)``);
+        ``image_id_of``: the id of a machine image version (cpu kind)."""
         super().__init__("supercluster:nat:NatHosts", name, None, opts)
-        cluster = config.cluster_name
-        self.load_balancer_ip = plan.nat_lb_ip()
-        self.host_ips = plan.nat_host_ips(config.network.nat_hosts.count)
+        cluster = cluster_name
+        self.load_balancer_ip = load_balancer_ip
+        self.host_ips = tuple(m.address for m in machines)
         lb_name = naming.nat_load_balancer(cluster)
         # The rule names the LB's own frontend, pool and probe by id, before the LB exists.
         lb_id = pulumi.Output.concat(
@@ -120,41 +118,29 @@ class NatHosts(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self),
         )
         pool_id = lb.id.apply(lambda i: f"{i}/backendAddressPools/{BACKEND_POOL}")
-        # One cloud-init for every host (rendered once, by infra.cluster): nothing in it is host-specific.
-        encoded, digest = custom_data(cloud_init, f"{name} cloud-init"), fingerprint(cloud_init)
-        # Rolled one host per deploy (infra/day2.py): the others keep serving flows behind the load balancer.
-        want = MachineState(
-            digest, config.network.nat_hosts.vm_size, kubernetes_version or config.kubernetes_version, image_version
-        )
-        self.staged = stage(previous_machines(last_deploy or LastDeploy(), NAT_HOST_ROLE), [want] * len(self.host_ips))
-        self.records = [
-            staged.state.record(naming.nat_host(cluster, index)) for index, staged in enumerate(self.staged)
-        ]
         self.hosts = [
             DedicatedVm(
-                f"{name}-{index}",
+                f"{name}-{m.index}",
                 VmArgs(
                     resource_group_name=resource_group_name,
                     location=location,
-                    vm_name=naming.nat_host(cluster, index),
-                    vm_size=self.staged[index].state.vm_size,
+                    vm_name=m.name,
+                    vm_size=m.size,
                     subnet_id=subnet_id,
-                    private_ip=ip,
+                    private_ip=m.address,
                     identity_id=identity_id,
-                    custom_data=encoded,
-                    custom_data_fingerprint=self.staged[index].state.cloud_init,
-                    admin_ssh_public_key=config.admin_ssh_public_key,
-                    image_id=image_id_of(self.staged[index].state.image_version),
+                    custom_data=m.custom_data,
+                    custom_data_fingerprint=m.fingerprint,
+                    admin_ssh_public_key=admin_ssh_public_key,
+                    image_id=image_id_of(m.image_version),
                     enable_ip_forwarding=True,
                     backend_pool_ids=[pool_id],
                     tags={MACHINE_ROLE_TAG: NAT_HOST_ROLE},
                     # Fixed name and static IP: the old VM goes first, its NIC (and pool membership) stays.
-                    replaceable=True,
-                    ignore_custom_data_changes=not self.staged[index].moves,
-                    replace_on_definition_change=self.staged[index].moves,
+                    lifecycle=m.lifecycle,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for index, ip in enumerate(self.host_ips)
+            for m in machines
         ]
         self.register_outputs({"loadBalancerIp": self.load_balancer_ip, "hostIps": list(self.host_ips)})

@@ -3,8 +3,8 @@
 Shards come from ``infra.sizing.shards`` (100 VMs per InfiniBand scale set with a single
 placement group, 1,000 otherwise), are numbered and only ever appended, so growing a pool
 adds scale sets and never touches existing ones. Each scale set:
-- runs its shard's cloud-init (rendered once by infra.cluster; shards differ only in their nodes'
-  InfiniBand domain label; its fingerprint is a tag, so a preview shows a model change);
+- runs its shard's cloud-init (rendered by the assembly, infra/assembly.py; shards differ only in their
+  nodes' InfiniBand domain label; its fingerprint is a tag, so a preview shows a model change);
 - gives every NIC ``1 + podIpsPerNode`` IP configurations in its shard's subnet (alias IPs
   for Azure CNI), and no public IP;
 - leaves its capacity to the cluster-autoscaler: ``sku.capacity`` (the shard's ``minNodes``) is sent
@@ -26,11 +26,9 @@ from components import declare
 from components.machines import ADMIN_USERNAME, linux_ssh_only
 from infra import naming
 from infra.addressing import pod_ip_configurations
-from infra.cloudinit import custom_data, fingerprint
-from infra.cluster import ClusterSpec
-from infra.config import NodePoolConfig
-from infra.node.pool import OS_DISK_GB, ScaleSetShape, ephemeral_os_disk, scale_set_tags
-from infra.sizing import Shard, shards
+from infra.assembly import ScaleSetShard
+from infra.config import ClusterConfig, NodePoolConfig
+from infra.node.pool import OS_DISK_GB, ScaleSetShape, ephemeral_os_disk
 
 
 class NodePool(pulumi.ComponentResource):
@@ -40,30 +38,24 @@ class NodePool(pulumi.ComponentResource):
         self,
         name: str,
         *,
-        cluster: ClusterSpec,
+        config: ClusterConfig,
         pool: NodePoolConfig,
+        shards: Sequence[ScaleSetShard],
         resource_group_name: pulumi.Input[str],
         subnet_ids: Mapping[str, pulumi.Input[str]],
         identity_ids: Sequence[pulumi.Input[str]],
         image_id: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """``shards``: the pool's scale sets as the assembly decided them (``Cluster.shards_of(pool)``)."""
         super().__init__("supercluster:nodes:NodePool", name, None, opts)
         self.image_id = image_id
         self.scale_sets = {}
         self.fingerprints = {}
-        for shard in shards(pool):
-            cloud_init = cluster.node_cloud_inits[shard.name]  # rendered and size-checked by infra.cluster
-            self.fingerprints[shard.name] = fingerprint(cloud_init)
-            self.scale_sets[shard.name] = self._scale_set(
-                name,
-                cluster,
-                pool,
-                shard,
-                resource_group_name,
-                subnet_ids[shard.name],
-                identity_ids,
-                custom_data(cloud_init, f"node pool {pool.name} shard {shard.name}"),
+        for shard in shards:
+            self.fingerprints[shard.shard.name] = shard.fingerprint
+            self.scale_sets[shard.shard.name] = self._scale_set(
+                name, config, pool, shard, resource_group_name, subnet_ids[shard.shard.name], identity_ids
             )
         self.register_outputs(
             {
@@ -75,15 +67,14 @@ class NodePool(pulumi.ComponentResource):
     def _scale_set(
         self,
         name: str,
-        cluster: ClusterSpec,
+        config: ClusterConfig,
         pool: NodePoolConfig,
-        shard: Shard,
+        scale_set: ScaleSetShard,
         resource_group_name: pulumi.Input[str],
         subnet_id: pulumi.Input[str],
         identity_ids: Sequence[pulumi.Input[str]],
-        encoded_custom_data: str,
     ) -> declare.Declared:
-        config = cluster.config
+        shard = scale_set.shard
         shape = ScaleSetShape.of(pool)
         # The primary IP is the node's; every other one is a pod's (Azure CNI azure-vnet-ipam). Built once
         # the subnet id is known: one Output per scale set, not one per IP configuration.
@@ -115,7 +106,7 @@ class NodePool(pulumi.ComponentResource):
                 "sku": {
                     "name": pool.vm_size,
                     "tier": "Standard",
-                    **({} if shard.name in cluster.last_deploy.scale_sets else {"capacity": shard.min_nodes}),
+                    **({} if scale_set.capacity is None else {"capacity": scale_set.capacity}),
                 },
                 "orchestrationMode": "Uniform",
                 "singlePlacementGroup": shape.single_placement_group,
@@ -128,7 +119,7 @@ class NodePool(pulumi.ComponentResource):
                     "osProfile": {
                         "computerNamePrefix": naming.computer_name_prefix(shard.name),
                         "adminUsername": ADMIN_USERNAME,
-                        "customData": encoded_custom_data,
+                        "customData": scale_set.custom_data,
                         "linuxConfiguration": linux_ssh_only(config.admin_ssh_public_key),
                     },
                     # The exact machine image version (components/machine_images.py). With upgrade policy Manual a
@@ -147,7 +138,7 @@ class NodePool(pulumi.ComponentResource):
                     "securityProfile": {"encryptionAtHost": pool.size.encryption_at_host},
                     "diagnosticsProfile": {"bootDiagnostics": {"enabled": True}},
                 },
-                "tags": scale_set_tags(config, pool, shard, self.fingerprints[shard.name]),
+                "tags": dict(scale_set.tags),
             },
             pulumi.ResourceOptions(
                 parent=self,

@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.assembly import Cluster, assemble
 from infra.config import LOCATION_KEY, check_config_keys, decode_cli_value
 from infra.errors import NAMESPACE, ConfigError
 
@@ -30,9 +30,9 @@ def raw_stack_config() -> tuple[dict[str, Any], Any]:
 
 
 class ConfigRunError(pulumi.RunError):
-    """A config mistake found inside an apply, once another stack's outputs are known (a hub's contract, the
-    last deploy's pools). A RunError, so Pulumi prints the one line and no traceback, and never a ValueError,
-    so Pulumi does not wrap it once per dependent resource; ``config_error`` is what the offline plan prints."""
+    """A config mistake found inside an apply, once another stack's outputs are known (a hub's contract). A
+    RunError, so Pulumi prints the one line and no traceback, and never a ValueError, so Pulumi does not wrap it
+    once per dependent resource; ``config_error`` is what the offline plan prints."""
 
     def __init__(self, error: ConfigError) -> None:
         super().__init__(str(error))
@@ -57,10 +57,11 @@ def previous_outputs() -> dict[str, Any]:
     return dict(outputs) if isinstance(outputs, dict) else {}
 
 
-def load_cluster_spec() -> ClusterSpec:
-    """The validated config and plan, or a ``pulumi.RunError`` (printed without a traceback) naming the key."""
+def load_cluster() -> Cluster:
+    """The desired cluster (``infra.assembly``), or a ``pulumi.RunError`` (printed without a traceback) naming
+    the key."""
     raw, location = raw_stack_config()
     try:
-        return build_cluster_spec(raw, location, previous_outputs())
+        return assemble(raw, location, previous_outputs())
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from error

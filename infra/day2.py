@@ -1,6 +1,6 @@
 """Day 2: what a deploy may do to a live cluster, decided from the last deploy's outputs.
 
-Pure Python (no Pulumi): the program (``components/previous_deploy.py``), the offline plan
+Pure Python (no Pulumi): the assembly of the desired cluster (``infra/assembly.py``), the offline plan
 diff (``plan/diff.py``) and the policy pack read the same facts from here.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from infra.config import LOCATION_KEY, ClusterConfig
@@ -197,7 +198,7 @@ def check_live_changes(last: LastDeploy, config: ClusterConfig) -> None:
 
 # --------------------------------------------------------------------------- staged: one machine per deploy
 
-# Changes rolled one machine per deploy by ``stage`` (components/control_plane.py, components/nat_hosts.py) and,
+# Changes rolled one machine per deploy by ``stage`` (called by infra/assembly.py for apiservers and NAT hosts) and,
 # for nodes, held back until the apiservers are done (``node_kubernetes_version``). docs/day2.md has a row each.
 STAGED: dict[str, str] = {
     "kubernetesVersion": "apiservers one per deploy, then node models, autoscaler and NAT hosts one per deploy",
@@ -212,6 +213,24 @@ STAGED: dict[str, str] = {
 class Staged:
     state: MachineState  # what the machine runs once this deploy is done
     moves: bool  # this deploy replaces it (new cloud-init) or resizes it (restart)
+
+
+class Lifecycle(Enum):
+    """How a dedicated VM meets a change to its definition (cloud-init, machine image, size)."""
+
+    # etcd: keeps its disk and runs on; a changed cloud-init only shows in its tag, and the runbook rolls
+    # the change one member at a time (docs/runbooks/etcd-rolling-change.md). A resize is declared a
+    # replacement, which its protection refuses.
+    RUNBOOK = "runbook"
+    # A staged role's VM this deploy leaves as it is (``stage``): its new cloud-init and image are ignored.
+    HELD = "held"
+    # The one VM of its role this deploy moves (``stage``): replaced with its new cloud-init or image
+    # (Azure refuses either change in place), the old one deleted first (fixed name and address).
+    ROLLED = "rolled"
+
+    @staticmethod
+    def of(staged: Staged) -> Lifecycle:
+        return Lifecycle.ROLLED if staged.moves else Lifecycle.HELD
 
 
 def stage(previous: Sequence[MachineState] | None, desired: Sequence[MachineState]) -> list[Staged]:

@@ -177,7 +177,7 @@ def script_of(commands: list[str]) -> str | None:
     return base64.b64decode(first[1]).decode()
 
 
-# The stack output the next deploy reads (components/previous_deploy.py): which version was built with what.
+# The stack output the next deploy reads (infra.assembly.check_last_deploy): which version was built with what.
 OUTPUT_NAME = MACHINE_IMAGES_OUTPUT
 
 

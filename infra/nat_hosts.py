@@ -101,12 +101,16 @@ def add_nat_host(cloud: CloudConfig, plan: AddressPlan) -> None:
 NAT_HOST_MAX_PODS = 16
 
 
-def nat_host_cloud_config(config: ClusterConfig, plan: AddressPlan, vault_name: str) -> CloudConfig:
-    """A NAT host's whole cloud-init: a tainted node that forwards and masquerades the service range."""
+def nat_host_cloud_config(
+    config: ClusterConfig, plan: AddressPlan, vault_name: str, *, kubernetes_version: str
+) -> CloudConfig:
+    """A NAT host's whole cloud-init: a tainted node that forwards and masquerades the service range.
+    ``kubernetes_version``: the nodes' release (it follows the apiservers, infra/day2.py)."""
     spec = joining_node(
         config,
         plan,
         VM_SIZES[config.network.nat_hosts.vm_size],
+        kubernetes_version=kubernetes_version,
         role=roles.NAT_HOST.identity,
         vault_name=vault_name,
         registry_login_server=naming.container_registry_login_server(config.cluster_name),

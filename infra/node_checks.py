@@ -2,8 +2,8 @@
 
 Both read the rendered objects, never a second spelling of them: kubelet's and kube-proxy's
 configs as every node receives them (``infra.node``), and the add-ons' DaemonSets as the cluster
-receives them (``infra.addons``). ``infra.cluster.build_cluster_spec`` runs them, so a clash stops
-the program before any resource is declared, with one line naming the key.
+receives them (``infra.addons``). ``infra.assembly.assemble`` runs them on the objects it built, so a
+clash stops the program before any resource is declared, with one line naming the key.
 
 - Host ports: kubelet, kube-proxy and every host-network add-on bind ports on the node; two on the
   same port means one of them cannot start (on every node at once).
@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra import naming
-from infra.addons import BASE, CONFIG_KEY, AddonSettings, build_addon_objects
+from infra.addons import BASE, CONFIG_KEY
+from infra.addons.k8s import Obj
 from infra.addressing import AddressPlan
 from infra.config import ADDON_KEYS, ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
@@ -31,8 +32,11 @@ from infra.sizing import shards
 KUBELET_DEFAULT_PORTS = {"port": 10250, "healthzPort": 10248}
 
 
-def check_nodes(config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings) -> None:
-    daemonsets = list(_daemonsets(config, addresses, settings))
+def check_nodes(
+    config: ClusterConfig, addresses: AddressPlan, addons: Mapping[str, list[Obj]], kubernetes_version: str
+) -> None:
+    """``addons``: every enabled add-on's objects, by group (``infra.addons.build_addon_objects``)."""
+    daemonsets = list(_daemonsets(addons))
     for index, pool in enumerate(config.node_pools):
         # Every shard of a pool runs the same services (shards differ only in their InfiniBand domain).
         node = node_spec(
@@ -40,6 +44,7 @@ def check_nodes(config: ClusterConfig, addresses: AddressPlan, settings: AddonSe
             addresses,
             pool,
             shards(pool)[0],
+            kubernetes_version=kubernetes_version,
             vault_name=naming.key_vault(config.cluster_name),
             registry_login_server=naming.container_registry_login_server(config.cluster_name),
         )
@@ -47,13 +52,9 @@ def check_nodes(config: ClusterConfig, addresses: AddressPlan, settings: AddonSe
         check_pod_budget(index, pool, node, daemonsets)
 
 
-def _daemonsets(
-    config: ClusterConfig, addresses: AddressPlan, settings: AddonSettings
-) -> Iterable[tuple[str, dict[str, Any]]]:
-    """``(add-on config key, DaemonSet)`` of every enabled add-on. The cluster autoscaler renders no
-    DaemonSet (and needs the Azure identity to render at all), so it is not asked."""
-    groups = build_addon_objects(config, addresses, settings, skip=("cluster_autoscaler",))
-    for attr, objects in groups.items():
+def _daemonsets(addons: Mapping[str, list[Obj]]) -> Iterable[tuple[str, dict[str, Any]]]:
+    """``(add-on config key, DaemonSet)`` of every enabled add-on."""
+    for attr, objects in addons.items():
         for obj in objects:
             if obj.get("kind") == "DaemonSet":
                 yield ("base" if attr == BASE else CONFIG_KEY[attr]), obj

@@ -6,7 +6,7 @@ nothing outside it. Clusters deployed before that rule had their scale sets in t
 own group. Azure cannot move a scale set between groups in place: Pulumi would replace it,
 deleting every node and the jobs on them (and the scale sets are protected, so the deploy would
 fail halfway). So a deploy whose last run put scale sets anywhere else is refused before any
-resource is touched (``components/previous_deploy.py``), naming the way forward
+resource is touched (``infra.assembly.check_last_deploy``), naming the way forward
 (docs/security.md, "An existing cluster").
 """
 

@@ -4,7 +4,7 @@ Removing a pool from ``nodePools`` deletes its scale sets and every node in them
 ran there. So a pool may leave the config only if the last deploy already had it ``retired:
 true`` (no new nodes, autoscaler max 0), which gave the operators a deploy's time to drain it.
 What the last deploy had comes from the stack's own ``cluster`` output (the outputs contract,
-``infra/contract.py``: ``nodePools.<name>.retired``), read by ``components/previous_deploy.py``.
+``infra/contract.py``: ``nodePools.<name>.retired``), read by ``infra.assembly.check_last_deploy``.
 """
 
 from __future__ import annotations

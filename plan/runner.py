@@ -57,7 +57,8 @@ class ProgramRun:
 
 
 def own_stack_name(stack: str) -> str:
-    """The fully qualified name the program's StackReference to itself asks for (components/previous_deploy.py)."""
+    """The fully qualified name the program reads its last deploy's outputs under
+    (``components.stack_config.previous_outputs``)."""
     return f"{ORGANIZATION}/{PROJECT}/{stack}"
 
 

@@ -245,6 +245,7 @@ def namespace_values(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def stack_cluster_spec(stack: str, overrides: list[str] | None = None) -> ClusterSpec:
-    """Everything the program decides for ``stack`` before declaring a resource (``infra.cluster``)."""
+    """The validated inputs the program decides for ``stack`` (``infra.cluster``; the machines and add-on
+    objects are assembled from them by ``infra.assembly``)."""
     values = load_stack_config(stack, overrides)
     return build_cluster_spec(namespace_values(values), values.get(LOCATION_KEY))

@@ -1,4 +1,4 @@
-"""Writes components/azure_inputs.py: the input types of every azure-native resource the program
+"""Writes typings/azure_inputs.pyi: the input types of every azure-native resource the program
 declares by type token, as TypedDicts, and ``azure``'s overloads, one per type token.
 
 ``components/declare.py`` declares resources by type token with the provider's own (camelCase)
@@ -29,7 +29,7 @@ from typing import Any
 from pulumi import _types
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
-OUTPUT = PROJECT_DIR / "components" / "azure_inputs.py"
+OUTPUT = PROJECT_DIR / "typings" / "azure_inputs.pyi"
 # The literal type token of each ``declare.azure("<module>:<Kind>", ...)`` call.
 CALL = re.compile(r"declare\.azure\(\s*\"([a-z]+:[A-Za-z]+)\"")
 SCALARS = {str: "str", int: "int", float: "float", bool: "bool"}
@@ -98,9 +98,9 @@ def render(kinds: list[str]) -> str:
     writer = Writer()
     resources = {kind: writer.typed_dict(args_class(kind), _resource_name(kind)) for kind in kinds}
     overloads = [
-        f"    @overload\n"
-        f'    def azure(kind: Literal["{kind}"], name: str, props: {name},\n'
-        f"              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ..."
+        f"@overload\n"
+        f'def azure(kind: Literal["{kind}"], name: str, props: {name},\n'
+        f"          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ..."
         for kind, name in resources.items()
     ]
     return "\n".join(
@@ -109,17 +109,15 @@ def render(kinds: list[str]) -> str:
             "",
             "The input types of the azure-native resources the program declares by type token, with the",
             "provider's property names, and ``declare.azure``'s overloads: mypy checks each call's properties.",
+            "A type stub: nothing imports it at run time (``components/declare.py`` under ``TYPE_CHECKING``).",
             '"""',
             "",
-            "from __future__ import annotations",
-            "",
             "from collections.abc import Awaitable, Mapping, Sequence",
-            "from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar, overload",
+            "from typing import Any, Literal, TypeAlias, TypedDict, TypeVar, overload",
             "",
             "import pulumi",
             "",
-            "if TYPE_CHECKING:",
-            "    from components.declare import Declared",
+            "from components.declare import Declared",
             "",
             'T = TypeVar("T")',
             '# What a property takes: the value, an Output or awaitable of it, or None ("not set": declare drops it).',
@@ -127,12 +125,7 @@ def render(kinds: list[str]) -> str:
             "",
             "",
             *[source + "\n\n" for _, source in sorted(writer.classes.items())],
-            "if TYPE_CHECKING:",
             *[overload + "\n" for overload in overloads],
-            # The implementation signature mypy wants after the overloads; type checking only, never run.
-            "    def azure(kind: str, name: str, props: Any, opts: pulumi.ResourceOptions | None = None, *,",
-            "              outputs: Sequence[str] = ()) -> Declared: ...",
-            "",
         ]
     )
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from infra.cluster import ClusterSpec, build_cluster_spec
 from infra.etcd.spec import EVENTS, MAIN, EtcdClusterSpec, etcd_cluster_spec
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 
 def clusters(stack: str = "prod", **etcd_changes) -> tuple[ClusterSpec, EtcdClusterSpec, EtcdClusterSpec]:
-    raw = raw_stack(stack)
+    raw = raw_config(stack)
     raw["etcd"].update(etcd_changes)
     spec = build_cluster_spec(raw, "eastus")
     return spec, etcd_cluster_spec(spec, MAIN), etcd_cluster_spec(spec, EVENTS)

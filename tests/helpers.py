@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from infra.config import ClusterConfig, parse_config
@@ -10,16 +11,29 @@ from infra.errors import NAMESPACE
 from plan.stack_yaml import load_file
 from plan.stackfile import PROJECT_DIR
 
+FIXTURES = PROJECT_DIR / "tests" / "fixtures"
+
 
 def raw_stack(stack: str = "dev") -> dict[str, Any]:
-    """The ``supercluster:*`` values of a stack file, without the namespace, as a fresh copy."""
-    values = load_file(PROJECT_DIR / f"Pulumi.{stack}.yaml")["config"]  # read as the Pulumi CLI reads it
+    """The ``supercluster:*`` values of a stack file (Pulumi.<stack>.yaml), without the namespace, as a fresh
+    copy. For stack tests and prod-policy tests only: unit tests use ``raw_config``."""
+    return _values(PROJECT_DIR / f"Pulumi.{stack}.yaml")
+
+
+def raw_config(shape: str = "dev") -> dict[str, Any]:
+    """A valid config of the tests' own to build on (tests/fixtures/<shape>.yaml: ``dev``, a small cluster;
+    ``prod``, a 7,500-node one), never the stack files: a change to a stack breaks no unit test."""
+    return _values(FIXTURES / f"{shape}.yaml")
+
+
+def _values(path: Path) -> dict[str, Any]:
+    values = load_file(path)["config"]  # read as the Pulumi CLI reads it
     prefix = f"{NAMESPACE}:"
     return copy.deepcopy({k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)})
 
 
-def parsed(stack: str = "dev", **changes: Any) -> ClusterConfig:
-    raw = raw_stack(stack)
+def parsed(shape: str = "dev", **changes: Any) -> ClusterConfig:
+    raw = raw_config(shape)
     raw.update(changes)
     return parse_config(raw, "eastus")
 

@@ -5,15 +5,15 @@ Every add-on module has ``KEY`` (its key under ``addons`` in config), ``parse(ra
 ``objects(...)`` (the objects it applies, built from only the settings and facts it reads, never the
 whole ``ClusterSpec``, so the add-ons sit below ``infra.cluster``). ``base`` is what they share and is
 always rendered. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
-setting stops the program before any resource; ``build_addon_objects`` is what
-``components/addons.py`` declares. Every container image an add-on names (from
-infra/addons/images.py) is rewritten there to its copy in the cluster's private registry,
-so no pod pulls from a public registry.
+setting stops the program before any resource; ``build_addon_objects`` runs once, in
+``infra.assembly.assemble``, and ``components/addons.py`` declares what it built. Every container
+image an add-on names (from infra/addons/images.py) is rewritten there to its copy in the cluster's
+private registry, so no pod pulls from a public registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from infra import naming
@@ -105,11 +105,10 @@ def build_addon_objects(
     addresses: AddressPlan,
     settings: AddonSettings,
     azure: AzureAccess | None = None,
-    skip: Collection[str] = (),
     node_kubernetes_version: str | None = None,
 ) -> dict[str, list[k8s.Obj]]:
     """``{"base": [...], "<enabled add-on>": [...]}``; ``azure`` is needed when the autoscaler is enabled.
-    Each builder is handed only what it reads. ``skip``: add-ons (by attribute) not to render.
+    Each builder is handed only what it reads.
     ``node_kubernetes_version``: the release the nodes run (``ClusterSpec.node_kubernetes_version``,
     behind ``kubernetesVersion`` while the apiservers upgrade; infra/day2.py), default ``kubernetesVersion``."""
     node_release = node_kubernetes_version or config.kubernetes_version
@@ -130,7 +129,7 @@ def build_addon_objects(
     }
     groups = {BASE: base.objects(config)}
     for attr in MODULES:
-        if getattr(config.addons, attr).enabled and attr not in skip:
+        if getattr(config.addons, attr).enabled:
             groups[attr] = builders[attr]()
     registry = naming.container_registry_login_server(config.cluster_name)
     for objs in groups.values():

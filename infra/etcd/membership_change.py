@@ -10,7 +10,7 @@ its VM. So ``etcd.members`` (and
 as the step in between two odd ones: it adds no fault tolerance to stay on.
 
 What the last deploy ran comes from its stack outputs (each cluster's client URLs, one per
-member), read by ``components/previous_deploy.py`` as the pool-retirement check does.
+member), read by ``infra.assembly.check_last_deploy`` as the pool-retirement check does.
 """
 
 from __future__ import annotations

@@ -38,13 +38,16 @@ def node_spec(
     pool: NodePoolConfig,
     shard: Shard,
     *,
+    kubernetes_version: str,
     vault_name: str,
     registry_login_server: str,
 ) -> NodeSpec:
+    """``kubernetes_version``: the nodes' release, which follows the apiservers' (infra/day2.py)."""
     return joining_node(
         config,
         addresses,
         pool.size,
+        kubernetes_version=kubernetes_version,
         role=roles.NODE_IDENTITY,
         vault_name=vault_name,
         registry_login_server=registry_login_server,
@@ -61,6 +64,7 @@ def joining_node(
     addresses: AddressPlan,
     size: VmSize,
     *,
+    kubernetes_version: str,
     role: str,
     vault_name: str,
     registry_login_server: str,
@@ -73,7 +77,7 @@ def joining_node(
     """A machine that joins the cluster as a node: a pool's scale-set instance or a NAT host (``role``
     names the identity its boot scripts sign in as)."""
     return NodeSpec(
-        kubernetes_version=config.kubernetes_version,
+        kubernetes_version=kubernetes_version,
         apiserver_endpoint=apiserver_url(addresses.apiserver_lb_ip()),
         cluster_dns=addresses.dns_service_ip,
         cluster_cidr=str(config.network.address_space),

@@ -25,7 +25,7 @@ def test_import_contracts_are_kept():
     assert f"Contracts: {len(contracts)} kept, 0 broken." in result.stdout
 
 
-# The entry points that render a machine's cloud-init (infra.cluster, infra.machines call them).
+# The entry points that render a machine's cloud-init (infra.assembly calls them).
 RENDERERS = {
     "render",
     "node_cloud_config",
@@ -38,8 +38,8 @@ RENDERERS = {
 
 
 def test_no_component_renders_a_machine():
-    """Every machine's cloud-init is rendered before any resource is declared (infra.cluster for the pools
-    and NAT hosts, infra.machines for etcd and the apiservers); components only encode and declare it."""
+    """Every machine's cloud-init is rendered before any resource is declared (infra.assembly); components
+    only declare it."""
     found = []
     for path in sorted((PROJECT_DIR / "components").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -9,10 +9,12 @@ import yaml
 
 from components import declare
 from components.addons import ClusterAddons
+from infra.addons import cluster_autoscaler
 from infra.addons.k8s import object_key
+from infra.assembly import DeployTime
 from plan.artifacts import collect_files, kubernetes_object
 from plan.runner import run_declarations
-from tests.infra.addon_fixtures import AZURE, groups_of, spec_for
+from tests.infra.addon_fixtures import AZURE, cluster_for, groups_of, spec_for
 
 HEADROOM = {"balloons": {"headroomNodes": {"cpu": 1, "gpu": 1}}}
 
@@ -30,7 +32,7 @@ def _run(addons=None, stack="dev"):
         pulumi.runtime.register_stack_transformation(spy)
         provider = declare.provider("kubernetes", "k8s", {"kubeconfig": "<fake>"})
         providers["__expected__"] = provider
-        ClusterAddons(f"{stack}-addons", spec=spec, provider=provider, azure=AZURE)
+        ClusterAddons(f"{stack}-addons", groups=groups_of(spec), provider=provider)
 
     return spec, run_declarations(program), providers
 
@@ -99,3 +101,32 @@ def test_turning_monitoring_off_removes_exactly_its_resources(dev_run):
     assert set(before) - set(after) == monitoring
     for key, registration in after.items():
         assert registration.inputs == before[key].inputs and registration.name == before[key].name
+
+
+def test_the_deploy_fills_in_what_only_it_knows():
+    """The assembly leaves the autoscaler's subscription and identity as markers; the component puts the
+    deploy's values in their place, and nothing else changes."""
+    cluster = cluster_for("dev")
+
+    def program():
+        provider = declare.provider("kubernetes", "k8s", {"kubeconfig": "<fake>"})
+        ClusterAddons(
+            "dev-addons",
+            groups=cluster.addons,
+            provider=provider,
+            deploy_time={
+                DeployTime.SUBSCRIPTION_ID: AZURE.subscription_id,
+                DeployTime.AUTOSCALER_CLIENT_ID: AZURE.identity_client_id,
+            },
+        )
+
+    declared = {object_key(obj): obj for obj in map(kubernetes_object, _declared(run_declarations(program)))}
+    [deployment] = [o for o in cluster.addons["cluster_autoscaler"] if o["kind"] == "Deployment"]
+    [container] = declared[object_key(deployment)]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ARM_SUBSCRIPTION_ID"] == AZURE.subscription_id
+    assert env["ARM_USER_ASSIGNED_IDENTITY_ID"] == AZURE.identity_client_id
+    assert DeployTime.SUBSCRIPTION_ID in [
+        e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    ]
+    assert deployment["metadata"]["name"] == cluster_autoscaler.NAME

@@ -1,4 +1,4 @@
-"""Typed declare: components/azure_inputs.py gives every ``declare.azure`` type token the SDK's own input
+"""Typed declare: typings/azure_inputs.pyi gives every ``declare.azure`` type token the SDK's own input
 type, so mypy (run on the tree by tests/ci/test_lint.py) and an editor catch a misspelt property.
 
 The file is generated from the installed pulumi-azure-native by scripts/generate_azure_inputs.py; it must

@@ -8,11 +8,13 @@ import yaml
 
 from components.nat_hosts import NatHosts
 from infra.addressing import plan_addresses
+from infra.assembly import assemble
 from infra.cloudinit import render
+from infra.facts import roles
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PORT, nat_host_cloud_config
 from infra.secret_names import NODE_JOIN_FILES
 from plan.runner import run_declarations
-from tests.helpers import parsed
+from tests.helpers import parsed, raw_config
 
 LB = "azure-native:network:LoadBalancer"
 NIC = "azure-native:network:NetworkInterface"
@@ -20,22 +22,22 @@ VM = "azure-native:compute:VirtualMachine"
 
 
 def declare(stack: str = "prod"):
-    config = parsed(stack)
-    plan = plan_addresses(config)
+    cluster = assemble(raw_config(stack), "eastus")
+    config, plan = cluster.spec.config, cluster.spec.addresses
 
     def program():
         NatHosts(
             "c-nat-hosts",
-            config=config,
-            plan=plan,
+            cluster_name=config.cluster_name,
+            load_balancer_ip=plan.nat_lb_ip(),
+            machines=cluster.machines_of(roles.NAT_HOST),
             resource_group_name="c-rg",
             location="eastus",
             subscription_id="sub",
             subnet_id="/subnets/nat",
             identity_id="/identities/nat",
-            cloud_init=render(nat_host_cloud_config(config, plan, "c-kv-abcdef")),
+            admin_ssh_public_key=config.admin_ssh_public_key,
             image_id_of=lambda version: f"/galleries/c.images/images/c-cpu/versions/{version}",
-            image_version="1.0.0",
         )
 
     return config, plan, run_declarations(program)
@@ -99,7 +101,14 @@ def test_every_host_gets_the_same_cloud_init_with_nat_rules_join_secrets_and_acc
 def test_traffic_accounting_follows_its_addon_switch():
     config = parsed("dev")
     plan = plan_addresses(config)
-    on = render(nat_host_cloud_config(config, plan, "kv"))
-    off = render(nat_host_cloud_config(parsed("dev", addons={"trafficAccounting": {"enabled": False}}), plan, "kv"))
+    on = render(nat_host_cloud_config(config, plan, "kv", kubernetes_version=config.kubernetes_version))
+    off = render(
+        nat_host_cloud_config(
+            parsed("dev", addons={"trafficAccounting": {"enabled": False}}),
+            plan,
+            "kv",
+            kubernetes_version=config.kubernetes_version,
+        )
+    )
     assert "traffic-accounting.rules" in on and "traffic-accounting.rules" not in off
     assert "nat-hosts.rules" in off

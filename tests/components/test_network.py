@@ -9,7 +9,7 @@ from infra.addressing import plan_addresses
 from infra.config import parse_config
 from infra.network_security import HUB, SecurityRule
 from plan.runner import run_declarations
-from tests.helpers import cluster_subnets, raw_stack
+from tests.helpers import cluster_subnets, raw_config
 
 HUB_PREFIXES = ["192.168.0.0/22", "100.64.0.0/16"]
 
@@ -31,7 +31,7 @@ def declare(raw: dict):
 
 
 def test_a_pool_spread_over_two_vnets_gets_both_meshed_with_their_own_nat_gateways():
-    raw = raw_stack("prod")
+    raw = raw_config("prod")
     raw["nodePools"] = [
         {
             "name": "big",
@@ -80,7 +80,7 @@ def test_the_hub_source_becomes_the_hubs_prefixes_and_service_tags_stay_singular
 def test_each_vnet_creates_its_subnets_in_one_request():
     """Inline subnets: Azure runs one subnet operation per VNet at a time, so separate Subnet resources
     created in parallel would fail (AnotherOperationInProgress); and a shard costs one resource, not two."""
-    plan, run = declare(raw_stack("prod"))
+    plan, run = declare(raw_config("prod"))
     assert run.of_type("azure-native:network:Subnet") == []
     subnets = cluster_subnets(run)
     for vnet_plan in plan.vnets:
@@ -98,7 +98,7 @@ def test_subnet_ids_are_azure_ids_under_their_vnet():
     def program():
         network = ClusterNetwork(
             "c",
-            plan=plan_addresses(parse_config(raw_stack("prod"), "eastus")),
+            plan=plan_addresses(parse_config(raw_config("prod"), "eastus")),
             resource_group_name="c-rg",
             location="eastus",
             hub_prefixes=HUB_PREFIXES,

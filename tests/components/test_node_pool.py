@@ -17,7 +17,8 @@ def scale_sets(run, pool: str):
     return [r for r in run.of_type(VMSS) if r.name.startswith(f"{run.stack}-pool-{pool}-s")]
 
 
-def test_prod_has_the_shards_azures_limits_imply(prod_plan):
+def test_prod_policy_the_shards_azures_limits_imply(prod_plan):
+    """A prod-policy test: it reads Pulumi.prod.yaml's pool sizes (through the prod plan) and names them."""
     h100 = scale_sets(prod_plan, "h100a") + scale_sets(prod_plan, "h100b")
     assert len(h100) == 60  # 6,000 InfiniBand nodes at 100 per single-placement-group scale set
     for vmss in h100:

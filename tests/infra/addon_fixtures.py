@@ -1,4 +1,5 @@
-"""Builders shared by the add-on tests: a cluster spec from a stack file, with add-on overrides."""
+"""Builders shared by the add-on tests: a cluster spec or the whole assembled cluster from a fixture config,
+with add-on overrides."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from typing import Any
 
 from infra.addons import AzureAccess, build_addon_objects, monitoring
 from infra.addons.k8s import Obj, object_key
+from infra.assembly import Cluster, assemble
 from infra.cluster import ClusterSpec, build_cluster_spec
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 AZURE = AzureAccess(
     subscription_id="00000000-0000-0000-0000-000000000000",
@@ -16,12 +18,27 @@ AZURE = AzureAccess(
 )
 
 
-def spec_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> ClusterSpec:
-    raw = raw_stack(stack)
+def raw_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, Any]:
+    """A fixture config (``tests/fixtures``) with top-level ``changes`` and, if given, these ``addons``."""
+    raw = raw_config(shape)
     raw.update(changes)
     if addons is not None:
         raw["addons"] = addons
-    return build_cluster_spec(raw, "eastus")
+    return raw
+
+
+def spec_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> ClusterSpec:
+    return build_cluster_spec(raw_for(shape, addons, **changes), "eastus")
+
+
+def cluster_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> Cluster:
+    """The whole desired cluster (``infra.assembly``): every machine's cloud-init, every add-on object."""
+    return assemble(raw_for(shape, addons, **changes), "eastus")
+
+
+def node_cloud_inits(cluster: Cluster) -> dict[str, str]:
+    """``{shard name: cloud-init}`` of every scale set."""
+    return {shard.shard.name: shard.cloud_init for shard in cluster.shards}
 
 
 def groups_for(stack: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> dict[str, list[Obj]]:

@@ -9,17 +9,17 @@ import yaml
 from infra.cluster import ClusterSpec, build_cluster_spec
 from infra.control_plane.machine import ApiserverMachine, apiserver_machines
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 
 def spec(stack: str = "prod", **top_level_changes) -> ClusterSpec:
-    raw = raw_stack(stack)
+    raw = raw_config(stack)
     raw.update(top_level_changes)
     return build_cluster_spec(raw, "eastus")
 
 
 def etcd_flags(cluster: ClusterSpec) -> dict[str, str]:
-    """What ``__main__.py`` hands the control plane: the flags of the cluster's two etcd clusters."""
+    """What the assembly hands the apiservers (``infra.assembly``): the flags of the cluster's two etcd clusters."""
     return apiserver_etcd_flags(etcd_cluster_spec(cluster, MAIN), etcd_cluster_spec(cluster, EVENTS))
 
 

@@ -8,7 +8,7 @@ import subprocess
 from infra.addons import gpu_health_check
 from infra.addons.k8s import pod_templates
 from infra.labels import GPU_STARTUP_TAINT_KEY
-from tests.helpers import raw_stack, require_tool
+from tests.helpers import raw_config, require_tool
 from tests.infra.addon_fixtures import all_objects, find, groups_for
 
 SCRIPTS = gpu_health_check.SCRIPTS
@@ -33,7 +33,7 @@ def test_device_plugin_selects_gpu_nodes_only():
 
 
 def test_no_gpu_pool_no_runtime_class():
-    cpu_only = [pool for pool in raw_stack("dev")["nodePools"] if pool["role"] == "cpu"]
+    cpu_only = [pool for pool in raw_config("dev")["nodePools"] if pool["role"] == "cpu"]
     groups = groups_for("dev", nodePools=cpu_only)
     assert not [o for o in all_objects(groups) if o["kind"] == "RuntimeClass"]
     assert not [o for o in groups["gpu_health_check"] if o["kind"] == "DaemonSet"]
@@ -183,13 +183,14 @@ def test_gpu_nodes_toolkit_ignores_the_environment_of_unprivileged_pods():
     import tomllib
 
     from infra.node import gpu, install
-    from tests.infra.addon_fixtures import spec_for
+    from tests.infra.addon_fixtures import cluster_for, node_cloud_inits
 
-    spec = spec_for("prod")
+    cluster = cluster_for("prod")
+    spec = cluster.spec
     gpu_pools = {pool.name for pool in spec.config.node_pools if pool.size.gpus}
     seen = set()
     # Keyed by pool or by shard (``<pool>-sNNN``): every cloud-init a node of the pool can receive.
-    for key, cloud_init in spec.node_cloud_inits.items():
+    for key, cloud_init in node_cloud_inits(cluster).items():
         [pool] = [p.name for p in spec.config.node_pools if key == p.name or key.startswith(f"{p.name}-s")]
         files = _cloud_files(cloud_init)
         if pool not in gpu_pools:

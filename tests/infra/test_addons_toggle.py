@@ -14,9 +14,9 @@ HEADROOM = {"balloons": {"headroomNodes": {"cpu": 1}}}
 
 
 def _cpu_only_stack() -> dict:
-    from tests.helpers import raw_stack
+    from tests.helpers import raw_config
 
-    return {"nodePools": [p for p in raw_stack("dev")["nodePools"] if p["role"] == "cpu"]}
+    return {"nodePools": [p for p in raw_config("dev")["nodePools"] if p["role"] == "cpu"]}
 
 
 @pytest.mark.parametrize("attr", MODULES)

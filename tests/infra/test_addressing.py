@@ -20,7 +20,7 @@ from infra.addressing import (
 from infra.config import parse_config
 from infra.errors import ConfigError
 from infra.sizing import shards
-from tests.helpers import parsed, raw_stack
+from tests.helpers import parsed, raw_config
 
 UNLIMITED = {"maxPrivateIpsPerVnet": 10**9, "maxPrivateIpsPerPeeredGroup": 10**9}
 
@@ -56,7 +56,7 @@ def pool_mixes(draw) -> dict:
                 draw(st.one_of(*[st.integers(1, 12)] * 6, st.integers(1, 255))),
             )
         )
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["network"]["addressSpace"] = draw(
         st.sampled_from(["10.0.0.0/8", "10.0.0.0/8", "10.0.0.0/8", "10.64.0.0/10", "172.16.0.0/12", "10.0.0.0/14"])
     )
@@ -175,7 +175,7 @@ def test_prod_fits_the_default_limits_by_spreading_over_peered_vnets():
 
 
 def test_a_pool_larger_than_one_vnet_spreads_over_several():
-    raw = raw_stack("prod")
+    raw = raw_config("prod")
     raw["nodePools"] = [_raw_pool("big", 1, "cpu", False, 7_000, 15)]
     plan = plan_addresses(parse_config(raw, "eastus"))
     vnets = plan.pool_vnets("big")
@@ -188,7 +188,7 @@ def test_a_pool_larger_than_one_vnet_spreads_over_several():
 
 
 def test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_raising_the_limit_passes():
-    raw = raw_stack("prod")
+    raw = raw_config("prod")
     raw["nodePools"][2]["maxNodes"] = 5_000  # cpu: 1,500 -> 5,000 nodes x 17 IPs
     with pytest.raises(ConfigError) as caught:
         plan_addresses(parse_config(raw, "eastus"))
@@ -206,7 +206,7 @@ def test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_rai
         (2, "podIpsPerNode", 13),
         (2, "maxNodes", 4_324),
     ]:
-        fixed = raw_stack("prod")
+        fixed = raw_config("prod")
         fixed["nodePools"] = [dict(p) for p in raw["nodePools"]]
         fixed["nodePools"][pool][key] = value
         plan_addresses(parse_config(fixed, "eastus"))
@@ -227,7 +227,7 @@ def test_a_hub_created_here_counts_in_the_peered_group():
 
 
 def test_over_a_lowered_vnet_limit_names_the_pool_and_the_pod_ips_that_fit():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["network"]["maxPrivateIpsPerVnet"] = 1_000
     raw["nodePools"][1]["maxNodes"] = 100
     with pytest.raises(ConfigError) as caught:
@@ -253,7 +253,7 @@ def test_over_a_lowered_vnet_limit_names_the_pool_and_the_pod_ips_that_fit():
     ],
 )
 def test_impossible_layouts_are_refused_with_the_key(change, key, accepted):
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     for path, value in change.items():
         if path.startswith("nodePools["):
             index, field = int(path[10]), path.split(".")[1]

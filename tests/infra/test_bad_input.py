@@ -1,6 +1,6 @@
 """Bad input always gets a clear answer: any config either plans or stops with the one line naming a key.
 
-Hundreds of generated configs go through ``build_cluster_spec`` (the whole validation pass, pure and
+Hundreds of generated configs go through ``assemble`` (the whole validation pass, pure and
 fast); a fixed, derandomised handful go end to end through ``python -m plan``, which must exit
 0 with a plan or 2 with one line and no plan directory, never a traceback.
 """
@@ -19,17 +19,19 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from infra.assembly import assemble
 from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
-from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.cluster import ClusterSpec
 from infra.errors import ConfigError
+from infra.facts import roles
 from infra.node.pool import custom_data_size
 from plan.__main__ import EXIT_BAD_INPUT, EXIT_OK, main
-from tests.helpers import raw_stack
+from tests.helpers import raw_config, raw_stack
 
 # The second stage of scripts/test.sh (tens of seconds): generated configs, and the plan CLI run as a process.
 pytestmark = pytest.mark.slow
 
-STACKS = {"dev": raw_stack("dev"), "prod": raw_stack("prod")}
+STACKS = {"dev": raw_config("dev"), "prod": raw_config("prod")}
 SIZES = [
     "Standard_L8s_v3",
     "Standard_D4ds_v5",
@@ -227,7 +229,7 @@ def configs(draw):
 
 def plans_or_names_a_key(raw, location="eastus") -> ClusterSpec | None:
     try:
-        spec = build_cluster_spec(raw, location)
+        spec = assemble(raw, location).spec
     except ConfigError as error:
         message = str(error)
         assert "\n" not in message and message.startswith("invalid config "), message
@@ -308,43 +310,43 @@ def test_the_plan_cli_exits_0_with_a_plan_or_2_with_one_line_and_nothing_written
 
 
 def test_a_key_with_a_newline_is_printed_escaped_on_one_line():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["network"]["hub"]["odd\nkey"] = {}
     with pytest.raises(ConfigError) as caught:
-        build_cluster_spec(raw, "eastus")
+        assemble(raw, "eastus")
     assert str(caught.value).startswith(
         'invalid config supercluster:network.hub."odd\\nkey" = {}: expected a known key'
     )
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw[""] = None
     with pytest.raises(ConfigError, match=r'^invalid config supercluster:"" = None: expected a known key'):
-        build_cluster_spec(raw, "eastus")
+        assemble(raw, "eastus")
 
 
 def test_a_preload_list_over_azures_custom_data_limit_stops_validation_naming_it():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["images"] = {"preload": [f"docker.io/library/image-{i}:v1.0.{i}" for i in range(400)]}
     with pytest.raises(ConfigError) as caught:
-        build_cluster_spec(raw, "eastus")
+        assemble(raw, "eastus")
     assert caught.value.key == "images.preload"
     assert f"over Azure's customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS:,}" in str(caught.value)
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_validation_checks_the_exact_cloud_init_the_machines_receive(stack, dev_plan, prod_plan):
-    """``build_cluster_spec`` renders each shard's and the NAT hosts' cloud-init once; the components send
-    exactly that text, so the size validation checked is the size Azure sees."""
+    """``assemble`` renders each shard's and the NAT hosts' cloud-init once; the components send exactly that
+    text, so the size validation checked is the size Azure sees."""
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
-    cluster = build_cluster_spec(raw_stack(stack), "eastus")
-    name = cluster.config.cluster_name
+    cluster = assemble(raw_stack(stack), "eastus")  # the stack the plans were made from
+    name = cluster.spec.config.cluster_name
+    rendered = {shard.shard.name: shard.cloud_init for shard in cluster.shards}
     for vmss in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
         shard = vmss.name.removeprefix(f"{name}-pool-")
         sent = base64.b64decode(vmss.inputs["virtualMachineProfile"]["osProfile"]["customData"]).decode()
-        assert sent == cluster.node_cloud_inits[shard], vmss.name
+        assert sent == rendered[shard], vmss.name
     nat = [vm for vm in run.of_type("azure-native:compute:VirtualMachine") if "nat-hosts" in vm.name]
-    assert nat and all(
-        base64.b64decode(vm.inputs["osProfile"]["customData"]).decode() == cluster.nat_host_cloud_init for vm in nat
-    )
+    [nat_cloud_init] = {m.cloud_init for m in cluster.machines_of(roles.NAT_HOST)}
+    assert nat and all(base64.b64decode(vm.inputs["osProfile"]["customData"]).decode() == nat_cloud_init for vm in nat)
 
 
 @pytest.mark.parametrize("text", ["", "a", "ab", "abc", "abcd", "é" * 7])

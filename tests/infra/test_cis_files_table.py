@@ -16,6 +16,7 @@ from infra.etcd import machine as etcd_machine
 from infra.etcd.spec import MAIN, etcd_cluster_spec
 from infra.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
 from tests.helpers import doc_table_rows
+from tests.infra.addon_fixtures import cluster_for, node_cloud_inits
 from tests.infra.control_plane_files import machines, spec
 
 # CIS Kubernetes Benchmark v1.12, section 1.1 (kube-bench cfg/cis-1.12/master.yaml).
@@ -44,7 +45,7 @@ def etcd_member() -> dict[str, dict]:
 @functools.cache
 def node_pools() -> dict[str, dict[str, dict]]:
     """Every cloud-init a prod node receives (one per pool, or per shard where they differ)."""
-    return {key: _entries(text) for key, text in spec("prod").node_cloud_inits.items()}
+    return {key: _entries(text) for key, text in node_cloud_inits(cluster_for("prod")).items()}
 
 
 def _fetched(files: dict[str, dict]) -> list[tuple[str, str]]:

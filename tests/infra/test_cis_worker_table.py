@@ -54,6 +54,7 @@ def pools() -> dict[str, dict[str, dict]]:
             cluster.addresses,
             pool,
             shards(pool)[0],
+            kubernetes_version=cluster.node_kubernetes_version,
             vault_name=naming.key_vault(name),
             registry_login_server=naming.container_registry_login_server(name),
         )

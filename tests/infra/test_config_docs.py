@@ -11,7 +11,7 @@ from infra.errors import MISSING
 from infra.schema import recording
 from plan import config_docs
 from plan.stack_yaml import load_file
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_a_drifted_reference_is_caught(reads):
 
 def test_a_read_records_type_bounds_and_default():
     with recording() as reads:
-        parse_config(raw_stack("dev"), "eastus")
+        parse_config(raw_config("dev"), "eastus")
     by_path = {r.path: r for r in reads}
     assert (
         by_path["etcd.members"].kind == "integer" and by_path["etcd.members"].accepted == "a whole number from 1 to 7"

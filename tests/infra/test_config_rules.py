@@ -8,24 +8,25 @@ import struct
 import pytest
 
 from infra import versions
+from infra.assembly import assemble
 from infra.cluster import build_cluster_spec
 from infra.config_checks import AZURE_REGIONS, PRIVATE_RANGES, check_ssh_public_key
 from infra.errors import ConfigError
 from infra.node_checks import daemon_pods, host_ports
 from infra.sizing import shards
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 
 def refused(raw, location="eastus") -> str:
     with pytest.raises(ConfigError) as caught:
-        build_cluster_spec(raw, location)
+        assemble(raw, location)
     message = str(caught.value)
     assert "\n" not in message and message.startswith("invalid config "), message
     return message
 
 
 def with_network(**changes):
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["network"].update(changes)
     return raw
 
@@ -72,14 +73,14 @@ def test_service_range_must_be_private_and_clear_of_azure_and_reserved_ranges(ci
 
 
 def test_hub_range_must_be_private_and_0_0_0_0_0_does_not_crash():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["network"]["hub"] = {"addressSpace": "0.0.0.0/0"}
     assert "network.hub.addressSpace = '0.0.0.0/0': expected a private RFC 1918 range" in refused(raw)
 
 
 def test_the_stack_files_use_rfc_1918_ranges():
     for stack in ("dev", "prod"):
-        network = raw_stack(stack)["network"]
+        network = raw_config(stack)["network"]
         import ipaddress
 
         for cidr in (network["addressSpace"], network["serviceCidr"]):
@@ -88,7 +89,7 @@ def test_the_stack_files_use_rfc_1918_ranges():
 
 @pytest.mark.parametrize("ip", ["169.254.169.254", "169.254.0.10", "169.254.255.1", "10.0.0.10", "169.254.20"])
 def test_node_local_dns_address_is_a_usable_link_local_host(ip):
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["addons"]["nodeLocalDns"] = {"localIp": ip}
     assert f"addons.nodeLocalDns.localIp = '{ip}': expected a usable link-local IPv4 host address" in refused(raw)
 
@@ -108,7 +109,7 @@ def test_node_local_dns_address_is_a_usable_link_local_host(ip):
     ],
 )
 def test_an_add_on_host_port_may_not_clash(port, other):
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["addons"]["trafficAccounting"] = {"port": port}
     assert refused(raw).endswith(
         f"addons.trafficAccounting.port = {port}: expected a host port no other node "
@@ -121,17 +122,19 @@ def test_host_ports_come_from_what_the_nodes_and_add_ons_render():
     from infra.node.pool import node_spec
     from infra.node_checks import _daemonsets
 
-    spec = build_cluster_spec(raw_stack("dev"), "eastus")
+    cluster = assemble(raw_config("dev"), "eastus")
+    spec = cluster.spec
     pool = spec.config.node_pools[1]
     node = node_spec(
         spec.config,
         spec.addresses,
         pool,
         shards(pool)[0],
+        kubernetes_version=spec.node_kubernetes_version,
         vault_name=naming.key_vault("dev"),
         registry_login_server=naming.container_registry_login_server("dev"),
     )
-    used = host_ports(node, list(_daemonsets(spec.config, spec.addresses, spec.addons)))
+    used = host_ports(node, list(_daemonsets(cluster.addons)))
     assert used[10250] == ["kubelet"] and used[10256] == ["kube-proxy"]
     assert used[9119] == ["addons.trafficAccounting (iptables-exporter)"]
     assert used[9253] == ["addons.nodeLocalDns (node-local-dns)"]
@@ -142,32 +145,34 @@ def test_pod_budget_counts_the_daemonsets_each_pool_kind_runs():
     from infra.node.pool import node_spec
     from infra.node_checks import _daemonsets
 
-    spec = build_cluster_spec(raw_stack("dev"), "eastus")
+    cluster = assemble(raw_config("dev"), "eastus")
+    spec = cluster.spec
     pools = {
         p.name: node_spec(
             spec.config,
             spec.addresses,
             p,
             shards(p)[0],
+            kubernetes_version=spec.node_kubernetes_version,
             vault_name=naming.key_vault("dev"),
             registry_login_server=naming.container_registry_login_server("dev"),
         )
         for p in spec.config.node_pools
     }
-    daemonsets = list(_daemonsets(spec.config, spec.addresses, spec.addons))
+    daemonsets = list(_daemonsets(cluster.addons))
     assert "nvidia-device-plugin" in daemon_pods(pools["gpu"], daemonsets)
     assert "nvidia-device-plugin" not in daemon_pods(pools["cpu"], daemonsets)
     assert len(daemon_pods(pools["gpu"], daemonsets)) > len(daemon_pods(pools["cpu"], daemonsets))
 
 
 def test_pod_ips_per_node_must_leave_room_for_a_workload():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["nodePools"][1]["podIpsPerNode"] = 3
     message = refused(raw)
     assert "nodePools[1].podIpsPerNode = 3: expected at least 4: it is also kubelet's maxPods" in message
     assert "(node-local-dns, iptables-exporter, node-exporter)" in message
     raw["addons"]["trafficAccounting"] = {"enabled": False}
-    build_cluster_spec(raw, "eastus")  # one DaemonSet fewer: 3 fits
+    assemble(raw, "eastus")  # one DaemonSet fewer: 3 fits
 
 
 # ------------------------------------------------------------------ keys, versions, regions, durations
@@ -206,19 +211,19 @@ def test_a_real_rsa_key_of_2048_bits_is_accepted():
 
 @pytest.mark.parametrize("version", ["1.33.99", "1.33.04", "1.30.1", "1.35.0", "1.33", "v1.33.4", "1.34.2"])
 def test_kubernetes_version_must_be_a_pinned_release(version):
-    message = refused({**raw_stack("dev"), "kubernetesVersion": version})
+    message = refused({**raw_config("dev"), "kubernetesVersion": version})
     assert f"kubernetesVersion = '{version}': expected a Kubernetes release the project pins: 1.31.0-1.31.13" in message
 
 
 def test_every_pinned_minor_has_its_scheduler_and_the_stacks_pin_a_release():
     assert set(versions.KUBERNETES_NEWEST_PATCH) == set(versions.SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR)
     for stack in ("dev", "prod"):
-        build_cluster_spec(raw_stack(stack), "eastus")
+        build_cluster_spec(raw_config(stack), "eastus")
 
 
 @pytest.mark.parametrize("location", ["East US", "eastus9", "unitedstates", "", None, 3])
 def test_location_must_be_an_azure_region(location):
-    assert "azure-native:location = " in refused(raw_stack("dev"), location)
+    assert "azure-native:location = " in refused(raw_config("dev"), location)
     assert "westeurope" in AZURE_REGIONS and "eastus" in AZURE_REGIONS
 
 
@@ -231,7 +236,7 @@ def test_location_must_be_an_azure_region(location):
     ],
 )
 def test_durations_fit_gos_time_duration(addon, key, value):
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["addons"][addon] = {key: value}
     assert refused(raw).endswith(
         f"addons.{addon}.{key} = '{value}': expected a duration Go's time.Duration holds (at most 2562047h)"

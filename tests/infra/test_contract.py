@@ -19,7 +19,7 @@ from infra.contract import (
     to_document,
 )
 from infra.outputs import cluster_contract, shard_names
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 SOURCE = "stack organization/supercluster/dev"
 SUB = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/dev-rg/providers"
@@ -56,7 +56,7 @@ CONTRACT_1_0 = [
 
 
 def dev_spec(**changes):
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw.update(changes)
     return build_cluster_spec(raw, "eastus")
 
@@ -147,7 +147,7 @@ def test_planned_values_come_from_config_and_address_plan(document):
 
 
 def test_retired_pool_is_listed_with_no_capacity():
-    pools = raw_stack("dev")["nodePools"]
+    pools = raw_config("dev")["nodePools"]
     pools[0]["retired"] = True
     contract = contract_for(dev_spec(nodePools=pools))
     assert contract.node_pools["gpu"].retired

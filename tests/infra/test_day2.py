@@ -11,7 +11,7 @@ from infra.day2 import REFUSED, STAGED, MachineState, check_kubernetes_upgrade, 
 from infra.errors import ConfigError
 from plan.runner import own_stack_name, run_program
 from plan.stackfile import PROJECT_DIR, load_stack_config
-from tests.helpers import raw_stack
+from tests.helpers import raw_config
 
 DOC = PROJECT_DIR / "docs" / "day2.md"
 
@@ -45,8 +45,8 @@ def test_an_unreadable_or_absent_last_deploy_refuses_nothing():
     for outputs in (None, {}, {"cluster": "not a mapping"}, {"cluster": {"clusterName": 7}}):
         last = last_deploy(outputs)
         assert not last.exists and last.scale_sets == frozenset() and last.machines is None
-        check_kubernetes_upgrade(last, parse_config(raw_stack("dev"), "eastus"))
-        check_live_changes(last, parse_config(raw_stack("dev"), "eastus"))
+        check_kubernetes_upgrade(last, parse_config(raw_config("dev"), "eastus"))
+        check_live_changes(last, parse_config(raw_config("dev"), "eastus"))
 
 
 def test_the_last_deploy_is_read_from_the_contract_and_the_rollout_record(dev_plan):

@@ -131,10 +131,12 @@ def test_daemon_set_reads_one_host_directory_as_nobody_without_api_access():
 def test_every_node_publishes_the_counters():
     import yaml
 
-    from tests.infra.addon_fixtures import spec_for
+    from infra.facts import roles
+    from tests.infra.addon_fixtures import cluster_for, node_cloud_inits
 
-    spec = spec_for("prod")
-    for name, cloud_init in [*spec.node_cloud_inits.items(), ("nat", spec.nat_host_cloud_init)]:
+    cluster = cluster_for("prod")
+    nat = cluster.machines_of(roles.NAT_HOST)[0].cloud_init
+    for name, cloud_init in [*node_cloud_inits(cluster).items(), ("nat", nat)]:
         document = yaml.safe_load(cloud_init)
         files = {f["path"]: f for f in document["write_files"]}
         assert files[node_accounting.COUNTERS_SCRIPT_PATH]["content"] == node_accounting.counters_script(), name

@@ -22,7 +22,7 @@ from infra.node import install as node_install
 from infra.node import node_cloud_config
 from infra.node.pool import node_spec, preload_images
 from infra.sizing import shards
-from tests.helpers import parsed, raw_stack
+from tests.helpers import parsed, raw_config
 
 NODE_SCRIPT = "machine/node/install.py"
 
@@ -63,8 +63,12 @@ def test_customizer_exports_an_archive_of_every_preloaded_image():
 def test_the_images_carry_every_package_any_machine_declares():
     """cloud-init installs nothing: every package a machine's boot scripts use must be in the image."""
     for stack in ("dev", "prod"):
-        spec = build_cluster_spec(raw_stack(stack), "eastus")
-        declared = set(nat_host_cloud_config(spec.config, spec.addresses, "kv").packages)
+        spec = build_cluster_spec(raw_config(stack), "eastus")
+        declared = set(
+            nat_host_cloud_config(
+                spec.config, spec.addresses, "kv", kubernetes_version=spec.node_kubernetes_version
+            ).packages
+        )
         for pool in spec.config.node_pools:
             declared |= set(
                 node_cloud_config(
@@ -73,6 +77,7 @@ def test_the_images_carry_every_package_any_machine_declares():
                         spec.addresses,
                         pool,
                         shards(pool)[0],
+                        kubernetes_version=spec.node_kubernetes_version,
                         vault_name="kv",
                         registry_login_server="r.azurecr.io",
                     )

@@ -13,7 +13,13 @@ from tests.helpers import parsed
 
 
 def _files(config) -> dict[str, str]:
-    document = yaml.safe_load(render(nat_host_cloud_config(config, plan_addresses(config), "dev-kv")))
+    document = yaml.safe_load(
+        render(
+            nat_host_cloud_config(
+                config, plan_addresses(config), "dev-kv", kubernetes_version=config.kubernetes_version
+            )
+        )
+    )
     return {entry["path"]: entry["content"] for entry in document["write_files"]}
 
 

@@ -15,7 +15,7 @@ from infra.hub import example_hub_outputs, parse_hub_outputs
 from infra.iptables import Chain, Rule, render_restore
 from infra.nat_hosts import NAT_HOST_TAINTS, SYSCTL_PATH, nat_host_cloud_config, sysctls
 from infra.traffic_accounting import accounting_ruleset, add_traffic_accounting
-from tests.helpers import parsed, raw_stack, require_tool
+from tests.helpers import parsed, raw_config, require_tool
 
 DEV_CONFIG = parsed("dev")
 DEV = plan_addresses(DEV_CONFIG)
@@ -53,9 +53,13 @@ def test_accounting_uses_the_clusters_ranges_not_a_hard_coded_10_slash_8():
 
 
 def test_nat_host_cloud_init_is_valid_and_forwards():
-    text = render(nat_host_cloud_config(DEV_CONFIG, DEV, "dev-kv-123456"))
+    text = render(
+        nat_host_cloud_config(DEV_CONFIG, DEV, "dev-kv-123456", kubernetes_version=DEV_CONFIG.kubernetes_version)
+    )
     assert sysctls()["net.ipv4.ip_forward"] == "1" and "net.ipv4.ip_forward = 1" in text
-    assert ["sysctl", "--load", SYSCTL_PATH] in nat_host_cloud_config(DEV_CONFIG, DEV, "kv").runcmd
+    assert ["sysctl", "--load", SYSCTL_PATH] in nat_host_cloud_config(
+        DEV_CONFIG, DEV, "kv", kubernetes_version=DEV_CONFIG.kubernetes_version
+    ).runcmd
     assert str(NAT_HOST_TAINTS[0]) == "supercluster.io/nat-host=true:NoSchedule"
     assert "BEGIN" not in text and "PRIVATE" not in text, "customData never carries a secret"
 
@@ -63,7 +67,11 @@ def test_nat_host_cloud_init_is_valid_and_forwards():
 def test_nat_host_cloud_init_passes_cloud_init_schema(tmp_path):
     cloud_init = require_tool("cloud-init")
     path = tmp_path / "user-data.yaml"
-    path.write_text(render(nat_host_cloud_config(DEV_CONFIG, DEV, "dev-kv-123456")))
+    path.write_text(
+        render(
+            nat_host_cloud_config(DEV_CONFIG, DEV, "dev-kv-123456", kubernetes_version=DEV_CONFIG.kubernetes_version)
+        )
+    )
     result = subprocess.run([cloud_init, "schema", "--config-file", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -91,7 +99,7 @@ def test_every_vnet_gets_a_nat_gateway_sized_for_its_machines():
 
 def test_the_example_hub_outputs_keep_the_contract_for_both_stacks():
     for stack in ("dev", "prod"):
-        raw = raw_stack(stack)
+        raw = raw_config(stack)
         raw["network"]["hub"] = {"stack": "org/hub/prod"}
         network = parse_config(raw, "eastus").network
         hub = parse_hub_outputs(example_hub_outputs(str(network.address_space), str(network.service_cidr)), network)

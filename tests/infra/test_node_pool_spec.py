@@ -21,18 +21,24 @@ from infra.node.pool import (
     scale_set_tags,
 )
 from infra.sizing import shards
-from tests.helpers import parsed, raw_stack
+from tests.helpers import parsed, raw_config
 
 
 def cluster(stack: str = "prod", raw: dict | None = None):
-    return build_cluster_spec(raw or raw_stack(stack), "eastus")
+    return build_cluster_spec(raw or raw_config(stack), "eastus")
 
 
 def test_node_spec_from_the_prod_gpu_pool():
     spec = cluster()
     pool = spec.config.pool("h100a")
     node = node_spec(
-        spec.config, spec.addresses, pool, shards(pool)[1], vault_name="kv", registry_login_server="acr.azurecr.io"
+        spec.config,
+        spec.addresses,
+        pool,
+        shards(pool)[1],
+        kubernetes_version=spec.node_kubernetes_version,
+        vault_name="kv",
+        registry_login_server="acr.azurecr.io",
     )
     assert node.apiserver_endpoint == f"https://{spec.addresses.apiserver_lb_ip()}:6443"
     assert node.cluster_dns == "172.20.0.10"
@@ -81,7 +87,7 @@ def test_tag_key_encoding_matches_the_autoscalers_decoding():
 
 
 def test_retired_pool_has_max_zero():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["nodePools"][1]["retired"] = True
     config = parse_config(raw, "eastus")
     pool = config.pool("cpu")
@@ -90,14 +96,14 @@ def test_retired_pool_has_max_zero():
 
 
 def test_too_many_labels_for_azures_tag_limit_is_a_config_error():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["nodePools"][1]["labels"] = {f"team{i}": "x" for i in range(MAX_TAGS)}
     with pytest.raises(ConfigError, match=r"nodePools\[1\].labels .* over Azure's 50"):
         cluster(raw=raw)
 
 
 def test_kubelet_reserved_label_namespaces_are_refused():
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["nodePools"][1]["labels"] = {"node-role.kubernetes.io/worker": "true"}
     with pytest.raises(ConfigError, match=r"labels.node-role.kubernetes.io/worker = 'true'"):
         parse_config(raw, "eastus")
@@ -109,7 +115,7 @@ def test_kubelet_reserved_label_namespaces_are_refused():
     "reference", ["pause:3.10", "registry.k8s.io/pause", "example.com/app:1", "registry.k8s.io/Pause:3.10"]
 )
 def test_preload_images_must_be_pinned_and_cacheable(reference):
-    raw = raw_stack("dev")
+    raw = raw_config("dev")
     raw["images"] = {"preload": [reference]}
     with pytest.raises(ConfigError, match=r"images.preload\[0\]"):
         parse_config(raw, "eastus")

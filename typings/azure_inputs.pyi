@@ -2,17 +2,15 @@
 
 The input types of the azure-native resources the program declares by type token, with the
 provider's property names, and ``declare.azure``'s overloads: mypy checks each call's properties.
+A type stub: nothing imports it at run time (``components/declare.py`` under ``TYPE_CHECKING``).
 """
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar, overload
+from typing import Any, Literal, TypeAlias, TypedDict, TypeVar, overload
 
 import pulumi
 
-if TYPE_CHECKING:
-    from components.declare import Declared
+from components.declare import Declared
 
 T = TypeVar("T")
 # What a property takes: the value, an Output or awaitable of it, or None ("not set": declare drops it).
@@ -2142,130 +2140,126 @@ class VirtualmachineimagesVirtualNetworkConfig(TypedDict, total=False):
     subnetId: Value[str]
 
 
-if TYPE_CHECKING:
-    @overload
-    def azure(kind: Literal["authorization:RoleAssignment"], name: str, props: AuthorizationRoleAssignmentProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["authorization:RoleAssignment"], name: str, props: AuthorizationRoleAssignmentProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["compute:Gallery"], name: str, props: ComputeGalleryProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["compute:Gallery"], name: str, props: ComputeGalleryProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["compute:GalleryImage"], name: str, props: ComputeGalleryImageProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["compute:GalleryImage"], name: str, props: ComputeGalleryImageProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["compute:VirtualMachine"], name: str, props: ComputeVirtualMachineProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["compute:VirtualMachine"], name: str, props: ComputeVirtualMachineProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["compute:VirtualMachineExtension"], name: str, props: ComputeVirtualMachineExtensionProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["compute:VirtualMachineExtension"], name: str, props: ComputeVirtualMachineExtensionProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["compute:VirtualMachineScaleSet"], name: str, props: ComputeVirtualMachineScaleSetProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["compute:VirtualMachineScaleSet"], name: str, props: ComputeVirtualMachineScaleSetProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["containerregistry:CacheRule"], name: str, props: ContainerregistryCacheRuleProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["containerregistry:CacheRule"], name: str, props: ContainerregistryCacheRuleProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["containerregistry:Registry"], name: str, props: ContainerregistryRegistryProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["containerregistry:Registry"], name: str, props: ContainerregistryRegistryProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["keyvault:Secret"], name: str, props: KeyvaultSecretProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["keyvault:Secret"], name: str, props: KeyvaultSecretProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["keyvault:Vault"], name: str, props: KeyvaultVaultProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["keyvault:Vault"], name: str, props: KeyvaultVaultProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["managedidentity:UserAssignedIdentity"], name: str, props: ManagedidentityUserAssignedIdentityProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["managedidentity:UserAssignedIdentity"], name: str, props: ManagedidentityUserAssignedIdentityProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:LoadBalancer"], name: str, props: NetworkLoadBalancerProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:LoadBalancer"], name: str, props: NetworkLoadBalancerProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:NatGateway"], name: str, props: NetworkNatGatewayProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:NatGateway"], name: str, props: NetworkNatGatewayProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:NetworkInterface"], name: str, props: NetworkNetworkInterfaceProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:NetworkInterface"], name: str, props: NetworkNetworkInterfaceProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:NetworkSecurityGroup"], name: str, props: NetworkNetworkSecurityGroupProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:NetworkSecurityGroup"], name: str, props: NetworkNetworkSecurityGroupProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:PrivateDnsZoneGroup"], name: str, props: NetworkPrivateDnsZoneGroupProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:PrivateDnsZoneGroup"], name: str, props: NetworkPrivateDnsZoneGroupProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:PrivateEndpoint"], name: str, props: NetworkPrivateEndpointProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:PrivateEndpoint"], name: str, props: NetworkPrivateEndpointProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:PublicIPPrefix"], name: str, props: NetworkPublicIPPrefixProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:PublicIPPrefix"], name: str, props: NetworkPublicIPPrefixProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:Route"], name: str, props: NetworkRouteProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:Route"], name: str, props: NetworkRouteProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:RouteTable"], name: str, props: NetworkRouteTableProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:RouteTable"], name: str, props: NetworkRouteTableProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:Subnet"], name: str, props: NetworkSubnetProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:Subnet"], name: str, props: NetworkSubnetProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:VirtualNetwork"], name: str, props: NetworkVirtualNetworkProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:VirtualNetwork"], name: str, props: NetworkVirtualNetworkProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["network:VirtualNetworkPeering"], name: str, props: NetworkVirtualNetworkPeeringProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["network:VirtualNetworkPeering"], name: str, props: NetworkVirtualNetworkPeeringProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["privatedns:PrivateZone"], name: str, props: PrivatednsPrivateZoneProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["privatedns:PrivateZone"], name: str, props: PrivatednsPrivateZoneProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["privatedns:VirtualNetworkLink"], name: str, props: PrivatednsVirtualNetworkLinkProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["privatedns:VirtualNetworkLink"], name: str, props: PrivatednsVirtualNetworkLinkProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["resources:ResourceGroup"], name: str, props: ResourcesResourceGroupProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["resources:ResourceGroup"], name: str, props: ResourcesResourceGroupProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["storage:BlobContainer"], name: str, props: StorageBlobContainerProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["storage:BlobContainer"], name: str, props: StorageBlobContainerProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["storage:BlobServiceProperties"], name: str, props: StorageBlobServicePropertiesProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["storage:BlobServiceProperties"], name: str, props: StorageBlobServicePropertiesProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["storage:ManagementPolicy"], name: str, props: StorageManagementPolicyProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["storage:ManagementPolicy"], name: str, props: StorageManagementPolicyProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["storage:StorageAccount"], name: str, props: StorageStorageAccountProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["storage:StorageAccount"], name: str, props: StorageStorageAccountProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
 
-    @overload
-    def azure(kind: Literal["virtualmachineimages:VirtualMachineImageTemplate"], name: str, props: VirtualmachineimagesVirtualMachineImageTemplateProps,
-              opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
-
-    def azure(kind: str, name: str, props: Any, opts: pulumi.ResourceOptions | None = None, *,
-              outputs: Sequence[str] = ()) -> Declared: ...
+@overload
+def azure(kind: Literal["virtualmachineimages:VirtualMachineImageTemplate"], name: str, props: VirtualmachineimagesVirtualMachineImageTemplateProps,
+          opts: pulumi.ResourceOptions | None = None, *, outputs: Sequence[str] = ()) -> Declared: ...
