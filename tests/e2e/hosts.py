@@ -3,7 +3,8 @@
 Every host holds its machine's own address from the plan and its own host name (nothing in a rendered file is
 rewritten), hangs off one bridge that lives in a namespace of the test's own (the "switch"),
 and has no default route: a packet to a plan address reaches a test host or nobody. Processes
-run inside a host through ``ip netns exec``, which also gives each one a private mount namespace;
+run inside a host through ``ip netns exec``, which also gives each one a private mount namespace
+(a real node's processes share one instead: ``share_mounts``);
 there the machine's own directories (``/etc/kubernetes``, ``/var/lib/etcd``, ...) are bind-mounted
 from the machine's folder, so two machines' files at the same path never meet. Everything is torn
 down by ``close()``: processes stopped (TERM, then KILL), namespaces deleted.
@@ -34,6 +35,18 @@ MACHINE_PATHS = (
     "run/etcd",
     "run/kubernetes",
     "run/containerd",
+    # A real node's (tests/e2e/runtime.py): containerd's config and root (on the local SSD's mount),
+    # the CNI plugins, their configuration and host-local's allocations, pod logs, the machine
+    # image's archives, and the resolver file kubelet's rendered resolvConf names.
+    "etc/containerd",
+    "etc/cni",
+    "opt/cni/bin",
+    "var/lib/cni",
+    "var/lib/local-ssd",
+    "var/log/pods",
+    "var/lib/supercluster",
+    "run/systemd/resolve",
+    "run/netns",  # containerd's pods' network namespaces
 )
 BINARIES_PATH = "/usr/local/bin"  # where the rendered units expect the binaries
 RESTARTED = "; restarting in "  # what the restart loop prints each time the unit exits
@@ -61,6 +74,9 @@ class Host:
     namespace: str
     addresses: tuple[str, ...]  # "ip/prefix"
     root: Path  # the machine's folder: its files at their machine paths
+    # A process holding the host's one mount namespace, which every later process joins (share_mounts):
+    # a real node's kubelet mounts pod volumes that containerd and runc must see.
+    mount_holder: int | None = None
 
     @property
     def ip(self) -> str:
@@ -166,13 +182,28 @@ class TestNetwork:
         self.hosts[name] = host
         return host
 
+    def share_mounts(self, host: Host, setup: list[str] = ()) -> None:
+        """From now on every process on ``host`` runs in one mount namespace (a process started here holds
+        it, after running the shell commands ``setup`` there), as on a machine, instead of a private one each."""
+        holder = self.start(host, "mount-namespace", ["sh", "-c", " && ".join([*setup, "exec sleep infinity"])])
+        # `ip netns exec`, `unshare` and `sh` each exec the next: once the binds are made, the process
+        # started is `sleep` itself, in the namespace every later process joins.
+        comm = Path(f"/proc/{holder.popen.pid}/comm")
+        wait_for(
+            f"{host.name}'s mount namespace", lambda: comm.read_text().strip() == "sleep", timeout=10, interval=0.05
+        )
+        host.mount_holder = holder.popen.pid
+
     def _wrapped(self, host: Host, argv: list[str], restart_sec: float | None = None) -> list[str]:
-        binds = [f"mkdir -p /{p} && mount --bind {shlex.quote(str(host.root / p))} /{p}" for p in MACHINE_PATHS]
-        binds.append(f"mount --bind {shlex.quote(str(self.binaries))} {BINARIES_PATH}")
         if restart_sec is None:
             run = 'exec "$@"'
         else:  # systemd's Restart=: run it again after RestartSec whenever it exits
             run = f'while :; do "$@"; echo "exited $?{RESTARTED}{restart_sec:g} s"; sleep {restart_sec:g}; done'
+        if host.mount_holder is not None:
+            target = str(host.mount_holder)
+            return ["nsenter", "-t", target, "-m", "-u", "-n", "sh", "-c", run, "sh", *argv]
+        binds = [f"mkdir -p /{p} && mount --bind {shlex.quote(str(host.root / p))} /{p}" for p in MACHINE_PATHS]
+        binds.append(f"mount --bind {shlex.quote(str(self.binaries))} {BINARIES_PATH}")
         # Its own host name too (a UTS namespace): components name themselves after it (each apiserver's
         # identity Lease, the kubelet's node name), and on Azure every VM has its own.
         script = " && ".join([f"hostname {shlex.quote(host.name)}", *binds]) + " && " + run

@@ -1,7 +1,9 @@
 """The machines of an offline plan, read back from what the plan recorded.
 
 A VM's address is its NIC's static address in resources.json; a scale set's instances take
-addresses from their subnet, as Azure hands them out (the first four of a subnet are Azure's).
+addresses from their subnet, as Azure hands them out (the first four of a subnet are Azure's): each
+instance's NIC holds its model's IP configurations, the primary (the node's address) and then one per
+pod (what Azure CNI gives pods), consecutive, instance after instance.
 What a machine runs is its rendered systemd units under ``files/<resource>/etc/systemd/system``.
 """
 
@@ -74,6 +76,8 @@ class Machine:
     name: str  # the VM's (or an instance's) hostname
     ip: str
     files: Path  # files/<resource>
+    subnet: ipaddress.IPv4Network | None = None
+    pod_ips: tuple[str, ...] = ()  # its NIC's secondary IP configurations' addresses
 
     def unit(self, name: str) -> Unit:
         return parse_unit(name, (self.files / UNIT_DIR / name).read_text())
@@ -96,6 +100,7 @@ class ScaleSet:
     vm_size: str
     subnet: ipaddress.IPv4Network
     files: Path
+    ip_configurations: int  # on each instance's NIC: the primary and one per pod
 
     @property
     def pool(self) -> str:
@@ -107,10 +112,18 @@ class ScaleSet:
         return self.resource.endswith("-s000")
 
     def instance(self, index: int) -> Machine:
-        """Instance ``index`` as Azure names it (prefix + six base-36 digits) with the index-th free address."""
+        """Instance ``index`` as Azure names it (prefix + six base-36 digits), its NIC's addresses the
+        ``index``-th run of free ones."""
         name = f"{self.computer_name_prefix}{_base36(index):0>6}"
-        ip = str(self.subnet.network_address + AZURE_RESERVED_FIRST + index)
-        return Machine(self.resource, name, ip, self.files)
+        first = self.subnet.network_address + AZURE_RESERVED_FIRST + index * self.ip_configurations
+        addresses = [str(first + i) for i in range(self.ip_configurations)]
+        return Machine(self.resource, name, addresses[0], self.files, self.subnet, tuple(addresses[1:]))
+
+
+def _subnet_key(subnet_id: str) -> str:
+    """``<vnet>/<subnet>`` of an Azure subnet id, as ``Plan.subnets`` keys them."""
+    vnet, subnet = subnet_id.split("/virtualNetworks/")[1].split("/subnets/")
+    return f"{vnet}/{subnet}"
 
 
 def _base36(number: int) -> str:
@@ -136,15 +149,20 @@ class Plan:
         return [r for r in self.resources if r["type"] == typ]
 
     def vms(self) -> list[Machine]:
-        nic_ips = {
-            r["inputs"]["networkInterfaceName"]: r["inputs"]["ipConfigurations"][0]["privateIPAddress"]
-            for r in self.of_type(NIC)
-        }
+        subnets = self.subnets()
+        nics = {r["inputs"]["networkInterfaceName"]: r["inputs"]["ipConfigurations"] for r in self.of_type(NIC)}
         machines = []
         for vm in self.of_type(VM):
-            nic = vm["inputs"]["networkProfile"]["networkInterfaces"][0]["id"].rsplit("/", 1)[1]
+            primary, *secondaries = nics[vm["inputs"]["networkProfile"]["networkInterfaces"][0]["id"].rsplit("/", 1)[1]]
             machines.append(
-                Machine(vm["name"], vm["inputs"]["vmName"], nic_ips[nic], self.directory / "files" / vm["name"])
+                Machine(
+                    vm["name"],
+                    vm["inputs"]["vmName"],
+                    primary["privateIPAddress"],
+                    self.directory / "files" / vm["name"],
+                    subnets[_subnet_key(primary["subnet"]["id"])],
+                    tuple(c["privateIPAddress"] for c in secondaries),
+                )
             )
         return machines
 
@@ -161,17 +179,15 @@ class Plan:
         result = []
         for vmss in self.of_type(SCALE_SET):
             profile = vmss["inputs"]["virtualMachineProfile"]
-            subnet_id = profile["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"][0]["subnet"][
-                "id"
-            ]
-            vnet, subnet = subnet_id.split("/virtualNetworks/")[1].split("/subnets/")
+            ip_configurations = profile["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"]
             result.append(
                 ScaleSet(
                     vmss["name"],
                     profile["osProfile"]["computerNamePrefix"],
                     vmss["inputs"]["sku"]["name"],
-                    subnets[f"{vnet}/{subnet}"],
+                    subnets[_subnet_key(ip_configurations[0]["subnet"]["id"])],
                     self.directory / "files" / vmss["name"],
+                    len(ip_configurations),
                 )
             )
         return result

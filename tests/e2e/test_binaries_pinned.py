@@ -1,8 +1,9 @@
 """The harness boots exactly the versions the cluster runs (a fast test: it reads go.mod, builds nothing).
 
 tests/e2e/go/*/go.mod pin what scripts/build-binaries.sh builds; the stacks pin
-``kubernetesVersion``, and infra/versions.py the etcd release and the scheduler-plugins build
-for each Kubernetes minor. A bump on one side without the other fails here.
+``kubernetesVersion``, infra/versions.py the etcd release, the scheduler-plugins build for each
+Kubernetes minor and the node runtime (containerd, runc, CNI plugins), and the add-on images table
+CoreDNS. A bump on one side without the other fails here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from infra import versions
+from infra.addons import images as addon_images
+from infra.images import parse_image
 from tests.helpers import raw_stack
 
 GO = Path(__file__).with_name("go")
@@ -45,3 +48,15 @@ def test_kubernetes_and_scheduler_plugins_are_the_stacks_versions(stack):
 def test_etcd_is_the_release_the_etcd_vms_run():
     assert module_version("etcd", "go.etcd.io/etcd/server/v3") == f"v{versions.ETCD_VERSION}"
     assert module_version("etcd", "go.etcd.io/etcd/etcdctl/v3") == f"v{versions.ETCD_VERSION}"
+
+
+def test_the_node_runtime_is_what_the_nodes_install():
+    # infra/node/install.py installs these releases; the box's real nodes run the same.
+    assert module_version("containerd", "github.com/containerd/containerd") == f"v{versions.CONTAINERD_VERSION}"
+    assert module_version("runc", "github.com/opencontainers/runc") == versions.RUNC_VERSION
+    assert module_version("cni", "github.com/containernetworking/plugins") == versions.CNI_PLUGINS_VERSION
+
+
+def test_coredns_is_the_release_the_addon_runs():
+    tag = parse_image(addon_images.COREDNS).tag
+    assert module_version("coredns", "github.com/coredns/coredns") == tag
