@@ -15,7 +15,8 @@ from plan.runner import ProgramRun, own_stack_name, run_program
 from plan.stackfile import load_stack_config
 
 # dev with its cpu pool retired (no new nodes, no warm nodes): the first of the two deploys that remove it.
-RETIRE_CPU = ("nodePools[1].retired=true", "addons.balloons.headroomNodes.cpu=0")
+# dev's GPU pool: its CPU pool cannot go, CoreDNS runs there (infra/whole_cluster.py).
+RETIRE_GPU = ("nodePools[0].retired=true",)
 
 
 def plan_stack(stack: str, *overrides: str) -> ProgramRun:
@@ -64,8 +65,8 @@ def prod_plan() -> ProgramRun:
 
 
 @pytest.fixture(scope="session")
-def retired_cpu_plan(dev_plan) -> ProgramRun:
-    return deploy_after(dev_plan, *RETIRE_CPU)
+def retired_gpu_plan(dev_plan) -> ProgramRun:
+    return deploy_after(dev_plan, *RETIRE_GPU)
 
 
 def pytest_collection_finish(session) -> None:

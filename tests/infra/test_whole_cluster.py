@@ -36,7 +36,7 @@ CASES = {
     ),
     "requests above allocatable": (
         ("addons.monitoring.memoryGiB=64",),
-        "pool cpu: 1 x memory 64.0Gi > 63.8Gi left of allocatable",
+        "pool platform: 1 x memory 64.0Gi > 63.8Gi left of allocatable",
         ("addons.monitoring.memoryGiB=48",),
     ),
     "GPUs nobody advertises": (
@@ -57,7 +57,7 @@ CASES = {
     "capacity that never arrives": (
         AUTOSCALER_OFF,
         "nodePools[0].minNodes = 0: expected 2 (its maxNodes), or an autoscaler that owns the pool",
-        (*AUTOSCALER_OFF, "nodePools[0].minNodes=2", "nodePools[1].minNodes=3"),
+        (*AUTOSCALER_OFF, "nodePools[0].minNodes=2", "nodePools[1].minNodes=3", "nodePools[2].minNodes=2"),
     ),
     "a Node Kubernetes refuses": (
         taint(1, 0, "nvidia.com/gpu", "x", "NoSchedule"),

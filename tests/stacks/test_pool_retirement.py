@@ -21,14 +21,9 @@ from plan.stackfile import load_stack_config
 from tests.conftest import azure_declared_before_refusal
 from tests.helpers import raw_stack
 
-# dev without its cpu pool (and without the cpu pool's warm nodes): top-level values are strings, which
+# dev without its gpu pool (its CPU pool cannot go: CoreDNS runs there): top-level values are strings, which
 # the program decodes as JSON (components/stack_config.py), as `pulumi config set KEY VALUE` would give it.
-REMOVE_CPU = [
-    "--config",
-    f"nodePools={json.dumps([p for p in raw_stack('dev')['nodePools'] if p['name'] != 'cpu'])}",
-    "--config",
-    'addons={"balloons": {"headroomNodes": {}}}',
-]
+REMOVE_GPU = ["--config", f"nodePools={json.dumps([p for p in raw_stack('dev')['nodePools'] if p['name'] != 'gpu'])}"]
 
 
 def _previous(retired: dict[str, bool]) -> dict:
@@ -69,11 +64,11 @@ def _plan_dir(run, directory):
 def test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line(dev_plan, tmp_path, capsys):
     old = _plan_dir(dev_plan, tmp_path / "old")
     out = tmp_path / "new"
-    assert main(["--stack", "dev", "--out", str(out), "--diff", str(old), *REMOVE_CPU]) == EXIT_BAD_INPUT
+    assert main(["--stack", "dev", "--out", str(out), "--diff", str(old), *REMOVE_GPU]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert err.startswith(
-        "error: invalid config supercluster:nodePools = ['gpu', 'platform']: expected pool cpu still listed"
+        "error: invalid config supercluster:nodePools = ['cpu', 'platform']: expected pool gpu still listed"
     )
     assert "retired: true" in err and "docs/runbooks/remove-a-pool.md" in err
     assert not out.exists(), "a refused plan leaves no plan directory"
@@ -82,25 +77,25 @@ def test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line(d
 def test_a_refused_removal_declares_nothing_in_azure(dev_plan, monkeypatch):
     """The check runs before the program declares anything: when it fails, not one resource reaches the engine
     (and Pulumi deletes only after a program that succeeded)."""
-    config = load_stack_config("dev", REMOVE_CPU[1::2])
+    config = load_stack_config("dev", REMOVE_GPU[1::2])
     declared = azure_declared_before_refusal(
         monkeypatch,
         lambda: runner.run_program("dev", config, {runner.own_stack_name("dev"): dev_plan.outputs}),
-        "pool cpu still listed",
+        "pool gpu still listed",
     )
     assert not declared
 
 
-def test_retiring_then_removing_a_pool_passes(retired_cpu_plan, tmp_path, capsys):
-    old = _plan_dir(retired_cpu_plan, tmp_path / "retired")
-    assert json.loads((old / "outputs.json").read_text())["cluster"]["nodePools"]["cpu"]["retired"] is True
+def test_retiring_then_removing_a_pool_passes(retired_gpu_plan, tmp_path, capsys):
+    old = _plan_dir(retired_gpu_plan, tmp_path / "retired")
+    assert json.loads((old / "outputs.json").read_text())["cluster"]["nodePools"]["gpu"]["retired"] is True
     out = tmp_path / "removed"
     # The deletes are flagged (exit 4): the pool's scale sets and network are protected, unprotected by the runbook.
-    assert main(["--stack", "dev", "--out", str(out), "--diff", str(old), *REMOVE_CPU]) == EXIT_DANGER
+    assert main(["--stack", "dev", "--out", str(out), "--diff", str(old), *REMOVE_GPU]) == EXIT_DANGER
     assert "error:" not in capsys.readouterr().err
     diff = diff_plans(load_plan(old), load_plan(out))
-    assert {c.action for c in diff.resources if "cpu" in c.name} == {"delete"}
-    assert {c.name for c in diff.dangers} >= {"dev-pool-cpu-s000", "dev-cpu"}  # the VNet, its subnets inline
+    assert {c.action for c in diff.resources if "-gpu" in c.name} == {"delete"}
+    assert {c.name for c in diff.dangers} >= {"dev-pool-gpu-s000", "dev-gpu"}  # the VNet, its subnets inline
 
 
 def test_a_first_deploy_has_no_previous_outputs_and_passes(dev_plan):

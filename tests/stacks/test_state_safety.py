@@ -18,7 +18,7 @@ import pytest
 from plan.diff import diff_plans
 from plan.runner import ProgramRun
 from plan.stackfile import PROJECT_DIR
-from tests.conftest import RETIRE_CPU, as_plan, deploy_after
+from tests.conftest import RETIRE_GPU, as_plan, deploy_after
 
 # The second stage of scripts/test.sh (tens of seconds): every config key's change planned as a second deploy.
 pytestmark = pytest.mark.slow
@@ -171,7 +171,7 @@ SWEEP = {
     "nodePools[].podIpsPerNode": Change(
         ("nodePools[1].podIpsPerNode=32",), rf"pool-cpu-s\d{{3}}|cpu|{MONITORED_NSGS}", dangers=r"cpu"
     ),
-    "nodePools[].retired": Change(RETIRE_CPU, r"pool-cpu-s\d{3}"),
+    "nodePools[].retired": Change(RETIRE_GPU, r"pool-gpu-s\d{3}"),
     "nodePools (a new pool)": Change(
         NEW_POOL, rf".*cpu2.*|{MONITORED_NSGS}", only_creates=True, also_updates=MONITORED_NSGS
     ),
@@ -266,9 +266,9 @@ def dev_before(dev_plan):
 
 
 @pytest.mark.parametrize("key", list(SWEEP))
-def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, dev_plan, dev_before, retired_cpu_plan):
+def test_a_config_key_changes_only_its_own_resources_and_nothing_stateful(key, dev_plan, dev_before, retired_gpu_plan):
     change = SWEEP[key]
-    after = retired_cpu_plan if change.overrides == RETIRE_CPU else deploy_after(dev_plan, *change.overrides)
+    after = retired_gpu_plan if change.overrides == RETIRE_GPU else deploy_after(dev_plan, *change.overrides)
     diff = diff_plans(dev_before, as_plan(after))
     touched = [c for c in diff.resources if not c.type.startswith(IN_CLUSTER_OR_COMPONENT)]
     assert touched, f"{key}: the change reached no resource"
