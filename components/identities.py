@@ -95,28 +95,19 @@ def grant_autoscaler(
         role=READER_ROLE,
         subscription_id=subscription_id,
     )
-    for shard, scale_set_id in sorted(scale_set_ids.items()):
-        grant(
-            identities,
-            f"{name}-autoscaler-scale-{shard}",
-            key=f"{cluster_name}/autoscaler/scale/{shard}",
-            scope=scale_set_id,
-            principal_id=principal,
-            role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
-            subscription_id=subscription_id,
-        )
-    # Growing a scale set puts new NICs into its subnet: Azure checks "subnets/join/action" on the subnet as
-    # a linked scope of the scale-set write (a 403 LinkedAuthorizationFailed otherwise). The same role on each
-    # node subnet grants read and join there, and nothing on the VNet. Two grants per shard (about 130 in
-    # prod) against Azure's 4,000 role assignments per subscription
+    # Each scale set it manages, and each node subnet: growing a scale set puts new NICs into its subnet, and
+    # Azure checks "subnets/join/action" there as a linked scope of the scale-set write (a 403
+    # LinkedAuthorizationFailed otherwise); the same role on a subnet grants read and join, nothing on the VNet.
+    # Two grants per shard (about 130 in prod) against Azure's 4,000 role assignments per subscription
     # (learn.microsoft.com/azure/role-based-access-control/troubleshoot-limits).
-    for shard, subnet_id in sorted(node_subnet_ids.items()):
-        grant(
-            identities,
-            f"{name}-autoscaler-join-{shard}",
-            key=f"{cluster_name}/autoscaler/join/{shard}",
-            scope=subnet_id,
-            principal_id=principal,
-            role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
-            subscription_id=subscription_id,
-        )
+    for kind, scopes in (("scale", scale_set_ids), ("join", node_subnet_ids)):
+        for shard, scope in sorted(scopes.items()):
+            grant(
+                identities,
+                f"{name}-autoscaler-{kind}-{shard}",
+                key=f"{cluster_name}/autoscaler/{kind}/{shard}",
+                scope=scope,
+                principal_id=principal,
+                role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
+                subscription_id=subscription_id,
+            )
