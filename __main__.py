@@ -11,7 +11,7 @@ from components.etcd_backups import EtcdBackupStore
 from components.etcd_cluster import EtcdCluster
 from components.etcd_pki import EtcdPki
 from components.hub import Hub, HubPeerings
-from components.identities import RoleIdentities
+from components.identities import RoleIdentities, grant_autoscaler
 from components.image_registry import ImageRegistry
 from components.machine_images import MachineImages
 from components.nat_hosts import NatHosts
@@ -28,6 +28,7 @@ from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import MAIN
 from infra.facts import roles
 from infra.images import cache_prefixes
+from infra.labels import ROLE_SYSTEM
 from infra.machine_image import DEDICATED_KIND, kind_of_pool
 from infra.network_security import monitoring_pools
 from infra.node.pool import preload_images
@@ -89,11 +90,6 @@ identities = RoleIdentities(
     f"{config.cluster_name}-id",
     cluster_name=config.cluster_name,
     resource_group_name=group_name,
-    node_resource_group_id=node_group.id,
-    node_subnet_ids={
-        shard.name: network.subnet_ids[shard.name] for pool in config.node_pools for shard in shards(pool)
-    },
-    subscription_id=subscription_id,
     location=config.location,
 )
 secrets = SecretStore(
@@ -149,13 +145,25 @@ node_pools = {
         shards=cluster.shards_of(pool),
         resource_group_name=node_group.output("name"),
         subnet_ids=network.subnet_ids,
-        # CPU nodes run the cluster autoscaler (host network), which signs in as its own identity.
+        # Only the tainted system pools run the cluster autoscaler (host network), which signs in as its own
+        # identity: no machine that runs tenant pods carries an identity that can change a machine.
         identity_ids=[identities.ids[roles.NODE_IDENTITY]]
-        + ([identities.ids[roles.AUTOSCALER_IDENTITY]] if pool.role == roles.CPU_POOL else []),
+        + ([identities.ids[roles.AUTOSCALER_IDENTITY]] if pool.role == ROLE_SYSTEM else []),
         image_id=machine_images.version_id(kind_of_pool(pool), spec.node_machine_image_version),
     )
     for pool in config.node_pools
 }
+grant_autoscaler(
+    f"{config.cluster_name}-id",
+    identities,
+    cluster_name=config.cluster_name,
+    node_resource_group_id=node_group.id,
+    scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},
+    node_subnet_ids={
+        shard.name: network.subnet_ids[shard.name] for pool in config.node_pools for shard in shards(pool)
+    },
+    subscription_id=subscription_id,
+)
 
 etcd_pki = EtcdPki(
     f"{config.cluster_name}-etcd-pki",

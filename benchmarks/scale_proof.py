@@ -16,7 +16,8 @@ cluster-in-a-box harness (tests/e2e), then:
    apiservers are restarted without ``--etcd-servers-overrides``), and per-node agents that LIST
    pods cluster-wide (the rendered API Priority and Fairness objects present vs deleted);
 3. reads every figure from the apiservers' and etcd's own metrics, compares it with the SLO or
-   seed figure, prints the table, and writes ``results.json`` and ``table.md`` to ``--out``.
+   seed figure, prints the table, and writes ``results.json``, ``table.md`` and the plots
+   (``benchmarks/scale/plots.py``) to ``--out``.
 
 Ends by itself: every wait is bounded, and the whole run stops growing at ``--max-minutes``.
 Not part of the test suite. docs/scale-proof.md has the last measured table.
@@ -42,13 +43,13 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from benchmarks.scale import metrics  # noqa: E402
+from benchmarks.scale import metrics, plots  # noqa: E402
 from benchmarks.scale.metrics import Snapshot  # noqa: E402
 from benchmarks.scale.report import SLO_MUTATING_S, render  # noqa: E402
-from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
-from infra.vm_sizes import VM_SIZES  # noqa: E402
-from tests.e2e.cluster import APISERVER_UNIT, KUBELET_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot, objects_in_apply_order  # noqa: E402
-from tests.e2e.hosts import Process, wait_for  # noqa: E402
+from infra.labels import GPU_RESOURCE, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
+from tests.e2e.cluster import APISERVER_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot, objects_in_apply_order  # noqa: E402
+from tests.e2e.fleet import Fleet, fleet_pools, settle, split  # noqa: E402
+from tests.e2e.hosts import wait_for  # noqa: E402
 
 LOAD = Path(__file__).with_name("scale") / "load.py"
 EVENTS_OVERRIDE_FLAG = "--etcd-servers-overrides"
@@ -163,6 +164,14 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
         metrics.combine(after.etcd["etcd"]),
         "etcd_disk_backend_commit_duration_seconds",
     )
+    leases = metrics.histogram_delta(
+        before.control_plane,
+        after.control_plane,
+        "apiserver_request_duration_seconds",
+        lambda labels: (
+            (labels.get("verb"), labels.get("resource"), labels.get("scope")) == ("PUT", "leases", "resource")
+        ),
+    )
     rss = [metrics.gauge(s, "process_resident_memory_bytes") for s in after.apiservers]
     heap = [metrics.gauge(s, "go_memstats_heap_inuse_bytes") for s in after.apiservers]
     cpu = {name: round((after.cpu.get(name, 0.0) - before.cpu.get(name, 0.0)) / seconds, 2) for name in after.cpu}
@@ -180,6 +189,8 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
             lambda labels: labels.get("code") == "429",
         ),
         "lease_update_p99_s": p99.get(("PUT", "leases", "resource")),
+        # The median beside it: the plots draw each pattern's spread from the p50 to the p99.
+        "lease_update_p50_s": metrics.quantile(0.5, leases) if ("PUT", "leases", "resource") in p99 else None,
         "worst_mutating": worst(mutating),
         "worst_get": worst(gets),
         "worst_cluster_list": worst(lists),
@@ -194,147 +205,6 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 1)
-
-
-# ------------------------------------------------------------------------------------ the fleet
-
-
-def fleet_pools(cluster: Cluster) -> list[dict[str, Any]]:
-    """Each prod pool as the fleet registers it: the rendered kubelet's labels and taints, the VM size's
-    capacity, ``maxPods``. The GPU start-up taint is left off: the health check lifts it from a healthy
-    node, and a benchmark node is healthy."""
-    pools = []
-    by_name = {p.name: p for p in cluster.spec.config.node_pools}
-    for scale_set in filter(lambda s: s.first_shard, cluster.plan.scale_sets()):
-        name = scale_set.pool
-        machine = scale_set.instance(0)
-        argv = machine.unit(KUBELET_UNIT).exec_start
-        (flag,) = [a for a in argv if a.startswith("--node-labels=")]
-        labels = dict(pair.split("=", 1) for pair in flag.split("=", 1)[1].split(","))
-        config = yaml.safe_load((machine.files / "etc/kubernetes/kubelet-config.yaml").read_text())
-        taints = [t for t in config.get("registerWithTaints", []) if t["key"] != GPU_STARTUP_TAINT_KEY]
-        size = VM_SIZES[scale_set.vm_size]
-        capacity = {
-            "cpu": str(size.vcpus),
-            "memory": f"{size.memory_gib}Gi",
-            "pods": str(config["maxPods"]),
-            "ephemeral-storage": "1000Gi",
-        }
-        if size.gpus:
-            capacity[GPU_RESOURCE] = str(size.gpus)
-        pools.append(
-            {"name": name, "max": by_name[name].max_nodes, "labels": labels, "taints": taints, "capacity": capacity}
-        )
-    return pools
-
-
-def split(pools: list[dict[str, Any]], total: int) -> dict[str, int]:
-    """``total`` nodes over the pools in proportion to their ``maxNodes``."""
-    weights = sum(p["max"] for p in pools)
-    counts = {p["name"]: total * p["max"] // weights for p in pools}
-    counts[pools[0]["name"]] += total - sum(counts.values())
-    return counts
-
-
-@dataclass
-class Fleet:
-    cluster: Cluster
-    binary: str
-    workdir: Path
-    pools: list[dict[str, Any]]
-    created: dict[str, int] = field(default_factory=dict)
-    processes: list[Process] = field(default_factory=list)
-
-    @property
-    def nodes(self) -> int:
-        return sum(self.created.values())
-
-    def grow(
-        self, counts: dict[str, int], prefix: str, register_qps: float = 0, timeout: float = 900
-    ) -> dict[str, Any]:
-        """Starts a fleet process for ``counts`` more nodes per pool, named ``<prefix>-<pool>-NNNNNN``;
-        returns its registration report once every node is registered."""
-        profile = {
-            "pools": [
-                {
-                    "name": p["name"],
-                    "count": counts.get(p["name"], 0),
-                    "namePrefix": f"{prefix}-{p['name']}-",
-                    "labels": p["labels"],
-                    "taints": p["taints"],
-                    "capacity": p["capacity"],
-                }
-                for p in self.pools
-                if counts.get(p["name"], 0)
-            ]
-        }
-        path = self.workdir / f"profile-{prefix}.json"
-        path.write_text(json.dumps(profile))
-        process = self.cluster.network.start(
-            self.cluster.admin,
-            f"fleet-{prefix}",
-            [
-                self.binary,
-                f"--kubeconfig={self.cluster.kubeconfig}",
-                f"--profile={path}",
-                f"--register-qps={register_qps}",
-                # Each node's requests as that node (impersonated): authorized, admitted and queued by API
-                # Priority and Fairness as a kubelet's, not exempt as the admin's would be.
-                "--as-nodes",
-            ],
-        )
-        self.processes.append(process)
-        report = wait_for(
-            f"{sum(counts.values())} simulated nodes to register",
-            lambda: _event(process, "registered"),
-            timeout=timeout,
-            interval=2,
-            on_timeout=lambda: process.output()[-2000:],
-        )
-        for name, count in counts.items():
-            self.created[name] = self.created.get(name, 0) + count
-        return report
-
-    def pods_started(self) -> int:
-        """Pods the fleet has marked running so far, over all its processes."""
-        return sum((_events(p, "report") or [{}])[-1].get("podsStarted", 0) for p in self.processes)
-
-    def reports(self) -> list[dict[str, Any]]:
-        return [r for p in self.processes for r in _events(p, "report")]
-
-
-def settle(fleet: Fleet, quiet: float = 20, timeout: float = 300) -> None:
-    """Waits until no new pod has started for ``quiet`` seconds (at most ``timeout``): a step is
-    measured in its steady state, after the DaemonSets have put their pods on the new nodes."""
-    deadline = time.monotonic() + timeout
-    last, since = -1, time.monotonic()
-    while time.monotonic() < deadline:
-        started = fleet.pods_started()
-        if started != last:
-            last, since = started, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return
-        time.sleep(5)
-
-
-def _events(process: Process, kind: str) -> list[dict[str, Any]]:
-    found = []
-    for line in process.output().splitlines():
-        if line.startswith("{"):
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if event.get("event") == kind:
-                found.append(event)
-    return found
-
-
-def _event(process: Process, kind: str) -> dict[str, Any] | None:
-    if not process.alive():
-        raise RuntimeError(f"fleet exited: {process.output()[-2000:]}")
-    events = _events(process, kind)
-    return events[-1] if events else None
 
 
 # ------------------------------------------------------------------------------------ load patterns
@@ -612,6 +482,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["total_s"] = round(time.monotonic() - started, 1)
     (workdir / "results.json").write_text(json.dumps(results, indent=2))
     table = render(results)
+    try:
+        table += "\n" + plots.markdown(plots.write_plots(results, workdir))
+    except plots.PlotDataError as error:  # a run that stopped early: the table still stands
+        table += f"\nNo plots: {error}.\n"
     (workdir / "table.md").write_text(table)
     print(table)
     print(f"results in {workdir}")

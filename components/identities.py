@@ -4,10 +4,12 @@ A VM carries exactly one identity, its role's; Key Vault grants each identity re
 access to individual secrets only (components/secret_store.py), so an etcd member
 cannot read a node's bootstrap token and a node cannot read an etcd key.
 
-The cluster autoscaler's identity ("autoscaler", carried by CPU nodes beside "node") changes
-only the node pools' scale sets: they live in a resource group of their own
-(``naming.node_resource_group``), which holds nothing else, so its role never reaches an etcd
-member, an apiserver, a NAT host or the Key Vault (docs/security.md, finding 1).
+The cluster autoscaler's identity ("autoscaler") is carried only by the system pools' nodes
+(role ``system``: tainted, no tenant namespace may tolerate the taint), beside "node". It may change
+exactly the scale sets it manages, one grant each; it reads the node resource group
+(``naming.node_resource_group``, which holds nothing but scale sets) to list them, and joins the
+node subnets. So no identity carried by a machine that runs tenant pods can change a machine
+(docs/security.md, "A node").
 """
 
 from __future__ import annotations
@@ -22,11 +24,16 @@ from infra import naming
 from infra.facts import roles
 
 # Built-in role "Virtual Machine Contributor": manage VMs and scale sets (Run Command included, which
-# is why its scope must hold nothing but node scale sets); on the network only read and join
-# (``Microsoft.Network/virtualNetworks/read``, ``.../subnets/join/action``), never write
+# is why it is granted scale set by scale set, and carried only by the system pools); on the network
+# only read and join (``Microsoft.Network/virtualNetworks/read``, ``.../subnets/join/action``), never write
 # (learn.microsoft.com/azure/role-based-access-control/built-in-roles/compute#virtual-machine-contributor).
-# What the cluster autoscaler's Azure provider documents for its identity.
+# What the cluster autoscaler's Azure provider documents for its identity, and the narrowest built-in role
+# that holds ``Microsoft.Compute/virtualMachineScaleSets/write`` (the capacity change) and
+# ``.../delete/action`` (removing one instance).
 VIRTUAL_MACHINE_CONTRIBUTOR_ROLE = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
+# Built-in role "Reader": reads only, no action (built-in-roles/general#reader). The autoscaler lists the
+# scale sets of its resource group (ARM_RESOURCE_GROUP) with it.
+READER_ROLE = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
 
 
 class RoleIdentities(pulumi.ComponentResource):
@@ -43,9 +50,6 @@ class RoleIdentities(pulumi.ComponentResource):
         *,
         cluster_name: str,
         resource_group_name: pulumi.Input[str],
-        node_resource_group_id: pulumi.Input[str],
-        node_subnet_ids: Mapping[str, pulumi.Input[str]],
-        subscription_id: pulumi.Input[str],
         location: str,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -67,29 +71,43 @@ class RoleIdentities(pulumi.ComponentResource):
         self.ids = {role: identity.id for role, identity in identities.items()}
         self.principal_ids = {role: identity.output("principalId") for role, identity in identities.items()}
         self.client_ids = {role: identity.output("clientId") for role, identity in identities.items()}
-        # The autoscaler lists, scales and deletes the node scale sets: the node group and nothing else.
-        grant(
-            self,
-            f"{name}-autoscaler-vm-contributor",
-            key=f"{cluster_name}/autoscaler/nodes",
-            scope=node_resource_group_id,
-            principal_id=self.principal_ids[roles.AUTOSCALER_IDENTITY],
-            role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
-            subscription_id=subscription_id,
-        )
-        # Growing a scale set puts new NICs into its subnet: Azure checks "subnets/join/action" on the
-        # subnet as a linked scope of the scale-set write (a 403 LinkedAuthorizationFailed otherwise).
-        # The same role on each node subnet grants read and join there, and nothing on the VNet. One grant
-        # per shard (62 in prod, 124 grants in all) against Azure's 4,000 role assignments per subscription
-        # (learn.microsoft.com/azure/role-based-access-control/troubleshoot-limits).
-        for shard, subnet_id in sorted(node_subnet_ids.items()):
+        self.register_outputs(self.ids)
+
+
+def grant_autoscaler(
+    name: str,
+    identities: RoleIdentities,
+    *,
+    cluster_name: str,
+    node_resource_group_id: pulumi.Input[str],
+    scale_set_ids: Mapping[str, pulumi.Input[str]],
+    node_subnet_ids: Mapping[str, pulumi.Input[str]],
+    subscription_id: pulumi.Input[str],
+) -> None:
+    """The autoscaler's grants: read the node group, change each scale set it manages, join each node subnet."""
+    principal = identities.principal_ids[roles.AUTOSCALER_IDENTITY]
+    grant(
+        identities,
+        f"{name}-autoscaler-list-nodes",
+        key=f"{cluster_name}/autoscaler/nodes-reader",
+        scope=node_resource_group_id,
+        principal_id=principal,
+        role=READER_ROLE,
+        subscription_id=subscription_id,
+    )
+    # Each scale set it manages, and each node subnet: growing a scale set puts new NICs into its subnet, and
+    # Azure checks "subnets/join/action" there as a linked scope of the scale-set write (a 403
+    # LinkedAuthorizationFailed otherwise); the same role on a subnet grants read and join, nothing on the VNet.
+    # Two grants per shard (about 130 in prod) against Azure's 4,000 role assignments per subscription
+    # (learn.microsoft.com/azure/role-based-access-control/troubleshoot-limits).
+    for kind, scopes in (("scale", scale_set_ids), ("join", node_subnet_ids)):
+        for shard, scope in sorted(scopes.items()):
             grant(
-                self,
-                f"{name}-autoscaler-join-{shard}",
-                key=f"{cluster_name}/autoscaler/join/{shard}",
-                scope=subnet_id,
-                principal_id=self.principal_ids[roles.AUTOSCALER_IDENTITY],
+                identities,
+                f"{name}-autoscaler-{kind}-{shard}",
+                key=f"{cluster_name}/autoscaler/{kind}/{shard}",
+                scope=scope,
+                principal_id=principal,
                 role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
                 subscription_id=subscription_id,
             )
-        self.register_outputs(self.ids)

@@ -29,7 +29,15 @@ from infra.config_checks import (
 from infra.errors import NAMESPACE, ConfigError
 from infra.images import ACCEPTED as IMAGE_ACCEPTED
 from infra.images import parse_image
-from infra.labels import DERIVED_LABELS, POOL_ROLES, ROLE_GPU
+from infra.labels import (
+    DERIVED_LABELS,
+    POOL_ROLES,
+    ROLE_GPU,
+    ROLE_SYSTEM,
+    SYSTEM_TAINT_EFFECT,
+    SYSTEM_TAINT_KEY,
+    SYSTEM_TAINT_VALUE,
+)
 from infra.schema import Section
 from infra.vm_sizes import VM_SIZES, VmSize, known_sizes
 
@@ -115,7 +123,7 @@ class Taint:
 @dataclass(frozen=True)
 class NodePoolConfig:
     name: str
-    role: str  # "gpu" | "cpu"
+    role: str  # "gpu" | "cpu" | "system"
     vm_size: str
     min_nodes: int
     max_nodes: int
@@ -397,7 +405,12 @@ def _node_pool(s: Section) -> NodePoolConfig:
         accepted="1-12 lowercase letters or digits, starting with a letter (it becomes part of Azure scale-set names)",
         description="the pool's name",
     )
-    role = s.choice("role", POOL_ROLES, description="gpu pools need a GPU size, cpu pools a CPU size")
+    role = s.choice(
+        "role",
+        POOL_ROLES,
+        description="gpu pools need a GPU size, cpu and system pools a CPU size; system pools are tainted for "
+        "the add-ons that hold cloud identities or watch the whole cluster (the autoscaler, monitoring)",
+    )
     if role == ROLE_GPU:
         vm_size = _vm_size(
             s,
@@ -428,6 +441,12 @@ def _node_pool(s: Section) -> NodePoolConfig:
             f"false for {vm_size}, or an InfiniBand size: {known_sizes(lambda z: z.infiniband)}",
         )
     taints = s.items("taints", _taint, default=[], description="node taints")
+    for j, taint in enumerate(taints):
+        if taint.key == SYSTEM_TAINT_KEY:
+            raise ConfigError(f"{s.key('taints')}[{j}].key", taint.key, "a taint other than the system pools' own")
+    if role == ROLE_SYSTEM:
+        # Derived, never configured: what keeps tenants (who may not tolerate it) off the system pools.
+        taints = (*taints, Taint(SYSTEM_TAINT_KEY, SYSTEM_TAINT_VALUE, SYSTEM_TAINT_EFFECT))
     pool = NodePoolConfig(
         name=name,
         role=role,
@@ -594,3 +613,14 @@ def _check_cross_field(config: ClusterConfig) -> None:
             raise ConfigError(
                 f"nodePools[{i}].addressSlot", pool.address_slot, f"a slot no other pool uses, e.g. one of {free}"
             )
+    # The autoscaler's identity and monitoring live only on system pools (docs/security.md, "An add-on").
+    needs_system = [
+        key for key in ("clusterAutoscaler", "monitoring") if getattr(config.addons, ADDON_KEYS[key]).enabled
+    ]
+    if needs_system and not any(pool.role == ROLE_SYSTEM and not pool.retired for pool in config.node_pools):
+        raise ConfigError(
+            "nodePools",
+            names,
+            f"a pool with role {ROLE_SYSTEM} (not retired): the enabled add-ons "
+            f"{', '.join(needs_system)} run only there",
+        )

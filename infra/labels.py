@@ -21,9 +21,13 @@ from infra.facts import roles
 ROLE_LABEL = "supercluster.io/role"
 ROLE_GPU = roles.GPU_POOL  # a GPU pool's node (nodePools[].role)
 ROLE_CPU = roles.CPU_POOL  # a CPU pool's node (nodePools[].role)
-# Where Prometheus runs (its nodeSelector) and so the only pools whose subnets reach etcd's plain-HTTP
-# metrics port (infra/network_security.py): one fact, read by both.
-MONITORING_ROLE = ROLE_CPU
+# A system pool's node (nodePools[].role): CPU machines tainted with SYSTEM_TAINT_KEY, which no tenant
+# namespace may tolerate (infra/control_plane/admission.py). Only they carry the identities that can change
+# machines (the cluster autoscaler's) and only they run monitoring (docs/security.md, "An add-on").
+ROLE_SYSTEM = roles.SYSTEM_POOL
+# Where Prometheus runs (infra.addons.k8s.on_system_pool, its nodeSelector) and so the only pools whose subnets
+# reach etcd's plain-HTTP metrics port and the control plane's secure ports (infra/network_security.py).
+MONITORING_ROLE = ROLE_SYSTEM
 ROLE_NAT_HOST = roles.NAT_HOST.machine  # a NAT host: a tainted node that runs kube-proxy for the service range
 POOL_ROLES = roles.POOL_ROLES
 
@@ -68,6 +72,10 @@ GPU_STARTUP_TAINT_EFFECT = "NoSchedule"
 NAT_HOST_TAINT_KEY = "supercluster.io/nat-host"
 NAT_HOST_TAINT_VALUE = "true"
 NAT_HOST_TAINT_EFFECT = "NoSchedule"
+# System pools: only the add-ons that hold cloud identities or watch the whole cluster tolerate it.
+SYSTEM_TAINT_KEY = "supercluster.io/system"
+SYSTEM_TAINT_VALUE = "true"
+SYSTEM_TAINT_EFFECT = "NoSchedule"
 
 # ------------------------------------------------------------------------------ resources
 
@@ -107,3 +115,13 @@ def node_labels(
     if gpus:
         labels.update({ACCELERATOR_LABEL: ACCELERATOR_VALUE, GPU_PRESENT_LABEL: "true", GPU_COUNT_LABEL: str(gpus)})
     return {**(extra or {}), **labels}
+
+
+# ------------------------------------------------------------------------------ host users
+
+# The one non-root host user that may reach the metadata service, and only on system pools: the cluster
+# autoscaler runs as it (host network) to sign in as its identity. Every other non-root host process is
+# refused IMDS and WireServer by the node's output hook (infra/node/cni.py). Outside the ranges Debian and
+# Ubuntu allocate to system and login users (adduser.conf: FIRST_SYSTEM_UID 100 to LAST_UID 59999), and not
+# nobody (65534).
+CLOUD_IDENTITY_UID = 64010

@@ -25,7 +25,7 @@ def resource_group(cluster: str) -> str:
 
 def node_resource_group(cluster: str) -> str:
     """The node pools' scale sets, alone (as AKS keeps its node resource group): the only group the
-    cluster autoscaler's identity may change (docs/security.md, finding 1)."""
+    cluster autoscaler's identity may change (docs/security.md, "A node")."""
     return f"{cluster}-nodes-rg"
 
 

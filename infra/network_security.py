@@ -280,6 +280,17 @@ def _common_rules() -> tuple[SecurityRule, ...]:
             (SSH_PORT,),
             description="no SSH from anywhere else, including other cluster machines",
         ),
+        # The hub is inside Azure's VirtualNetwork tag (it is peered), so AllowVnetInBound would let it reach
+        # every port not denied above: kubelet, the exporters, etcd's backup metrics, pods. It gets what
+        # docs/network.md gives it (6443, SSH, the service range through the NAT hosts) and nothing else.
+        SecurityRule(
+            "deny-hub",
+            _DENY + 200,
+            "Deny",
+            ANY,
+            (HUB,),
+            description="the hub reaches only what an allow above names",
+        ),
         SecurityRule(
             "deny-internet-inbound",
             _DENY_INTERNET,

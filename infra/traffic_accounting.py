@@ -22,7 +22,7 @@ pod traffic passes. Loopback is not counted.
 Reading the counters takes root and CAP_NET_ADMIN (a netlink dump of the tables). The node
 does that itself: ``supercluster-traffic-counters.service`` writes ``iptables-save -c`` of the
 mangle table every few seconds to one file under /run, and the exporter pod only reads that
-file (non-root, no capability, one read-only directory of the host: docs/security.md, finding 5).
+file (non-root, no capability, one read-only directory of the host: docs/security.md, "An add-on").
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from plan.runner import own_stack_name, run_program
 from plan.secret_scan import scan_files
 from plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs, namespace_values
 from plan.summary import render_summary
+from plan.topology import diff_section
 
 EXIT_OK = 0  # plan written; with --diff: nothing changed
 EXIT_CHANGED = 1  # --diff: something changed
@@ -91,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     # The program validated this config already; the summary needs only its parsed form and address plan.
     parsed = parse_config(namespace_values(config), config.get(LOCATION_KEY))
-    summary = render_summary(
-        args.stack, parsed, plan_addresses(parsed), run.registrations, example_stacks=run.example_stacks
-    )
+    addresses = plan_addresses(parsed)
+    summary = render_summary(args.stack, parsed, addresses, run.registrations, example_stacks=run.example_stacks)
     files = plan_files(run.registrations, run.outputs, summary)
     leaks = scan_files(files, run.secret_values)
     if leaks:
@@ -105,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         print(summary, end="")
         print(f"Plan written to {out}")
         return EXIT_OK
-    diff = diff_plans(old, load_plan(out))
-    report = render_diff(args.stack, str(args.diff), diff)
+    new = load_plan(out)
+    diff = diff_plans(old, new)
+    report = render_diff(args.stack, str(args.diff), diff, topology=diff_section(old, new, diff, addresses))
     (out / "diff.md").write_text(report)
     print(report, end="")
     print(f"Plan written to {out}, diff to {out / 'diff.md'}")

@@ -31,6 +31,8 @@ from plan.replacements import Replacement, covers, in_place_note, is_azure_id_in
 STATEFUL_TYPES = {"tls:index/privateKey:PrivateKey": "a new key re-issues everything it signed"}
 VM_TYPE = "azure-native:compute:VirtualMachine"
 SCALE_SET_TYPE = "azure-native:compute:VirtualMachineScaleSet"
+# Each action's symbol, as the report's table and the topology's marks show it.
+SYMBOLS = {"create": "+", "delete": "-", "update": "~", "replace": "+-"}
 
 
 class PlanDirectoryError(ValueError):

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from plan.diff import PlanDiff, ResourceChange
+from plan.diff import SYMBOLS, PlanDiff, ResourceChange
 
-SYMBOLS = {"create": "+", "delete": "-", "update": "~", "replace": "+-"}
 # Room for a PR comment: GitHub's limit is 65,536 characters.
 DEFAULT_MAX_CHARS = 60_000
 _LISTED = 8  # file lists longer than this fold into <details>
 
 
-def render_diff(stack: str, old_label: str, diff: PlanDiff, max_chars: int = DEFAULT_MAX_CHARS) -> str:
+def render_diff(
+    stack: str, old_label: str, diff: PlanDiff, max_chars: int = DEFAULT_MAX_CHARS, topology: list[str] | None = None
+) -> str:
+    """The report; ``topology`` is the diagram section (``plan.topology.diff_section``), shown before the tables."""
     lines = [f"## Plan diff: stack `{stack}` (against `{old_label}`)", ""]
     if not diff.changed:
         return "\n".join(lines + ["No changes: every resource, output and rendered file is the same.", ""])
@@ -40,6 +42,7 @@ def render_diff(stack: str, old_label: str, diff: PlanDiff, max_chars: int = DEF
         ]
         lines += [f"> - `{c.name}` (`{c.type}`): {c.danger}{_why(c)}" for c in diff.dangers]
         lines.append("")
+    lines += topology or []
     lines += _resources(diff.resources)
     if diff.outputs:
         lines += ["### Outputs", ""] + [f"- `{path}`" for path in diff.outputs] + [""]

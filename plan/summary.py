@@ -9,7 +9,7 @@ from infra.config import ClusterConfig
 from infra.egress import machines_in_vnet, nat_gateways
 from infra.labels import ROLE_GPU
 from infra.sizing import shards
-from plan import join_time
+from plan import join_time, topology
 from plan.critical_path import critical_path, machines_waiting_for_machines
 from plan.mocks import Registration
 
@@ -24,6 +24,7 @@ def render_summary(
     lines = [f"# supercluster plan: stack `{stack}`", ""]
     custom = [r for r in registrations if r.custom]
     lines += [f"{len(custom)} resources ({len(registrations) - len(custom)} components).", ""]
+    lines += topology.summary_section((r.as_json() for r in custom), addresses)
 
     lines += ["## Resources by type", "", "| type | count |", "|---|---:|"]
     for typ, count in sorted(Counter(r.type for r in custom).items()):

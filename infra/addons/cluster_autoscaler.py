@@ -28,7 +28,7 @@ from infra.addons.labels import CLUSTER_CRITICAL, SAFE_TO_EVICT, SYSTEM_NAMESPAC
 from infra.addons.settings import duration, section
 from infra.config import ClusterConfig
 from infra.facts import tags
-from infra.labels import GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_CPU, ROLE_LABEL
+from infra.labels import CLOUD_IDENTITY_UID, GPU_STARTUP_TAINT_KEY, POOL_LABEL
 
 KEY = "clusterAutoscaler"
 NAME = "cluster-autoscaler"
@@ -179,7 +179,12 @@ def objects(config: ClusterConfig, settings: Settings, azure: AzureAccess, kuber
         "env": environment(settings, azure),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "resources": k8s.resources("500m", "1Gi", "2Gi"),
-        "securityContext": k8s.locked_down(),
+        # Its own user: the one non-root host user a system node lets reach the metadata service (infra/node/cni.py).
+        "securityContext": {
+            **k8s.locked_down(),
+            "runAsUser": CLOUD_IDENTITY_UID,
+            "runAsGroup": CLOUD_IDENTITY_UID,
+        },
         "livenessProbe": {
             "httpGet": {"path": "/health-check", "port": METRICS_PORT},
             "periodSeconds": 60,
@@ -192,7 +197,7 @@ def objects(config: ClusterConfig, settings: Settings, azure: AzureAccess, kuber
         priority_class=CLUSTER_CRITICAL,
         service_account=NAME,
         host_network=True,
-        nodeSelector={ROLE_LABEL: ROLE_CPU},
+        **k8s.on_system_pool(),
     )
     return [
         k8s.service_account(NAME, ns),

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from infra.labels import ROLE_LABEL, ROLE_SYSTEM, SYSTEM_TAINT_EFFECT, SYSTEM_TAINT_KEY, SYSTEM_TAINT_VALUE
+
 PART_OF = "supercluster"
 
 Obj = dict[str, Any]
@@ -133,6 +135,17 @@ def pod_spec(
     spec.update(fields)
     spec["containers"] = containers
     return spec
+
+
+def on_system_pool() -> Obj:
+    """``pod_spec`` fields that put a pod on the tainted system pools (``ROLE_SYSTEM``), where tenants never
+    land: for the add-ons that hold a cloud identity or see the whole cluster (docs/security.md)."""
+    return {
+        "nodeSelector": {ROLE_LABEL: ROLE_SYSTEM},
+        "tolerations": [
+            {"key": SYSTEM_TAINT_KEY, "operator": "Equal", "value": SYSTEM_TAINT_VALUE, "effect": SYSTEM_TAINT_EFFECT}
+        ],
+    }
 
 
 def template(app: str, spec: Obj, match_labels: Mapping[str, str], annotations: Mapping[str, str] | None = None) -> Obj:

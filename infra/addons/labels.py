@@ -22,6 +22,7 @@ BALLOON_PRIORITY = "supercluster-balloons"
 NVIDIA_RUNTIME_CLASS = "nvidia"
 
 SYSTEM_NAMESPACE = "kube-system"
+MONITORING_NAMESPACE = "monitoring"
 
 # Where kubelet listens for device plugins (its default --device-plugins directory; the device plugin API,
 # kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins). The GPU and RDMA

@@ -11,8 +11,11 @@ plugins added to the default-on set in ``--enable-admission-plugins``:
   the traffic-accounting exporter) need the host.
 - **PodNodeSelector** and **PodTolerationRestriction**: a namespace's annotations give its pods a
   node selector and default tolerations and bound the tolerations they may carry, which is how a
-  pool is reserved for a team (docs/runbooks/team-isolation.md). No cluster-wide default: a namespace
-  without the annotations is unaffected.
+  pool is reserved for a team (docs/runbooks/team-isolation.md).
+- **Tenant policies** (``tenant_policies``, ValidatingAdmissionPolicies applied with the cluster's
+  objects): in every namespace but the platform's, no ``spec.nodeName`` or binding by anyone but the
+  scheduler, no toleration of the platform's taints (or of a team's outside a team namespace), no
+  platform priority.
 """
 
 from __future__ import annotations
@@ -21,7 +24,16 @@ import json
 from typing import Any
 
 from infra import yaml_text
+from infra.addons.labels import (
+    CLUSTER_CRITICAL,
+    MONITORING_NAMESPACE,
+    NODE_CRITICAL,
+    SYSTEM_NAMESPACE,
+    SYSTEM_PRIORITY,
+)
 from infra.config import ClusterConfig
+from infra.control_plane import pki
+from infra.labels import GPU_STARTUP_TAINT_KEY, NAT_HOST_TAINT_KEY, SYSTEM_TAINT_KEY
 
 # Added to the default-on plugins (NamespaceLifecycle, ServiceAccount, PodSecurity, ... stay on):
 # NodeRestriction limits each kubelet to its own Node and Pods; DenyServiceExternalIPs closes
@@ -113,3 +125,118 @@ def admission_configuration(config: ClusterConfig) -> str:
         ],
     }
     return yaml_text.dump(document, sort_keys=False)
+
+
+# ------------------------------------------------------------------------------ tenant pods
+
+# Where the platform's own pods run; every other namespace is a tenant's. Matched by the
+# ``kubernetes.io/metadata.name`` label, which the apiserver sets to the namespace's name and nobody can change.
+PLATFORM_NAMESPACES = (SYSTEM_NAMESPACE, MONITORING_NAMESPACE, "kube-public", "kube-node-lease")
+# Taints only platform pods may tolerate: the system pools (cloud identities, monitoring), the NAT hosts and
+# GPU nodes not yet proven healthy.
+PLATFORM_TAINTS = (SYSTEM_TAINT_KEY, NAT_HOST_TAINT_KEY, GPU_STARTUP_TAINT_KEY)
+# Priorities that preempt other teams' work: ours and the two built-in critical classes, which since
+# Kubernetes 1.17 any namespace may name (kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption).
+PLATFORM_PRIORITIES = (SYSTEM_PRIORITY, CLUSTER_CRITICAL, NODE_CRITICAL)
+TENANT_PODS_POLICY = "supercluster-tenant-pods"
+TENANT_BINDINGS_POLICY = "supercluster-tenant-bindings"
+
+
+def _cel_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def _policy(
+    name: str, resources: list[str], operations: list[str], validations: list[dict[str, str]]
+) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its Deny binding, for tenant namespaces only."""
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": resources}
+                    ]
+                },
+                "validations": validations,
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/metadata.name",
+                                "operator": "NotIn",
+                                "values": list(PLATFORM_NAMESPACES),
+                            }
+                        ]
+                    }
+                },
+            },
+        },
+    ]
+
+
+def tenant_policies() -> list[dict[str, Any]]:
+    """What a tenant namespace's pod may not do, whoever creates it (system:masters included):
+
+    - name its node (``spec.nodeName``) or be bound by anyone but the scheduler (``pods/binding``): both skip
+      the scheduler, and kubelet re-checks only NoExecute taints, so either would land it on a NAT host, a
+      system node or another team's pool;
+    - tolerate every taint (an empty key with ``Exists``), a platform taint (``PLATFORM_TAINTS``), or a team's
+      taint outside a team namespace (there ``PodTolerationRestriction``'s whitelist decides the value);
+    - use a platform priority (``PLATFORM_PRIORITIES``), which would preempt other teams' jobs.
+
+    A policy, not the plugin's cluster-wide whitelist: that whitelist is replaced, not narrowed, by a
+    namespace's own annotation, and the namespaces where platform pods tolerate everything (``kube-system``)
+    exist before the program does."""
+    tolerations = "(has(object.spec.tolerations) ? object.spec.tolerations : [])"
+    team_namespace = (
+        "(has(namespaceObject.metadata.annotations) && "
+        f"'{TOLERATIONS_WHITELIST_ANNOTATION}' in namespaceObject.metadata.annotations)"
+    )
+    pods = [
+        {
+            "expression": "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
+            "message": "a tenant pod may not name its node (spec.nodeName): the scheduler places it",
+        },
+        {
+            "expression": f"{tolerations}.all(t, has(t.key) && t.key != '')",
+            "message": "a tenant pod may not tolerate every taint (a toleration needs a key)",
+        },
+        {
+            "expression": f"{tolerations}.all(t, !has(t.key) || !(t.key in {_cel_list(PLATFORM_TAINTS)}))",
+            "message": f"a tenant pod may not tolerate the platform's taints {', '.join(PLATFORM_TAINTS)}",
+        },
+        {
+            "expression": f"{tolerations}.all(t, !has(t.key) || t.key != '{TEAM_TAINT_KEY}') || {team_namespace}",
+            "message": f"only a team namespace's pods may tolerate {TEAM_TAINT_KEY} (docs/runbooks/team-isolation.md)",
+        },
+        {
+            "expression": "!has(object.spec.priorityClassName) || "
+            f"!(object.spec.priorityClassName in {_cel_list(PLATFORM_PRIORITIES)})",
+            "message": f"a tenant pod may not use the platform's priority classes {', '.join(PLATFORM_PRIORITIES)}",
+        },
+    ]
+    bindings = [
+        {
+            "expression": f"request.userInfo.username == '{pki.SCHEDULER_USER}'",
+            "message": "only the scheduler binds a tenant's pods to nodes",
+        }
+    ]
+    return [
+        *_policy(TENANT_PODS_POLICY, ["pods"], ["CREATE", "UPDATE"], pods),
+        # Both ways to bind: POST .../pods/<name>/binding (the scheduler's) and POST .../bindings.
+        *_policy(TENANT_BINDINGS_POLICY, ["pods/binding", "bindings"], ["CREATE"], bindings),
+    ]

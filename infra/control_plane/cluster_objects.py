@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.control_plane import flowcontrol, pki
+from infra.control_plane import admission, flowcontrol, pki
 from infra.control_plane.scheduler import POD_GROUP_LABEL
 
 RBAC = "rbac.authorization.k8s.io"
@@ -166,4 +166,10 @@ def gang_scheduling_rbac() -> list[dict[str, Any]]:
 
 def cluster_objects() -> list[dict[str, Any]]:
     """Every non-secret object, in apply order (the CRD before anything could use it)."""
-    return [*node_join_rbac(), pod_group_crd(), *gang_scheduling_rbac(), *flowcontrol.objects()]
+    return [
+        *node_join_rbac(),
+        pod_group_crd(),
+        *gang_scheduling_rbac(),
+        *flowcontrol.objects(),
+        *admission.tenant_policies(),
+    ]

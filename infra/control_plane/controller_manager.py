@@ -17,8 +17,10 @@ KUBE_API_BURST = 800
 ENDPOINT_BATCH_PERIOD = "500ms"
 # The default (kube-controller-manager --terminated-pod-gc-threshold), stated so CIS 1.3.1 is explicit.
 TERMINATED_POD_GC_THRESHOLD = 12500
-# Client certificates the CSR signer issues to kubelets; the kubelet rotates them before expiry.
-CLUSTER_SIGNING_DURATION = "8760h"
+# Client certificates the CSR signer issues to kubelets: 30 days, so a node certificate taken from a machine
+# lapses within a month. kubelet asks for a new one once 70 to 90 % of its life has passed (client-go
+# certificate manager, nextRotationDeadline), so a running node renews with days to spare.
+CLUSTER_SIGNING_DURATION = "720h"
 # HTTPS port of /healthz and /metrics (its --secure-port default; the fact is in infra/facts/ports.py).
 SECURE_PORT = ports.CONTROLLER_MANAGER
 

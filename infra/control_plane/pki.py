@@ -28,6 +28,12 @@ KEY_CURVE = "P256"
 CA_VALIDITY_HOURS = 10 * 365 * 24
 LEAF_VALIDITY_HOURS = 365 * 24
 LEAF_EARLY_RENEWAL_HOURS = 90 * 24
+# The administrator certificate (system:masters) is the program's own deploy credential, which no binding can
+# revoke: it lasts a week, and pulumi-tls re-issues it at the first `pulumi up` once it is a day old (a
+# certificate inside its early-renewal window is replaced), so the one in state is never more than days from
+# expiry. Break-glass access outside a deploy: docs/runbooks/break-glass-access.md.
+ADMIN_VALIDITY_HOURS = 7 * 24
+ADMIN_EARLY_RENEWAL_HOURS = 6 * 24
 
 CLUSTER_CA = "cluster-ca"
 FRONT_PROXY_CA = "front-proxy-ca"
@@ -63,6 +69,8 @@ class CertificateSpec:
     dns_names: tuple[str, ...] = ()
     ip_addresses: tuple[str, ...] = ()
     on_machine: bool = True  # fetched by apiserver VMs (the admin certificate never is)
+    validity_hours: int = LEAF_VALIDITY_HOURS
+    early_renewal_hours: int = LEAF_EARLY_RENEWAL_HOURS
 
     @property
     def usages(self) -> tuple[str, ...]:
@@ -97,7 +105,14 @@ def certificates(addresses: AddressPlan, apiservers: int) -> tuple[CertificateSp
         CertificateSpec(FRONT_PROXY_CLIENT, "front-proxy-client", signer=FRONT_PROXY_CA),
         CertificateSpec(CONTROLLER_MANAGER, CONTROLLER_MANAGER_USER),
         CertificateSpec(SCHEDULER, SCHEDULER_USER),
-        CertificateSpec(ADMIN, ADMIN_USER, organization=SUPERUSER_GROUP, on_machine=False),
+        CertificateSpec(
+            ADMIN,
+            ADMIN_USER,
+            organization=SUPERUSER_GROUP,
+            on_machine=False,
+            validity_hours=ADMIN_VALIDITY_HOURS,
+            early_renewal_hours=ADMIN_EARLY_RENEWAL_HOURS,
+        ),
     )
 
 

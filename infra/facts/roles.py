@@ -29,7 +29,7 @@ DEDICATED = (ETCD, EVENTS_ETCD, APISERVER, NAT_HOST)
 
 # Identities of what runs in the node pools' scale sets (each shard has a subnet of its own).
 NODE_IDENTITY = "node"
-AUTOSCALER_IDENTITY = "autoscaler"  # the cluster autoscaler, carried by CPU nodes beside NODE_IDENTITY
+AUTOSCALER_IDENTITY = "autoscaler"  # the cluster autoscaler, carried by system-pool nodes beside NODE_IDENTITY
 # Every identity the cluster's machines carry, one each (components/identities.py), in declaration order.
 IDENTITIES = (
     ETCD.identity,
@@ -49,4 +49,6 @@ SYSTEM_SUBNETS = (ETCD.subnet, EVENTS_ETCD.subnet, APISERVER.subnet, NAT_HOST.su
 # Node pool roles (``nodePools[].role``); a CPU pool's nodes and every dedicated VM boot the cpu image.
 GPU_POOL = "gpu"
 CPU_POOL = "cpu"
-POOL_ROLES = (GPU_POOL, CPU_POOL)
+# CPU machines tainted for the add-ons that hold a cloud identity or watch the whole cluster (infra/labels.py).
+SYSTEM_POOL = "system"
+POOL_ROLES = (GPU_POOL, CPU_POOL, SYSTEM_POOL)

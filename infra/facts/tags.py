@@ -6,6 +6,8 @@ from __future__ import annotations
 # cluster-autoscaler/cloudprovider/azure: README "Auto-discovery setup", azure_template.go).
 AUTOSCALER_ENABLED = "cluster-autoscaler-enabled"
 AUTOSCALER_NAME = "cluster-autoscaler-name"
+AUTOSCALER_MIN = "min"  # the scale set's node-count bounds the autoscaler keeps it within
+AUTOSCALER_MAX = "max"
 LABEL_PREFIX = "k8s.io_cluster-autoscaler_node-template_label_"
 TAINT_PREFIX = "k8s.io_cluster-autoscaler_node-template_taint_"
 RESOURCES_PREFIX = "k8s.io_cluster-autoscaler_node-template_resources_"

@@ -51,6 +51,8 @@ class NodeSpec:
     nvswitch: bool = False
     infiniband: bool = False  # its jobs use RDMA over InfiniBand (containerd lifts the memlock limit)
     node_local_dns_ip: str | None = None  # routed via the host by the CNI (addons.nodeLocalDns.localIp)
+    # The host users that may reach the metadata service (root; on system pools the autoscaler's user too).
+    identity_uids: tuple[int, ...] = (0,)
 
     @property
     def node_taints(self) -> tuple[Taint, ...]:
@@ -71,7 +73,7 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     ]
     local_disk.add_local_disk(cloud, spec.local_disks)
     install.add_install(cloud, spec.kubernetes_version)
-    cni.add_pod_network(cloud, spec.cluster_cidr, spec.node_local_dns_ip)
+    cni.add_pod_network(cloud, spec.cluster_cidr, spec.node_local_dns_ip, spec.identity_uids)
     cloud.add(containerd.CONFIG_PATH, containerd.render_config(spec.images[0], gpu=spec.gpus > 0))
     cloud.add(f"/etc/systemd/system/{containerd.UNIT}", containerd.unit(rdma=spec.infiniband))
     images.add_preload(cloud, spec.registry_login_server, spec.images)

@@ -13,9 +13,10 @@ clusters not built by AKS):
   host address 168.63.129.16 on the ports that serve the VM's protected settings, as AKS
   blocks them; DNS and the load balancer's probes on that address stay open.
 
-Both drops sit in the forward hook, which only routed traffic (pods) passes: the node's own
-processes, and the host-network agents that sign in as its identity, reach both through the
-output hook (docs/security.md, finding 2).
+Both drops sit in the forward hook, which only routed traffic (pods) passes, and again in the
+output hook for the node's own traffic from any user but root (and, on system pools, the cluster
+autoscaler's own user, ``CLOUD_IDENTITY_UID``): a host-network agent running as nobody, or whoever
+escapes a container as a user, gets no token either (docs/security.md, "A node").
 """
 
 from __future__ import annotations
@@ -63,8 +64,11 @@ def render_conflist(node_local_dns_ip: str | None) -> str:
     return json.dumps(conflist(node_local_dns_ip), indent=2) + "\n"
 
 
-def render_rules(cluster_cidr: str) -> str:
-    """An nftables table of our own (kube-proxy keeps its own), replaced atomically on every load."""
+def render_rules(cluster_cidr: str, identity_uids: tuple[int, ...] = (0,)) -> str:
+    """An nftables table of our own (kube-proxy keeps its own), replaced atomically on every load.
+    ``identity_uids``: the host users whose own traffic may reach the metadata service and WireServer."""
+    allowed = ", ".join(map(str, identity_uids))
+    blocked_ports = ", ".join(map(str, WIRESERVER_BLOCKED_TCP_PORTS))
     return (
         "\n".join(
             [
@@ -81,8 +85,12 @@ def render_rules(cluster_cidr: str) -> str:
                 "  chain pod-metadata {",
                 "    type filter hook forward priority filter; policy accept;",
                 f"    ip daddr {IMDS_IP} drop",
-                f"    ip daddr {WIRESERVER_IP} tcp dport "
-                f"{{ {', '.join(map(str, WIRESERVER_BLOCKED_TCP_PORTS))} }} drop",
+                f"    ip daddr {WIRESERVER_IP} tcp dport {{ {blocked_ports} }} drop",
+                "  }",
+                "  chain host-metadata {",
+                "    type filter hook output priority filter; policy accept;",
+                f"    ip daddr {IMDS_IP} meta skuid != {{ {allowed} }} drop",
+                f"    ip daddr {WIRESERVER_IP} tcp dport {{ {blocked_ports} }} meta skuid != {{ {allowed} }} drop",
                 "  }",
                 "}",
             ]
@@ -91,9 +99,11 @@ def render_rules(cluster_cidr: str) -> str:
     )
 
 
-def add_pod_network(cloud: CloudConfig, cluster_cidr: str, node_local_dns_ip: str | None) -> None:
+def add_pod_network(
+    cloud: CloudConfig, cluster_cidr: str, node_local_dns_ip: str | None, identity_uids: tuple[int, ...] = (0,)
+) -> None:
     cloud.add(CONFLIST_PATH, render_conflist(node_local_dns_ip), permissions="0600")  # CIS 1.1.9, root's only
-    cloud.add(NFT_PATH, render_rules(cluster_cidr))
+    cloud.add(NFT_PATH, render_rules(cluster_cidr, identity_uids))
     cloud.add(
         f"/etc/systemd/system/{UNIT}",
         systemd.unit(

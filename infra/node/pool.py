@@ -19,7 +19,7 @@ from infra.config import ClusterConfig, NodePoolConfig, Taint
 from infra.errors import ConfigError
 from infra.facts import roles, tags
 from infra.facts.endpoints import apiserver_url
-from infra.labels import GPU_RESOURCE, POOL_LABEL, node_labels
+from infra.labels import CLOUD_IDENTITY_UID, GPU_RESOURCE, POOL_LABEL, ROLE_SYSTEM, node_labels
 from infra.node import NodeSpec
 from infra.node.local_disk import LocalDisks
 from infra.sizing import Shard, shards
@@ -56,6 +56,7 @@ def node_spec(
         labels=pool_labels(config, pool, shard),
         taints=pool.taints,
         infiniband=pool.infiniband,
+        identity_uids=(0, CLOUD_IDENTITY_UID) if pool.role == ROLE_SYSTEM else (0,),
     )
 
 
@@ -73,6 +74,7 @@ def joining_node(
     labels: Mapping[str, str],
     taints: tuple[Taint, ...],
     infiniband: bool = False,
+    identity_uids: tuple[int, ...] = (0,),
 ) -> NodeSpec:
     """A machine that joins the cluster as a node: a pool's scale-set instance or a NAT host (``role``
     names the identity its boot scripts sign in as)."""
@@ -95,6 +97,7 @@ def joining_node(
         nvswitch=size.gpus >= 8,
         infiniband=infiniband,
         node_local_dns_ip=node_local_ip(config),
+        identity_uids=identity_uids,
     )
 
 
@@ -159,8 +162,8 @@ def autoscaler_tags(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -
     The GPU start-up taint is left out: the autoscaler treats it as a start-up taint, not a lasting one."""
     scale_set_tags = {
         **tags.autoscaler_discovery(config.cluster_name),
-        "min": str(shard.min_nodes),
-        "max": str(shard.max_nodes),
+        tags.AUTOSCALER_MIN: str(shard.min_nodes),
+        tags.AUTOSCALER_MAX: str(shard.max_nodes),
     }
     for key, value in sorted(pool_labels(config, pool, shard).items()):
         scale_set_tags[tags.LABEL_PREFIX + encode_tag_key(key)] = value

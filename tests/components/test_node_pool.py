@@ -57,7 +57,7 @@ def test_every_scale_set_leaves_capacity_to_the_autoscaler(prod_plan):
         assert vmss.inputs["sku"]["capacity"] == int(tags["min"])
         assert tags["cluster-autoscaler-enabled"] == "true" and tags["cluster-autoscaler-name"] == "prod"
     cpu = scale_sets(prod_plan, "cpu")
-    assert [(v.inputs["tags"]["min"], v.inputs["tags"]["max"]) for v in cpu] == [("50", "1000"), ("0", "500")]
+    assert [(v.inputs["tags"]["min"], v.inputs["tags"]["max"]) for v in cpu] == [("50", "1000"), ("0", "480")]
 
 
 def test_vm_model(prod_plan):
@@ -105,9 +105,10 @@ def test_resources_grow_with_shards_never_with_nodes():
     assert small == bigger  # still one scale set per pool
     grown = counts("nodePools[0].maxNodes=101")  # one more InfiniBand shard
     assert grown[VMSS] == small[VMSS] + 1
-    # Its scale set (its subnet is inline in the VNet) and the autoscaler's join grant on that subnet.
-    assert grown[ROLE_ASSIGNMENT] == small[ROLE_ASSIGNMENT] + 1
-    assert sum(grown.values()) == sum(small.values()) + 2
+    # Its scale set (its subnet is inline in the VNet) and the autoscaler's two grants: on that scale set
+    # and the join on its subnet.
+    assert grown[ROLE_ASSIGNMENT] == small[ROLE_ASSIGNMENT] + 2
+    assert sum(grown.values()) == sum(small.values()) + 3
 
 
 def test_capacity_is_sent_only_to_a_scale_set_the_last_deploy_did_not_have(dev_plan):
@@ -116,7 +117,12 @@ def test_capacity_is_sent_only_to_a_scale_set_the_last_deploy_did_not_have(dev_p
     assert all("capacity" in v.inputs["sku"] for v in dev_plan.of_type(VMSS))
     grown = deploy_after(dev_plan, "nodePools[0].maxNodes=101", "nodePools[1].labels.team=vision")
     sent = {v.name: v.inputs["sku"].get("capacity") for v in grown.of_type(VMSS)}
-    assert sent == {"dev-pool-gpu-s000": None, "dev-pool-gpu-s001": 0, "dev-pool-cpu-s000": None}
+    assert sent == {
+        "dev-pool-gpu-s000": None,
+        "dev-pool-gpu-s001": 0,
+        "dev-pool-cpu-s000": None,
+        "dev-pool-platform-s000": None,
+    }
 
 
 def test_growing_a_pool_appends_shards_and_keeps_the_existing_ones():

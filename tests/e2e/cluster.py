@@ -126,8 +126,9 @@ class Cluster:
             input=input,
         )
 
-    def create_probe_event(self) -> str:
-        """Creates an Event in ``default`` through the apiservers; returns the etcd key it is stored under."""
+    def create_probe_event(self, timeout: float = 60) -> str:
+        """Creates an Event in ``default`` through the apiservers; returns the etcd key it is stored under.
+        Raises RuntimeError when the API refuses it or has not answered within ``timeout`` seconds."""
         name = f"box-{uuid.uuid4().hex[:8]}"
         event = {
             "apiVersion": "v1",
@@ -138,7 +139,9 @@ class Cluster:
             "message": "where does this land",
             "type": "Normal",
         }
-        self.kubectl("create", "-f", "-", input=yaml.safe_dump(event))
+        self.kubectl(
+            "create", "-f", "-", f"--request-timeout={timeout:g}s", input=yaml.safe_dump(event), timeout=timeout + 30
+        )
         return f"/registry/events/default/{name}"
 
     def get_json(self, *args: str) -> Any:
@@ -403,6 +406,8 @@ def _start_control_plane(cluster: Cluster) -> None:
             str(Path(__file__).with_name("load_balancer.py")),
             f"{frontend}:{lb['loadBalancingRules'][0]['frontendPort']}",
             probe["requestPath"],
+            str(probe["intervalInSeconds"]),
+            str(probe["probeThreshold"]),
             *[f"{m.ip}:{port}" for m, _ in machines],
         ],
     )

@@ -2,23 +2,33 @@
 
 Run inside the load balancer's own namespace (it holds the frontend address from the plan):
 
-    python3 load_balancer.py FRONTEND_IP:PORT PROBE_PATH BACKEND_IP:PORT [BACKEND_IP:PORT ...]
+    python3 load_balancer.py FRONTEND_IP:PORT PROBE_PATH INTERVAL_S THRESHOLD BACKEND_IP:PORT [...]
 
 Like the rendered Azure Standard load balancer (components/control_plane.py): layer 4, new
 connections spread over the backends whose HTTPS probe (the rendered ``/readyz``) answers 200,
-an established connection stays on its backend. Azure's HTTPS probe does not verify the
-certificate, and neither does this one. Stops on SIGTERM.
+an established connection stays on its backend (Azure does not cut an established flow when its
+backend's probe fails). The probe runs every ``intervalInSeconds`` and a backend changes state
+after ``probeThreshold`` consecutive probes that disagree with it, both read from the plan
+(learn.microsoft.com/azure/load-balancer/load-balancer-custom-probe-overview, "probeThreshold").
+Every backend starts down and is taken in after its first ``probeThreshold`` good probes.
+Azure's HTTPS probe does not verify the certificate, and neither does this one. Each state change
+is printed as one JSON line (``{"t": unix seconds, "backend": "ip:port", "healthy": bool}``), so a
+test can read when the load balancer stopped sending to a backend. Stops on SIGTERM.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import signal
 import ssl
 import sys
+import time
 
-PROBE_INTERVAL_SECONDS = 1.0
+# A probe that has not answered in this long failed. Azure does not publish its probe timeout as a
+# setting; the box's is short so that a backend that stopped answering fails its probe within the interval.
+PROBE_TIMEOUT_SECONDS = 2.0
 
 
 async def probe(host: str, port: int, path: str) -> bool:
@@ -26,9 +36,9 @@ async def probe(host: str, port: int, path: str) -> bool:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), 2)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), PROBE_TIMEOUT_SECONDS)
         writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        status = await asyncio.wait_for(reader.readline(), 2)
+        status = await asyncio.wait_for(reader.readline(), PROBE_TIMEOUT_SECONDS)
         writer.close()
         return status.split()[1:2] == [b"200"]
     except (TimeoutError, OSError, ssl.SSLError, IndexError):
@@ -46,17 +56,40 @@ async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> No
         writer.close()
 
 
-async def main(frontend: str, path: str, backends: list[tuple[str, int]]) -> None:
-    healthy: list[tuple[str, int]] = []
+class Backends:
+    """Each backend's state as the probe's consecutive answers decide it."""
+
+    def __init__(self, backends: list[tuple[str, int]], threshold: int) -> None:
+        self.backends = backends
+        self.threshold = threshold
+        self.up = dict.fromkeys(backends, False)
+        self.streak = dict.fromkeys(backends, 0)  # consecutive probes disagreeing with the state
+
+    def observe(self, backend: tuple[str, int], ok: bool) -> None:
+        self.streak[backend] = self.streak[backend] + 1 if ok != self.up[backend] else 0
+        if self.streak[backend] >= self.threshold:
+            self.up[backend], self.streak[backend] = ok, 0
+            print(json.dumps({"t": time.time(), "backend": f"{backend[0]}:{backend[1]}", "healthy": ok}), flush=True)
+
+    @property
+    def healthy(self) -> list[tuple[str, int]]:
+        return [b for b in self.backends if self.up[b]]
+
+
+async def main(frontend: str, path: str, interval: float, threshold: int, backends: list[tuple[str, int]]) -> None:
+    state = Backends(backends, threshold)
     turn = itertools.count()
 
     async def watch() -> None:
         while True:
+            started = time.monotonic()
             results = await asyncio.gather(*(probe(h, p, path) for h, p in backends))
-            healthy[:] = [b for b, ok in zip(backends, results, strict=True) if ok]
-            await asyncio.sleep(PROBE_INTERVAL_SECONDS)
+            for backend, ok in zip(backends, results, strict=True):
+                state.observe(backend, ok)
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        healthy = state.healthy
         if not healthy:
             writer.close()
             return
@@ -79,6 +112,6 @@ async def main(frontend: str, path: str, backends: list[tuple[str, int]]) -> Non
 
 
 if __name__ == "__main__":
-    frontend_arg, probe_path, *backend_args = sys.argv[1:]
+    frontend_arg, probe_path, interval_arg, threshold_arg, *backend_args = sys.argv[1:]
     parsed = [(b.rsplit(":", 1)[0], int(b.rsplit(":", 1)[1])) for b in backend_args]
-    asyncio.run(main(frontend_arg, probe_path, parsed))
+    asyncio.run(main(frontend_arg, probe_path, float(interval_arg), int(threshold_arg), parsed))

@@ -6,7 +6,7 @@ import pytest
 
 from infra.addons import balloons, cluster_autoscaler
 from infra.errors import ConfigError
-from infra.labels import GPU_STARTUP_TAINT_KEY
+from infra.labels import CLOUD_IDENTITY_UID, GPU_STARTUP_TAINT_KEY, ROLE_LABEL, ROLE_SYSTEM, SYSTEM_TAINT_KEY
 from infra.node.pool import encode_tag_key, scale_set_tags
 from infra.sizing import shards
 from tests.infra.addon_fixtures import AZURE, find, groups_for, spec_for
@@ -78,11 +78,17 @@ def test_azure_api_is_rate_limited_cached_and_reached_with_a_managed_identity():
 
 
 def test_autoscaler_pod_stays_put_and_reaches_imds_from_the_host():
+    """On the tainted system pools only, as the one non-root user those nodes let reach IMDS."""
     deployment = find(groups_for(), "Deployment", "cluster-autoscaler")
     template = deployment["spec"]["template"]
     assert template["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
     assert template["spec"]["hostNetwork"] is True
-    assert template["spec"]["nodeSelector"] == {"supercluster.io/role": "cpu"}
+    assert template["spec"]["nodeSelector"] == {ROLE_LABEL: ROLE_SYSTEM}
+    assert template["spec"]["tolerations"] == [
+        {"key": SYSTEM_TAINT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    ]
+    [container] = template["spec"]["containers"]
+    assert container["securityContext"]["runAsUser"] == CLOUD_IDENTITY_UID
 
 
 def test_image_follows_the_kubernetes_minor():

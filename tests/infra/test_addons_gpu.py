@@ -33,7 +33,7 @@ def test_device_plugin_selects_gpu_nodes_only():
 
 
 def test_no_gpu_pool_no_runtime_class():
-    cpu_only = [pool for pool in raw_config("dev")["nodePools"] if pool["role"] == "cpu"]
+    cpu_only = [pool for pool in raw_config("dev")["nodePools"] if pool["role"] != "gpu"]
     groups = groups_for("dev", nodePools=cpu_only)
     assert not [o for o in all_objects(groups) if o["kind"] == "RuntimeClass"]
     assert not [o for o in groups["gpu_health_check"] if o["kind"] == "DaemonSet"]

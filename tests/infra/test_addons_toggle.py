@@ -16,7 +16,7 @@ HEADROOM = {"balloons": {"headroomNodes": {"cpu": 1}}}
 def _cpu_only_stack() -> dict:
     from tests.helpers import raw_config
 
-    return {"nodePools": [p for p in raw_config("dev")["nodePools"] if p["role"] == "cpu"]}
+    return {"nodePools": [p for p in raw_config("dev")["nodePools"] if p["role"] != "gpu"]}
 
 
 @pytest.mark.parametrize("attr", MODULES)

@@ -25,6 +25,15 @@ from tests.helpers import parsed, raw_config
 UNLIMITED = {"maxPrivateIpsPerVnet": 10**9, "maxPrivateIpsPerPeeredGroup": 10**9}
 
 
+def _addressing_only(shape: str) -> dict:
+    """A test config without its system pool and the add-ons that need one: the address plan's numbers
+    below are the tenant pools' (the system pool's own addresses are tested with the stack's plan)."""
+    raw = raw_config(shape)
+    raw["nodePools"] = [p for p in raw["nodePools"] if p["role"] != "system"]
+    raw["addons"] = {**raw.get("addons", {}), "clusterAutoscaler": {"enabled": False}, "monitoring": {"enabled": False}}
+    return raw
+
+
 def _raw_pool(name: str, slot: int, role: str, infiniband: bool, max_nodes: int, pod_ips_per_node: int) -> dict:
     return {
         "name": name,
@@ -56,7 +65,7 @@ def pool_mixes(draw) -> dict:
                 draw(st.one_of(*[st.integers(1, 12)] * 6, st.integers(1, 255))),
             )
         )
-    raw = raw_config("dev")
+    raw = _addressing_only("dev")
     raw["network"]["addressSpace"] = draw(
         st.sampled_from(["10.0.0.0/8", "10.0.0.0/8", "10.0.0.0/8", "10.64.0.0/10", "172.16.0.0/12", "10.0.0.0/14"])
     )
@@ -166,16 +175,16 @@ def test_prod_fits_the_default_limits_by_spreading_over_peered_vnets():
     plan = plan_addresses(config)
     assert config.max_nodes_total == 7_500
     assert plan.max_private_ips_per_vnet == 65_536 and plan.max_private_ips_per_peered_group == 128_000
-    assert [v.key for v in plan.vnets] == ["system", "h100a", "h100b", "cpu"]
+    assert [v.key for v in plan.vnets] == ["system", "h100a", "h100b", "cpu", "platform"]
     assert all(v.private_ips <= 65_536 for v in plan.vnets)
-    assert plan.private_ips == 160 + 2 * (3000 * 9 + 30 * 5) + (1500 * 17 + 2 * 5)
+    assert plan.private_ips == 160 + 2 * (3000 * 9 + 30 * 5) + (1480 * 17 + 2 * 5) + (20 * 17 + 5)
     # 7,500 nodes with these pod IPs could never share one VNet.
     assert plan.private_ips - plan.vnet("system").private_ips > 65_536
     assert plan.hub is None  # prod peers to another team's hub, whose addresses the hub team budgets
 
 
 def test_a_pool_larger_than_one_vnet_spreads_over_several():
-    raw = raw_config("prod")
+    raw = _addressing_only("prod")
     raw["nodePools"] = [_raw_pool("big", 1, "cpu", False, 7_000, 15)]
     plan = plan_addresses(parse_config(raw, "eastus"))
     vnets = plan.pool_vnets("big")
@@ -188,7 +197,7 @@ def test_a_pool_larger_than_one_vnet_spreads_over_several():
 
 
 def test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_raising_the_limit_passes():
-    raw = raw_config("prod")
+    raw = _addressing_only("prod")
     raw["nodePools"][2]["maxNodes"] = 5_000  # cpu: 1,500 -> 5,000 nodes x 17 IPs
     with pytest.raises(ConfigError) as caught:
         plan_addresses(parse_config(raw, "eastus"))
@@ -206,7 +215,7 @@ def test_over_the_peered_group_fails_with_the_numbers_and_what_would_fit_and_rai
         (2, "podIpsPerNode", 13),
         (2, "maxNodes", 4_324),
     ]:
-        fixed = raw_config("prod")
+        fixed = _addressing_only("prod")
         fixed["nodePools"] = [dict(p) for p in raw["nodePools"]]
         fixed["nodePools"][pool][key] = value
         plan_addresses(parse_config(fixed, "eastus"))

@@ -14,7 +14,7 @@ def test_both_stack_files_parse():
     assert dev.etcd.members == 1 and prod.etcd.members == 5 and prod.events_etcd.members == 3
     assert prod.control_plane.apiservers == 5
     assert prod.max_nodes_total == 7_500
-    assert {p.role for p in prod.node_pools} == {"gpu", "cpu"}
+    assert {p.role for p in prod.node_pools} == {"gpu", "cpu", "system"}
     assert all(p.infiniband for p in prod.node_pools if p.role == "gpu")
 
 

@@ -12,6 +12,7 @@ from infra.assembly import assemble
 from infra.cluster import build_cluster_spec
 from infra.config_checks import AZURE_REGIONS, PRIVATE_RANGES, check_ssh_public_key
 from infra.errors import ConfigError
+from infra.labels import ROLE_SYSTEM, SYSTEM_TAINT_KEY
 from infra.node_checks import daemon_pods, host_ports
 from infra.sizing import shards
 from tests.helpers import raw_config
@@ -243,3 +244,16 @@ def test_durations_fit_gos_time_duration(addon, key, value):
     )
     raw["addons"][addon] = {key: "2562047h" if key != "retention" else "15250w"}
     build_cluster_spec(raw, "eastus")
+
+
+def test_the_autoscaler_and_monitoring_need_a_system_pool_and_it_is_tainted():
+    """The autoscaler's identity and monitoring live only on the system pools: a config without one stops with
+    one line; a system pool always carries the system taint, which no pool may configure by hand."""
+    raw = raw_config("dev")
+    pools = [pool for pool in raw["nodePools"] if pool["role"] != ROLE_SYSTEM]
+    assert "expected a pool with role system" in refused({**raw, "nodePools": pools})
+    [system] = [pool for pool in build_cluster_spec(raw, "eastus").config.node_pools if pool.role == ROLE_SYSTEM]
+    assert [t.key for t in system.taints] == [SYSTEM_TAINT_KEY]
+    tainted = {**pools[1], "taints": [{"key": SYSTEM_TAINT_KEY, "value": "true", "effect": "NoSchedule"}]}
+    message = refused({**raw, "nodePools": [pools[0], tainted, *raw["nodePools"][2:]]})
+    assert "nodePools[1].taints[0].key" in message

@@ -138,6 +138,7 @@ def test_planned_values_come_from_config_and_address_plan(document):
     assert contract.network.pod_cidrs == {
         "gpu": str(spec.addresses.vnet("gpu").address_space),
         "cpu": str(spec.addresses.vnet("cpu").address_space),
+        "platform": str(spec.addresses.vnet("platform").address_space),
     }
     cpu = contract.node_pools["cpu"]
     assert (cpu.role, cpu.min_nodes, cpu.max_nodes, cpu.retired) == ("cpu", 1, 3, False)
@@ -157,7 +158,7 @@ def test_retired_pool_is_listed_with_no_capacity():
 
 def test_producer_refuses_scale_set_ids_that_do_not_match_the_shards():
     spec = dev_spec()
-    with pytest.raises(ValueError, match=r"missing \['gpu-s000'\], unexpected \['gpu-s001'\]"):
+    with pytest.raises(ValueError, match=r"missing \['gpu-s000', 'platform-s000'\], unexpected \['gpu-s001'\]"):
         cluster_contract(
             spec,
             resource_group_name="rg",
@@ -243,3 +244,9 @@ def test_the_documented_contract_table_is_the_schema():
     table = readme.split("<!-- contract-table:start -->\n")[1].split("<!-- contract-table:end -->")[0]
     rows = [f"| `{path}` | {kind} | {doc} |" for path, kind, doc in describe()]
     assert table.strip().splitlines()[2:] == rows
+
+
+def test_the_contract_knows_every_pool_role():
+    from infra import contract, labels
+
+    assert contract.POOL_ROLES == labels.POOL_ROLES

@@ -15,7 +15,7 @@ EXPECTED = {
     "cluster-name": "prod",
     "cluster-signing-cert-file": "/etc/kubernetes/pki/ca.crt",
     "cluster-signing-key-file": "/etc/kubernetes/pki/ca.key",
-    "cluster-signing-duration": "8760h",
+    "cluster-signing-duration": "720h",  # 30 days: a stolen node certificate lapses within a month (kubelet rotates it)
     "controllers": "*,tokencleaner",  # csrsigning and csrapproving are in "*"
     "endpoint-updates-batch-period": "500ms",
     "endpointslice-updates-batch-period": "500ms",

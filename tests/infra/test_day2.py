@@ -53,7 +53,7 @@ def test_the_last_deploy_is_read_from_the_contract_and_the_rollout_record(dev_pl
     last = last_deploy(dev_plan.outputs)
     assert (last.cluster_name, last.location, last.kubernetes_version) == ("dev", "eastus", "1.33.4")
     assert (last.service_cidr, last.address_space) == ("172.20.0.0/20", "10.64.0.0/10")
-    assert last.scale_sets == {"gpu-s000", "cpu-s000"}
+    assert last.scale_sets == {"gpu-s000", "cpu-s000", "platform-s000"}
     assert [m.kubernetes_version for m in last.machines["apiserver"]] == ["1.33.4"]
     assert last.node_kubernetes_version == "1.33.4"
 

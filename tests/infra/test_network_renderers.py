@@ -89,7 +89,13 @@ def test_every_vnet_gets_a_nat_gateway_sized_for_its_machines():
     prod_config = parsed("prod")
     prod = plan_addresses(prod_config)
     gateways = {g.vnet: g for g in nat_gateways(prod)}
-    assert {k: g.public_ips for k, g in gateways.items()} == {"system": 2, "h100a": 16, "h100b": 16, "cpu": 16}
+    assert {k: g.public_ips for k, g in gateways.items()} == {
+        "system": 2,
+        "h100a": 16,
+        "h100b": 16,
+        "cpu": 16,
+        "platform": 16,
+    }
     assert "endpoints" not in gateways["system"].subnets
     assert gateways["h100a"].subnets == tuple(s.key for s in prod.vnet("h100a").subnets)
     # 16 IPs x 64,512 ports over 3,000 nodes.

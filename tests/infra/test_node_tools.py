@@ -35,7 +35,7 @@ def test_every_rendered_node_cloud_init_passes_the_schema(dev_plan, prod_plan, t
             if pool not in pools:
                 pools.add(pool)
                 rendered[custom_data_of(vmss)] = vmss.name
-    assert len(rendered) == 5  # dev: gpu, cpu; prod: h100a, h100b, cpu
+    assert len(rendered) == 7  # dev: gpu, cpu, platform; prod: h100a, h100b, cpu, platform
     for text, name in rendered.items():
         path = tmp_path / f"{name}.yaml"
         path.write_text(text)

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from infra.labels import CLOUD_IDENTITY_UID
 from infra.node import cni
 from plan.artifacts import collect_files
 from tests.helpers import require_tool
@@ -34,9 +35,9 @@ PROBES = {
 }
 
 
-def _node_rules(run) -> str:
+def _node_rules(run, pool: str = "cpu") -> str:
     files = collect_files(run.registrations)
-    [path] = [p for p in files if "-pool-cpu-" in p and p.endswith(cni.NFT_PATH)]
+    [path] = [p for p in files if f"-pool-{pool}-" in p and p.endswith(cni.NFT_PATH)]
     return files[path]
 
 
@@ -62,14 +63,16 @@ def _listen(ns: Netns, ports: list[int]) -> subprocess.Popen:
     return process
 
 
-def _connects(ns: Netns, source: str, address: str, port: int) -> bool:
+def _connects(ns: Netns, source: str, address: str, port: int, uid: int = 0) -> bool:
+    """Whether a TCP connection from ``source`` opens, made by a process running as ``uid``."""
     code = (
-        "import socket,sys\n"
+        "import os,socket,sys\n"
+        "os.setgid(int(sys.argv[4])); os.setuid(int(sys.argv[4]))\n"
         "s=socket.socket(); s.bind((sys.argv[1],0)); s.settimeout(1)\n"
         "try: s.connect((sys.argv[2],int(sys.argv[3]))); print('open')\n"
         "except OSError as e: print(type(e).__name__)\n"
     )
-    return ns.exec(sys.executable, "-c", code, source, address, str(port)).stdout.strip() == "open"
+    return ns.exec(sys.executable, "-c", code, source, address, str(port), str(uid)).stdout.strip() == "open"
 
 
 def test_pods_cannot_reach_the_nodes_identity_and_the_node_can(topology, dev_plan, tmp_path):  # noqa: F811
@@ -96,6 +99,34 @@ def test_pods_cannot_reach_the_nodes_identity_and_the_node_can(topology, dev_pla
     listener = _listen(outside, [80])
     try:
         assert _connects(pod, POD_IP, cni.IMDS_IP, 80)
+    finally:
+        listener.terminate()
+        listener.wait(timeout=10)
+
+
+NOBODY = 65534
+
+
+@pytest.mark.parametrize("pool", ["cpu", "platform"])
+def test_only_root_on_the_node_reaches_its_identity(topology, dev_plan, tmp_path, pool):  # noqa: F811
+    """A host-network process that is not root (node-exporter, node-local-dns, anyone who escapes a container
+    as a user) gets no token: the output hook drops its traffic to the metadata service and to WireServer's
+    protected ports, root's passes. On a system pool the autoscaler's own user passes too, and only there."""
+    require_tool("nft")
+    outside, host = topology["outside"], topology["host"]
+    for address in (cni.IMDS_IP, cni.WIRESERVER_IP):
+        outside.exec("ip", "addr", "add", f"{address}/32", "dev", "o0")
+        host.exec("ip", "route", "add", address, "via", "10.64.1.9")
+    rules = tmp_path / "pod-network.nft"
+    rules.write_text(_node_rules(dev_plan, pool))
+    host.exec("nft", "-f", str(rules))
+    listener = _listen(outside, [53, 80, 32526])
+    try:
+        for address, port in ((cni.IMDS_IP, 80), (cni.WIRESERVER_IP, 80), (cni.WIRESERVER_IP, 32526)):
+            assert _connects(host, HOST_IP, address, port, uid=0), ("root", address, port)
+            assert not _connects(host, HOST_IP, address, port, uid=NOBODY), ("nobody", address, port)
+        assert _connects(host, HOST_IP, cni.WIRESERVER_IP, 53, uid=NOBODY), "DNS over TCP stays open to every user"
+        assert _connects(host, HOST_IP, cni.IMDS_IP, 80, uid=CLOUD_IDENTITY_UID) is (pool == "platform")
     finally:
         listener.terminate()
         listener.wait(timeout=10)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from infra import naming
+from infra.labels import POOL_LABEL, ROLE_SYSTEM
 from infra.sizing import shards
 from plan.runner import ProgramRun
 from tests.helpers import parsed
@@ -142,3 +143,72 @@ def test_the_autoscaler_lists_the_group_it_may_change(stack_plan):
     [container] = deployment.inputs["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["ARM_RESOURCE_GROUP"] == naming.node_resource_group(cluster)
+
+
+VM = "azure-native:compute:VirtualMachine"
+# Built-in "Reader" (learn.microsoft.com/azure/role-based-access-control/built-in-roles/general#reader): reads only.
+READER_ROLE = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
+
+
+def _role_definition(grant) -> str:
+    return str(grant.inputs["roleDefinitionId"]).rsplit("/", 1)[-1]
+
+
+def _machine_identities(run: ProgramRun) -> dict[str, list[str]]:
+    """Every VM and scale set, by name, with the identity ids it carries."""
+    return {
+        r.name: sorted((r.inputs.get("identity") or {}).get("userAssignedIdentities") or {})
+        for r in [*run.of_type(VMSS), *run.of_type(VM)]
+    }
+
+
+def _system_scale_sets(run: ProgramRun) -> set[str]:
+    """The scale sets of the tainted system pools: the only machines tenants cannot land on that carry
+    an identity with rights on machines."""
+    config = parsed(run.stack)
+    system_pools = {pool.name for pool in config.node_pools if pool.role == ROLE_SYSTEM}
+    return {r.name for r in run.of_type(VMSS) if r.inputs["tags"][POOL_LABEL.replace("/", "_")] in system_pools}
+
+
+def test_no_identity_on_a_machine_that_runs_tenant_pods_can_change_a_machine(stack_plan):
+    """Walks every role assignment and every machine's identities: an identity whose grants reach a VM or
+    a scale set (any role but Reader) is carried only by the system pools' scale sets, which are tainted
+    and which no tenant namespace may tolerate (infra/control_plane/admission.py)."""
+    identity_by_id = {i.id: i.urn for i in stack_plan.of_type(IDENTITY)}
+    machine_types = {VM, VMSS}
+    changes_machines = set()
+    for grant in stack_plan.of_type(ROLE_ASSIGNMENT):
+        if _role_definition(grant) == READER_ROLE:
+            continue
+        if any(r.type in machine_types for r in reach(stack_plan, grant.inputs["scope"])):
+            [principal] = grant.property_dependencies["principalId"]
+            changes_machines.add(principal)
+    assert changes_machines, "the autoscaler must be able to scale something"
+    system = _system_scale_sets(stack_plan)
+    assert system, "a plan with the autoscaler needs a system pool"
+    for machine, identity_ids in _machine_identities(stack_plan).items():
+        carried = {identity_by_id[i] for i in identity_ids if i in identity_by_id}
+        assert len(carried) == len(identity_ids), f"{machine} carries an identity that is not planned"
+        if machine not in system:
+            assert not carried & changes_machines, (
+                f"{machine} runs tenant pods and carries {carried & changes_machines}"
+            )
+
+
+def test_the_autoscaler_may_change_exactly_the_scale_sets_it_manages(stack_plan):
+    """Virtual Machine Contributor (the narrowest built-in role that can scale a scale set) on each scale
+    set, one by one; Reader on the node group so it can list them; the join on each node subnet."""
+    roles = _roles(stack_plan)
+    scale_sets = {r.id for r in stack_plan.of_type(VMSS)}
+    changed: set[str] = set()
+    for grant in stack_plan.of_type(ROLE_ASSIGNMENT):
+        [principal] = grant.property_dependencies["principalId"]
+        if roles[principal] != "autoscaler":
+            continue
+        reached = reach(stack_plan, grant.inputs["scope"])
+        if _role_definition(grant) == READER_ROLE:
+            assert [r.type for r in reached][0] == GROUP
+            continue
+        assert len(reached) == 1 and reached[0].type in (VMSS, SUBNET), (grant.name, reached)
+        changed |= {r.id for r in reached if r.type == VMSS}
+    assert changed == scale_sets

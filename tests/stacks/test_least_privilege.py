@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from components.identities import VIRTUAL_MACHINE_CONTRIBUTOR_ROLE
+from components.identities import READER_ROLE, VIRTUAL_MACHINE_CONTRIBUTOR_ROLE
 from components.secret_store import KEY_VAULT_SECRETS_USER_ROLE
 from infra.secrets import FETCH_SCRIPT_PATH
 from infra.vm_sizes import VM_SIZES
@@ -96,8 +96,8 @@ def _fetched(run: ProgramRun) -> dict[str, set[str]]:
         assert machine.inputs["identity"]["type"] == "UserAssigned", machine.name
         # The machine's boot scripts sign in as the role its identity file names ...
         role = files[f"{machine.name}/etc/supercluster/identity"].strip().removeprefix(f"{run.stack}-id-")
-        # ... which is its only identity, but for CPU nodes, which also carry the cluster autoscaler's.
-        assert identities == [role] or (identities == ["node", "autoscaler"] and "pool-cpu" in machine.name), (
+        # ... which is its only identity, but for system-pool nodes, which also carry the cluster autoscaler's.
+        assert identities == [role] or (identities == ["node", "autoscaler"] and "pool-platform" in machine.name), (
             machine.name,
             identities,
         )
@@ -116,14 +116,17 @@ def test_each_role_reads_exactly_the_secrets_its_machines_fetch_one_secret_per_g
         [principal] = grant.property_dependencies["principalId"]
         assert grant.inputs["principalType"] == "ServicePrincipal" and principal in roles, grant.name
         if roles[principal] == "autoscaler":
-            # The node resource group (scale sets) and the node subnets (join): what it reaches through
-            # them is tests/stacks/test_identity_scopes.py.
-            assert (
-                grant.inputs["scope"] in by_id
-                and scope.type == "azure-native:resources:ResourceGroup"
-                or "/subnets/" in grant.inputs["scope"]
-            ), grant.name
-            assert grant.inputs["roleDefinitionId"].endswith(f"/{VIRTUAL_MACHINE_CONTRIBUTOR_ROLE}")
+            # Reader on the node resource group (to list the scale sets), Virtual Machine Contributor on each
+            # scale set and on each node subnet (join): what it reaches is tests/stacks/test_identity_scopes.py.
+            if scope is not None and scope.type == "azure-native:resources:ResourceGroup":
+                assert grant.inputs["roleDefinitionId"].endswith(f"/{READER_ROLE}"), grant.name
+            else:
+                assert (
+                    scope is not None
+                    and scope.type == "azure-native:compute:VirtualMachineScaleSet"
+                    or "/subnets/" in grant.inputs["scope"]
+                ), grant.name
+                assert grant.inputs["roleDefinitionId"].endswith(f"/{VIRTUAL_MACHINE_CONTRIBUTOR_ROLE}")
             continue
         # No other grant on the vault, the group or the subscription: each names one resource.
         assert scope.type in (

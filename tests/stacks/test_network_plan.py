@@ -262,3 +262,20 @@ def test_network_resources_grow_with_scale_sets_never_with_nodes(prod_plan):
     big_counts, small_counts = network_counts(prod_plan), network_counts(small)
     assert big_counts == small_counts  # shard subnets are inline in their VNet
     assert len(cluster_subnets(prod_plan)) - len(cluster_subnets(small)) == 2 * 29  # one per extra scale set
+
+
+# Ports a machine of the cluster may answer on, beyond 22 and 6443: kubelet, the exporters, etcd's
+# root backup-metrics server, pods' own ports (issue 27: the hub reached all of them).
+HUB_PROBED_PORTS = (80, 443, 2379, 2381, 8080, 9100, 9479, 10250, 10256, 30000)
+
+
+@pytest.mark.parametrize("group", ["apiserver", "etcd", "events-etcd", "nat", "endpoints", "nodes"])
+def test_the_hub_reaches_only_6443_ssh_and_the_service_range(stack, group):
+    """What docs/network.md lets the hub reach: the apiservers on 6443, SSH (key only) for break-glass, and
+    the service range through the NAT hosts. Nothing else of any subnet, on any protocol."""
+    hub = stack.peers["hub"]
+    for port in HUB_PROBED_PORTS:
+        for protocol in ("Tcp", "Udp"):
+            assert not stack.reaches(group, hub, port, protocol=protocol), (group, port, protocol)
+    assert stack.reaches(group, hub, 22)
+    assert stack.reaches("apiserver", hub, 6443)

@@ -122,7 +122,7 @@ def test_the_node_local_dns_address_reaches_every_node_cni_and_the_cache_itself(
         files = {f["path"]: f["content"] for f in yaml.safe_load(cloud_init).get("write_files", [])}
         if "/etc/cni/net.d/10-azure.conflist" in files:
             conflists.append(yaml.safe_load(files["/etc/cni/net.d/10-azure.conflist"]))
-    assert len(conflists) == 3  # both pools and the NAT host
+    assert len(conflists) == 4  # the three pools and the NAT host
     assert all(c["plugins"][0]["ipsToRouteViaHost"] == [local_ip] for c in conflists)
     cache = next(
         o

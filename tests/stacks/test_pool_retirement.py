@@ -25,7 +25,7 @@ from tests.helpers import raw_stack
 # the program decodes as JSON (components/stack_config.py), as `pulumi config set KEY VALUE` would give it.
 REMOVE_CPU = [
     "--config",
-    f"nodePools=[{json.dumps(raw_stack('dev')['nodePools'][0])}]",
+    f"nodePools={json.dumps([p for p in raw_stack('dev')['nodePools'] if p['name'] != 'cpu'])}",
     "--config",
     'addons={"balloons": {"headroomNodes": {}}}',
 ]
@@ -72,7 +72,9 @@ def test_removing_a_pool_the_last_deploy_had_not_retired_exits_2_with_one_line(d
     assert main(["--stack", "dev", "--out", str(out), "--diff", str(old), *REMOVE_CPU]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert err.startswith("error: invalid config supercluster:nodePools = ['gpu']: expected pool cpu still listed")
+    assert err.startswith(
+        "error: invalid config supercluster:nodePools = ['gpu', 'platform']: expected pool cpu still listed"
+    )
     assert "retired: true" in err and "docs/runbooks/remove-a-pool.md" in err
     assert not out.exists(), "a refused plan leaves no plan directory"
 
@@ -105,4 +107,4 @@ def test_a_first_deploy_has_no_previous_outputs_and_passes(dev_plan):
     """dev_plan is a first deploy: it read no outputs of its own, and nothing was refused."""
     group = dev_plan.named("dev", "azure-native:resources:ResourceGroup")
     assert group.inputs["resourceGroupName"] == "dev-rg"
-    assert dev_plan.outputs["cluster"]["nodePools"].keys() == {"gpu", "cpu"}
+    assert dev_plan.outputs["cluster"]["nodePools"].keys() == {"gpu", "cpu", "platform"}

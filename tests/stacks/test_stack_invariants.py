@@ -27,7 +27,7 @@ def test_children_are_named_after_their_component(stack_plan):
 def test_only_the_resource_groups_and_components_sit_at_the_root(stack_plan):
     root = f"{STACK_URN}::supercluster-{stack_plan.stack}"
     at_root = [r for r in stack_plan.registrations if r.parent.endswith(root)]
-    # The cluster's group and its node group (the node scale sets alone: docs/security.md, finding 1).
+    # The cluster's group and its node group (the node scale sets alone: docs/security.md, "A node").
     assert [r.type for r in at_root if r.custom] == ["azure-native:resources:ResourceGroup"] * 2
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
-from infra.addons.labels import SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
+from infra.addons.labels import MONITORING_NAMESPACE, SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.monitoring import alertmanager, exporters, grafana, rules, shards
 from infra.addons.monitoring.alertmanager import Receiver
 from infra.addons.settings import check_go_duration, duration, section
@@ -34,13 +34,13 @@ from infra.errors import ConfigError
 from infra.etcd import backup_metrics
 from infra.facts import ports
 from infra.facts.paths import LOCAL_SSD_MOUNT
-from infra.labels import MONITORING_ROLE, ROLE_LABEL
+from infra.labels import MONITORING_ROLE
 from infra.schema import Section
 
 KEY = "monitoring"
 NAME = "prometheus"
 SERVICE_ACCOUNT = NAME
-NAMESPACE = "monitoring"
+NAMESPACE = MONITORING_NAMESPACE
 PORT = 9090
 CONFIG_DIR = "/etc/prometheus"
 RULES_DIR = f"{CONFIG_DIR}/rules"
@@ -303,7 +303,7 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
         [container],
         priority_class=SYSTEM_PRIORITY,
         service_account=SERVICE_ACCOUNT,
-        nodeSelector={ROLE_LABEL: MONITORING_ROLE},
+        **k8s.on_system_pool(),
         # The two replicas of a shard never share a node: one node's loss leaves the other's history.
         affinity={
             "podAntiAffinity": {
@@ -409,7 +409,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
         [container],
         priority_class=SYSTEM_PRIORITY,
         automountServiceAccountToken=False,
-        nodeSelector={ROLE_LABEL: MONITORING_ROLE},
+        **k8s.on_system_pool(),
         affinity={
             "podAntiAffinity": {
                 "preferredDuringSchedulingIgnoredDuringExecution": [

@@ -16,7 +16,7 @@ from __future__ import annotations
 from infra.addons import images, k8s
 from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.monitoring.shards import DCGM_EXPORTER_PORT, NODE_EXPORTER_PORT
-from infra.labels import GPU_PRESENT_LABEL, MONITORING_ROLE, ROLE_LABEL
+from infra.labels import GPU_PRESENT_LABEL
 
 NODE_EXPORTER = "node-exporter"
 DCGM_EXPORTER = "dcgm-exporter"
@@ -109,9 +109,7 @@ def kube_state_metrics(namespace: str) -> list[k8s.Obj]:
         "securityContext": k8s.locked_down(),
         "readinessProbe": {"httpGet": {"path": "/healthz", "port": KUBE_STATE_METRICS_PORT}},
     }
-    pod = k8s.pod_spec(
-        [container], priority_class=SYSTEM_PRIORITY, service_account=name, nodeSelector={ROLE_LABEL: MONITORING_ROLE}
-    )
+    pod = k8s.pod_spec([container], priority_class=SYSTEM_PRIORITY, service_account=name, **k8s.on_system_pool())
     return [
         k8s.service_account(name, namespace),
         k8s.cluster_role(

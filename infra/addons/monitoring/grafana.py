@@ -12,7 +12,6 @@ from infra.addons import images, k8s
 from infra.addons.labels import SYSTEM_PRIORITY
 from infra.addons.monitoring import dashboards
 from infra.addons.monitoring.rules import dump
-from infra.labels import MONITORING_ROLE, ROLE_LABEL
 
 NAME = "grafana"
 PORT = 3000  # Grafana's http_port default
@@ -90,7 +89,7 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
         priority_class=SYSTEM_PRIORITY,
         service_account=NAME,
         automountServiceAccountToken=False,
-        nodeSelector={ROLE_LABEL: MONITORING_ROLE},
+        **k8s.on_system_pool(),
         securityContext={"fsGroup": 65534},
         volumes=[
             {"name": "datasources", "configMap": {"name": f"{NAME}-datasources"}},

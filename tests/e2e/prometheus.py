@@ -1,0 +1,121 @@
+"""A Prometheus shard of the booted cluster, run with what its pod would receive.
+
+Prometheus (built from its Go module by scripts/build-monitoring-tools.sh, the release the
+cluster runs) runs as a process in the network namespace of the node its pod is bound to (the
+box reports that node's address as the pod's). Everything it reads comes from the running
+cluster, as the pod's mounts would: the shard's StatefulSet container arguments verbatim, its
+config and rules ConfigMaps at ``/etc/prometheus`` and ``/etc/prometheus/rules``, and a
+service-account token bound to its pod with the cluster CA at the service-account path.
+
+Substituted (docs/cluster-in-a-box.md says why): no container runs it (the Prometheus image is
+not built in the box); the in-cluster API address (``KUBERNETES_SERVICE_HOST``) is the
+apiservers' load balancer; and cluster DNS for the scrape targets' names is a hosts file holding
+the replicas the box runs, at their pods' addresses (a replica the box does not run has no name).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from infra.addons import monitoring
+from infra.addons.monitoring.shards import ACCOUNT_DIR
+from tests.e2e import pod_processes
+from tests.e2e.cluster import Cluster, Node
+from tests.e2e.hosts import Process, wait_for
+from tests.helpers import monitoring_tool
+
+READY_TIMEOUT = 60
+
+
+@dataclass
+class Shard:
+    """One running replica of a shard, and how to ask its HTTP API."""
+
+    cluster: Cluster
+    name: str
+    replica: int
+    pod: str
+    node: Node
+    process: Process
+
+    @property
+    def dns_name(self) -> str:
+        return dns_name(self.name, self.replica)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.node.machine.ip}:{monitoring.PORT}"
+
+    def api(self, path: str) -> Any:
+        """``data`` of a GET on the API, asked from the operator's host over the box's bridge."""
+        result = self.cluster.network.run(
+            self.cluster.admin, ["curl", "-sf", "--max-time", "10", self.url + path], timeout=20
+        )
+        answer = json.loads(result.stdout)
+        assert answer["status"] == "success", answer
+        return answer["data"]
+
+    def targets(self) -> list[dict[str, Any]]:
+        return self.api("/api/v1/targets?state=active")["activeTargets"]
+
+    def rule_groups(self) -> list[dict[str, Any]]:
+        return self.api("/api/v1/rules")["groups"]
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        return self.api(f"/api/v1/query?query={quote(promql)}")["result"]
+
+
+def replica_name(shard: str, replica: int) -> str:
+    return f"{monitoring.shard_workload(shard)}-{replica}"
+
+
+def dns_name(shard: str, replica: int) -> str:
+    """The replica's name as the rendered scrape configs spell it (without the port)."""
+    return monitoring.replica_addresses(shard, replica + 1)[replica].rsplit(":", 1)[0]
+
+
+def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str]) -> Shard:
+    """Runs ``replica`` of ``shard`` on its pod's node; ``names``: the hosts file (``{name: address}``)."""
+    workload = monitoring.shard_workload(shard)
+    pod = pod_processes.bound_pod(cluster, monitoring.NAMESPACE, replica_name(shard, replica))
+    node = pod_processes.pod_node(cluster, pod)
+    assert pod["status"].get("podIP") == node.machine.ip, "the box reports a pod's address as its node's"
+    spec = pod_processes.container(pod, monitoring.NAME)
+    root = cluster.workdir / "prometheus" / pod["metadata"]["name"]
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    hosts = root / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n" + "".join(f"{ip} {name}\n" for name, ip in names.items()))
+    mounts = {
+        pod_processes.write_config_map(cluster, workload, monitoring.NAMESPACE, root / "config"): monitoring.CONFIG_DIR,
+        pod_processes.write_config_map(
+            cluster, f"{workload}-rules", monitoring.NAMESPACE, root / "rules"
+        ): monitoring.RULES_DIR,
+        root / "data": monitoring.DATA_DIR,
+        pod_processes.write_service_account(cluster, pod, root / "account"): ACCOUNT_DIR,
+        hosts: "/etc/hosts",
+    }
+    host, port = cluster.apiserver_url.removeprefix("https://").rsplit(":", 1)
+    process = pod_processes.start(
+        cluster,
+        node,
+        f"prometheus-{shard}-{replica}",
+        [monitoring_tool("prometheus"), *spec["args"]],
+        mounts,
+        {**pod_processes.environment(pod, spec), "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port},
+    )
+    running = Shard(cluster, shard, replica, pod["metadata"]["name"], node, process)
+    wait_for(
+        f"{running.pod} to answer /-/ready",
+        lambda: (
+            cluster.network.run(
+                cluster.admin, ["curl", "-sf", "--max-time", "5", running.url + "/-/ready"], check=False
+            ).returncode
+            == 0
+        ),
+        timeout=READY_TIMEOUT,
+        on_timeout=lambda: process.output()[-3000:],
+    )
+    return running

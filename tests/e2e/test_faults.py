@@ -1,0 +1,393 @@
+"""Faults on prod's control plane, as rendered, under a steady load: what breaks, for how long, and what is lost.
+
+One box (prod's 5 etcd + 3 events-etcd members, 5 apiserver VMs, the load balancer with the
+rendered probe) carries, for the whole module, a simulated fleet renewing its node Leases at
+kubelet's cadence and a writer creating ConfigMaps at a steady rate through the load balancer
+(tests/e2e/faults.py). Each scenario breaks one thing, measures what the clients saw, asserts the
+promise (the recovery inside its budget, errors only inside the fault's window, nothing
+acknowledged lost), and leaves the box whole for the next. The figures are printed and written to
+``faults.json`` next to the box (``$FAULTS_REPORT`` if set); docs/reliability.md holds the last
+measured ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.etcd.spec import EVENTS, MAIN
+from tests.e2e.cluster import CONTROL_PLANE_UNITS, ETCD_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot, start_unit
+from tests.e2e.faults import (
+    LEASES,
+    WRITER_TIMEOUT_S,
+    BackgroundLoad,
+    bring_back,
+    fresh_disk,
+    kill,
+    leader_election,
+    lease_holder,
+    load_balancer_changes,
+    lose,
+    umount,
+)
+from tests.e2e.fleet import Fleet, fleet_pools, settle, split
+from tests.e2e.hosts import wait_for
+
+pytestmark = pytest.mark.e2e
+
+# The background load: a fleet this machine holds well inside the lease SLO while the rest of the box
+# runs (docs/reliability.md: measured), and a writer's steady ConfigMap creates.
+FLEET_NODES = int(os.environ.get("FAULTS_FLEET_NODES", "300"))
+WRITES_PER_S = 10.0
+WRITER_WORKERS = 4
+QUIET_S = 5.0  # how long a scenario lets the load run untouched before and after its fault
+ELECTION_POLL_SLACK_S = 5.0
+SLO_MUTATING_S = 1.0  # Kubernetes' API call latency SLO, mutating calls (sig-scalability slos/api_call_latency.md)
+
+
+@pytest.fixture(scope="module")
+def box(binaries: Path, tmp_path_factory: pytest.TempPathFactory):
+    workdir = tmp_path_factory.mktemp("faults")
+    cluster = boot("prod", workdir / "box", binaries, with_nodes=False)
+    disks: list[Path] = []  # fresh disks a scenario mounted: unmounted once every process is stopped
+    try:
+        fleet = Fleet(cluster, str(binaries / "fleet"), workdir, fleet_pools(cluster))
+        fleet.grow(split(fleet.pools, FLEET_NODES), prefix="faults", timeout=300)
+        settle(fleet, quiet=10, timeout=180)
+        load = BackgroundLoad.start(cluster, fleet, WRITES_PER_S, WRITER_WORKERS)
+        load.wait_writing(0, timeout=60)
+        report: dict = {"fleet_nodes": FLEET_NODES, "writes_per_s": WRITES_PER_S}
+        yield cluster, load, report, disks
+        path = Path(os.environ.get("FAULTS_REPORT", workdir / "faults.json"))
+        path.write_text(json.dumps(report, indent=2))
+        print(f"\nfault suite figures ({path}):\n{json.dumps(report, indent=2)}")
+    finally:
+        cluster.close()
+        for disk in disks:
+            umount(disk)
+
+
+def _steady(load: BackgroundLoad, report: dict) -> float:
+    """Lets the load run untouched for QUIET_S and records its figures there (the baseline); returns now."""
+    start = time.time()
+    time.sleep(QUIET_S)
+    report.setdefault("baseline", []).append(
+        {"writer": load.window(start, time.time()), "leases": load.leases(start, time.time())}
+    )
+    return time.time()
+
+
+def _record(report: dict, scenario: str, figures: dict) -> None:
+    report[scenario] = figures
+    print(f"\n{scenario}: {json.dumps(figures)}", flush=True)
+
+
+def _nothing_lost(load: BackgroundLoad) -> None:
+    missing = load.missing()
+    assert not missing, f"{len(missing)} acknowledged ConfigMaps are gone: {missing[:10]}"
+
+
+def _apiservers_ready(cluster: Cluster) -> bool:
+    return all(
+        cluster.raw("/readyz", url=f"https://{m.ip}:6443", timeout=3)[0] == 200 for m, _, _ in cluster.control_plane
+    )
+
+
+# ------------------------------------------------------------------------------------ an apiserver VM
+
+
+def test_one_apiserver_vm_lost_under_load(box):
+    cluster, load, report, _ = box
+    _steady(load, report)
+    machines = [m for m, _, _ in cluster.control_plane]
+    holders = {lease: lease_holder(cluster, lease, machines[-1]) for lease in LEASES}
+    # The VM that leads the controller-manager: losing it also tests the lease failover.
+    index = next(i for i, m in enumerate(machines) if m.name == holders["kube-controller-manager"])
+    victim, host, _ = cluster.control_plane[index]
+    survivor = next(m for m in machines if m is not victim)
+    backend = f"{victim.ip}:6443"
+    probe = cluster.plan.load_balancer("control-plane-lb")["probes"][0]
+    # Marked down after probeThreshold failed probes, every intervalInSeconds; the first may come an
+    # interval after the loss, and each waits at most the probe timeout.
+    detect_budget = probe["intervalInSeconds"] * (probe["probeThreshold"] + 1) + 2
+
+    lost_at = lose(cluster, host)
+    figures: dict = {"victim": victim.name}
+    try:
+        failovers = {}
+        for lease, holder in holders.items():
+            timing = leader_election(victim, lease)
+            if holder != victim.name:
+                continue
+            new = wait_for(
+                f"{lease} to fail over from {victim.name}",
+                lambda lease=lease: (h := lease_holder(cluster, lease, survivor)) not in (None, victim.name) and h,
+                timeout=timing.failover_budget_s + 30,
+                interval=0.5,
+            )
+            failovers[lease] = {
+                "to": new,
+                "seconds": round(time.time() - lost_at, 1),
+                "budget_s": timing.failover_budget_s,
+            }
+        (down_at,) = wait_for(
+            f"the load balancer to take {backend} out",
+            lambda: load_balancer_changes(cluster, backend, False, lost_at),
+            timeout=detect_budget + 30,
+        )
+        # Requests already on a connection to the lost VM wait out their timeout; after that, none fails.
+        time.sleep(max(0.0, down_at + WRITER_TIMEOUT_S + QUIET_S - time.time()))
+        settled = time.time()
+        failed = load.failed(lost_at, settled)
+        late = [r for r in failed if r["t"] > down_at + 1]
+        figures = {
+            "victim": victim.name,
+            "detect_s": round(down_at - lost_at, 1),
+            "detect_budget_s": detect_budget,
+            "failovers": failovers,
+            "writer": load.window(lost_at, settled),
+            "leases": load.leases(lost_at, settled),
+            "writer_after": load.window(down_at + WRITER_TIMEOUT_S, settled),
+        }
+        _record(report, "apiserver_vm_lost", figures)
+    finally:
+        # The replacement VM (the runbook's: same rendered files, same address) joins again.
+        replaced_at = time.time()
+        bring_back(host)
+        processes = {unit: start_unit(cluster, victim, host, unit) for unit in CONTROL_PLANE_UNITS}
+        cluster.control_plane[index] = (victim, host, processes)
+        (back_at,) = wait_for(
+            f"the load balancer to take {backend} back",
+            lambda: load_balancer_changes(cluster, backend, True, lost_at),
+            timeout=120,
+            on_timeout=cluster.describe,
+        )
+        figures["replacement_in_lb_s"] = round(back_at - replaced_at, 1)
+
+    assert figures["detect_s"] <= detect_budget, figures
+    for lease, failover in failovers.items():
+        assert failover["seconds"] <= failover["budget_s"], (lease, failover)
+    assert "kube-controller-manager" in failovers
+    assert not late, f"writes failed after the load balancer took {backend} out: {late[:5]}"
+    assert figures["writer_after"]["create"]["requests"] > 0
+    _nothing_lost(load)
+
+
+# ------------------------------------------------------------------------------------ etcd
+
+
+def _leader(cluster: Cluster, role: str, members: list) -> str | None:
+    """The name of the member the others follow, asked of ``members`` (machine, host, process)."""
+    result = cluster.etcdctl(
+        role, "endpoint", "status", "-w", "json", endpoints=[m.ip for m, _, _ in members], check=False, timeout=20
+    )
+    if result.returncode != 0 and not result.stdout.strip():
+        return None
+    statuses = json.loads(result.stdout or "[]")
+    leaders = {s["Status"]["leader"] for s in statuses}
+    if len(leaders) != 1 or 0 in leaders:
+        return None
+    (leader,) = leaders
+    by_id = {s["Status"]["header"]["member_id"]: s["Endpoint"] for s in statuses}
+    endpoint = by_id.get(leader)
+    return next((m.name for m, _, _ in members if endpoint and m.ip in endpoint), None)
+
+
+def _healthy(cluster: Cluster, role: str) -> bool:
+    return cluster.etcdctl(role, "endpoint", "health", check=False, timeout=20).returncode == 0
+
+
+def _restart(cluster: Cluster, role: str, index: int) -> None:
+    machine, host, _ = cluster.etcd[role][index]
+    cluster.etcd[role][index] = (machine, host, start_unit(cluster, machine, host, ETCD_UNIT))
+
+
+@contextlib.contextmanager
+def _members_down(cluster: Cluster, role: str, indexes: list[int]):
+    """The members of ``role`` at ``indexes`` killed; started again when the block ends, however it ends
+    (systemd's Restart=always, as on the VM)."""
+    for index in indexes:
+        kill(cluster.etcd[role][index][2])
+    try:
+        yield
+    finally:
+        for index in indexes:
+            _restart(cluster, role, index)
+
+
+# Writes stall up to etcd's request timeout after the leader dies (about 10 s, measured), as long as the
+# leader-elected components' renew deadline (10 s): one that cannot renew in time exits, by design, and
+# its unit's Restart= starts it again as a standby.
+LEADER_LOSS = ("kube-controller-manager", "kube-scheduler")
+
+
+@pytest.mark.restarts_expected(*LEADER_LOSS, reason="a renew deadline passed while etcd elected a leader")
+def test_etcd_leader_killed_under_load(box):
+    cluster, load, report, _ = box
+    _steady(load, report)
+    members = cluster.etcd[MAIN]
+    leader = wait_for("a main etcd leader", lambda: _leader(cluster, MAIN, members), timeout=30)
+    index = next(i for i, (m, _, _) in enumerate(members) if m.name == leader)
+    survivors = [m for i, m in enumerate(members) if i != index]
+    killed_at = time.time()
+    with _members_down(cluster, MAIN, [index]):
+        new_leader = wait_for(
+            "a new leader among the survivors",
+            lambda: (name := _leader(cluster, MAIN, survivors)) not in (None, leader) and name,
+            timeout=60,
+            interval=0.2,
+        )
+        elected_at = time.time()
+        writing_at = load.wait_writing(elected_at, timeout=60)
+        time.sleep(QUIET_S)
+    wait_for("the main etcd cluster healthy again", lambda: _healthy(cluster, MAIN), timeout=120, interval=1)
+    healthy_at = time.time()
+    failed = load.failed(killed_at, healthy_at)
+    rendered = yaml.safe_load((members[index][0].files / RENDERED_ETCD_CONFIG).read_text())
+    # Followers call an election after one to two election timeouts without the leader (raft's randomized
+    # timeout); the slack is the polling here (an etcdctl started in a namespace per look, on a loaded machine).
+    election_budget_s = 2 * rendered["election-timeout"] / 1000 + ELECTION_POLL_SLACK_S
+    figures = {
+        "leader": leader,
+        "new_leader": new_leader,
+        "elected_s": round(elected_at - killed_at, 1),
+        "first_write_after_s": round(writing_at - killed_at, 1),
+        "healthy_after_restart_s": round(healthy_at - killed_at, 1),
+        "writer": load.window(killed_at, healthy_at),
+        "leases": load.leases(killed_at, healthy_at),
+        "election_budget_s": election_budget_s,
+    }
+    _record(report, "etcd_leader_killed", figures)
+    assert figures["elected_s"] <= election_budget_s, figures
+    late = [r for r in failed if r["t"] > elected_at + 1]
+    assert not late, f"writes failed after a new leader was elected: {late[:5]}"
+    _nothing_lost(load)
+
+
+def _member_ids(cluster: Cluster, role: str) -> dict[str, int]:
+    members = json.loads(cluster.etcdctl(role, "member", "list", "-w", "json", timeout=20).stdout)["members"]
+    return {m.get("name", ""): m["ID"] for m in members}
+
+
+def test_etcd_member_wiped_rejoins_through_the_member_tool_under_load(box):
+    cluster, load, report, disks = box
+    _steady(load, report)
+    members = cluster.etcd[MAIN]
+    leader = wait_for("a main etcd leader", lambda: _leader(cluster, MAIN, members), timeout=30)
+    index = next(i for i, (m, _, _) in enumerate(members) if m.name != leader)  # a follower
+    machine, host, process = members[index]
+    old_id = _member_ids(cluster, MAIN)[machine.name]
+    disk = yaml.safe_load((machine.files / "etc/etcd/member.json").read_text())["disk"]["mount"]
+    lost_at = time.time()
+    kill(process)
+    disks.append(fresh_disk(host, disk))  # the local SSD comes back empty
+    try:
+        # The unit's own ExecStartPre, verbatim ("+": run as root, which every unit is here).
+        (pre,) = machine.unit(ETCD_UNIT).get("Service", "ExecStartPre")
+        prepared = cluster.network.run(host, shlex.split(pre.lstrip("+")), timeout=180, check=False)
+    finally:
+        _restart(cluster, MAIN, index)
+    assert "joining it as a fresh member" in prepared.stderr, prepared.stderr
+    wait_for("the main etcd cluster healthy again", lambda: _healthy(cluster, MAIN), timeout=120, interval=1)
+    healthy_at = time.time()
+    new_id = _member_ids(cluster, MAIN).get(machine.name)
+    figures = {
+        "member": machine.name,
+        "rejoined_healthy_s": round(healthy_at - lost_at, 1),
+        "writer": load.window(lost_at, healthy_at),
+        "leases": load.leases(lost_at, healthy_at),
+        "tool": prepared.stderr.strip().splitlines()[-1],
+    }
+    _record(report, "etcd_member_wiped", figures)
+    assert new_id is not None and new_id != old_id, (old_id, new_id)
+    # A follower lost: the other four keep quorum, so no write may fail.
+    assert figures["writer"]["create"]["errors"] == 0, figures
+    _nothing_lost(load)
+
+
+@pytest.mark.restarts_expected(*LEADER_LOSS, reason="no lease can be renewed without quorum")
+def test_etcd_quorum_lost_then_restored_loses_nothing(box):
+    cluster, load, report, _ = box
+    _steady(load, report)
+    members = cluster.etcd[MAIN]
+    down = [1, 2, 3]  # three of five: no quorum
+    lost_at = time.time()
+    with _members_down(cluster, MAIN, down):
+        wait_for(
+            "writes to fail without quorum",
+            lambda: any(r["code"] != 201 for r in load.records(lost_at, op="create")),
+            timeout=60,
+        )
+        time.sleep(QUIET_S)
+        restored_at = time.time()
+    wait_for("the main etcd cluster healthy again", lambda: _healthy(cluster, MAIN), timeout=120, interval=1)
+    healthy_at = time.time()
+    writing_at = load.wait_writing(restored_at, timeout=120)
+    wait_for("every apiserver ready again", lambda: _apiservers_ready(cluster), timeout=120, interval=1)
+    ready_at = time.time()
+    figures = {
+        "members_down": [members[i][0].name for i in down],
+        "outage_s": round(restored_at - lost_at, 1),
+        "etcd_healthy_after_restore_s": round(healthy_at - restored_at, 1),
+        "first_write_after_restore_s": round(writing_at - restored_at, 1),
+        "apiservers_ready_after_restore_s": round(ready_at - restored_at, 1),
+        "writer": load.window(lost_at, ready_at),
+        "leases": load.leases(lost_at, ready_at),
+    }
+    _record(report, "etcd_quorum_lost", figures)
+    assert figures["first_write_after_restore_s"] <= 60, figures
+    _nothing_lost(load)
+
+
+# ------------------------------------------------------------------------------------ the events etcd
+
+
+def test_events_etcd_lost_main_cluster_keeps_serving(box):
+    cluster, load, report, _ = box
+    _steady(load, report)
+    baseline = report["baseline"][-1]
+    members = cluster.etcd[EVENTS]
+    lost_at = time.time()
+    with _members_down(cluster, EVENTS, list(range(len(members)))):
+        time.sleep(2)  # the apiservers notice
+        with pytest.raises(RuntimeError):
+            cluster.create_probe_event(timeout=10)
+        time.sleep(max(0.0, lost_at + 3 * QUIET_S - time.time()))
+        during_end = time.time()
+        ready = _apiservers_ready(cluster)
+        backends = {m.name: f"{m.ip}:6443" for m, _, _ in cluster.control_plane}
+        drained = [name for name, b in backends.items() if load_balancer_changes(cluster, b, False, lost_at)]
+        writer = load.window(lost_at, during_end)
+        leases = load.leases(lost_at, during_end)
+        restored_at = time.time()
+    wait_for("the events etcd cluster healthy again", lambda: _healthy(cluster, EVENTS), timeout=120, interval=1)
+    wait_for("an Event to be accepted again", lambda: cluster.create_probe_event(timeout=10), timeout=120, interval=1)
+    figures = {
+        "down_s": round(during_end - lost_at, 1),
+        "apiservers_ready_while_down": ready,
+        "apiservers_drained": drained,
+        "writer": writer,
+        "leases": leases,
+        "baseline_writer": baseline["writer"],
+        "events_back_after_restore_s": round(time.time() - restored_at, 1),
+    }
+    _record(report, "events_etcd_lost", figures)
+    assert ready and not drained, "apiservers were not ready, or drained, while only the events etcd was down"
+    assert writer["create"]["errors"] == 0 and writer["get"]["errors"] == 0, writer
+    assert writer["create"]["p99_s"] <= SLO_MUTATING_S, writer
+    assert leases["errors"] == 0, leases
+    _nothing_lost(load)
+
+
+def test_every_acknowledged_write_of_the_whole_run_is_present(box):
+    cluster, load, report, _ = box
+    report["acknowledged_writes"] = len(load.acknowledged())
+    assert report["acknowledged_writes"] > 0
+    _nothing_lost(load)
