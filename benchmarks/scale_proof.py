@@ -16,7 +16,8 @@ cluster-in-a-box harness (tests/e2e), then:
    apiservers are restarted without ``--etcd-servers-overrides``), and per-node agents that LIST
    pods cluster-wide (the rendered API Priority and Fairness objects present vs deleted);
 3. reads every figure from the apiservers' and etcd's own metrics, compares it with the SLO or
-   seed figure, prints the table, and writes ``results.json`` and ``table.md`` to ``--out``.
+   seed figure, prints the table, and writes ``results.json``, ``table.md`` and the plots
+   (``benchmarks/scale/plots.py``) to ``--out``.
 
 Ends by itself: every wait is bounded, and the whole run stops growing at ``--max-minutes``.
 Not part of the test suite. docs/scale-proof.md has the last measured table.
@@ -42,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from benchmarks.scale import metrics  # noqa: E402
+from benchmarks.scale import metrics, plots  # noqa: E402
 from benchmarks.scale.metrics import Snapshot  # noqa: E402
 from benchmarks.scale.report import SLO_MUTATING_S, render  # noqa: E402
 from infra.labels import GPU_RESOURCE, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
@@ -163,6 +164,14 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
         metrics.combine(after.etcd["etcd"]),
         "etcd_disk_backend_commit_duration_seconds",
     )
+    leases = metrics.histogram_delta(
+        before.control_plane,
+        after.control_plane,
+        "apiserver_request_duration_seconds",
+        lambda labels: (
+            (labels.get("verb"), labels.get("resource"), labels.get("scope")) == ("PUT", "leases", "resource")
+        ),
+    )
     rss = [metrics.gauge(s, "process_resident_memory_bytes") for s in after.apiservers]
     heap = [metrics.gauge(s, "go_memstats_heap_inuse_bytes") for s in after.apiservers]
     cpu = {name: round((after.cpu.get(name, 0.0) - before.cpu.get(name, 0.0)) / seconds, 2) for name in after.cpu}
@@ -180,6 +189,8 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
             lambda labels: labels.get("code") == "429",
         ),
         "lease_update_p99_s": p99.get(("PUT", "leases", "resource")),
+        # The median beside it: the plots draw each pattern's spread from the p50 to the p99.
+        "lease_update_p50_s": metrics.quantile(0.5, leases) if ("PUT", "leases", "resource") in p99 else None,
         "worst_mutating": worst(mutating),
         "worst_get": worst(gets),
         "worst_cluster_list": worst(lists),
@@ -471,6 +482,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["total_s"] = round(time.monotonic() - started, 1)
     (workdir / "results.json").write_text(json.dumps(results, indent=2))
     table = render(results)
+    try:
+        table += "\n" + plots.markdown(plots.write_plots(results, workdir))
+    except plots.PlotDataError as error:  # a run that stopped early: the table still stands
+        table += f"\nNo plots: {error}.\n"
     (workdir / "table.md").write_text(table)
     print(table)
     print(f"results in {workdir}")

@@ -1,27 +1,20 @@
 """The data plane on real nodes: pods started by the real kubelet, containerd and runc, holding the
-addresses Azure CNI would give them, talking through the rendered rules and kube-proxy.
+addresses Azure CNI would give them, talking through the rendered rules.
 
 Each test reads what a packet did (who a server saw, which counters moved), never the rendered text.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import re
 import uuid
 
 import pytest
 import yaml
 
-from infra.addons import coredns
-from infra.addons.labels import SYSTEM_NAMESPACE
-from infra.addressing import CLUSTER_DOMAIN
 from infra.node.cni import IMDS_IP, WIRESERVER_BLOCKED_TCP_PORTS, WIRESERVER_IP
-from infra.traffic_accounting import COMMENT_PREFIX
 from tests.e2e.cluster import Cluster, boot
-from tests.e2e.dns import EXTERNAL_ADDRESS, EXTERNAL_NAME, rendered_node_local_dns
 from tests.e2e.hosts import wait_for
-from tests.e2e.runtime import INTERNET_HOST, OUTSIDE_PORT, PRIVATE_PEER, RealNode
+from tests.e2e.runtime import RealNode
 
 pytestmark = pytest.mark.e2e
 
@@ -90,22 +83,6 @@ def test_pods_hold_their_nodes_nic_addresses_and_reach_each_other_across_nodes_u
     assert answer.split() == ["from", client_ip, "bytes", "1000"], answer
 
 
-def test_a_cluster_ip_service_is_reached_from_a_pod_through_kube_proxy(box: Cluster):
-    gpu, cpu = _real(box, "gpu"), _real(box, "cpu")
-    app = f"svc-{uuid.uuid4().hex[:6]}"
-    _, server_ip = run_probe_pod(box, gpu, {"app": app})
-    client, client_ip = run_probe_pod(box, cpu)
-    cluster_ip = _service(box, app, {"app": app})
-    assert ipaddress.ip_address(cluster_ip) in box.spec.config.network.service_cidr
-    answer = wait_for(
-        f"{client} to reach {app} at {cluster_ip}:80",
-        lambda: probe(box, client, "send", f"{cluster_ip}:80", "10", check=False),
-        timeout=60,
-        interval=1,
-    )
-    assert answer.split() == ["from", client_ip, "bytes", "10"], answer
-
-
 def test_a_tenant_pod_cannot_reach_the_metadata_service_or_wireserver_but_its_node_can(box: Cluster):
     cpu = _real(box, "cpu")
     client, _ = run_probe_pod(box, cpu)
@@ -114,80 +91,3 @@ def test_a_tenant_pod_cannot_reach_the_metadata_service_or_wireserver_but_its_no
         assert probe(box, client, "send", target, "1", check=False) == "", f"a pod reached {target}"
         answer = box.network.run(cpu.host, ["/usr/local/bin/probe", "send", target, "1"]).stdout
         assert answer.split()[:1] == ["from"], f"the node could not reach {target}: {answer}"
-
-
-def _service(cluster: Cluster, name: str, selector: dict[str, str]) -> str:
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"selector": selector, "ports": [{"port": 80, "targetPort": PROBE_PORT}]},
-    }
-    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(service))
-    return cluster.get_json("service", "-n", NAMESPACE, name)["spec"]["clusterIP"]
-
-
-def test_dns_names_resolve_through_node_local_dns_then_coredns_and_external_names_through_azure_dns(box: Cluster):
-    # CoreDNS answers the cluster names: its replicas (the dns-autoscaler's image is not in the box, so
-    # the test scales it) run, each on a node of its own under the rendered anti-affinity.
-    box.kubectl("scale", "-n", SYSTEM_NAMESPACE, f"deployment/{coredns.NAME}", "--replicas=2")
-    selector = ",".join(f"{k}={v}" for k, v in coredns.SELECTOR.items())
-
-    def running_replicas():
-        pods = box.get_json("pods", "-n", SYSTEM_NAMESPACE, "-l", selector)["items"]
-        running = [p["spec"]["nodeName"] for p in pods if p["status"].get("phase") == "Running"]
-        return running if len(running) == 2 else None
-
-    nodes = wait_for("two CoreDNS replicas to run", running_replicas, timeout=120, on_timeout=box.describe)
-    assert len(set(nodes)) == 2, nodes
-    cpu = _real(box, "cpu")
-    app = f"dns-{uuid.uuid4().hex[:6]}"
-    run_probe_pod(box, _real(box, "gpu"), {"app": app})
-    cluster_ip = _service(box, app, {"app": app})
-    client, _ = run_probe_pod(box, cpu)
-    name = f"{app}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}"
-    node_local = rendered_node_local_dns(box.plan)
-    link_local = node_local.local_ips[0]
-    assert ipaddress.ip_address(link_local).is_link_local
-    # Through the pod's resolv.conf (kubelet's clusterDNS) and at NodeLocal DNS's link-local address.
-    for server in ((), (link_local,)):
-        answer = wait_for(
-            f"{name} to resolve from {client} {server}",
-            lambda server=server: probe(box, client, "lookup", name, *server, check=False),
-            timeout=60,
-            interval=1,
-            on_timeout=box.describe,
-        )
-        assert answer.split() == [cluster_ip], answer
-        assert probe(box, client, "lookup", EXTERNAL_NAME, *server).split() == [EXTERNAL_ADDRESS]
-
-
-def _accounted_bytes(cluster: Cluster, node: RealNode) -> dict[str, int]:
-    """Bytes each traffic class's forward rules counted on ``node`` (``{"internet-out": n, ...}``)."""
-    saved = cluster.network.run(node.host, ["iptables-save", "-c", "-t", "mangle"]).stdout
-    totals: dict[str, int] = {}
-    for line in saved.splitlines():
-        match = re.match(r"\[\d+:(\d+)\] -A SUPERCLUSTER-ACCT-FWD-\S+ .*traffic=(\S+)\"", line)
-        if match and COMMENT_PREFIX in line:
-            totals[match[2]] = totals.get(match[2], 0) + int(match[1])
-    return totals
-
-
-def test_traffic_accounting_counts_a_pods_bytes_in_the_right_class(box: Cluster):
-    cpu = _real(box, "cpu")
-    client, _ = run_probe_pod(box, cpu)
-    _, peer_ip = run_probe_pod(box, _real(box, "gpu"))
-    sent = 200_000
-    for traffic, target in (
-        ("cluster-out", f"{peer_ip}:{PROBE_PORT}"),
-        ("private-out", f"{PRIVATE_PEER}:{OUTSIDE_PORT}"),
-        ("internet-out", f"{INTERNET_HOST}:{OUTSIDE_PORT}"),
-    ):
-        before = _accounted_bytes(box, cpu)
-        assert probe(box, client, "send", target, str(sent)).split()[-1] == str(sent)
-        after = _accounted_bytes(box, cpu)
-        moved = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-        # The payload plus TCP/IP headers (a few percent), and nothing of it in another class's "out".
-        assert sent <= moved[traffic] <= sent * 1.1, (traffic, moved)
-        others = {k: v for k, v in moved.items() if k.endswith("-out") and k != traffic}
-        assert all(v < sent / 10 for v in others.values()), (traffic, moved)

@@ -75,9 +75,15 @@ def test_a_pool_is_one_box_per_vnet_however_many_scale_sets(prod_plan, prod, pro
         [label] = [x for x in pools.values() if x.startswith(f"pool {pool.name}:")]
         pool_shards = shards(pool)
         if len({s.max_nodes for s in pool_shards}) == 1:
-            assert f"{len(pool_shards)} scale sets x {pool_shards[0].max_nodes:,} nodes" in label
+            sets = f"{len(pool_shards)} scale set{'s' if len(pool_shards) > 1 else ''}"
+            assert f"{sets} x {pool_shards[0].max_nodes:,} nodes" in label
         assert pool.vm_size in label
-        assert f"{pool_shards[0].name} … {pool_shards[-1].name}" in label
+        if len(pool_shards) > 1:
+            assert (
+                f"{len(pool_shards)} subnets (/" in label and f"{pool_shards[0].name} … {pool_shards[-1].name}" in label
+            )
+        else:
+            assert f"subnet {pool_shards[0].name} · " in label
     scale_sets = sum(len(shards(p)) for p in config.node_pools)
     assert scale_sets > 60 and len(nodes(source)) < 40  # readable: never a box per shard
 
