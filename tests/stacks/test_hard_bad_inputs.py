@@ -15,11 +15,13 @@ import sys
 import pytest
 
 from plan.stackfile import PROJECT_DIR
+from tests.helpers import raw_stack
 
 # The second stage of scripts/test.sh (tens of seconds): one plan CLI process per bad input.
 pytestmark = pytest.mark.slow
 
 DEV = (PROJECT_DIR / "Pulumi.dev.yaml").read_text()
+DEV_POOLS = len(raw_stack("dev")["nodePools"])  # --config may set an index up to this one (an append)
 
 
 def line_of(text: str) -> int:
@@ -85,10 +87,14 @@ CASES = {
         "nodePools[1].infiniband = 'no': expected true or false",
     ),
     # YAML oddities in --config
-    "index past the end": (None, ["nodePools[5].name=x"], "expected an index from 0 to 2"),
-    "negative index": (None, ["nodePools[-1].maxNodes=3"], "an index from 0 to 2 in nodePools"),
+    "index past the end": (None, ["nodePools[5].name=x"], f"expected an index from 0 to {DEV_POOLS}"),
+    "negative index": (None, ["nodePools[-1].maxNodes=3"], f"an index from 0 to {DEV_POOLS} in nodePools"),
     "leading zero value": (None, ["etcd.members=03"], "etcd.members = '03'"),
-    "appended pool is incomplete": (None, ["nodePools[2].name=cpu2"], "nodePools[2].role = <missing>"),
+    "appended pool is incomplete": (
+        None,
+        [f"nodePools[{DEV_POOLS}].name=cpu2"],
+        f"nodePools[{DEV_POOLS}].role = <missing>",
+    ),
     "unterminated quoted key": (None, ['nodePools[0].labels["a.io/b=c'], "--config = "),
     # reserved and non-private ranges
     "loopback address space": (None, ["network.addressSpace=127.0.0.0/8"], "(this touches loopback"),

@@ -11,6 +11,7 @@ import pytest
 
 from plan.__main__ import main
 from plan.stackfile import PROJECT_DIR
+from tests.helpers import raw_stack
 
 # The second stage of scripts/test.sh (tens of seconds): the plan CLI run as a process, plans written to disk.
 pytestmark = pytest.mark.slow
@@ -62,6 +63,8 @@ def test_prod_summary_shows_7500_nodes(written_plans):
     assert "| **peered group** |" in printed
 
 
+DEV_POOLS = len(raw_stack("dev")["nodePools"])  # --config may set an index up to this one (an append)
+
 BAD_INPUTS = {
     "wrong type": (["controlPlane.apiservers=three"], "controlPlane.apiservers = 'three'", "a whole number"),
     "zero count": (["network.natHosts.count=0"], "network.natHosts.count = 0", "a whole number from 1 to 16"),
@@ -89,8 +92,8 @@ BAD_INPUTS = {
     "IP budget over the peered group": (
         ["network.maxPrivateIpsPerPeeredGroup=1400", "nodePools[1].maxNodes=20"],
         "network.maxPrivateIpsPerPeeredGroup = 1400",
-        "need 1,556 private IPs (including the hub's 1,024), 156 too many; "
-        "any one of these fits: cpu podIpsPerNode <= 8 or maxNodes <= 10",
+        "need 1,595 private IPs (including the hub's 1,024), 195 too many; "
+        "any one of these fits: cpu podIpsPerNode <= 6 or maxNodes <= 8",
     ),
     "pool outgrows its address block": (
         ["nodePools[1].maxNodes=5000"],
@@ -102,7 +105,7 @@ BAD_INPUTS = {
         "etcd.vmSize = 'Standard_D4s_v5'",
         "local temp or NVMe SSD",
     ),
-    "bad override path": (["nodePools[9].maxNodes=3"], "--config", "an index from 0 to 2"),
+    "bad override path": (["nodePools[9].maxNodes=3"], "--config", f"an index from 0 to {DEV_POOLS}"),
 }
 
 

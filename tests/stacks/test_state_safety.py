@@ -19,6 +19,7 @@ from plan.diff import diff_plans
 from plan.runner import ProgramRun
 from plan.stackfile import PROJECT_DIR
 from tests.conftest import RETIRE_GPU, as_plan, deploy_after
+from tests.helpers import raw_stack
 
 # The second stage of scripts/test.sh (tens of seconds): every config key's change planned as a second deploy.
 pytestmark = pytest.mark.slow
@@ -114,14 +115,17 @@ def test_what_others_own_is_ignored(stack_plan):
 
 NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK6o7lda3/PA3tpeQIftUOcZiIoiK3/2tDOX8dmJZESx example-sweep-replace-me"
 # An index equal to the list's length appends, as `pulumi config set --path` does.
+# A new pool appended after dev's own, in the next free address slot.
+_DEV_POOLS = raw_stack("dev")["nodePools"]
+_NEW = len(_DEV_POOLS)
 NEW_POOL = (
-    "nodePools[2].name=cpu2",
-    "nodePools[2].role=cpu",
-    "nodePools[2].vmSize=Standard_D16ds_v5",
-    "nodePools[2].minNodes=0",
-    "nodePools[2].maxNodes=3",
-    "nodePools[2].podIpsPerNode=16",
-    "nodePools[2].addressSlot=3",
+    f"nodePools[{_NEW}].name=cpu2",
+    f"nodePools[{_NEW}].role=cpu",
+    f"nodePools[{_NEW}].vmSize=Standard_D16ds_v5",
+    f"nodePools[{_NEW}].minNodes=0",
+    f"nodePools[{_NEW}].maxNodes=3",
+    f"nodePools[{_NEW}].podIpsPerNode=16",
+    f"nodePools[{_NEW}].addressSlot={max(pool['addressSlot'] for pool in _DEV_POOLS) + 1}",
 )
 NODES = r"pool-\w+-s\d{3}"
 VMS = r"(control-plane-vm|etcd|events-etcd|nat-hosts)-\d+-vm"
