@@ -32,6 +32,9 @@ ROLE_NAT_HOST = roles.NAT_HOST.machine  # a NAT host: a tainted node that runs k
 POOL_ROLES = roles.POOL_ROLES
 
 POOL_LABEL = "supercluster.io/pool"  # the node pool's name
+# Kubelet sets it on every node to the node's host name (well-known labels, kubernetes.io/docs/reference/labels-
+# annotations-taints/#kubernetesiohostname): the topology key that spreads replicas one per node.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 INFINIBAND_LABEL = "supercluster.io/infiniband"  # "true" on nodes of InfiniBand pools
 # The InfiniBand domain a node is in: the shard (scale set) it belongs to. InfiniBand connects only the
 # VMs of one scale set with a single placement group, at most 100 VMs (infra/sizing.py), so the pods of a

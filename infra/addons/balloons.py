@@ -24,7 +24,7 @@ from infra.addons.labels import BALLOON_PRIORITY
 from infra.addons.settings import section
 from infra.config import ClusterConfig, NodePoolConfig
 from infra.errors import ConfigError
-from infra.labels import GPU_RESOURCE, POOL_LABEL
+from infra.labels import GPU_RESOURCE, HOSTNAME_LABEL, POOL_LABEL
 
 KEY = "balloons"
 NAMESPACE = "balloons"
@@ -105,7 +105,7 @@ def _balloons(pool: NodePoolConfig, count: int) -> k8s.Obj:
         affinity={
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}
+                    {"labelSelector": {"matchLabels": selector}, "topologyKey": HOSTNAME_LABEL}
                 ]
             }
         },

@@ -26,7 +26,7 @@ from infra.addons.settings import section
 from infra.addressing import CLUSTER_DOMAIN, AddressPlan
 from infra.config import ClusterConfig
 from infra.errors import ConfigError
-from infra.labels import ROLE_CPU, ROLE_LABEL
+from infra.labels import HOSTNAME_LABEL, ROLE_CPU, ROLE_LABEL
 
 KEY = "coredns"
 NAME = "coredns"
@@ -192,7 +192,7 @@ def _deployment(memory_limit: str) -> k8s.Obj:
                         "labelSelector": {
                             "matchExpressions": [{"key": "k8s-app", "operator": "In", "values": [SELECTOR["k8s-app"]]}]
                         },
-                        "topologyKey": "kubernetes.io/hostname",
+                        "topologyKey": HOSTNAME_LABEL,
                     }
                 ]
             },
