@@ -510,6 +510,7 @@ def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | N
                 host,
                 cluster.box_images,
                 lambda unit, m=machine, h=host: start_unit(cluster, m, h, unit),
+                cluster.spec.config.network.service_cidr,
             )
             cluster.real_nodes.append(real_node)
             cluster.nodes.append(Node(machine, host, process, pool))
