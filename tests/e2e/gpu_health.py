@@ -113,7 +113,7 @@ class HealthCheckPod:
         return self.verdict_file.read_text().strip() if self.verdict_file.exists() else ""
 
 
-def tainted(cluster: Cluster, node: str) -> bool:
+def has_startup_taint(cluster: Cluster, node: str) -> bool:
     return any(t["key"] == GPU_STARTUP_TAINT_KEY for t in cluster.get_json("node", node)["spec"].get("taints", []))
 
 

@@ -20,7 +20,7 @@ from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY, ROLE_GPU
 from infra.vm_sizes import VM_SIZES
 from tests.e2e import pod_processes
 from tests.e2e.cluster import Cluster
-from tests.e2e.gpu_health import HealthCheckPod, StandIns, advertise_gpus, tainted
+from tests.e2e.gpu_health import HealthCheckPod, StandIns, advertise_gpus, has_startup_taint
 from tests.e2e.hosts import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -76,7 +76,9 @@ def test_a_gpu_pod_lands_only_on_a_node_whose_gpus_the_check_cleared(dev: Cluste
     gpus = VM_SIZES[dev.spec.config.pool(node.pool).vm_size].gpus
     for each in gpu_nodes:
         advertise_gpus(dev, each, gpus)
-    assert tainted(dev, node.machine.name) and tainted(dev, other.machine.name), "GPU nodes register tainted"
+    assert has_startup_taint(dev, node.machine.name) and has_startup_taint(dev, other.machine.name), (
+        "GPU nodes register tainted"
+    )
     tolerate = [
         {"key": t["key"], "operator": "Exists", "effect": t["effect"]}
         for t in dev.get_json("node", node.machine.name)["spec"]["taints"]
@@ -97,11 +99,11 @@ def test_a_gpu_pod_lands_only_on_a_node_whose_gpus_the_check_cleared(dev: Cluste
         wait_for(f"the verdict {verdict_starts!r}", lambda: check.verdict().startswith(verdict_starts), timeout=WAIT)
         wait_for(
             f"{node.machine.name} {'tainted' if tainted else 'untainted'}",
-            lambda: tainted(dev, node.machine.name) == tainted,
+            lambda: has_startup_taint(dev, node.machine.name) == tainted,
             timeout=WAIT,
             on_timeout=dev.describe,
         )
-        assert tainted(dev, other.machine.name), "the other GPU node was never checked: it stays tainted"
+        assert has_startup_taint(dev, other.machine.name), "the other GPU node was never checked: it stays tainted"
 
     verdict_then_taint("healthy", tainted=False)
     assert _judged(dev, first) == node.machine.name, "the pod lands on the node the check cleared"

@@ -16,7 +16,7 @@ from infra.labels import GPU_RESOURCE, HOSTNAME_LABEL
 from infra.node_checks import kind_name, runs_on
 from tests.e2e import pod_processes
 from tests.e2e.cluster import APISERVER_UNIT, ETCD_UNIT, Cluster, start_unit
-from tests.e2e.gpu_health import HealthCheckPod, StandIns, advertise_gpus, tainted
+from tests.e2e.gpu_health import HealthCheckPod, StandIns, advertise_gpus, has_startup_taint
 from tests.e2e.hosts import wait_for
 from tests.e2e.placement import plan_node_kinds, unplaced
 
@@ -100,7 +100,12 @@ def test_a_prod_gpu_node_runs_one_pod_per_gpu(prod: Cluster):
     check = HealthCheckPod(prod, node, check_pod, StandIns(prod.workdir / "gpu-health" / "stand-ins", gpus))
     check.start_node_taint()
     check.start_dcgm()
-    wait_for(f"{name}'s start-up taint lifted", lambda: not tainted(prod, name), timeout=60, on_timeout=prod.describe)
+    wait_for(
+        f"{name}'s start-up taint lifted",
+        lambda: not has_startup_taint(prod, name),
+        timeout=60,
+        on_timeout=prod.describe,
+    )
 
     # What the plan puts on a node of this kind: every DaemonSet meant for it, all placed there.
     kind = plan_node_kinds(prod)[kind_name(pool.name)]
