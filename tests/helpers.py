@@ -6,8 +6,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from infra.config import ClusterConfig, parse_config
-from infra.errors import NAMESPACE
+from infra.config.cluster_config import ClusterConfig, parse_config
+from infra.config.errors import NAMESPACE
 from plan.stack_yaml import load_file
 from plan.stackfile import PROJECT_DIR
 

@@ -46,7 +46,7 @@ import tomli_w
 import yaml
 
 from infra.node import cni, containerd, install, kube_proxy, kubelet, sysctls
-from infra.node import images as node_images
+from infra.node import pinned_images as node_images
 from tests.e2e import dns
 from tests.e2e.hosts import BINARIES_PATH as BINARIES
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for

@@ -11,7 +11,7 @@ import uuid
 import pytest
 import yaml
 
-from infra.labels import HOSTNAME_LABEL
+from infra.facts.labels import HOSTNAME_LABEL
 from infra.node.cni import IMDS_IP, WIRESERVER_BLOCKED_TCP_PORTS, WIRESERVER_IP
 from tests.e2e.cluster import Cluster, boot
 from tests.e2e.hosts import wait_for

@@ -8,7 +8,7 @@ import pytest
 
 from infra.addons import coredns, node_local_dns
 from infra.addons.k8s import pod_templates
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from tests.infra.addon_fixtures import all_objects, find, groups_for, spec_for
 
 

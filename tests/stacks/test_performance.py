@@ -10,7 +10,7 @@ import os
 import pulumi
 import yaml
 
-from infra import cloudinit, yaml_text
+from infra.boot import cloudinit, yaml_text
 from plan.artifacts import custom_data_of, plan_files, write_plan
 from plan.diff import load_plan
 from plan.runner import run_declarations
