@@ -529,6 +529,7 @@ def join_nodes(
                 host,
                 cluster.box_images,
                 lambda unit, m=machine, h=host: start_unit(cluster, m, h, unit),
+                cluster.spec.config.network.service_cidr,
             )
             cluster.real_nodes.append(real_node)
             cluster.nodes.append(Node(machine, host, process, pool))
