@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.day2 import MONITORING_OUTPUT
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
+from infra.day2.deploy_rules import MONITORING_OUTPUT
 from plan.artifacts import kubernetes_object
 from plan.runner import own_stack_name, run_program
 from plan.stackfile import load_stack_config
