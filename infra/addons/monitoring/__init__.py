@@ -186,7 +186,7 @@ def shard_names(config: ClusterConfig, settings: Settings) -> list[str]:
 
 
 def deploy_output(settings: Settings, config: ClusterConfig) -> dict[str, int]:
-    """The ``monitoring`` output (``infra.day2.MONITORING_OUTPUT``) the next deploy sizes from."""
+    """The ``monitoring`` output (``infra.day2.deploy_rules.MONITORING_OUTPUT``) the next deploy sizes from."""
     return {"nodeShards": planned_node_shards(settings, config, None)}
 
 
