@@ -224,13 +224,12 @@ def _members_down(cluster: Cluster, role: str, indexes: list[int]):
             _restart(cluster, role, index)
 
 
-# Writes stall up to etcd's request timeout after the leader dies (about 10 s, measured), as long as the
-# leader-elected components' renew deadline (10 s): one that cannot renew in time exits, by design, and
-# its unit's Restart= starts it again as a standby.
+# Without quorum no lease can be renewed: a leader-elected component whose renew deadline passes exits,
+# by design, and its unit's Restart= starts it again as a standby. An etcd leader election alone must not
+# do that (infra/control_plane/leader_election.py): the leader test allows no restart.
 LEADER_LOSS = ("kube-controller-manager", "kube-scheduler")
 
 
-@pytest.mark.restarts_expected(*LEADER_LOSS, reason="a renew deadline passed while etcd elected a leader")
 def test_etcd_leader_killed_under_load(box):
     cluster, load, report, _ = box
     _steady(load, report)
