@@ -229,9 +229,11 @@ class LeaderElection:
 
     @property
     def failover_budget_s(self) -> float:
-        """The longest a standby may take to lead once the leader is gone without releasing its lease:
-        the lease must expire, then the next acquire attempt comes within the jittered retry period."""
-        return self.lease_duration_s + ACQUIRE_JITTER * self.retry_period_s
+        """The longest a standby may take to lead once the leader is gone without releasing its lease. A
+        standby times the lease from when it saw the last renewal (client-go leaderelection: observedTime,
+        its own clock), up to one jittered retry period after it; the lease must then expire, and the next
+        acquire attempt comes within another."""
+        return self.lease_duration_s + 2 * ACQUIRE_JITTER * self.retry_period_s
 
 
 def _seconds(duration: str) -> float:
