@@ -90,6 +90,8 @@ def test_pod_network_rules_load_in_nft(tmp_path):
     # VNet address space.
     assert "fib daddr type local return" in rules and "ip daddr 10.0.0.0/8 return" in rules
     assert "masquerade" in rules and "ip daddr 169.254.169.254 drop" in rules
+    # AKS's block of WireServer's protected settings: TCP 80 and the HostGAPlugin's 32526, DNS left open.
+    assert f"ip daddr {cni.WIRESERVER_IP} tcp dport {{ 80, 32526 }} drop" in rules
 
 
 def test_conflist_hands_secondary_ips_to_pods():
