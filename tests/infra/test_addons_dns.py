@@ -8,7 +8,10 @@ import pytest
 
 from infra.addons import coredns, node_local_dns
 from infra.addons.k8s import pod_templates
+from infra.config import Taint
 from infra.errors import ConfigError
+from infra.labels import ROLE_SYSTEM, SYSTEM_TAINT_EFFECT, SYSTEM_TAINT_KEY, SYSTEM_TAINT_VALUE
+from infra.whole_cluster import tolerates
 from tests.infra.addon_fixtures import all_objects, find, groups_for, spec_for
 
 
@@ -30,6 +33,23 @@ def test_coredns_rollout_never_needs_two_pods_on_a_node():
 
 def test_coredns_replica_count_is_left_to_the_proportional_autoscaler():
     assert "replicas" not in find(groups_for(), "Deployment", "coredns")["spec"]
+
+
+def test_coredns_stays_off_the_system_pools():
+    """CoreDNS runs on the CPU pools, never on the system pools (a decision, kept here): with its required
+    anti-affinity each replica needs a node of its own, and prod's system pool holds at most 20 nodes
+    against CoreDNS's 64-replica ceiling, so the rest would wait forever and hold the autoscaler's system
+    pool at its maximum; the 2,500-node post's per-VM lookup limit wants DNS spread over many VMs; and a
+    system-pool outage would take cluster DNS down with monitoring and the autoscaler. Tolerating the
+    system taint would also let the bin-packing scheduler put replicas there first (the most allocated
+    nodes). So a cluster needs an untainted CPU pool, which the whole-cluster check demands
+    (tests/infra/test_whole_cluster.py, "system add-ons with no node")."""
+    spec = spec_for("prod")
+    (system_pool,) = [pool for pool in spec.config.node_pools if pool.role == ROLE_SYSTEM]
+    assert system_pool.max_nodes < spec.addons.coredns.max_replicas
+    pod = find(groups_for("prod"), "Deployment", "coredns")["spec"]["template"]["spec"]
+    system_taint = Taint(SYSTEM_TAINT_KEY, SYSTEM_TAINT_VALUE, SYSTEM_TAINT_EFFECT)
+    assert not any(tolerates(toleration, system_taint) for toleration in pod["tolerations"])
 
 
 def test_proportional_autoscaler_has_an_explicit_maximum():

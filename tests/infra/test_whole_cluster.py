@@ -7,16 +7,21 @@ from __future__ import annotations
 import pytest
 
 from infra.assembly import Cluster, assemble
-from infra.config import LOCATION_KEY, Taint
-from infra.errors import ConfigError
+from infra.cluster import build_cluster_spec
+from infra.config import Taint
+from infra.errors import NAMESPACE, ConfigError
 from infra.whole_cluster import NodeKind, Workload, check_cluster
-from plan.stackfile import load_stack_config, namespace_values, stack_cluster_spec
+from plan.stackfile import apply_override, namespace_values
+from tests.helpers import raw_config
 
 
 def assembled(overrides: list[str]) -> Cluster:
-    """dev's stack file with ``--config`` overrides, assembled as the program assembles it."""
-    values = load_stack_config("dev", overrides)
-    return assemble(namespace_values(values), values.get(LOCATION_KEY))
+    """The tests' dev-shaped config (tests/fixtures) with ``--config`` overrides, each applied as the CLI
+    applies it, assembled as the program assembles it."""
+    values = {f"{NAMESPACE}:{key}": value for key, value in raw_config("dev").items()}
+    for override in overrides:
+        apply_override(values, override)
+    return assemble(namespace_values(values), "eastus")
 
 
 AUTOSCALER_OFF = ("addons.balloons.enabled=false", "addons.clusterAutoscaler.enabled=false")
@@ -88,7 +93,7 @@ def test_the_seeded_case_is_refused_and_its_neighbour_plans(category):
 
 
 def test_prod_plans_and_its_gpu_nodes_fit_one_pod_per_gpu():
-    spec = stack_cluster_spec("prod")
+    spec = build_cluster_spec(raw_config("prod"), "eastus")
     for pool in spec.config.node_pools:
         if pool.size.gpus:
             # 2 DaemonSet pods take a pod IP (device plugin, health check), 8 workload pods take the rest.
