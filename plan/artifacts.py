@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import os
@@ -46,6 +47,19 @@ def custom_data_of(registration: Registration) -> str | None:
     """The decoded cloud-init of a VM or scale set, or None for other resources."""
     raw = _raw_custom_data(registration)
     return None if raw is None else _decoded(raw)
+
+
+def cloud_init_files(registration: Registration) -> dict[str, str]:
+    """``{machine path: content}`` of every file a VM's or scale set's cloud-init writes; empty for other
+    resources. Parsed once per distinct cloud-init: the shards of a pool share theirs."""
+    raw = _raw_custom_data(registration)
+    return {} if raw is None else dict(_written_files(raw))
+
+
+@functools.lru_cache(maxsize=64)
+def _written_files(raw: str) -> tuple[tuple[str, str], ...]:
+    document = yaml.load(_decoded(raw), Loader=_Loader) or {}
+    return tuple((entry["path"], _file_content(entry)) for entry in document.get("write_files") or [])
 
 
 def _decoded(raw: str) -> str:

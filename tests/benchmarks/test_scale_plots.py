@@ -13,6 +13,9 @@ from matplotlib.image import imread
 
 from benchmarks.scale import plots
 
+# matplotlib renders real PNGs (seconds each).
+pytestmark = pytest.mark.slow
+
 FIXTURE = Path(__file__).with_name("fixtures") / "scale-results.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -1,12 +1,14 @@
-"""Lint, format and types, on every test run: ``ruff check`` and ``ruff format --check`` over the tree,
-and ``mypy`` (strict on ``infra/``, less so on ``components/``), all configured in pyproject.toml. A finding
-fails the suite (and so scripts/test.sh and .ci/run)."""
+"""Lint, format and types: ``ruff check`` and ``ruff format --check`` over the tree in the fast suite, and
+``mypy`` (strict on ``infra/``, less so on ``components/``) in the slow stage, all configured in
+pyproject.toml. A finding fails the suite (and so scripts/test.sh and .ci/run)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from plan.stackfile import PROJECT_DIR
 
@@ -27,6 +29,7 @@ def test_ruff_format_changes_nothing():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # a cold, whole-program type check: about 15 s of one core
 def test_mypy_finds_nothing():
     result = _run("mypy", "--no-incremental", "--cache-dir", "/dev/null")
     assert result.returncode == 0, result.stdout + result.stderr

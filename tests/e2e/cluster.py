@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,13 +219,14 @@ def boot(
     binaries: Path,
     *,
     overrides: list[str] = (),
-    nodes_per_pool: int | None = None,
+    nodes_per_pool: int | Mapping[str, int] | None = None,
     nodes_per_shard: int | None = None,
     with_nodes: bool = True,
-    real_nodes: bool = False,
+    real_nodes: bool | Collection[str] = False,
 ) -> Cluster:
     """Plans ``stack``, boots its control plane, applies its objects and (``with_nodes``) joins nodes;
-    with ``real_nodes``, the nodes run the real kubelet and containerd, otherwise nodesim.
+    with ``real_nodes`` (True: every node; a collection: the first node of each pool it names), those
+    nodes run the real kubelet and containerd, the others nodesim.
 
     On any failure everything started so far is stopped before the error propagates.
     """
@@ -474,36 +476,53 @@ def apply_objects(cluster: Cluster) -> list[str]:
 # ---------------------------------------------------------------------- nodes
 
 
-def join_nodes(cluster: Cluster, per_pool: int | None = None, per_shard: int | None = None, real: bool = False) -> None:
+def join_nodes(
+    cluster: Cluster,
+    per_pool: int | Mapping[str, int] | None = None,
+    per_shard: int | None = None,
+    real: bool | Collection[str] = False,
+) -> None:
     """The NAT hosts and, of each pool's first shard, one node per scale-set instance up to the pool's
-    ``maxNodes`` (or ``per_pool``); with ``per_shard``, that many instances of every shard instead.
-    With ``real`` they are real nodes (tests/e2e/runtime.py), otherwise nodesim."""
+    ``maxNodes`` (or ``per_pool``, for every pool or by pool name); with ``per_shard``, that many
+    instances of every shard instead. With ``real`` True every node is a real node (tests/e2e/runtime.py);
+    with a collection of pool names, the first node of each of those pools; the others run nodesim."""
     prefix_length = cluster.spec.config.network.address_space.prefixlen
     pools = {p.name: p for p in cluster.spec.config.node_pools}
-    joining: list[tuple[Machine, str | None, str]] = []
+    every_node_real = real is True
+    real_pools = frozenset() if isinstance(real, bool) else frozenset(real)
+    joining: list[tuple[Machine, str | None, str, bool]] = []
     for scale_set in cluster.plan.scale_sets():
         pool = pools[scale_set.pool]
+        wanted = per_pool.get(pool.name) if isinstance(per_pool, Mapping) else per_pool
         if per_shard is not None:
             count = per_shard
         elif scale_set.first_shard:
-            count = min(pool.max_nodes, per_pool or pool.max_nodes)
+            count = min(pool.max_nodes, wanted or pool.max_nodes)
         else:
             continue
-        joining += [(scale_set.instance(i), pool.name, scale_set.vm_size) for i in range(count)]
+        joining += [
+            (
+                scale_set.instance(i),
+                pool.name,
+                scale_set.vm_size,
+                every_node_real or (i == 0 and pool.name in real_pools),
+            )
+            for i in range(count)
+        ]
     for machine in cluster.plan.vms():
         if machine.has_unit(KUBELET_UNIT):
-            joining.append((machine, None, cluster.spec.config.network.nat_hosts.vm_size))
-    if real:
+            joining.append((machine, None, cluster.spec.config.network.nat_hosts.vm_size, every_node_real))
+    if any(is_real for *_, is_real in joining):
         cluster.box_images = build_images(cluster.plan, cluster.network.binaries, cluster.workdir / "images")
         runtime.start_outside_hosts(cluster.network, cluster.spec.config.network.address_space)
-    for machine, pool, vm_size in joining:
+    for machine, pool, vm_size, is_real in joining:
         host = cluster.network.hosts.get(machine.name) or cluster.network.add_host(
             machine.name, [f"{machine.ip}/{prefix_length}"]
         )
         bootstrap = host.root / "etc/kubernetes/bootstrap-kubelet.conf"
         if machine.name not in cluster.network.hosts or not bootstrap.exists():
             install(machine, host, cluster.pki)
-        if real:
+        if is_real:
             real_node, process = runtime.start_real_node(
                 cluster.network,
                 machine,

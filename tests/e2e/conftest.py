@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from plan.stackfile import PROJECT_DIR
+from infra.labels import ROLE_SYSTEM
+from plan.stackfile import PROJECT_DIR, stack_cluster_spec
 from tests.e2e.cluster import Cluster, boot
 
 # Hooks: every e2e test fails when a unit restarted during it (tests/e2e/restarts.py).
@@ -51,7 +52,14 @@ def dev(binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
 
 @pytest.fixture(scope="module")
 def prod(binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    # prod's control plane exactly as rendered: 5 etcd + 3 events-etcd members, 5 apiservers.
-    cluster = boot("prod", tmp_path_factory.mktemp("prod"), binaries, with_nodes=False)
+    # prod's control plane exactly as rendered (5 etcd + 3 events-etcd members, 5 apiservers) and nodes, so
+    # prod-only workloads schedule: one of each pool, two of the system pools (a Prometheus shard's two
+    # replicas never share a node), and the NAT hosts. The first GPU pool's node is a real node (kubelet,
+    # containerd, runc), where one-GPU pods are admitted and run; the rest run nodesim: a real node runs
+    # about six processes on this 2-core machine, which already carries prod's 23 control-plane ones.
+    pools = stack_cluster_spec("prod", []).config.node_pools
+    per_pool = {pool.name: 2 if pool.role == ROLE_SYSTEM else 1 for pool in pools}
+    real_pool = next(pool.name for pool in pools if pool.size.gpus)
+    cluster = boot("prod", tmp_path_factory.mktemp("prod"), binaries, nodes_per_pool=per_pool, real_nodes=[real_pool])
     yield cluster
     cluster.close()

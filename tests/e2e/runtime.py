@@ -45,6 +45,7 @@ from typing import Any
 import tomli_w
 import yaml
 
+from infra import iptables
 from infra.node import cni, containerd, install, kube_proxy, kubelet, sysctls
 from infra.node import images as node_images
 from tests.e2e import dns
@@ -125,8 +126,10 @@ def pod_network(rendered_conflist: dict[str, Any], subnet: ipaddress.IPv4Network
 
 
 def _per_namespace_sysctls(machine: Machine) -> list[str]:
-    """The rendered ``net.*`` settings: a network namespace has its own; the rest are machine-wide."""
-    text = (machine.files / sysctls.SYSCTL_PATH.lstrip("/")).read_text()
+    """The rendered ``net.*`` settings of every ``sysctl.d`` file, in systemd-sysctl's order (by file
+    name; a NAT host has its forwarding file too): a network namespace has its own; the rest are machine-wide."""
+    folder = machine.files / Path(sysctls.SYSCTL_PATH).parent.relative_to("/")
+    text = "\n".join(f.read_text() for f in sorted(folder.glob("*.conf")))
     lines = [line.replace(" ", "") for line in text.splitlines() if line and not line.startswith("#")]
     return [line for line in lines if line.startswith("net.")]
 
@@ -177,7 +180,7 @@ def prepare(network: TestNetwork, node: RealNode, binaries: Path, archives: dict
     for setting in _per_namespace_sysctls(machine):
         if network.run(host, ["sysctl", "-w", setting], check=False).returncode != 0:
             refused.append(setting)
-    for unit in (cni.UNIT, *_accounting_units(machine)):
+    for unit in (cni.UNIT, *_ruleset_units(machine)):
         network.run(host, _exec_start(machine, unit))
     bridge = rendered_conflist["plugins"][0]["bridge"]
     gateway = str(node.subnet.network_address + GATEWAY_OFFSET)
@@ -199,14 +202,11 @@ def prepare(network: TestNetwork, node: RealNode, binaries: Path, archives: dict
     return refused
 
 
-def _accounting_units(machine: Machine) -> list[str]:
-    """The oneshot units that load the rendered iptables rulesets before kubelet (traffic accounting)."""
-    units = machine.files / "etc/systemd/system"
-    return sorted(
-        p.name
-        for p in units.glob("supercluster-traffic-accounting*.service")
-        if machine.unit(p.name).get("Service", "Type") == ["oneshot"]
-    )
+def _ruleset_units(machine: Machine) -> list[str]:
+    """The oneshot units that load the rendered iptables rulesets before kubelet (traffic accounting; a NAT
+    host's translation rules, infra/nat_hosts.py): one per rules file (infra/iptables.py)."""
+    rules = machine.files / iptables.RULES_DIR.lstrip("/")
+    return sorted(iptables.Ruleset(p.stem, "", ()).unit for p in rules.glob("*.rules"))
 
 
 def _cgroup_mounts() -> list[str]:

@@ -27,6 +27,7 @@ from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
 from infra.network_security import monitoring_pools
 from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install
 from tests.e2e.hosts import wait_for
+from tests.e2e.placement import unplaced
 
 pytestmark = pytest.mark.e2e
 
@@ -254,55 +255,20 @@ def _csr_of(dev: Cluster, common_name: str) -> dict | None:
     return None
 
 
-def _workloads(dev: Cluster):
-    return [
-        (d["kind"], d["metadata"]["namespace"], d["metadata"]["name"])
-        for _, d in dev.plan.kubernetes_objects()
-        if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet")
-    ]
-
-
 def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Cluster):
     """Walks every Deployment, DaemonSet and StatefulSet of the plan: a new add-on is covered without a new test.
-    A selector naming a label no node registers leaves its pods Pending, and fails here."""
-    workloads = _workloads(dev)
-    assert workloads
-
-    def unbound() -> list[str]:
-        problems = []
-        for kind, namespace, name in workloads:
-            workload = dev.get_json(kind.lower(), name, "-n", namespace)
-            status = workload["status"]
-            if kind == "StatefulSet":
-                wanted = workload["spec"]["replicas"]
-                if status.get("availableReplicas", 0) < wanted:
-                    problems.append(
-                        f"StatefulSet {namespace}/{name}: {status.get('availableReplicas', 0)} of "
-                        f"{wanted} replicas bound and running"
-                    )
-            elif kind == "DaemonSet":
-                if not status.get("desiredNumberScheduled"):
-                    problems.append(f"DaemonSet {namespace}/{name} selects no node")
-                elif status.get("numberAvailable", 0) != status["desiredNumberScheduled"]:
-                    problems.append(
-                        f"DaemonSet {namespace}/{name}: {status.get('numberAvailable', 0)} of "
-                        f"{status['desiredNumberScheduled']} pods bound and running"
-                    )
-            elif status.get("availableReplicas", 0) < status.get("replicas", 1):
-                problems.append(
-                    f"Deployment {namespace}/{name}: {status.get('availableReplicas', 0)} of "
-                    f"{status.get('replicas')} replicas bound and running"
-                )
-        return problems
-
-    def settled() -> bool:
-        return not unbound()
-
+    A selector naming a label no node registers leaves its pods Pending, and fails here; a DaemonSet needs a
+    pod on every booted node kind its selector picks (tests/e2e/placement.py)."""
     try:
-        wait_for("every add-on workload to have its pods bound", settled, timeout=SETTLE_SECONDS, interval=2)
+        wait_for(
+            "every add-on workload to have its pods bound",
+            lambda: not unplaced(dev, running=True),
+            timeout=SETTLE_SECONDS,
+            interval=2,
+        )
     except TimeoutError:
         pending = dev.kubectl("get", "pods", "-A", "--field-selector=status.phase=Pending", "-o", "wide").stdout
-        pytest.fail("\n".join(unbound()) + "\nPending pods:\n" + pending)
+        pytest.fail("\n".join(unplaced(dev, running=True)) + "\nPending pods:\n" + pending)
 
 
 def test_the_planned_masked_secret_passes_server_side_validation(dev: Cluster):

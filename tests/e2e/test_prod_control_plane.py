@@ -1,4 +1,5 @@
-"""prod's control-plane shape booted on the real binaries: 5 + 3 etcd members, several apiservers."""
+"""prod booted on the real binaries: its control-plane shape (5 + 3 etcd members, 5 apiservers) and nodes
+of every pool (tests/e2e/conftest.py), one GPU node real."""
 
 from __future__ import annotations
 
@@ -7,12 +8,21 @@ import uuid
 import pytest
 import yaml
 
+from infra.addons import balloons, gpu_health_check
+from infra.addons.labels import SYSTEM_NAMESPACE
 from infra.control_plane.paths import CONTROLLER_MANAGER_UNIT, SCHEDULER_UNIT
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
+from infra.labels import GPU_RESOURCE, HOSTNAME_LABEL
+from infra.node_checks import kind_name, runs_on
+from tests.e2e import pod_processes
 from tests.e2e.cluster import APISERVER_UNIT, ETCD_UNIT, Cluster, start_unit
+from tests.e2e.gpu_health import HealthCheckPod, StandIns, advertise_gpus, has_startup_taint
 from tests.e2e.hosts import wait_for
+from tests.e2e.placement import plan_node_kinds, unplaced
 
 pytestmark = pytest.mark.e2e
+
+PLACE_SECONDS = 90  # the scheduler binds a few dozen pods; nodesim reports them within seconds
 
 
 def test_both_etcd_clusters_form_with_exactly_their_rendered_members(prod: Cluster):
@@ -34,6 +44,99 @@ def test_every_apiserver_is_ready_and_reads_both_etcd_clusters(prod: Cluster):
     # Whichever apiserver the load balancer picked, the Event is in the events cluster only.
     assert prod.etcdctl(EVENTS, "get", key, "--keys-only").stdout.strip() == key
     assert not prod.etcdctl(MAIN, "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip()
+
+
+def test_every_prod_workload_gets_its_pods_placed_on_the_booted_nodes(prod: Cluster):
+    """prod's own workloads (every Prometheus shard's replicas, Alertmanager, kube-state-metrics, the
+    autoscaler) get their pods bound, and every DaemonSet has a pod on every booted kind it is meant for
+    (tests/e2e/placement.py): the GPU agents on the real GPU node too. Balloons are left out: they hold
+    room for nodes the autoscaler would add (10 CPU nodes' worth here), and the box adds none."""
+    try:
+        wait_for(
+            "every prod workload to have its pods placed",
+            lambda: not unplaced(prod, running=False, skip_namespaces=(balloons.NAMESPACE,)),
+            timeout=PLACE_SECONDS,
+            interval=2,
+        )
+    except TimeoutError:
+        pending = prod.kubectl("get", "pods", "-A", "--field-selector=status.phase=Pending", "-o", "wide").stdout
+        pytest.fail("\n".join(unplaced(prod, running=False, skip_namespaces=(balloons.NAMESPACE,))) + "\n" + pending)
+
+
+def _gpu_pod(name: str, node: str, image: str, tolerations: list[dict]) -> dict:
+    """A researcher's one-GPU pod pinned to ``node`` as a tenant may pin it (by its hostname label)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"box": "one-gpu"}},
+        "spec": {
+            "nodeSelector": {HOSTNAME_LABEL: node},
+            "tolerations": tolerations,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "resources": {"limits": {GPU_RESOURCE: "1"}},
+                }
+            ],
+        },
+    }
+
+
+def test_a_prod_gpu_node_runs_one_pod_per_gpu(prod: Cluster):
+    """A researcher's 8 one-GPU pods all run on one real 8-GPU node beside the DaemonSets the plan puts
+    there: kubelet's maxPods is the NIC's pod IPs plus the host-network DaemonSet pods, and the pods that
+    take an IP (the DaemonSets' in ErrImagePull included: their sandboxes hold one) use exactly the NIC's
+    pod IPs. The GPU health check's own scripts lift the start-up taint first, against stand-ins that pass;
+    the node's GPUs are patched onto its status in place of the device plugin (tests/e2e/gpu_health.py)."""
+    (real,) = prod.real_nodes
+    (node,) = [n for n in prod.nodes if n.machine.name == real.machine.name]
+    name, pool = node.machine.name, prod.spec.config.pool(node.pool)
+    gpus = pool.size.gpus
+    advertise_gpus(prod, node, gpus)
+    selector = f"app.kubernetes.io/name={gpu_health_check.NAME}-{pool.name}"
+    check_pod = pod_processes.bound_pod(prod, SYSTEM_NAMESPACE, selector=selector, node=name)
+    check = HealthCheckPod(prod, node, check_pod, StandIns(prod.workdir / "gpu-health" / "stand-ins", gpus))
+    check.start_node_taint()
+    check.start_dcgm()
+    wait_for(
+        f"{name}'s start-up taint lifted",
+        lambda: not has_startup_taint(prod, name),
+        timeout=60,
+        on_timeout=prod.describe,
+    )
+
+    # What the plan puts on a node of this kind: every DaemonSet meant for it, all placed there.
+    kind = plan_node_kinds(prod)[kind_name(pool.name)]
+    daemon_sets = [d for _, d in prod.plan.kubernetes_objects() if d["kind"] == "DaemonSet"]
+    landing = [d for d in daemon_sets if runs_on(d["spec"]["template"]["spec"], kind.labels, kind.taints)]
+    host_network = [d for d in landing if d["spec"]["template"]["spec"].get("hostNetwork")]
+    assert kind.max_pods == pool.pod_ips_per_node + len(host_network)
+
+    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.taints]
+    pods = [_gpu_pod(f"one-gpu-{i}", name, prod.box_images.pause.reference, tolerations) for i in range(gpus)]
+    prod.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(pods))
+
+    def on_node() -> list[dict]:
+        return [p for p in prod.get_json("pods", "-A")["items"] if p["spec"].get("nodeName") == name]
+
+    def running() -> int:
+        return sum(
+            1 for p in on_node() if p["metadata"]["name"].startswith("one-gpu-") and p["status"]["phase"] == "Running"
+        )
+
+    def scheduling() -> str:
+        return prod.kubectl("get", "pods", "-A", "-o", "wide", "--field-selector", f"spec.nodeName={name}").stdout
+
+    wait_for(f"{gpus} one-GPU pods running on {name}", lambda: running() == gpus, timeout=180, on_timeout=scheduling)
+    placed = on_node()
+    owners = sorted(p["metadata"]["ownerReferences"][0]["name"] for p in placed if p["metadata"].get("ownerReferences"))
+    assert owners == sorted(d["metadata"]["name"] for d in landing), "the node runs exactly its DaemonSets' pods"
+    assert len(placed) == kind.max_pods == int(prod.get_json("node", name)["status"]["allocatable"]["pods"])
+    with_ip = [p for p in placed if not p["spec"].get("hostNetwork")]
+    addresses = {p["status"].get("podIP") for p in with_ip}
+    assert len(with_ip) == pool.pod_ips_per_node and addresses == set(real.pod_ips), scheduling()
 
 
 def _write(prod: Cluster) -> bool:

@@ -174,9 +174,9 @@ def test_every_add_on_container_that_asks_for_all_gpus_is_privileged():
 
 
 def _cloud_files(cloud_init: str) -> dict[str, dict]:
-    import yaml
+    from tests.helpers import cloud_init_entries
 
-    return {f["path"]: f for f in yaml.safe_load(cloud_init)["write_files"]}
+    return cloud_init_entries(cloud_init)
 
 
 def test_gpu_nodes_toolkit_ignores_the_environment_of_unprivileged_pods():

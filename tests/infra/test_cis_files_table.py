@@ -15,7 +15,7 @@ from infra import naming
 from infra.etcd import machine as etcd_machine
 from infra.etcd.spec import MAIN, etcd_cluster_spec
 from infra.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
-from tests.helpers import doc_table_rows
+from tests.helpers import cloud_init_entries, doc_table_rows
 from tests.infra.addon_fixtures import cluster_for, node_cloud_inits
 from tests.infra.control_plane_files import machines, spec
 
@@ -25,7 +25,7 @@ ROWS = doc_table_rows("docs/cis-benchmark.md", "## CIS Kubernetes Benchmark (con
 
 
 def _entries(cloud_init: str) -> dict[str, dict]:
-    return {entry["path"]: entry for entry in yaml.safe_load(cloud_init)["write_files"]}
+    return cloud_init_entries(cloud_init)
 
 
 @functools.cache

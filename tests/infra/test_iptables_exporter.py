@@ -137,7 +137,7 @@ def test_every_node_publishes_the_counters():
     cluster = cluster_for("prod")
     nat = cluster.machines_of(roles.NAT_HOST)[0].cloud_init
     for name, cloud_init in [*node_cloud_inits(cluster).items(), ("nat", nat)]:
-        document = yaml.safe_load(cloud_init)
+        document = yaml.load(cloud_init, Loader=yaml.CSafeLoader)
         files = {f["path"]: f for f in document["write_files"]}
         assert files[node_accounting.COUNTERS_SCRIPT_PATH]["content"] == node_accounting.counters_script(), name
         unit = files[f"/etc/systemd/system/{node_accounting.COUNTERS_UNIT}"]["content"]

@@ -26,7 +26,7 @@ from infra.labels import (
     RDMA_RESOURCE,
 )
 from infra.node.pool import encode_tag_key
-from plan.artifacts import custom_data_of, kubernetes_object
+from plan.artifacts import cloud_init_files, kubernetes_object
 from tests.helpers import raw_stack
 from tests.stacks.test_node_vocabulary import fits, registered_nodes
 
@@ -59,7 +59,7 @@ def test_every_infiniband_node_registers_its_scale_set_as_its_domain(stack, dev_
 
 def test_only_infiniband_nodes_lift_the_memlock_limit_rdma_needs(prod_plan):
     for vmss in prod_plan.of_type(VMSS):
-        files = {f["path"]: f["content"] for f in yaml.safe_load(custom_data_of(vmss))["write_files"]}
+        files = cloud_init_files(vmss)
         lifted = "LimitMEMLOCK=infinity" in files[CONTAINERD_UNIT].splitlines()
         assert lifted == vmss.inputs["singlePlacementGroup"], vmss.name
 
@@ -128,6 +128,7 @@ def test_a_job_refuses_a_pool_without_infiniband_or_more_nodes_than_a_domain_hol
         infiniband_job(name="r", namespace="t", pool=spec.config.pool("h100a"), nodes=101, image="i", command=["x"])
 
 
+@pytest.mark.slow  # three interpreter starts, each planning prod
 def test_the_job_command_prints_the_job_for_a_pool_of_the_stack_and_refuses_bad_arguments_in_one_line():
     import subprocess
     import sys

@@ -33,7 +33,7 @@ from infra.etcd.backup import storage_account_name
 from infra.images import CACHE_PREFIXES
 from infra.node import images as node_images
 from infra.node.pool import preload_images
-from plan.artifacts import VM_TYPES, custom_data_of
+from plan.artifacts import VM_TYPES, cloud_init_files, custom_data_of
 from tests.helpers import parsed
 
 # The second stage of scripts/test.sh (tens of seconds): every rendered machine walked, and a boot in a
@@ -147,8 +147,7 @@ def test_preloaded_image_names_are_served_from_the_machine_image(stack, request)
     run = request.getfixturevalue(f"{stack}_plan")
     config = parsed(stack)
     for machine in machines(run):
-        document = yaml.safe_load(custom_data_of(machine))
-        files = {f["path"]: f["content"] for f in document.get("write_files", [])}
+        files = cloud_init_files(machine)
         if node_images.MANIFEST_PATH not in files:
             continue  # etcd members and apiservers run no containers
         entries = json.loads(files[node_images.MANIFEST_PATH])["images"]

@@ -18,7 +18,7 @@ from infra.addons.k8s import pod_templates
 from infra.config import Taint
 from infra.labels import GPU_STARTUP_TAINT_KEY
 from infra.whole_cluster import unmatched
-from plan.artifacts import custom_data_of, kubernetes_object
+from plan.artifacts import cloud_init_files, kubernetes_object
 
 KUBELET_UNIT = "/etc/systemd/system/kubelet.service"
 KUBELET_CONFIG = "/etc/kubernetes/kubelet-config.yaml"
@@ -28,10 +28,7 @@ def registered_nodes(run) -> dict[str, tuple[dict[str, str], list[dict]]]:
     """``{machine: (labels, taints)}`` for every machine whose cloud-init starts a kubelet."""
     nodes = {}
     for registration in run.registrations:
-        cloud_init = custom_data_of(registration)
-        if cloud_init is None:
-            continue
-        files = {f["path"]: f["content"] for f in yaml.safe_load(cloud_init).get("write_files", [])}
+        files = cloud_init_files(registration)
         if KUBELET_UNIT not in files:
             continue
         exec_start = next(
@@ -90,10 +87,7 @@ def test_the_node_local_dns_address_reaches_every_node_cni_and_the_cache_itself(
     run = plan_stack("dev", f"addons.nodeLocalDns.localIp={local_ip}")
     conflists = []
     for registration in run.registrations:
-        cloud_init = custom_data_of(registration)
-        if cloud_init is None:
-            continue
-        files = {f["path"]: f["content"] for f in yaml.safe_load(cloud_init).get("write_files", [])}
+        files = cloud_init_files(registration)
         if "/etc/cni/net.d/10-azure.conflist" in files:
             conflists.append(yaml.safe_load(files["/etc/cni/net.d/10-azure.conflist"]))
     assert len(conflists) == 4  # the three pools and the NAT host
@@ -125,7 +119,7 @@ def test_every_scale_set_admits_as_many_pods_as_its_addresses_plus_its_host_netw
         profile = registration.inputs["virtualMachineProfile"]
         nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
         pod_configurations = [c for c in nic["ipConfigurations"] if not c.get("primary")]
-        files = {f["path"]: f["content"] for f in yaml.safe_load(custom_data_of(registration))["write_files"]}
+        files = cloud_init_files(registration)
         labels, taints = nodes[registration.name]
         landing = [pod for pod in host_network if unmatched(pod, labels, [Taint(**t) for t in taints]) is None]
         assert landing, "node-local DNS and the exporters run on the host network of every node"

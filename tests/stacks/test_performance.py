@@ -8,6 +8,7 @@ import gc
 import os
 
 import pulumi
+import pytest
 import yaml
 
 from infra import cloudinit, yaml_text
@@ -16,6 +17,7 @@ from plan.diff import load_plan
 from plan.runner import run_declarations
 
 
+@pytest.mark.slow  # every distinct cloud-init of dev and prod through the pure-Python emitter
 def test_libyaml_writes_every_cloud_init_byte_for_byte_as_the_python_emitter(dev_plan, prod_plan):
     pure_python = yaml_text.literal_block_dumper(yaml.SafeDumper)
     texts = {custom_data_of(r) for run in (dev_plan, prod_plan) for r in run.registrations} - {None}

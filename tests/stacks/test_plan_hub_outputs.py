@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from plan.__main__ import main
+
+# Each test writes prod's whole plan directory through the CLI (seconds each).
+pytestmark = pytest.mark.slow
 
 HUB_STACK = "organization/research-hub/prod"
 REAL_HUB = {
