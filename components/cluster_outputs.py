@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import pulumi
 
-from infra.cluster import ClusterSpec
+from infra.assembly.stack_output import cluster_contract
+from infra.cluster.cluster_spec import ClusterSpec
 from infra.contract import OUTPUT_NAME, to_document
-from infra.outputs import cluster_contract
 
 
 def export_cluster_contract(

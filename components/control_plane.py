@@ -1,8 +1,8 @@
 """The control plane: dedicated apiserver VMs outside the cluster, behind an internal load balancer.
 
 Each VM runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
-(``infra.control_plane.machine``). The VMs are created in parallel (none waits for another). A later
-change to their cloud-init or size reaches one VM per deploy (``infra.day2.stage``, docs/day2.md): the
+(``infra.control_plane.apiserver_machine``). The VMs are created in parallel (none waits for another). A later
+change to their cloud-init or size reaches one VM per deploy (``infra.day2.deploy_rules.stage``, docs/day2.md): the
 first VM that lacks it is replaced (or resized; the assembly decides which), the others ignore their customData
 and keep their size,
 never a `pulumi up` that takes every apiserver down at once (a VM to replace by hand:
@@ -36,11 +36,12 @@ from components.cluster_pki import ClusterPki
 from components.identities import RoleIdentities
 from components.machines import DedicatedVm, VmArgs
 from components.secret_store import SecretStore
-from infra import naming, secret_names
-from infra.assembly import DedicatedMachine
-from infra.cluster import ClusterSpec
-from infra.control_plane import access, apiserver, cluster_objects, machine, pki
-from infra.day2 import APISERVER_ROLE, MACHINE_ROLE_TAG
+from infra.assembly.desired_cluster import DedicatedMachine
+from infra.boot import secret_names
+from infra.cluster.cluster_spec import ClusterSpec
+from infra.config import naming
+from infra.control_plane import access, apiserver, apiserver_machine, cluster_objects, pki
+from infra.day2.deploy_rules import APISERVER_ROLE, MACHINE_ROLE_TAG
 from infra.facts import ports, roles
 from infra.facts.endpoints import apiserver_url
 
@@ -226,7 +227,7 @@ class ControlPlane(pulumi.ComponentResource):
                         "privateIPAddress": frontend_ip,
                         "privateIPAllocationMethod": "Static",
                         "subnet": {"id": subnet_id},
-                        "zones": list(machine.ZONES),  # zone-redundant frontend
+                        "zones": list(apiserver_machine.ZONES),  # zone-redundant frontend
                     }
                 ],
                 "backendAddressPools": [{"name": "apiservers"}],
@@ -271,7 +272,7 @@ class ControlPlane(pulumi.ComponentResource):
         fetched: list[declare.Declared],
     ) -> None:
         """The VMs, created in parallel, each with its readiness gate; the gates run one after another.
-        A cloud-init, size or image change reaches one VM per deploy (``infra.day2.stage``, below), never
+        A cloud-init, size or image change reaches one VM per deploy (``infra.day2.deploy_rules.stage``, below), never
         every apiserver at once; a VM to replace by hand: docs/runbooks/replace-an-apiserver.md."""
         config = self._config
         # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
@@ -317,7 +318,7 @@ class ControlPlane(pulumi.ComponentResource):
                     "resourceGroupName": self._resource_group_name,
                     "location": config.location,
                     "autoUpgradeMinorVersion": True,
-                    "settings": {"commandToExecute": machine.readiness_command()},
+                    "settings": {"commandToExecute": apiserver_machine.readiness_command()},
                     # Registered once the previous gate has run (created, or updated for new secrets).
                     "forceUpdateTag": force_update_tag,
                     **CUSTOM_SCRIPT,

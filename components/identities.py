@@ -20,7 +20,7 @@ import pulumi
 
 from components import declare
 from components.grants import grant
-from infra import naming
+from infra.config import naming
 from infra.facts import roles
 
 # Built-in role "Virtual Machine Contributor": manage VMs and scale sets (Run Command included, which

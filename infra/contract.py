@@ -101,7 +101,8 @@ KUBERNETES_VERSION = Scalar(
 )
 COUNT = Scalar("int >= 0", "a whole number >= 0", _is_count, int)
 FLAG = Scalar("bool", "true or false", lambda v: isinstance(v, bool))
-# infra.labels.POOL_ROLES, spelled here so this file stays vendorable (tests/infra/test_contract.py checks both agree).
+# infra.facts.labels.POOL_ROLES, spelled here so this file stays vendorable (tests/infra/test_contract.py checks both
+# agree).
 POOL_ROLES = ("gpu", "cpu", "system")
 ROLE = Scalar("`gpu`, `cpu` or `system`", "gpu, cpu or system", lambda v: v in POOL_ROLES)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from infra.config import ClusterConfig, parse_config
-from infra.errors import NAMESPACE
+from infra.config.cluster_config import ClusterConfig, parse_config
+from infra.config.errors import NAMESPACE
 from plan.stack_yaml import load_file
 from plan.stackfile import PROJECT_DIR
 

@@ -3,10 +3,10 @@
 Every add-on module has ``KEY`` (its key under ``addons`` in config), ``parse(raw, config)``
 (its settings, strictly: unknown keys refused, errors naming ``addons.<key>.<setting>``) and
 ``objects(...)`` (the objects it applies, built from only the settings and facts it reads, never the
-whole ``ClusterSpec``, so the add-ons sit below ``infra.cluster``). ``base`` is what they share and is
-always rendered. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
+whole ``ClusterSpec``, so the add-ons sit below ``infra.cluster.cluster_spec``). ``base`` is what they share and is
+always rendered. ``parse_addon_settings`` runs inside ``infra.cluster.cluster_spec.build_cluster_spec``, so a bad
 setting stops the program before any resource; ``build_addon_objects`` runs once, in
-``infra.assembly.assemble``, and ``components/addons.py`` declares what it built. Every container
+``infra.assembly.desired_cluster.assemble``, and ``components/addons.py`` declares what it built. Every container
 image an add-on names (from infra/addons/images.py) is rewritten there to its copy in the cluster's
 private registry, so no pod pulls from a public registry.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infra import naming
 from infra.addons import (
     balloons,
     base,
@@ -32,10 +31,11 @@ from infra.addons import (
     traffic_accounting,
 )
 from infra.addons.cluster_autoscaler import AzureAccess
-from infra.addressing import AddressPlan
-from infra.config import ADDON_KEYS, ClusterConfig
-from infra.errors import ConfigError
-from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_GPU
+from infra.config import naming
+from infra.config.cluster_config import ADDON_KEYS, ClusterConfig
+from infra.config.errors import ConfigError
+from infra.facts.labels import GPU_STARTUP_TAINT_KEY, ROLE_GPU
+from infra.network.addressing import AddressPlan
 
 # Attribute of ``AddonsConfig`` -> module, in the order the objects are applied.
 MODULES = {
@@ -110,7 +110,8 @@ def build_addon_objects(
     """``{"base": [...], "<enabled add-on>": [...]}``; ``azure`` is needed when the autoscaler is enabled.
     Each builder is handed only what it reads.
     ``node_kubernetes_version``: the release the nodes run (``ClusterSpec.node_kubernetes_version``,
-    behind ``kubernetesVersion`` while the apiservers upgrade; infra/day2.py), default ``kubernetesVersion``."""
+    behind ``kubernetesVersion`` while the apiservers upgrade; infra/day2/deploy_rules.py), default
+    ``kubernetesVersion``."""
     node_release = node_kubernetes_version or config.kubernetes_version
     builders: dict[str, Callable[[], list[k8s.Obj]]] = {
         "coredns": lambda: coredns.objects(config, addresses, settings.coredns),

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 
 import machine
-from infra import yaml_text
+from infra.boot import yaml_text
 from infra.control_plane import kubeconfig, pki
 
 SIGNER_PROGRAM = "control_plane/sign_client.py"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from infra import yaml_text
+from infra.boot import yaml_text
 from infra.facts.endpoints import LOCAL_APISERVER
 
 CLUSTER_NAME = "supercluster"

@@ -6,7 +6,7 @@ client certificates; the front-proxy CA signs only the aggregation layer's clien
 a front-proxy certificate can never authenticate as a user. Keys are ECDSA P-256.
 
 Every private key and certificate travels as a Key Vault secret (written by the control-plane
-component, fetched at boot by ``infra.secrets``); customData only names them. Only the apiserver
+component, fetched at boot by ``infra.boot.secrets``); customData only names them. Only the apiserver
 identity reads them, except the cluster CA certificate, which nodes and NAT hosts read to join.
 """
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra import secret_names
-from infra.addressing import CLUSTER_DOMAIN, AddressPlan
+from infra.boot import secret_names
+from infra.boot.secrets import SecretFile
 from infra.control_plane import paths
-from infra.secrets import SecretFile
+from infra.network.addressing import CLUSTER_DOMAIN, AddressPlan
 
 KEY_ALGORITHM = "ECDSA"
 KEY_CURVE = "P256"

@@ -11,14 +11,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from infra import yaml_text
-from infra.etcd.pki import (
-    CA_FILE,
-    PEER_CERT_FILE,
-    PEER_KEY_FILE,
-    SERVER_CERT_FILE,
-    SERVER_KEY_FILE,
-)
+from infra.boot import yaml_text
+from infra.etcd.certificates import CA_FILE, PEER_CERT_FILE, PEER_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE
 from infra.etcd.spec import EtcdClusterSpec, EtcdMember
 
 # The local SSD is mounted here (machine.py); the WAL lives in the data dir on the same device.

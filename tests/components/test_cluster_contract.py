@@ -15,8 +15,8 @@ import pytest
 from components.cluster_outputs import export_cluster_contract
 from components.cluster_reference import ClusterReference
 from components.network import ClusterNetwork
+from infra.assembly.stack_output import shard_names
 from infra.contract import parse_contract
-from infra.outputs import shard_names
 from plan.mocks import SECRET
 from plan.runner import run_declarations
 from plan.stackfile import PROJECT_DIR

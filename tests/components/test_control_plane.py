@@ -9,8 +9,8 @@ import time
 
 import yaml
 
+from infra.boot.secret_names import APISERVER_ETCD_CLIENT_FILES, CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN
 from infra.control_plane import cluster_objects, pki
-from infra.secret_names import APISERVER_ETCD_CLIENT_FILES, CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN
 from plan.artifacts import collect_files, custom_data_of
 from tests.infra.control_plane_files import spec
 

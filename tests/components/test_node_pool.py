@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from infra.labels import INFINIBAND_DOMAIN_LABEL
+from infra.facts.labels import INFINIBAND_DOMAIN_LABEL
 from plan.artifacts import custom_data_of
 from tests.conftest import deploy_after, plan_stack
 from tests.helpers import cluster_subnets

@@ -40,15 +40,15 @@ from typing import Any
 
 import yaml
 
-from infra.addons.labels import SYSTEM_NAMESPACE
-from infra.cluster import ClusterSpec
+from infra.addons.shared_names import SYSTEM_NAMESPACE
+from infra.catalog.vm_sizes import VM_SIZES
+from infra.cluster.cluster_spec import ClusterSpec
 from infra.control_plane import pki as cluster_pki
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
-from infra.etcd.machine import ETCD_UNIT
+from infra.etcd.member_machine import ETCD_UNIT
 from infra.etcd.spec import CLIENT_PORT, EVENTS, MAIN, etcd_cluster_spec
-from infra.labels import GPU_RESOURCE, RDMA_RESOURCE
+from infra.facts.labels import GPU_RESOURCE, RDMA_RESOURCE
 from infra.node import kubelet
-from infra.vm_sizes import VM_SIZES
 from plan.stackfile import PROJECT_DIR, stack_cluster_spec
 from tests.e2e import dns, runtime
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
@@ -529,6 +529,7 @@ def join_nodes(
                 host,
                 cluster.box_images,
                 lambda unit, m=machine, h=host: start_unit(cluster, m, h, unit),
+                cluster.spec.config.network.service_cidr,
             )
             cluster.real_nodes.append(real_node)
             cluster.nodes.append(Node(machine, host, process, pool))

@@ -2,7 +2,7 @@
 
 The components issue every certificate with pulumi-tls from ``infra.control_plane.pki`` (cluster
 and front-proxy CAs, apiserver, controller-manager, scheduler, kubelet-client, admin) and
-``infra.etcd.pki`` (etcd CA, each member's server and peer certificate, the apiserver's etcd
+``infra.etcd.certificates`` (etcd CA, each member's server and peer certificate, the apiserver's etcd
 client), and store them in Key Vault under the names those modules give. This module issues the
 same certificates (subject CN and O, SANs, key usages, ECDSA P-256, validity) with
 ``cryptography``, and returns them as the vault the machines' rendered fetch scripts read from:
@@ -23,10 +23,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from infra import secret_names
+from infra.boot import secret_names
 from infra.control_plane import apiserver, cluster_objects
 from infra.control_plane import pki as cluster_pki
-from infra.etcd import pki as etcd_pki
+from infra.etcd import certificates as etcd_pki
 from infra.etcd.spec import EtcdMember
 
 # pulumi-tls's allowed_uses, as X.509 key usages and extended key usages.

@@ -45,9 +45,9 @@ from typing import Any
 import tomli_w
 import yaml
 
-from infra import iptables
+from infra.network import iptables
 from infra.node import cni, containerd, install, kube_proxy, kubelet, sysctls
-from infra.node import images as node_images
+from infra.node import pinned_images as node_images
 from tests.e2e import dns
 from tests.e2e.hosts import BINARIES_PATH as BINARIES
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
@@ -138,7 +138,13 @@ def _exec_start(machine: Machine, unit: str) -> list[str]:
     return machine.unit(unit).exec_start
 
 
-def prepare(network: TestNetwork, node: RealNode, binaries: Path, archives: dict[str, Path]) -> list[str]:
+def prepare(
+    network: TestNetwork,
+    node: RealNode,
+    binaries: Path,
+    archives: dict[str, Path],
+    service_cidr: ipaddress.IPv4Network,
+) -> list[str]:
     """Everything before containerd starts; returns the rendered sysctls this network namespace refused."""
     host, machine = node.host, node.machine
     root = host.root
@@ -193,6 +199,9 @@ def prepare(network: TestNetwork, node: RealNode, binaries: Path, archives: dict
     # The hosts outside the cluster (start_outside_hosts), through the NIC: on Azure, Azure's platform
     # addresses by the routes its DHCP gives, the rest through the VNet's (and the NAT hosts') routing.
     commands += [["ip", "route", "add", f"{ip}/32", "dev", "eth0"] for ip in OUTSIDE_ADDRESSES]
+    # The Service range through the NIC, where a VM's default route sends it: a node's own connection to
+    # a ClusterIP (NodeLocal DNS to CoreDNS) needs a route before kube-proxy's rules rewrite it.
+    commands.append(["ip", "route", "add", str(service_cidr), "dev", "eth0"])
     for ip in node.pod_ips:
         commands += [
             ["ip", "route", "add", f"{ip}/32", "dev", bridge],
@@ -204,7 +213,7 @@ def prepare(network: TestNetwork, node: RealNode, binaries: Path, archives: dict
 
 def _ruleset_units(machine: Machine) -> list[str]:
     """The oneshot units that load the rendered iptables rulesets before kubelet (traffic accounting; a NAT
-    host's translation rules, infra/nat_hosts.py): one per rules file (infra/iptables.py)."""
+    host's translation rules, infra/nat_hosts.py): one per rules file (infra/network/iptables.py)."""
     rules = machine.files / iptables.RULES_DIR.lstrip("/")
     return sorted(iptables.Ruleset(p.stem, "", ()).unit for p in rules.glob("*.rules"))
 
@@ -269,14 +278,19 @@ def kill_namespace_processes(host: Host) -> None:
 
 
 def start_real_node(
-    network: TestNetwork, machine: Machine, host: Host, box_images: BoxImages, start_unit: Callable[[str], Process]
+    network: TestNetwork,
+    machine: Machine,
+    host: Host,
+    box_images: BoxImages,
+    start_unit: Callable[[str], Process],
+    service_cidr: ipaddress.IPv4Network,
 ) -> tuple[RealNode, Process]:
     """Prepares ``machine`` as a real node and starts containerd, the preload, kubelet (returned) and
     kube-proxy, each from its rendered unit."""
     assert machine.subnet is not None, f"{machine.name}: the plan gives its NIC no subnet"
     node = RealNode(machine, host, machine.subnet, machine.pod_ips)
     node.refused_sysctls = tuple(
-        prepare(network, node, network.binaries, {box_images.pause.reference: box_images.pause.archive})
+        prepare(network, node, network.binaries, {box_images.pause.reference: box_images.pause.archive}, service_cidr)
     )
     start_unit(containerd.UNIT)
     wait_for(

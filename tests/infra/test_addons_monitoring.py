@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra import naming
 from infra.addons import images, monitoring
 from infra.addons.monitoring import alertmanager, exporters, rules, shards
+from infra.config import naming
+from infra.config.errors import ConfigError
 from infra.control_plane import controller_manager, paths, scheduler
-from infra.errors import ConfigError
 from infra.etcd import backup_metrics
-from infra.labels import GPU_PRESENT_LABEL
+from infra.facts.labels import GPU_PRESENT_LABEL
 from tests.helpers import PROJECT_DIR, monitoring_tool, parsed
 from tests.infra.addon_fixtures import (
     find,

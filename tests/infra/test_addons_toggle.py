@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra.addons import BASE, CONFIG_KEY, MODULES
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from tests.infra.addon_fixtures import all_objects, groups_for, keys, spec_for
 
 # Add-ons whose absence another add-on's validation refuses, switched off together.

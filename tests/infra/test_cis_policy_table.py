@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, pod_templates
-from infra.addons.labels import SYSTEM_NAMESPACE
 from infra.addons.monitoring import NAMESPACE as MONITORING_NAMESPACE
+from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.control_plane import access, admission, cluster_objects, paths, pki
 from infra.node import cni
 from tests.helpers import doc_table_rows

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 import machine
-from infra import naming
-from infra.cloudinit import render
+from infra.boot.cloudinit import render
+from infra.boot.secrets import FETCH_SCRIPT_PATH
+from infra.config import naming
+from infra.config.sizing import shards
 from infra.node import kube_proxy, kubelet, node_cloud_config
 from infra.node.pool import node_spec
-from infra.secrets import FETCH_SCRIPT_PATH
-from infra.sizing import shards
 from tests.helpers import doc_table_rows
 from tests.infra.control_plane_files import spec, unit_flags
 

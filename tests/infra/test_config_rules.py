@@ -7,14 +7,14 @@ import struct
 
 import pytest
 
-from infra import versions
-from infra.assembly import assemble
-from infra.cluster import build_cluster_spec
-from infra.config_checks import AZURE_REGIONS, PRIVATE_RANGES, check_ssh_public_key
-from infra.errors import ConfigError
-from infra.labels import ROLE_SYSTEM, SYSTEM_TAINT_KEY
-from infra.node_checks import daemon_pods, host_ports
-from infra.sizing import shards
+from infra.assembly.desired_cluster import assemble
+from infra.catalog import versions
+from infra.cluster.cluster_spec import build_cluster_spec
+from infra.cluster.node_checks import daemon_pods, host_ports
+from infra.config.errors import ConfigError
+from infra.config.sizing import shards
+from infra.config.value_checks import AZURE_REGIONS, PRIVATE_RANGES, check_ssh_public_key
+from infra.facts.labels import ROLE_SYSTEM, SYSTEM_TAINT_KEY
 from tests.helpers import raw_config
 
 
@@ -119,9 +119,9 @@ def test_an_add_on_host_port_may_not_clash(port, other):
 
 
 def test_host_ports_come_from_what_the_nodes_and_add_ons_render():
-    from infra import naming
+    from infra.cluster.node_checks import _daemonsets
+    from infra.config import naming
     from infra.node.pool import node_spec
-    from infra.node_checks import _daemonsets
 
     cluster = assemble(raw_config("dev"), "eastus")
     spec = cluster.spec
@@ -143,9 +143,9 @@ def test_host_ports_come_from_what_the_nodes_and_add_ons_render():
 
 
 def test_pod_budget_counts_the_daemonsets_each_pool_kind_runs():
-    from infra import naming
+    from infra.cluster.node_checks import _daemonsets
+    from infra.config import naming
     from infra.node.pool import node_spec
-    from infra.node_checks import _daemonsets
 
     cluster = assemble(raw_config("dev"), "eastus")
     spec = cluster.spec

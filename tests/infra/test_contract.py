@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from infra.cluster import build_cluster_spec
+from infra.assembly.stack_output import cluster_contract, shard_names
+from infra.cluster.cluster_spec import build_cluster_spec
 from infra.contract import (
     SCHEMA_MAJOR,
     SCHEMA_VERSION,
@@ -18,7 +19,6 @@ from infra.contract import (
     secret_paths,
     to_document,
 )
-from infra.outputs import cluster_contract, shard_names
 from tests.helpers import raw_config
 
 SOURCE = "stack organization/supercluster/dev"
@@ -258,6 +258,7 @@ def test_the_documented_contract_table_is_the_schema():
 
 
 def test_the_contract_knows_every_pool_role():
-    from infra import contract, labels
+    from infra import contract
+    from infra.facts import labels
 
     assert contract.POOL_ROLES == labels.POOL_ROLES

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
-from infra.control_plane import install, machine, paths, pki
+from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
+from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
+from infra.control_plane import apiserver_machine, binaries, paths, pki
 from infra.control_plane.scheduler import scheduler_image
-from infra.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
 from tests.helpers import require_tool
 from tests.infra.control_plane_files import files, machines, spec
 
@@ -86,7 +86,7 @@ def test_scripts_parse(script):
 
 def test_readiness_command_parses_and_waits_for_readyz():
     bash = require_tool("bash")
-    command = machine.readiness_command()
+    command = apiserver_machine.readiness_command()
     assert command.startswith("/bin/bash -c ")
     inner = subprocess.run(
         [bash, "-c", f"printf %s {command.removeprefix('/bin/bash -c ')}"], capture_output=True, text=True, check=True
@@ -96,7 +96,7 @@ def test_readiness_command_parses_and_waits_for_readyz():
 
 
 def test_install_script_pins_versions():
-    script = install.install_script("1.33.4")
+    script = binaries.install_script("1.33.4")
     assert "https://dl.k8s.io/release/v1.33.4/bin/linux/amd64/kube-apiserver" in script
     assert "https://dl.k8s.io/release/v1.33.4/bin/linux/amd64/kube-controller-manager" in script
     image, _, digest = scheduler_image("1.33.4")
@@ -134,7 +134,7 @@ def sandbox(tmp_path):
 
 def _run(sandbox, call: str) -> subprocess.CompletedProcess:
     tmp_path, _, stubs = sandbox
-    script = "set -euo pipefail\ntmp=$(mktemp -d)\n" + install._FUNCTIONS + call + "\n"
+    script = "set -euo pipefail\ntmp=$(mktemp -d)\n" + binaries._FUNCTIONS + call + "\n"
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"}
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
 

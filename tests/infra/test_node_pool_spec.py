@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from infra import machine_image, versions
-from infra.cluster import build_cluster_spec
-from infra.config import parse_config
-from infra.errors import ConfigError
-from infra.images import cache_prefixes, parse_image
-from infra.machine_image import kind_of_pool
+from infra.assembly import machine_image
+from infra.assembly.machine_image import kind_of_pool
+from infra.catalog import versions
+from infra.catalog.image_refs import cache_prefixes, parse_image
+from infra.cluster.cluster_spec import build_cluster_spec
+from infra.config.cluster_config import parse_config
+from infra.config.errors import ConfigError
+from infra.config.sizing import shards
 from infra.node import install
 from infra.node.pool import (
     MAX_TAGS,
@@ -20,7 +22,6 @@ from infra.node.pool import (
     node_spec,
     scale_set_tags,
 )
-from infra.sizing import shards
 from tests.helpers import parsed, raw_config
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import machine
-from infra.cloudinit import render
+from infra.boot.cloudinit import render
 from infra.node import cni, containerd, node_cloud_config
 from tests.helpers import require_tool
 from tests.infra.test_node_bootstrap import spec
@@ -44,7 +44,7 @@ def test_every_rendered_node_cloud_init_passes_the_schema(dev_plan, prod_plan, t
 
 
 def test_temp_disk_node_cloud_init_passes_the_schema(tmp_path):
-    from infra.node.local_disk import LocalDisks
+    from infra.node.state_disk import LocalDisks
 
     tool = require_tool("cloud-init")
     path = tmp_path / "cpu.yaml"
@@ -90,6 +90,8 @@ def test_pod_network_rules_load_in_nft(tmp_path):
     # VNet address space.
     assert "fib daddr type local return" in rules and "ip daddr 10.0.0.0/8 return" in rules
     assert "masquerade" in rules and "ip daddr 169.254.169.254 drop" in rules
+    # AKS's block of WireServer's protected settings: TCP 80 and the HostGAPlugin's 32526, DNS left open.
+    assert f"ip daddr {cni.WIRESERVER_IP} tcp dport {{ 80, 32526 }} drop" in rules
 
 
 def test_conflist_hands_secondary_ips_to_pods():

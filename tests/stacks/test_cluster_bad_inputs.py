@@ -3,7 +3,7 @@ real entry point (issue 28): each exits 2 with one line naming the key, the valu
 no traceback, and the folder it runs in is left exactly as it was: nothing written, nothing deleted.
 
 Categories: the CLI's own paths (``--out``, ``--diff``, ``--stack-outputs``); the last deploy's outputs;
-strict inputs (ASCII, etcd's quota); the cluster as a whole (``infra/whole_cluster.py``). Every case runs
+strict inputs (ASCII, etcd's quota); the cluster as a whole (``infra/cluster/whole_cluster.py``). Every case runs
 ``python -m plan`` in its own process, in a folder holding a user's file and an earlier plan.
 """
 
@@ -183,7 +183,7 @@ CASES: dict[str, tuple[Callable[[Path, Path], list[str]], str]] = {
         config("eventsEtcd.quotaBackendBytes=2147483648"),
         "eventsEtcd.quotaBackendBytes",
     ),
-    # The cluster as a whole (infra/whole_cluster.py): valid values that together cannot work.
+    # The cluster as a whole (infra/cluster/whole_cluster.py): valid values that together cannot work.
     "only CPU pool reserved for a team": (config(*TEAM_TAINT("NoSchedule")), "addons.coredns = 'Deployment"),
     "only CPU pool evicts system pods": (config(*TEAM_TAINT("NoExecute")), "taint team=research:NoExecute"),
     "Prometheus bigger than a CPU node": (config("addons.monitoring.memoryGiB=64"), "left of allocatable"),

@@ -24,18 +24,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
-from infra.addons.labels import MONITORING_NAMESPACE, SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.monitoring import alertmanager, exporters, grafana, rules, shards
 from infra.addons.monitoring.alertmanager import Receiver
 from infra.addons.settings import check_go_duration, duration, section
-from infra.addressing import AddressPlan
-from infra.config import ClusterConfig
-from infra.errors import ConfigError
+from infra.addons.shared_names import MONITORING_NAMESPACE, SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
+from infra.config.cluster_config import ClusterConfig
+from infra.config.errors import ConfigError
+from infra.config.schema import Section
 from infra.etcd import backup_metrics
 from infra.facts import ports
-from infra.facts.paths import LOCAL_SSD_MOUNT
-from infra.labels import MONITORING_ROLE
-from infra.schema import Section
+from infra.facts.host_paths import LOCAL_SSD_MOUNT
+from infra.facts.labels import MONITORING_ROLE
+from infra.network.addressing import AddressPlan
 
 KEY = "monitoring"
 NAME = "prometheus"
