@@ -7,7 +7,7 @@ file turns them all off without a word: outputs filed under another stack name, 
 ``"[secret]"``), or a mistyped field. So they are checked here against what this program exports:
 the ``cluster`` output against the outputs contract with its version (``infra/contract.py``; the previous
 major too, which the release before this one wrote: its ``adminKubeconfig`` is ignored), and
-the program's own outputs (``rollout``, ``machineImages``, the etcd client URLs, ``network``)
+the program's own outputs (``rollout``, ``machineImages``, the etcd client URLs, ``network``, ``monitoring``)
 against the shapes below. Pure Python: the program (``infra/cluster/cluster_spec.py``) and the offline plan's
 ``--diff`` and ``--stack-outputs`` (``plan/__main__.py``) call the same function.
 """
@@ -20,6 +20,7 @@ from typing import Any
 from infra.config.errors import ConfigError
 from infra.contract import (
     CIDR,
+    COUNT,
     HTTPS_URL,
     IP,
     KUBERNETES_VERSION,
@@ -34,7 +35,13 @@ from infra.contract import (
     parse_contract,
     secret_paths,
 )
-from infra.day2.deploy_rules import APISERVER_ROLE, MACHINE_IMAGES_OUTPUT, NAT_HOST_ROLE, ROLLOUT_OUTPUT
+from infra.day2.deploy_rules import (
+    APISERVER_ROLE,
+    MACHINE_IMAGES_OUTPUT,
+    MONITORING_OUTPUT,
+    NAT_HOST_ROLE,
+    ROLLOUT_OUTPUT,
+)
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 
 # What the Pulumi CLI prints for a secret output without --show-secrets, and the offline plan for a secret.
@@ -58,6 +65,7 @@ OWN_OUTPUTS: dict[str, Any] = {
     },
     MACHINE_IMAGES_OUTPUT: {"version": TEXT, "contents": MapOf(TEXT)},
     "network": {"addressSpace": CIDR, "serviceCidr": CIDR, "natLoadBalancerIp": IP},
+    MONITORING_OUTPUT: {"nodeShards": COUNT},
     **{name: ListOf(HTTPS_URL) for name in CLIENT_URL_OUTPUTS.values()},
 }
 
