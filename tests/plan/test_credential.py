@@ -74,22 +74,9 @@ def _check_signed(certificate: x509.Certificate, ca_cert: x509.Certificate, user
 def test_an_operator_mints_a_one_hour_break_glass_kubeconfig_and_no_private_key_travels(ca, tmp_path, capsys):
     calls: list[list[str]] = []
     out = tmp_path / "alice.kubeconfig"
-    credential.main(
-        [
-            "break-glass",
-            "--name",
-            "alice",
-            "--server",
-            SERVER,
-            "--resource-group",
-            RG,
-            "--vm",
-            VMS[0],
-            "--kubeconfig",
-            str(out),
-        ],
-        invoke=run_here(ca, calls),
-    )
+    argv = ["break-glass", "--name", "alice", "--server", SERVER, "--resource-group", RG, "--vm", VMS[0]]
+    argv += ["--kubeconfig", str(out)]
+    credential.main(argv, invoke=run_here(ca, calls))
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     config = yaml.safe_load(out.read_text())
     assert config["clusters"][0]["cluster"]["server"] == SERVER
@@ -106,22 +93,7 @@ def test_an_operator_mints_a_one_hour_break_glass_kubeconfig_and_no_private_key_
     assert "PRIVATE KEY" not in " ".join(command) and "CERTIFICATE REQUEST" in " ".join(command)
     assert "break-glass:alice" in capsys.readouterr().out
     with pytest.raises(FileExistsError):  # never overwrites a file
-        credential.main(
-            [
-                "break-glass",
-                "--name",
-                "alice",
-                "--server",
-                SERVER,
-                "--resource-group",
-                RG,
-                "--vm",
-                VMS[0],
-                "--kubeconfig",
-                str(out),
-            ],
-            invoke=run_here(ca, []),
-        )
+        credential.main(argv, invoke=run_here(ca, []))
 
 
 def test_the_deploy_kubeconfig_holds_a_command_not_a_credential_and_the_command_mints_one(ca, capsys):
