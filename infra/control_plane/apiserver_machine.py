@@ -123,6 +123,15 @@ def _component_unit(
     )
 
 
+def _wait_for_local_apiserver() -> str:
+    """``ExecStartPre`` of the controller-manager and the scheduler: until the VM's own apiserver, the
+    only one they talk to (their kubeconfigs), answers /readyz. Started with it, they exited at once
+    (its RBAC not loaded yet: "forbidden") on every boot, replacement and rollout, and Restart= hid it.
+    systemd's start timeout (TimeoutStartSec, 90 s by default) bounds the wait; Restart= then tries again."""
+    check = f"curl -fs --max-time 5 --cacert {pki.cert_path(pki.CLUSTER_CA)} {LOCAL_APISERVER}/readyz >/dev/null"
+    return "/bin/sh -c " + shlex.quote(f"until {check}; do sleep 2; done")
+
+
 def apiserver_cloud_config(
     spec: ClusterSpec,
     ip: str,
@@ -158,6 +167,7 @@ def apiserver_cloud_config(
             "kube-controller-manager",
             controller_manager_flags(config, addresses, ip),
             after=[paths.APISERVER_UNIT],
+            service={"ExecStartPre": _wait_for_local_apiserver()},
         ),
         permissions=UNIT_FILE_MODE,
     )
@@ -168,6 +178,7 @@ def apiserver_cloud_config(
             "kube-scheduler",
             scheduler_flags(ip),
             after=[paths.APISERVER_UNIT],
+            service={"ExecStartPre": _wait_for_local_apiserver()},
         ),
         permissions=UNIT_FILE_MODE,
     )

@@ -4,7 +4,7 @@ signer and approver that let kubelets join by TLS bootstrapping."""
 from __future__ import annotations
 
 from infra.config.cluster_config import ClusterConfig
-from infra.control_plane import paths, pki
+from infra.control_plane import leader_election, paths, pki
 from infra.facts import ports
 from infra.network.addressing import AddressPlan
 
@@ -57,6 +57,8 @@ def controller_manager_flags(
         "kube-api-qps": KUBE_API_QPS,
         "kubeconfig": kubeconfig,
         "leader-elect": True,
+        # Longer than upstream's, so that an etcd leader election does not cost the lease (leader_election.py).
+        **leader_election.controller_manager_flags(),
         "profiling": False,
         "root-ca-file": pki.cert_path(pki.CLUSTER_CA),
         "service-account-private-key-file": pki.SERVICE_ACCOUNT_KEY,

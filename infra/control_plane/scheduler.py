@@ -23,7 +23,7 @@ from typing import Any
 
 from infra.boot import yaml_text
 from infra.catalog.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR, SCHEDULER_PLUGINS_IMAGE
-from infra.control_plane import paths
+from infra.control_plane import leader_election, paths
 from infra.facts import ports
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -99,7 +99,8 @@ def scheduler_config() -> dict[str, Any]:
         "clientConnection": {"kubeconfig": paths.SCHEDULER_KUBECONFIG, "qps": CLIENT_QPS, "burst": CLIENT_BURST},
         # CIS 1.4.1: --profiling is ignored once --config is given; this is its config-file form.
         "enableProfiling": False,
-        "leaderElection": {"leaderElect": True},
+        # The controller-manager's timings, which an etcd leader election does not exhaust (leader_election.py).
+        "leaderElection": {"leaderElect": True, **leader_election.scheduler_config()},
         "percentageOfNodesToScore": PERCENTAGE_OF_NODES_TO_SCORE,
         "profiles": [_profile(DEFAULT_PROFILE, gang=False), _profile(GANG_PROFILE, gang=True)],
     }

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import subprocess
 import tarfile
 from pathlib import Path
@@ -17,6 +18,8 @@ from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
 from infra.control_plane import apiserver_machine, binaries, paths, pki
 from infra.control_plane.scheduler import scheduler_image
+from infra.facts.endpoints import LOCAL_APISERVER
+from tests.e2e import plan_machines
 from tests.helpers import require_tool
 from tests.infra.control_plane_files import files, machines, spec
 
@@ -59,6 +62,23 @@ def test_components_want_but_do_not_require_their_preparation(unit):
     assert f"Wants=network-online.target {FETCH_UNIT} {paths.INSTALL_UNIT}" in text
     assert "Requires=" not in text
     assert "Restart=always" in text
+
+
+@pytest.mark.parametrize("unit", [paths.CONTROLLER_MANAGER_UNIT, paths.SCHEDULER_UNIT])
+def test_the_controller_manager_and_scheduler_start_once_their_apiserver_is_ready(unit):
+    """They talk only to the VM's own apiserver; started with it, they exited at once (its RBAC not yet
+    loaded: 'forbidden'), on every boot, replacement and rollout. The wait runs it as systemd does."""
+    sh = require_tool("sh")
+    parsed = plan_machines.parse_unit(unit, files(machines("prod")[0])[f"/etc/systemd/system/{unit}"])
+    (pre,) = parsed.get("Service", "ExecStartPre")
+    argv = shlex.split(pre)
+    assert argv[:2] == ["/bin/sh", "-c"], argv
+    assert f"--cacert {pki.cert_path(pki.CLUSTER_CA)} {LOCAL_APISERVER}/readyz" in argv[2]
+    # Until it answers: here nothing listens, so the wait is still waiting when the timeout ends it.
+    waiting = subprocess.run(["timeout", "3", sh, "-c", argv[2].replace(LOCAL_APISERVER, "https://127.0.0.1:9")])
+    assert waiting.returncode == 124
+    # systemd's start timeout (TimeoutStartSec, 90 s by default) bounds it: then Restart= starts it again.
+    assert "Restart=always" in files(machines("prod")[0])[f"/etc/systemd/system/{unit}"]
 
 
 def test_units_are_enabled_after_the_fetch_unit_exists():
