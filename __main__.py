@@ -19,22 +19,24 @@ from components.network import ClusterNetwork
 from components.node_pool import NodePool
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster
-from infra import machine_image, naming
 from infra.addons import images as addon_images
-from infra.assembly import DeployTime
-from infra.day2 import ROLLOUT_OUTPUT
+from infra.addons import monitoring
+from infra.assembly import machine_image
+from infra.assembly.desired_cluster import DeployTime
+from infra.assembly.machine_image import DEDICATED_KIND, kind_of_pool
+from infra.catalog.image_refs import cache_prefixes
+from infra.config import naming
+from infra.config.sizing import shards
+from infra.day2.deploy_rules import MONITORING_OUTPUT, ROLLOUT_OUTPUT
 from infra.etcd.backup import account_url
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import MAIN
 from infra.facts import roles
-from infra.images import cache_prefixes
-from infra.labels import ROLE_SYSTEM
-from infra.machine_image import DEDICATED_KIND, kind_of_pool
-from infra.network_security import monitoring_pools
+from infra.facts.labels import ROLE_SYSTEM
+from infra.network.security_groups import monitoring_pools
 from infra.node.pool import preload_images
-from infra.sizing import shards
 
-cluster = load_cluster()  # the whole desired cluster, decided before any resource (infra/assembly.py)
+cluster = load_cluster()  # the whole desired cluster, decided before any resource (infra/assembly/desired_cluster.py)
 spec = cluster.spec
 config, plan = spec.config, spec.addresses
 client = declare.azure_client_config()
@@ -121,7 +123,7 @@ nat_hosts = NatHosts(
     subnet_id=network.subnet_ids[roles.NAT_HOST.subnet],
     identity_id=identities.ids[roles.NAT_HOST.identity],
     admin_ssh_public_key=config.admin_ssh_public_key,
-    # The image of the release the nodes run (infra/day2.py node_machine_image_version).
+    # The image of the release the nodes run (infra/day2/deploy_rules.py node_machine_image_version).
     image_id_of=lambda version: machine_images.version_id(DEDICATED_KIND, version),
 )
 registry = ImageRegistry(
@@ -239,7 +241,6 @@ export_cluster_contract(
     subnet_ids=network.subnet_ids,
     scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},
     ca_certificate=control_plane.ca_cert_pem,
-    admin_kubeconfig=control_plane.admin_kubeconfig,
     etcd_backup_storage_account_id=etcd_backups.account.id,
     etcd_backup_container_url=f"{account_url(config.cluster_name)}/{etcd_clusters[MAIN].spec.backup_container}",
 )
@@ -266,6 +267,8 @@ pulumi.export(
         "nodeMachineImageVersion": spec.node_machine_image_version,
     },
 )
+# The node Prometheus shards, kept by the next deploy while they hold the pools (infra/addons/monitoring).
+pulumi.export(MONITORING_OUTPUT, monitoring.deploy_output(spec.addons.monitoring, spec.config))
 # Also the last deploy's member counts for the next one (infra/etcd/membership_change.py).
 for role, output_name in CLIENT_URL_OUTPUTS.items():
     pulumi.export(output_name, etcd_clusters[role].client_urls)

@@ -46,7 +46,7 @@ import yaml  # noqa: E402
 from benchmarks.scale import metrics, plots  # noqa: E402
 from benchmarks.scale.metrics import Snapshot  # noqa: E402
 from benchmarks.scale.report import SLO_MUTATING_S, render  # noqa: E402
-from infra.labels import GPU_RESOURCE, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
+from infra.facts.labels import GPU_RESOURCE, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
 from tests.e2e.cluster import APISERVER_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot, objects_in_apply_order  # noqa: E402
 from tests.e2e.fleet import Fleet, fleet_pools, settle, split  # noqa: E402
 from tests.e2e.hosts import wait_for  # noqa: E402

@@ -1,10 +1,10 @@
 """The cluster add-ons (infra/addons), applied through the Kubernetes provider built from the admin kubeconfig.
 
-Each object the assembly built (``infra.assembly.Cluster.addons``) becomes one pulumi-kubernetes
+Each object the assembly built (``infra.assembly.desired_cluster.Cluster.addons``) becomes one pulumi-kubernetes
 resource of its own kind (so a preview shows object-level diffs), parented here and bound to
 the given provider. Namespaces, priority classes and runtime classes are declared first;
 everything else depends on exactly the ones it names, so turning an add-on off touches only
-that add-on's resources. The values only the deploy knows (``infra.assembly.DeployTime``: the
+that add-on's resources. The values only the deploy knows (``infra.assembly.desired_cluster.DeployTime``: the
 cluster autoscaler's subscription and identity) are put in place of their markers here.
 """
 
@@ -17,7 +17,7 @@ import pulumi
 
 from components import declare
 from infra.addons.k8s import Obj, object_key
-from infra.assembly import DeployTime
+from infra.assembly.desired_cluster import DeployTime
 
 FOUNDATION_KINDS = ("Namespace", "PriorityClass", "RuntimeClass")
 

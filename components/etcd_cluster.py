@@ -1,7 +1,7 @@
 """One etcd cluster (used twice: main and Events): a dedicated VM per member, certificates, backups.
 
 Every member gets a server and a peer certificate from the etcd CA, stored in Key Vault for
-its role's identity only; its cloud-init (rendered up front by ``infra.assembly``) names those
+its role's identity only; its cloud-init (rendered up front by ``infra.assembly.desired_cluster``) names those
 secrets but carries none. The VMs are protected and ignore changes to their cloud-init: a
 changed rendering shows up in the ``supercluster.io_cloud-init`` tag and is rolled out one
 member at a time by the runbook (docs/runbooks/etcd-rolling-change.md), never by replacing every member at once.
@@ -17,9 +17,9 @@ from components.etcd_backups import EtcdBackupStore
 from components.etcd_pki import EtcdPki
 from components.machines import DedicatedVm, VmArgs
 from components.secret_store import SecretStore
-from infra.assembly import DedicatedMachine
-from infra.day2 import MACHINE_ROLE_TAG
-from infra.etcd import pki
+from infra.assembly.desired_cluster import DedicatedMachine
+from infra.day2.deploy_rules import MACHINE_ROLE_TAG
+from infra.etcd import certificates
 from infra.etcd.spec import EtcdClusterSpec
 
 
@@ -54,13 +54,16 @@ class EtcdCluster(pulumi.ComponentResource):
         self.members = []
         for member, m in zip(cluster.members, machines, strict=True):
             member_name = f"{name}-{member.index}"
-            for kind, profile in (("server", pki.server_profile(member)), ("peer", pki.peer_profile(member))):
+            for kind, profile in (
+                ("server", certificates.server_profile(member)),
+                ("peer", certificates.peer_profile(member)),
+            ):
                 issued = etcd_pki.issue(self, f"{member_name}-{kind}", profile)
                 for part, value in (("crt", issued.cert_pem), ("key", issued.private_key_pem)):
                     secrets.add_secret(
                         self,
                         f"{member_name}-{kind}-{part}-secret",
-                        pki.member_secret_name(member, kind, part),
+                        certificates.member_secret_name(member, kind, part),
                         value,
                         readers=readers,
                     )

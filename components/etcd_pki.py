@@ -3,7 +3,7 @@
 The CA's key never leaves Pulumi state (a secret there); the CA certificate goes to Key Vault
 for the members and the apiservers, and the apiserver's client certificate and key go to Key
 Vault for the apiservers only. ``issue`` signs one leaf for a caller (the etcd clusters' members).
-Profiles (names, SANs, usages, lifetimes) come from ``infra.etcd.pki``.
+Profiles (names, SANs, usages, lifetimes) come from ``infra.etcd.certificates``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pulumi
 
 from components import declare
 from components.secret_store import SecretStore
-from infra.etcd import pki
+from infra.boot.secret_names import APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY, ETCD_CA_CERT
+from infra.etcd import certificates
 from infra.facts import roles
-from infra.secret_names import APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY, ETCD_CA_CERT
 
 
 @dataclass
@@ -40,12 +40,12 @@ class EtcdPki(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("supercluster:etcd:EtcdPki", name, None, opts)
-        profile = pki.ca_profile(cluster_name)
+        profile = certificates.ca_profile(cluster_name)
         # Replacing the CA would invalidate every etcd certificate at once: protected.
         ca_key = declare.tls(
             "PrivateKey",
             f"{name}-ca-key",
-            {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
+            {"algorithm": certificates.KEY_ALGORITHM, "ecdsaCurve": certificates.KEY_CURVE},
             pulumi.ResourceOptions(parent=self, protect=True),
             outputs=["privateKeyPem"],
         )
@@ -66,7 +66,7 @@ class EtcdPki(pulumi.ComponentResource):
         self._ca_key_pem = ca_key.output("privateKeyPem")
         self.ca_cert_pem = ca_cert.output("certPem")
         secrets.add_secret(self, f"{name}-ca-cert-secret", ETCD_CA_CERT, self.ca_cert_pem, readers=ca_readers)
-        client = self.issue(self, f"{name}-apiserver-client", pki.apiserver_client_profile())
+        client = self.issue(self, f"{name}-apiserver-client", certificates.apiserver_client_profile())
         apiserver = {roles.APISERVER.identity: apiserver_principal_id}
         secrets.add_secret(
             self, f"{name}-apiserver-client-cert-secret", APISERVER_ETCD_CLIENT_CERT, client.cert_pem, readers=apiserver
@@ -80,13 +80,13 @@ class EtcdPki(pulumi.ComponentResource):
         )
         self.register_outputs({"caCertPem": self.ca_cert_pem})
 
-    def issue(self, owner: pulumi.Resource, logical_name: str, profile: pki.CertProfile) -> IssuedCert:
+    def issue(self, owner: pulumi.Resource, logical_name: str, profile: certificates.CertProfile) -> IssuedCert:
         """A fresh key and a certificate signed by the etcd CA; every resource is a child of ``owner``."""
         child = pulumi.ResourceOptions(parent=owner)
         key = declare.tls(
             "PrivateKey",
             f"{logical_name}-key",
-            {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
+            {"algorithm": certificates.KEY_ALGORITHM, "ecdsaCurve": certificates.KEY_CURVE},
             child,
             outputs=["privateKeyPem"],
         )

@@ -3,7 +3,7 @@ reachable from it (and only from it).
 
 ``Hub`` either creates the hub (``network.hub.addressSpace``: VNet, researchers' subnet,
 route table) or reads another team's hub through a StackReference (``network.hub.stack``,
-checked against the contract in ``infra/hub.py``). ``HubPeerings`` then peers every cluster
+checked against the contract in ``infra/network/hub.py``). ``HubPeerings`` then peers every cluster
 VNet with the hub in both directions and adds the route that sends ``serviceCidr`` to the
 NAT hosts' load balancer. Clusters are peered to the hub only; peering is not transitive,
 and our side refuses traffic the hub forwards from elsewhere, so no cluster reaches another.
@@ -17,11 +17,11 @@ import pulumi
 
 from components import declare
 from components.stack_config import ConfigRunError
-from infra import naming
-from infra.addressing import HUB_SUBNETS, HUB_VNET, AddressPlan
-from infra.config import NetworkConfig
-from infra.errors import ConfigError
-from infra.hub import HubOutputs, parse_hub_outputs
+from infra.config import naming
+from infra.config.cluster_config import NetworkConfig
+from infra.config.errors import ConfigError
+from infra.network.addressing import HUB_SUBNETS, HUB_VNET, AddressPlan
+from infra.network.hub import HubOutputs, parse_hub_outputs
 
 
 class HubContractError(ConfigRunError):

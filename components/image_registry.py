@@ -2,9 +2,9 @@
 
 Premium SKU (private endpoints need it), no public network access, no admin user, no
 anonymous pull; one artifact-cache rule per upstream registry (``<prefix>/*`` <=
-``<upstream>/*``, infra/images.py); a private endpoint in the system VNet's ``endpoints``
+``<upstream>/*``, infra/catalog/image_refs.py); a private endpoint in the system VNet's ``endpoints``
 subnet with the ``privatelink.azurecr.io`` zone linked to every cluster VNet; and the
-node identity allowed to pull (AcrPull). Nodes preload from it at boot (infra/node/images.py).
+node identity allowed to pull (AcrPull). Nodes preload from it at boot (infra/node/pinned_images.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pulumi
 from components import declare
 from components.grants import grant
 from components.private_link import private_link
-from infra import naming
+from infra.config import naming
 
 # Built-in role "AcrPull" (learn.microsoft.com/azure/role-based-access-control/built-in-roles/containers#acrpull).
 ACR_PULL_ROLE = "7f951dda-4ed3-4680-a7ca-43fe172d538d"

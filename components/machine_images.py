@@ -1,5 +1,5 @@
 """The machine images: an Azure Compute Gallery, one image definition per kind, and the Image Builder
-template that builds the configured version of each (infra/machine_image.py decides what goes in).
+template that builds the configured version of each (infra/assembly/machine_image.py decides what goes in).
 
 ``version_ids[kind]`` is the exact gallery image version every machine of that kind references.
 The template runs once, when it is created (``autoRun``); Image Builder distributes the result
@@ -15,8 +15,9 @@ import pulumi
 
 from components import declare
 from components.grants import grant
-from infra import machine_image, naming
-from infra.config import ClusterConfig
+from infra.assembly import machine_image
+from infra.config import naming
+from infra.config.cluster_config import ClusterConfig
 
 # Built-in role "Contributor", here scoped to the gallery only: Image Builder's identity writes image
 # versions into it (learn.microsoft.com/azure/virtual-machines/linux/image-builder-permissions-cli).
@@ -84,7 +85,7 @@ class MachineImages(pulumi.ComponentResource):
                     "location": config.location,
                     "osType": "Linux",
                     "osState": "Generalized",  # Image Builder deprovisions the build VM before capture
-                    "hyperVGeneration": "V2",  # both base images are Gen2 (infra/versions.py)
+                    "hyperVGeneration": "V2",  # both base images are Gen2 (infra/catalog/versions.py)
                     "architecture": "x64",
                     "identifier": {"publisher": "supercluster", "offer": cluster, "sku": kind},
                 },

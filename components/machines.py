@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components import declare
-from infra.day2 import CUSTOM_DATA_PATH, Lifecycle
+from infra.catalog.vm_sizes import VM_SIZES
+from infra.day2.deploy_rules import CUSTOM_DATA_PATH, Lifecycle
 from infra.facts.tags import CLOUD_INIT as CLOUD_INIT_TAG
-from infra.vm_sizes import VM_SIZES
 
 ADMIN_USERNAME = "azureuser"
 SSH_KEYS_PATH = "osProfile.linuxConfiguration.ssh.publicKeys"
 # Azure refuses to change a VM's image in place; a new machine image version is rolled by replacing
-# one machine per deploy (infra/day2.py ``stage``; etcd by its runbook), never by every VM of a role at once.
+# one machine per deploy (infra/day2/deploy_rules.py ``stage``; etcd by its runbook), never by every VM of a role at
+# once.
 IMAGE_PATH = "storageProfile.imageReference"
 
 
@@ -43,7 +44,7 @@ class VmArgs:
     enable_ip_forwarding: bool = False
     backend_pool_ids: list[pulumi.Input[str]] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
-    # How it meets a new cloud-init, image or size (infra/day2.py, decided by the assembly):
+    # How it meets a new cloud-init, image or size (infra/day2/deploy_rules.py, decided by the assembly):
     # - RUNBOOK (etcd) ignores its cloud-init and image; a resize restarts the VM on a host whose local NVMe is
     #   blank and `pulumi up` would resize every member at once, which loses quorum, so a size change is
     #   declared a replacement: protection stops it, the plan diff flags it, the runbook resizes one at a time;

@@ -8,7 +8,7 @@ translate it (``infra/nat_hosts.py``). Health is kube-proxy's own health endpoin
 host whose service rules are stale gets no new flows.
 
 A new cloud-init (every Kubernetes release reaches it) or size is rolled one host per deploy (the
-assembly stages it, ``infra.day2.stage``, docs/day2.md): Azure refuses a customData change on an existing
+assembly stages it, ``infra.day2.deploy_rules.stage``, docs/day2.md): Azure refuses a customData change on an existing
 VM, so the host is replaced, deleted first, while the others carry the flows.
 """
 
@@ -20,9 +20,9 @@ import pulumi
 
 from components import declare
 from components.machines import DedicatedVm, VmArgs
-from infra import naming
-from infra.assembly import DedicatedMachine
-from infra.day2 import MACHINE_ROLE_TAG, NAT_HOST_ROLE
+from infra.assembly.desired_cluster import DedicatedMachine
+from infra.config import naming
+from infra.day2.deploy_rules import MACHINE_ROLE_TAG, NAT_HOST_ROLE
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PATH, KUBE_PROXY_HEALTHZ_PORT
 
 FRONTEND = "services"

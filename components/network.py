@@ -1,4 +1,4 @@
-"""The cluster's VNets and subnets exactly as ``infra.addressing`` planned them, with their NSGs,
+"""The cluster's VNets and subnets exactly as ``infra.network.addressing`` planned them, with their NSGs,
 NAT gateways and the full mesh of peerings between them.
 
 Each VNet declares its subnets inline (its ``subnets`` list), so one VNet PUT creates or
@@ -25,10 +25,10 @@ from collections.abc import Sequence
 import pulumi
 
 from components import declare
-from infra import naming
-from infra.addressing import ENDPOINTS_SUBNET, AddressPlan
-from infra.egress import nat_gateways
-from infra.network_security import HUB, SecurityRule, security_groups, subnet_security_groups
+from infra.config import naming
+from infra.network.addressing import ENDPOINTS_SUBNET, AddressPlan
+from infra.network.egress import nat_gateways
+from infra.network.security_groups import HUB, SecurityRule, security_groups, subnet_security_groups
 
 
 class ClusterNetwork(pulumi.ComponentResource):

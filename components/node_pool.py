@@ -1,9 +1,9 @@
 """One configured node pool: its scale sets ("shards"), each sized to Azure's per-scale-set limits.
 
-Shards come from ``infra.sizing.shards`` (100 VMs per InfiniBand scale set with a single
+Shards come from ``infra.config.sizing.shards`` (100 VMs per InfiniBand scale set with a single
 placement group, 1,000 otherwise), are numbered and only ever appended, so growing a pool
 adds scale sets and never touches existing ones. Each scale set:
-- runs its shard's cloud-init (rendered by the assembly, infra/assembly.py; shards differ only in their
+- runs its shard's cloud-init (rendered by the assembly, infra/assembly/desired_cluster.py; shards differ only in their
   nodes' InfiniBand domain label; its fingerprint is a tag, so a preview shows a model change);
 - gives every NIC ``1 + podIpsPerNode`` IP configurations in its shard's subnet (alias IPs
   for Azure CNI), and no public IP;
@@ -24,10 +24,10 @@ import pulumi
 
 from components import declare
 from components.machines import ADMIN_USERNAME, linux_ssh_only
-from infra import naming
-from infra.addressing import pod_ip_configurations
-from infra.assembly import ScaleSetShard
-from infra.config import ClusterConfig, NodePoolConfig
+from infra.assembly.desired_cluster import ScaleSetShard
+from infra.config import naming
+from infra.config.cluster_config import ClusterConfig, NodePoolConfig
+from infra.network.addressing import pod_ip_configurations
 from infra.node.pool import OS_DISK_GB, ScaleSetShape, ephemeral_os_disk
 
 

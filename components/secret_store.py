@@ -15,7 +15,7 @@ import pulumi
 from components import declare
 from components.grants import grant
 from components.private_link import private_link
-from infra import naming
+from infra.config import naming
 
 # Built-in role "Key Vault Secrets User": read secret contents
 # (learn.microsoft.com/azure/role-based-access-control/built-in-roles/security#key-vault-secrets-user).

@@ -1,4 +1,4 @@
-"""Reads this stack's config from the Pulumi runtime and hands it to ``infra.config``.
+"""Reads this stack's config from the Pulumi runtime and hands it to ``infra.config.cluster_config``.
 
 The CLI passes config as strings (objects and lists JSON-encoded); this is the only
 place that knows, so ``infra/`` sees plain Python values and never imports Pulumi.
@@ -11,9 +11,9 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from infra.assembly import Cluster, assemble
-from infra.config import LOCATION_KEY, check_config_keys, decode_cli_value
-from infra.errors import NAMESPACE, ConfigError
+from infra.assembly.desired_cluster import Cluster, assemble
+from infra.config.cluster_config import LOCATION_KEY, check_config_keys, decode_cli_value
+from infra.config.errors import NAMESPACE, ConfigError
 
 
 def raw_stack_config() -> tuple[dict[str, Any], Any]:
@@ -58,7 +58,8 @@ def previous_outputs() -> dict[str, Any]:
 
 
 def load_cluster() -> Cluster:
-    """The desired cluster (``infra.assembly``), or a ``pulumi.RunError`` (printed without a traceback) naming
+    """The desired cluster (``infra.assembly.desired_cluster``), or a ``pulumi.RunError`` (printed without a
+    traceback) naming
     the key."""
     raw, location = raw_stack_config()
     try:

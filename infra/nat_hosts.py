@@ -20,16 +20,16 @@ plus the NAT parts, which run before kubelet and kube-proxy.
 
 from __future__ import annotations
 
-from infra import labels, naming
-from infra.addressing import AddressPlan
-from infra.cloudinit import CloudConfig
-from infra.config import ClusterConfig, Taint
-from infra.facts import roles
-from infra.iptables import Chain, Rule, Ruleset, add_ruleset
+from infra.boot.cloudinit import CloudConfig
+from infra.catalog.vm_sizes import VM_SIZES
+from infra.config import naming
+from infra.config.cluster_config import ClusterConfig, Taint
+from infra.facts import labels, roles
+from infra.network.addressing import AddressPlan
+from infra.network.iptables import Chain, Rule, Ruleset, add_ruleset
+from infra.network.traffic_counters import boot_steps
 from infra.node import kube_proxy, node_cloud_config
 from infra.node.pool import joining_node, preload_images
-from infra.traffic_accounting import boot_steps
-from infra.vm_sizes import VM_SIZES
 
 # Registered by the NAT hosts' kubelets: no workload is scheduled there, kube-proxy still runs.
 NAT_HOST_TAINTS = (Taint(labels.NAT_HOST_TAINT_KEY, labels.NAT_HOST_TAINT_VALUE, labels.NAT_HOST_TAINT_EFFECT),)
@@ -105,7 +105,7 @@ def nat_host_cloud_config(
     config: ClusterConfig, plan: AddressPlan, vault_name: str, *, kubernetes_version: str
 ) -> CloudConfig:
     """A NAT host's whole cloud-init: a tainted node that forwards and masquerades the service range.
-    ``kubernetes_version``: the nodes' release (it follows the apiservers, infra/day2.py)."""
+    ``kubernetes_version``: the nodes' release (it follows the apiservers, infra/day2/deploy_rules.py)."""
     spec = joining_node(
         config,
         plan,

@@ -1,6 +1,6 @@
 """The programs that run on the machines (and in the add-on pods on them), shipped verbatim.
 
-Each file here is delivered as a file: written by cloud-init (``infra/cloudinit.py``) or mounted
+Each file here is delivered as a file: written by cloud-init (``infra/boot/cloudinit.py``) or mounted
 from a ConfigMap, then executed by systemd or a container. So every program is one file that
 needs only what the machine already has: Python 3's standard library (plus PyYAML for the etcd
 member tool, which Ubuntu's cloud-init depends on) or bash. A renderer reads a program's text
@@ -11,6 +11,7 @@ the program itself imports nothing from this repository.
 - ``node/``: a node's boot programs (binary install, local disks, image preload, provider ID, GPU check).
 - ``addons/``: programs the add-on pods run on every node (GPU health, node taint, iptables exporter).
 - ``shared/``: used by every machine (the IMDS token helper of the secrets fetcher).
+- ``control_plane/``: sent to an apiserver VM by Azure Run Command, never installed (the on-demand admin credential).
 """
 
 from __future__ import annotations

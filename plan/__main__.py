@@ -25,10 +25,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from infra.addressing import plan_addresses
-from infra.config import LOCATION_KEY, ClusterConfig, parse_config
-from infra.errors import ConfigError
-from infra.previous_outputs import check_previous_outputs
+from infra.config.cluster_config import LOCATION_KEY, ClusterConfig, parse_config
+from infra.config.errors import ConfigError
+from infra.day2.previous_outputs import check_previous_outputs
+from infra.network.addressing import plan_addresses
 from plan.artifacts import PLAN_MARKER, holds_plan, plan_files, write_plan
 from plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
 from plan.diff_report import render_diff

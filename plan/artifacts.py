@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from infra import machine_image, yaml_text
+from infra.assembly import machine_image
+from infra.boot import yaml_text
 from plan.mocks import SECRET, Registration
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster

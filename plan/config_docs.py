@@ -1,5 +1,5 @@
 """``python -m plan.config_docs [--write]``: the config reference and Pulumi.yaml's config
-section, generated from the validator's own reads (``infra.schema.recording``).
+section, generated from the validator's own reads (``infra.config.schema.recording``).
 
 One validation pass over prod's config (every add-on at its defaults) records each key as it is
 read: its type, default, what is accepted and its description. Those records become the table
@@ -17,13 +17,13 @@ from typing import Any
 
 import yaml
 
-from infra import whole_cluster
 from infra.addons import parse_addon_settings
 from infra.addons.settings import DESCRIPTIONS as ADDON_DESCRIPTIONS
-from infra.config import LOCATION_KEY, decode_cli_value, parse_config
-from infra.config_checks import LOCATION_ACCEPTED
-from infra.errors import MISSING, NAMESPACE
-from infra.schema import Read, recording
+from infra.cluster import whole_cluster
+from infra.config.cluster_config import LOCATION_KEY, decode_cli_value, parse_config
+from infra.config.errors import MISSING, NAMESPACE
+from infra.config.schema import Read, recording
+from infra.config.value_checks import LOCATION_ACCEPTED
 from plan.stackfile import PROJECT_DIR, load_stack_config
 
 REFERENCE = PROJECT_DIR / "docs" / "config-reference.md"
@@ -114,7 +114,8 @@ def render_reference(current: str, reads: list[Read]) -> str:
 
 
 def whole_cluster_section() -> str:
-    """The whole-cluster check, described by its own module (infra/whole_cluster.py), so the two cannot drift."""
+    """The whole-cluster check, described by its own module (infra/cluster/whole_cluster.py), so the two cannot
+    drift."""
     text = (whole_cluster.__doc__ or "").strip().replace("``", "`")
     return f"## The cluster as a whole\n\n{text}\n"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from infra.join_time import VM_CREATE_SECONDS
+from infra.node.join_time import VM_CREATE_SECONDS
 from plan.mocks import Registration
 
 # Typical time to create one resource of a type on a fresh deploy, in seconds. These are

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.day2 import CUSTOM_DATA_PATH, MACHINE_ROLE_TAG, RESTARTING_VM_INPUTS, ROLLED_ROLES
+from infra.day2.deploy_rules import CUSTOM_DATA_PATH, MACHINE_ROLE_TAG, RESTARTING_VM_INPUTS, ROLLED_ROLES
 from infra.facts.tags import CLOUD_INIT as CLOUD_INIT_TAG
 from plan.replacements import Replacement, covers, in_place_note, is_azure_id_input, replacements
 

@@ -1,6 +1,6 @@
 """``python -m plan.job``: print a gang-scheduled InfiniBand job for one pool of a stack.
 
-The objects come from ``infra.jobs.infiniband_job``; this shell reads the stack file the way the
+The objects come from ``plan.infiniband_job.infiniband_job``; this shell reads the stack file the way the
 plan does, so the job names the pool's real labels, taints and GPU count. docs/infiniband-jobs.md.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import yaml
 
-from infra.errors import ConfigError
-from infra.jobs import infiniband_job
+from infra.config.errors import ConfigError
+from plan.infiniband_job import infiniband_job
 from plan.stackfile import stack_cluster_spec
 
 

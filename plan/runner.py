@@ -22,8 +22,8 @@ from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.errors import NAMESPACE, ConfigError
-from infra.hub import example_hub_outputs
+from infra.config.errors import NAMESPACE, ConfigError
+from infra.network.hub import example_hub_outputs
 from plan.mocks import PlanMocks, RecordingMonitor, Registration, plain, struct_value
 from plan.stackfile import PROJECT_DIR
 
@@ -106,7 +106,7 @@ def run_program(
 
 
 def example_stack_outputs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Example outputs for the hub stack the config names, if any (see ``infra.hub``)."""
+    """Example outputs for the hub stack the config names, if any (see ``infra.network.hub``)."""
     network = config.get(f"{NAMESPACE}:network")
     if isinstance(network, str):
         network = json.loads(network)

@@ -31,7 +31,7 @@ import yaml
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 
 STR_TAG, SEQ_TAG, MAP_TAG = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
 

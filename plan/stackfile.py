@@ -19,9 +19,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from infra.cluster import ClusterSpec, build_cluster_spec
-from infra.config import LOCATION_KEY, check_config_keys, decode_cli_value
-from infra.errors import NAMESPACE, ConfigError
+from infra.cluster.cluster_spec import ClusterSpec, build_cluster_spec
+from infra.config.cluster_config import LOCATION_KEY, check_config_keys, decode_cli_value
+from infra.config.errors import NAMESPACE, ConfigError
 from plan.stack_yaml import load_file
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -245,7 +245,7 @@ def namespace_values(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def stack_cluster_spec(stack: str, overrides: list[str] | None = None) -> ClusterSpec:
-    """The validated inputs the program decides for ``stack`` (``infra.cluster``; the machines and add-on
-    objects are assembled from them by ``infra.assembly``)."""
+    """The validated inputs the program decides for ``stack`` (``infra.cluster.cluster_spec``; the machines and add-on
+    objects are assembled from them by ``infra.assembly.desired_cluster``)."""
     values = load_stack_config(stack, overrides)
     return build_cluster_spec(namespace_values(values), values.get(LOCATION_KEY))

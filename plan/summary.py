@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from infra import join_time
-from infra.addressing import AddressPlan
-from infra.config import ClusterConfig
-from infra.egress import machines_in_vnet, nat_gateways
-from infra.labels import ROLE_GPU
-from infra.sizing import shards
+from infra.config.cluster_config import ClusterConfig
+from infra.config.sizing import shards
+from infra.facts.labels import ROLE_GPU
+from infra.network.addressing import AddressPlan
+from infra.network.egress import machines_in_vnet, nat_gateways
+from infra.node import join_time
 from plan import topology
 from plan.critical_path import critical_path, machines_waiting_for_machines
 from plan.mocks import Registration

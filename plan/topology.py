@@ -2,7 +2,7 @@
 
 Drawn from the resources the plan declares, with their inputs as ``resources.json`` records them (never
 from config), so it shows what ``pulumi up`` would build: the hub and each cluster VNet with its range and
-its private IPs against Azure's limits (``infra.addressing``'s own count); the system subnets with their
+its private IPs against Azure's limits (``infra.network.addressing``'s own count); the system subnets with their
 NSG, machines and load balancers; each node pool as one box per VNet, however many scale sets and subnets
 it has; the private endpoints; the peerings and the hub's route to the service range.
 
@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.addressing import AddressPlan, VnetPlan
 from infra.facts import tags
-from infra.labels import POOL_LABEL
+from infra.facts.labels import POOL_LABEL
+from infra.network.addressing import AddressPlan, VnetPlan
 from infra.node.pool import encode_tag_key
 from plan.diff import SCALE_SET_TYPE, SYMBOLS, VM_TYPE, Plan, PlanDiff, ResourceChange
 from plan.replacements import parse_path

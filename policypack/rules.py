@@ -19,7 +19,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from infra.day2 import APISERVER_ROLE, CUSTOM_DATA_PATH, ETCD_ROLES, MACHINE_ROLE_TAG, NAT_HOST_ROLE
+from infra.day2.deploy_rules import APISERVER_ROLE, CUSTOM_DATA_PATH, ETCD_ROLES, MACHINE_ROLE_TAG, NAT_HOST_ROLE
 
 PACK_NAME = "supercluster-state-safety"
 VM = "azure-native:compute:VirtualMachine"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds what a real node of the cluster in a box runs besides kubelet and kube-proxy, from the Go
-# modules under tests/e2e/go at the versions infra/versions.py pins for nodes, into folder $1:
+# modules under tests/e2e/go at the versions infra/catalog/versions.py pins for nodes, into folder $1:
 # containerd and its shim (containerd/), runc (runc/, cgo with libseccomp as its release is), the
 # CNI plugins (cni/ -> $1/cni/), CoreDNS (coredns/), and our own pause, probe and image-building
 # programs (images/, the last with go-containerregistry). Called by build-binaries.sh, which caches $1 by content.

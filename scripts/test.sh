@@ -34,6 +34,7 @@ if [ "${SKIP_E2E:-0}" != 1 ]; then
   # The Go tests of nodesim (the kubelet stand-in the harness joins nodes with) and fleet (the scale proof).
   stage "the Go tests" bash -c 'cd tests/e2e/go/kubernetes && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go test ./...'
   # One cluster per test module, one process: the clusters' namespaces and ports must not meet.
-  # The fault suite (marked faults) runs by its own command until its budgets hold on a clean run: docs/reliability.md.
+  # Of the fault suite, the apiserver, etcd-leader and events-etcd scenarios run here; the rest (marked
+  # faults) by the command in docs/reliability.md.
   stage "the cluster in a box" .venv/bin/python -m pytest tests/e2e -m "e2e and not faults" -p no:xdist "$@"
 fi

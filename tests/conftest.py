@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from plan import runner
 from plan.artifacts import collect_files
 from plan.diff import Plan
@@ -15,7 +15,7 @@ from plan.runner import ProgramRun, own_stack_name, run_program
 from plan.stackfile import load_stack_config
 
 # dev with its cpu pool retired (no new nodes, no warm nodes): the first of the two deploys that remove it.
-# dev's GPU pool: its CPU pool cannot go, CoreDNS runs there (infra/whole_cluster.py).
+# dev's GPU pool: its CPU pool cannot go, CoreDNS runs there (infra/cluster/whole_cluster.py).
 RETIRE_GPU = ("nodePools[0].retired=true",)
 
 

@@ -1,9 +1,9 @@
 """Runs real etcd members on loopback from the files an etcd VM would receive.
 
-Each member's cloud-init is rendered by ``infra.etcd.machine`` and parsed back; its etcd config
+Each member's cloud-init is rendered by ``infra.etcd.member_machine`` and parsed back; its etcd config
 file, member-tool settings and the member tool itself are used as rendered, with only addresses
 (member IP -> 127.0.0.1 and free ports) and paths (into a temporary directory) rewritten. The
-certificates follow ``infra.etcd.pki``'s profiles, made here with ``openssl``.
+certificates follow ``infra.etcd.certificates``'s profiles, made here with ``openssl``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from pathlib import Path
 
 import yaml
 
-from infra.etcd import pki
+from infra.boot.secret_names import ETCD_PKI_DIR
+from infra.etcd import certificates
 from infra.etcd.backup import SNAPSHOT_PREFIX
 from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
-from infra.etcd.machine import (
+from infra.etcd.member_machine import (
     EFFECTIVE_CONFIG_PATH,
     NEW_CLUSTER_OVERRIDE_PATH,
     TOOL_PATH,
@@ -32,7 +33,6 @@ from infra.etcd.machine import (
     member_cloud_init,
 )
 from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, EtcdClusterSpec, EtcdMember
-from infra.secret_names import ETCD_PKI_DIR
 from tests.fake_azure_blob import FakeBlobService
 
 OPENSSL_USES = {
@@ -72,7 +72,7 @@ def free_ports(count: int) -> list[int]:
 
 
 def openssl_cert(
-    directory: Path, stem: str, profile: pki.CertProfile, ip: str, ca: tuple[Path, Path] | None = None
+    directory: Path, stem: str, profile: certificates.CertProfile, ip: str, ca: tuple[Path, Path] | None = None
 ) -> tuple[Path, Path]:
     """An ECDSA P-256 certificate following ``profile`` (the member IP replaced by ``ip``)."""
     crt, key = directory / f"{stem}.crt", directory / f"{stem}.key"
@@ -184,16 +184,16 @@ class LocalCluster:
         self.tool = root / "etcd-member"
         ca_dir = root / "ca"
         ca_dir.mkdir(parents=True)
-        ca = openssl_cert(ca_dir, "ca", pki.ca_profile(cluster.cluster_name), "")
-        client = openssl_cert(ca_dir, "client", pki.apiserver_client_profile(), "", ca)
+        ca = openssl_cert(ca_dir, "ca", certificates.ca_profile(cluster.cluster_name), "")
+        client = openssl_cert(ca_dir, "client", certificates.apiserver_client_profile(), "", ca)
         self.client_tls = [f"--cacert={ca[0]}", f"--cert={client[0]}", f"--key={client[1]}"]
         for local in self.members:
             (local.root / "pki").mkdir(parents=True)
             (local.root / "disk").mkdir()
             self.install(local, cluster)
             shutil.copy(ca[0], local.root / "pki" / "ca.crt")
-            openssl_cert(local.root / "pki", "server", pki.server_profile(local.member), "127.0.0.1", ca)
-            openssl_cert(local.root / "pki", "peer", pki.peer_profile(local.member), "127.0.0.1", ca)
+            openssl_cert(local.root / "pki", "server", certificates.server_profile(local.member), "127.0.0.1", ca)
+            openssl_cert(local.root / "pki", "peer", certificates.peer_profile(local.member), "127.0.0.1", ca)
 
     def install(self, local: LocalMember, cluster: EtcdClusterSpec) -> None:
         """Writes the files ``cluster``'s rendering gives ``local`` (e.g. the config of the deploy that

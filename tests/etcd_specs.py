@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.cluster.cluster_spec import ClusterSpec, build_cluster_spec
 from infra.etcd.spec import EVENTS, MAIN, EtcdClusterSpec, etcd_cluster_spec
 from tests.helpers import raw_config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.vm_sizes import VM_SIZES
+from infra.catalog.vm_sizes import VM_SIZES
 
 # Kubernetes scalability SLOs (kubernetes/community sig-scalability/slos/slos.md), p99 over a window.
 SLO_MUTATING_S = 1.0  # mutating API calls, p99 <= 1 s

@@ -3,10 +3,10 @@
 Every add-on module has ``KEY`` (its key under ``addons`` in config), ``parse(raw, config)``
 (its settings, strictly: unknown keys refused, errors naming ``addons.<key>.<setting>``) and
 ``objects(...)`` (the objects it applies, built from only the settings and facts it reads, never the
-whole ``ClusterSpec``, so the add-ons sit below ``infra.cluster``). ``base`` is what they share and is
-always rendered. ``parse_addon_settings`` runs inside ``infra.cluster.build_cluster_spec``, so a bad
+whole ``ClusterSpec``, so the add-ons sit below ``infra.cluster.cluster_spec``). ``base`` is what they share and is
+always rendered. ``parse_addon_settings`` runs inside ``infra.cluster.cluster_spec.build_cluster_spec``, so a bad
 setting stops the program before any resource; ``build_addon_objects`` runs once, in
-``infra.assembly.assemble``, and ``components/addons.py`` declares what it built. Every container
+``infra.assembly.desired_cluster.assemble``, and ``components/addons.py`` declares what it built. Every container
 image an add-on names (from infra/addons/images.py) is rewritten there to its copy in the cluster's
 private registry, so no pod pulls from a public registry.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infra import naming
 from infra.addons import (
     balloons,
     base,
@@ -32,10 +31,10 @@ from infra.addons import (
     traffic_accounting,
 )
 from infra.addons.cluster_autoscaler import AzureAccess
-from infra.addressing import AddressPlan
-from infra.config import ADDON_KEYS, ClusterConfig
-from infra.errors import ConfigError
-from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_GPU
+from infra.config import naming
+from infra.config.cluster_config import ADDON_KEYS, ClusterConfig
+from infra.config.errors import ConfigError
+from infra.network.addressing import AddressPlan
 
 # Attribute of ``AddonsConfig`` -> module, in the order the objects are applied.
 MODULES = {
@@ -68,14 +67,19 @@ class AddonSettings:
     monitoring: monitoring.Settings
 
 
-def parse_addon_settings(config: ClusterConfig) -> AddonSettings:
-    """Every add-on's settings (enabled or not, so a typo never waits for the day it is enabled)."""
+def parse_addon_settings(config: ClusterConfig, last_node_shards: int | None = None) -> AddonSettings:
+    """Every add-on's settings (enabled or not, so a typo never waits for the day it is enabled).
+    ``last_node_shards``: the node Prometheus shards the last deploy ran (``LastDeploy.monitoring_node_shards``)."""
     settings = {attr: module.parse(getattr(config.addons, attr).settings, config) for attr, module in MODULES.items()}
+    settings["monitoring"] = monitoring.sized(settings["monitoring"], config, last_node_shards)
     _check_dependencies(config)
     return AddonSettings(**settings)
 
 
 def _check_dependencies(config: ClusterConfig) -> None:
+    """The add-on combinations the whole-cluster check lets through (both plan): each is refused here.
+    GPU pools without the health check are the whole-cluster check's (nothing lifts their start-up
+    taint; tests/infra/test_whole_cluster.py)."""
     addons = config.addons
     if addons.node_local_dns.enabled and not addons.coredns.enabled:
         raise ConfigError(
@@ -89,15 +93,6 @@ def _check_dependencies(config: ClusterConfig) -> None:
             True,
             "false while addons.clusterAutoscaler is disabled (balloons only make sense when pending pods add nodes)",
         )
-    gpu_pools = [pool.name for pool in config.node_pools if pool.role == ROLE_GPU]
-    if gpu_pools and not addons.gpu_health_check.enabled:
-        raise ConfigError(
-            "addons.gpuHealthCheck.enabled",
-            False,
-            f"true while GPU pools exist ({', '.join(gpu_pools)}): their nodes register with the "
-            f"start-up taint {GPU_STARTUP_TAINT_KEY} and only the health check "
-            "removes it",
-        )
 
 
 def build_addon_objects(
@@ -110,7 +105,8 @@ def build_addon_objects(
     """``{"base": [...], "<enabled add-on>": [...]}``; ``azure`` is needed when the autoscaler is enabled.
     Each builder is handed only what it reads.
     ``node_kubernetes_version``: the release the nodes run (``ClusterSpec.node_kubernetes_version``,
-    behind ``kubernetesVersion`` while the apiservers upgrade; infra/day2.py), default ``kubernetesVersion``."""
+    behind ``kubernetesVersion`` while the apiservers upgrade; infra/day2/deploy_rules.py), default
+    ``kubernetesVersion``."""
     node_release = node_kubernetes_version or config.kubernetes_version
     builders: dict[str, Callable[[], list[k8s.Obj]]] = {
         "coredns": lambda: coredns.objects(config, addresses, settings.coredns),

@@ -20,11 +20,11 @@ from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.base import priority_class
-from infra.addons.labels import BALLOON_PRIORITY
 from infra.addons.settings import section
-from infra.config import ClusterConfig, NodePoolConfig
-from infra.errors import ConfigError
-from infra.labels import GPU_RESOURCE, HOSTNAME_LABEL, POOL_LABEL
+from infra.addons.shared_names import BALLOON_PRIORITY
+from infra.config.cluster_config import ClusterConfig, NodePoolConfig
+from infra.config.errors import ConfigError
+from infra.facts.labels import GPU_RESOURCE, HOSTNAME_LABEL, POOL_LABEL
 
 KEY = "balloons"
 NAMESPACE = "balloons"

@@ -11,9 +11,9 @@ Node agents and DNS use the built-in ``system-node-critical`` / ``system-cluster
 from __future__ import annotations
 
 from infra.addons import k8s
-from infra.addons.labels import NVIDIA_RUNTIME_CLASS, SYSTEM_PRIORITY, WORKLOAD_PRIORITY
-from infra.config import ClusterConfig
-from infra.labels import ROLE_GPU, ROLE_LABEL
+from infra.addons.shared_names import NVIDIA_RUNTIME_CLASS, SYSTEM_PRIORITY, WORKLOAD_PRIORITY
+from infra.config.cluster_config import ClusterConfig
+from infra.facts.labels import ROLE_GPU, ROLE_LABEL
 
 SYSTEM_PRIORITY_VALUE = 1_000_000
 WORKLOAD_PRIORITY_VALUE = 1_000

@@ -24,11 +24,11 @@ from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.balloons import BALLOON_PRIORITY_VALUE
-from infra.addons.labels import CLUSTER_CRITICAL, SAFE_TO_EVICT, SYSTEM_NAMESPACE
 from infra.addons.settings import duration, section
-from infra.config import ClusterConfig
+from infra.addons.shared_names import CLUSTER_CRITICAL, SAFE_TO_EVICT, SYSTEM_NAMESPACE
+from infra.config.cluster_config import ClusterConfig
 from infra.facts import tags
-from infra.labels import CLOUD_IDENTITY_UID, GPU_STARTUP_TAINT_KEY, POOL_LABEL
+from infra.facts.labels import CLOUD_IDENTITY_UID, GPU_STARTUP_TAINT_KEY, POOL_LABEL
 
 KEY = "clusterAutoscaler"
 NAME = "cluster-autoscaler"
@@ -170,7 +170,7 @@ def environment(s: Settings, azure: AzureAccess) -> list[k8s.Obj]:
 
 def objects(config: ClusterConfig, settings: Settings, azure: AzureAccess, kubernetes_version: str) -> list[k8s.Obj]:
     """``kubernetes_version``: the release the nodes run (``ClusterSpec.node_kubernetes_version``): the
-    autoscaler's image moves only after every apiserver runs the new release (infra/day2.py)."""
+    autoscaler's image moves only after every apiserver runs the new release (infra/day2/deploy_rules.py)."""
     ns = SYSTEM_NAMESPACE
     container = {
         "name": NAME,

@@ -21,12 +21,12 @@ from typing import Any
 
 from infra.addons import images, k8s
 from infra.addons.corefile import ServerBlock, d, render
-from infra.addons.labels import CLUSTER_CRITICAL, SYSTEM_NAMESPACE
 from infra.addons.settings import section
-from infra.addressing import CLUSTER_DOMAIN, AddressPlan
-from infra.config import ClusterConfig
-from infra.errors import ConfigError
-from infra.labels import HOSTNAME_LABEL, ROLE_CPU, ROLE_LABEL
+from infra.addons.shared_names import CLUSTER_CRITICAL, SYSTEM_NAMESPACE
+from infra.config.cluster_config import ClusterConfig
+from infra.config.errors import ConfigError
+from infra.facts.labels import HOSTNAME_LABEL, ROLE_CPU, ROLE_LABEL
+from infra.network.addressing import CLUSTER_DOMAIN, AddressPlan
 
 KEY = "coredns"
 NAME = "coredns"

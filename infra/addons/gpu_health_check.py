@@ -22,10 +22,10 @@ from typing import Any
 
 import machine
 from infra.addons import images, k8s
-from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
 from infra.addons.settings import section
-from infra.config import ClusterConfig, NodePoolConfig
-from infra.labels import GPU_STARTUP_TAINT_EFFECT, GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_GPU, ROLE_LABEL
+from infra.addons.shared_names import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
+from infra.config.cluster_config import ClusterConfig, NodePoolConfig
+from infra.facts.labels import GPU_STARTUP_TAINT_EFFECT, GPU_STARTUP_TAINT_KEY, POOL_LABEL, ROLE_GPU, ROLE_LABEL
 
 KEY = "gpuHealthCheck"
 NAME = "gpu-health-check"

@@ -10,14 +10,14 @@ of the rendered plan that still lacks a digest.
 
 No pod pulls from a public registry: ``in_cluster_registry`` turns an upstream reference into
 its copy in the cluster's Azure Container Registry (``<acr>.azurecr.io/<cache prefix>/...``,
-the registry's artifact-cache rules, infra/images.py), and ``build_addon_objects`` passes every
+the registry's artifact-cache rules, infra/catalog/image_refs.py), and ``build_addon_objects`` passes every
 container of every add-on through it, so a new add-on cannot forget to.
 """
 
 from __future__ import annotations
 
-from infra import versions
-from infra.images import parse_image
+from infra.catalog import versions
+from infra.catalog.image_refs import parse_image
 
 # registry.k8s.io digests: the Kubernetes image promoter's manifests, kubernetes/k8s.io
 # registry.k8s.io/images/<staging project>/images.yaml ("dmap": digest -> tags), which is what

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from infra.labels import (
+from infra.facts.labels import (
     PROVIDES_ANNOTATION,
     ROLE_LABEL,
     ROLE_SYSTEM,
@@ -197,7 +197,7 @@ def daemon_set(
     provides: Sequence[str] = (),
 ) -> Obj:
     """``provides``: what the agent gives each node it runs on (``resource:<name>``, ``lifts-taint:<key>``,
-    ``dns:<address>``), read by the plan's whole-cluster check (infra/whole_cluster.py)."""
+    ``dns:<address>``), read by the plan's whole-cluster check (infra/cluster/whole_cluster.py)."""
     annotations = {PROVIDES_ANNOTATION: ",".join(provides)} if provides else None
     return {
         "apiVersion": "apps/v1",

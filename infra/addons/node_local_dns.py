@@ -18,11 +18,11 @@ from typing import Any
 
 from infra.addons import coredns, images, k8s
 from infra.addons.corefile import ServerBlock, d, render
-from infra.addons.labels import NODE_CRITICAL, SYSTEM_NAMESPACE
 from infra.addons.settings import section
-from infra.addressing import CLUSTER_DOMAIN, AddressPlan
-from infra.config import ClusterConfig
-from infra.errors import ConfigError
+from infra.addons.shared_names import NODE_CRITICAL, SYSTEM_NAMESPACE
+from infra.config.cluster_config import ClusterConfig
+from infra.config.errors import ConfigError
+from infra.network.addressing import CLUSTER_DOMAIN, AddressPlan
 
 KEY = "nodeLocalDns"
 NAME = "node-local-dns"

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.addons import images, k8s
-from infra.addons.labels import DEVICE_PLUGIN_DIR, NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
 from infra.addons.settings import section
-from infra.config import ClusterConfig
-from infra.labels import GPU_RESOURCE, ROLE_GPU, ROLE_LABEL
+from infra.addons.shared_names import DEVICE_PLUGIN_DIR, NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE
+from infra.config.cluster_config import ClusterConfig
+from infra.facts.labels import GPU_RESOURCE, ROLE_GPU, ROLE_LABEL
 
 KEY = "nvidiaDevicePlugin"
 NAME = "nvidia-device-plugin"

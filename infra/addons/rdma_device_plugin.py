@@ -1,9 +1,9 @@
 """The RDMA shared device plugin: lets pods on InfiniBand nodes use the node's InfiniBand HCAs.
 
-InfiniBand connects the VMs of one scale set (an "InfiniBand domain", ``infra.labels``), and a pod
+InfiniBand connects the VMs of one scale set (an "InfiniBand domain", ``infra.facts.labels``), and a pod
 reaches the fabric only through the RDMA devices under ``/dev/infiniband``, which a container does
 not get by default. The plugin (Mellanox/NVIDIA k8s-rdma-shared-dev-plugin) advertises them as the
-extended resource ``infra.labels.RDMA_RESOURCE``; a pod that requests one unit gets every
+extended resource ``infra.facts.labels.RDMA_RESOURCE``; a pod that requests one unit gets every
 InfiniBand HCA of its node mounted (the devices are shared, up to ``rdmaHcaMax`` pods per node).
 
 A DaemonSet on InfiniBand nodes only (``supercluster.io/infiniband=true``), tolerating every taint
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.addons import images, k8s
-from infra.addons.labels import DEVICE_PLUGIN_DIR, NODE_CRITICAL, PLUGINS_REGISTRY_DIR, SYSTEM_NAMESPACE
 from infra.addons.settings import section
-from infra.config import ClusterConfig
-from infra.labels import INFINIBAND_LABEL, RDMA_RESOURCE
+from infra.addons.shared_names import DEVICE_PLUGIN_DIR, NODE_CRITICAL, PLUGINS_REGISTRY_DIR, SYSTEM_NAMESPACE
+from infra.config.cluster_config import ClusterConfig
+from infra.facts.labels import INFINIBAND_LABEL, RDMA_RESOURCE
 
 KEY = "rdmaDevicePlugin"
 NAME = "rdma-shared-device-plugin"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infra.errors import ConfigError
-from infra.schema import Section
+from infra.config.errors import ConfigError
+from infra.config.schema import Section
 
 DURATION_PATTERN = r"[1-9][0-9]*(s|m|h)"
 # Go's time.Duration (and Prometheus's model.Duration) is an int64 count of nanoseconds, so at most
@@ -16,7 +16,7 @@ UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 
 def section(key: str, raw: Mapping[str, Any]) -> Section:
-    """The settings of ``addons.<key>`` (without ``enabled``, which infra.config reads)."""
+    """The settings of ``addons.<key>`` (without ``enabled``, which infra.config.cluster_config reads)."""
     return Section(raw, f"addons.{key}")
 
 

@@ -4,7 +4,7 @@ The node network renderer installs the 7,500-node post's mangle rules, each carr
 comment ``iptables-exporter ... traffic=internet-in`` (or ``internet-out``); iptables counts
 packets and bytes per rule. This DaemonSet runs machine/addons/iptables_exporter.py on every node. The node itself
 dumps the counters with its own ``iptables-save`` (nf_tables on Ubuntu 24.04, which the original
-python-iptables exporter cannot read) into one file under /run (infra/traffic_accounting.py);
+python-iptables exporter cannot read) into one file under /run (infra/network/traffic_counters.py);
 the exporter mounts only that directory, read-only, and runs as nobody with no capability, a
 read-only root and no apiserver access. Host network only so Prometheus finds it at the node's
 address, like the other node agents.
@@ -18,10 +18,10 @@ from typing import Any
 
 import machine
 from infra.addons import images, k8s
-from infra.addons.labels import NODE_CRITICAL, SYSTEM_NAMESPACE
 from infra.addons.settings import section
-from infra.config import ClusterConfig
-from infra.traffic_accounting import COUNTERS_DIR, COUNTERS_FILE, COUNTERS_INTERVAL_SECONDS
+from infra.addons.shared_names import NODE_CRITICAL, SYSTEM_NAMESPACE
+from infra.config.cluster_config import ClusterConfig
+from infra.network.traffic_counters import COUNTERS_DIR, COUNTERS_FILE, COUNTERS_INTERVAL_SECONDS
 
 KEY = "trafficAccounting"
 NAME = "iptables-exporter"

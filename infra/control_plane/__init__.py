@@ -4,6 +4,7 @@ Pure renderers (no Pulumi) for everything an apiserver VM and the cluster receiv
 
 - ``pki``: which certificates exist, who signs them, and where each lands (Key Vault secret -> file).
 - ``apiserver``, ``controller_manager``, ``scheduler``: flags and config files, sized for 7,500 nodes.
+- ``leader_election``: the controller-manager's and scheduler's lease timings, longer than an etcd election's stall.
 - ``flowcontrol``: API Priority and Fairness objects that keep per-node agents from starving the rest.
 - ``kubeconfig``: component kubeconfigs (file references, no secrets) and the admin kubeconfig.
 - ``install``: the boot script that installs the pinned binaries, verified.

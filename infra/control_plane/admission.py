@@ -23,17 +23,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra import yaml_text
-from infra.addons.labels import (
+from infra.addons.shared_names import (
     CLUSTER_CRITICAL,
     MONITORING_NAMESPACE,
     NODE_CRITICAL,
     SYSTEM_NAMESPACE,
     SYSTEM_PRIORITY,
 )
-from infra.config import ClusterConfig
+from infra.boot import yaml_text
+from infra.config.cluster_config import ClusterConfig
 from infra.control_plane import pki
-from infra.labels import GPU_STARTUP_TAINT_KEY, NAT_HOST_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.facts.labels import GPU_STARTUP_TAINT_KEY, NAT_HOST_TAINT_KEY, SYSTEM_TAINT_KEY
 
 # Added to the default-on plugins (NamespaceLifecycle, ServiceAccount, PodSecurity, ... stay on):
 # NodeRestriction limits each kubelet to its own Node and Pods; DenyServiceExternalIPs closes

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from infra import yaml_text
-from infra.addressing import CLUSTER_DOMAIN, AddressPlan
-from infra.config import ClusterConfig
+from infra.boot import yaml_text
+from infra.config.cluster_config import ClusterConfig
 from infra.control_plane import admission, paths, pki
 from infra.facts import ports
+from infra.network.addressing import CLUSTER_DOMAIN, AddressPlan
 
 SERVICE_ACCOUNT_ISSUER = f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"
 HEALTH_PATHS = ("/healthz", "/livez", "/readyz")

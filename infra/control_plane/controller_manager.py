@@ -3,10 +3,10 @@ signer and approver that let kubelets join by TLS bootstrapping."""
 
 from __future__ import annotations
 
-from infra.addressing import AddressPlan
-from infra.config import ClusterConfig
-from infra.control_plane import paths, pki
+from infra.config.cluster_config import ClusterConfig
+from infra.control_plane import leader_election, paths, pki
 from infra.facts import ports
+from infra.network.addressing import AddressPlan
 
 # Client rate limits towards the apiserver (defaults 20/30 are far too low for thousands of nodes).
 # The Azure large-cluster guide (aks-engine examples/largeclusters) runs 600/800.
@@ -42,7 +42,7 @@ def controller_manager_flags(
         # takes one IP; an unspecified one (0.0.0.0) would listen on every interface
         # (kube-controller-manager command-line reference; k8s.io/apiserver
         # pkg/server/options/serving.go). The apiserver subnet's NSG admits SECURE_PORT only from the
-        # monitoring pools' subnets (infra/network_security.py).
+        # monitoring pools' subnets (infra/network/security_groups.py).
         "bind-address": bind_address,
         "cluster-name": config.cluster_name,
         # csrsigning signs, csrapproving approves kubelet client CSRs whose requester RBAC allows
@@ -57,6 +57,8 @@ def controller_manager_flags(
         "kube-api-qps": KUBE_API_QPS,
         "kubeconfig": kubeconfig,
         "leader-elect": True,
+        # Longer than upstream's, so that an etcd leader election does not cost the lease (leader_election.py).
+        **leader_election.controller_manager_flags(),
         "profiling": False,
         "root-ca-file": pki.cert_path(pki.CLUSTER_CA),
         "service-account-private-key-file": pki.SERVICE_ACCOUNT_KEY,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.secret_names import KUBERNETES_PKI_DIR
+from infra.boot.secret_names import KUBERNETES_PKI_DIR
 
 KUBERNETES_DIR = "/etc/kubernetes"
 PKI_DIR = KUBERNETES_PKI_DIR

@@ -1,7 +1,7 @@
 """kube-scheduler: bin-packing instead of spreading, and gang scheduling for MPI jobs.
 
 One scheduler process (the kubernetes-sigs/scheduler-plugins build of kube-scheduler, pinned in
-``infra/versions.py``) serves two profiles that share one cache:
+``infra/catalog/versions.py``) serves two profiles that share one cache:
 
 - ``default-scheduler`` packs: NodeResourcesFit scores with MostAllocated, GPUs weighted highest,
   so partly used nodes fill up first, empty nodes stay empty for the autoscaler to remove, and
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import yaml_text
-from infra.control_plane import paths
+from infra.boot import yaml_text
+from infra.catalog.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR, SCHEDULER_PLUGINS_IMAGE
+from infra.control_plane import leader_election, paths
 from infra.facts import ports
-from infra.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR, SCHEDULER_PLUGINS_IMAGE
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 DEFAULT_PROFILE = "default-scheduler"
@@ -99,7 +99,8 @@ def scheduler_config() -> dict[str, Any]:
         "clientConnection": {"kubeconfig": paths.SCHEDULER_KUBECONFIG, "qps": CLIENT_QPS, "burst": CLIENT_BURST},
         # CIS 1.4.1: --profiling is ignored once --config is given; this is its config-file form.
         "enableProfiling": False,
-        "leaderElection": {"leaderElect": True},
+        # The controller-manager's timings, which an etcd leader election does not exhaust (leader_election.py).
+        "leaderElection": {"leaderElect": True, **leader_election.scheduler_config()},
         "percentageOfNodesToScore": PERCENTAGE_OF_NODES_TO_SCORE,
         "profiles": [_profile(DEFAULT_PROFILE, gang=False), _profile(GANG_PROFILE, gang=True)],
     }
@@ -124,7 +125,7 @@ def scheduler_flags(bind_address: str) -> dict[str, str]:
         # listen on every interface (kube-scheduler command-line reference; k8s.io/apiserver
         # pkg/server/options/serving.go), which this avoids. The
         # apiserver subnet's NSG admits SECURE_PORT only from the monitoring pools' subnets
-        # (infra/network_security.py), and every request is authenticated and authorized by the
+        # (infra/network/security_groups.py), and every request is authenticated and authorized by the
         # apiserver (the two kubeconfigs above). The config file holds the rest.
         "bind-address": bind_address,
         "config": paths.SCHEDULER_CONFIG,

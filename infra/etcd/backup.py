@@ -7,7 +7,7 @@ refuses shared keys and public network access, so there is no key to leak.
 
 from __future__ import annotations
 
-from infra import naming
+from infra.config import naming
 from infra.etcd.spec import EVENTS, MAIN
 
 # Storage account name purpose (naming.storage_account keeps the first 6 characters: "etcdbk").

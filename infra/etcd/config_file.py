@@ -11,14 +11,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from infra import yaml_text
-from infra.etcd.pki import (
-    CA_FILE,
-    PEER_CERT_FILE,
-    PEER_KEY_FILE,
-    SERVER_CERT_FILE,
-    SERVER_KEY_FILE,
-)
+from infra.boot import yaml_text
+from infra.etcd.certificates import CA_FILE, PEER_CERT_FILE, PEER_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE
 from infra.etcd.spec import EtcdClusterSpec, EtcdMember
 
 # The local SSD is mounted here (machine.py); the WAL lives in the data dir on the same device.
@@ -32,6 +26,11 @@ CONFIG_PATH = "/etc/etcd/etcd.yaml"
 # case status.Azure); etcd's defaults (100/1000 ms) assume a LAN and flap leaders on cloud networks.
 HEARTBEAT_INTERVAL_MS = 500
 ELECTION_TIMEOUT_MS = 2500
+# How long a member holds a request it cannot commit before answering "request timed out": 5 s plus
+# two election timeouts (go.etcd.io/etcd/server/v3 config/config.go, ServerConfig.ReqTimeout), 10 s
+# here. A write already sent to a leader that died waits this long (the fault suite measured it:
+# docs/reliability.md), whatever happens meanwhile.
+REQUEST_TIMEOUT_S = 5 + 2 * ELECTION_TIMEOUT_MS / 1000
 # Snapshot to disk every 10,000 applied entries (GCE kube-up's etcd.manifest, ETCD_SNAPSHOT_COUNT):
 # a tenth of etcd 3.5's default, so followers catch up from a small log and memory stays flat.
 SNAPSHOT_COUNT = 10_000

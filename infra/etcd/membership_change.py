@@ -10,7 +10,7 @@ its VM. So ``etcd.members`` (and
 as the step in between two odd ones: it adds no fault tolerance to stay on.
 
 What the last deploy ran comes from its stack outputs (each cluster's client URLs, one per
-member), read by ``infra.assembly.check_last_deploy`` as the pool-retirement check does.
+member), read by ``infra.assembly.desired_cluster.check_last_deploy`` as the pool-retirement check does.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infra.config import ClusterConfig
-from infra.errors import ConfigError
+from infra.config.cluster_config import ClusterConfig
+from infra.config.errors import ConfigError
 from infra.etcd.spec import EVENTS, MAIN
 
 # The stack outputs listing each cluster's members (``__main__.py`` exports them).

@@ -12,17 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from infra import naming
-from infra.addressing import AddressPlan
-from infra.config import ClusterConfig, EtcdConfig
-from infra.facts import ports, roles
-from infra.secret_names import (
+from infra.boot.secret_names import (
     APISERVER_ETCD_CLIENT_CERT,
     APISERVER_ETCD_CLIENT_FILES,
     APISERVER_ETCD_CLIENT_KEY,
     ETCD_CA_CERT,
 )
-from infra.vm_sizes import VM_SIZES, VmSize
+from infra.catalog.vm_sizes import VM_SIZES, VmSize
+from infra.config import naming
+from infra.config.cluster_config import ClusterConfig, EtcdConfig
+from infra.facts import ports, roles
+from infra.network.addressing import AddressPlan
 
 # etcd's ports (infra/facts/ports.py), under the names the etcd renderers and tests use.
 CLIENT_PORT = ports.ETCD_CLIENT
@@ -94,7 +94,7 @@ class EtcdClusterSpec:
 
 class Planned(Protocol):
     """What the members are derived from: config and the address plan (a ``ClusterSpec`` is one).
-    Not ``ClusterSpec`` itself, so ``infra.etcd`` stays below ``infra.cluster`` and the add-ons
+    Not ``ClusterSpec`` itself, so ``infra.etcd`` stays below ``infra.cluster.cluster_spec`` and the add-ons
     (monitoring scrapes the backup metrics, ``infra.etcd.backup_metrics``) may read it."""
 
     @property

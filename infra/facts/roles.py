@@ -16,7 +16,7 @@ from dataclasses import dataclass
 class Role:
     """A role of dedicated VMs, declared one by one (never in a scale set)."""
 
-    subnet: str  # its key in the address plan (infra/addressing.py)
+    subnet: str  # its key in the address plan (infra/network/addressing.py)
     identity: str  # its managed identity's role name
     machine: str  # its tag and rollout-record name
 
@@ -49,6 +49,6 @@ SYSTEM_SUBNETS = (ETCD.subnet, EVENTS_ETCD.subnet, APISERVER.subnet, NAT_HOST.su
 # Node pool roles (``nodePools[].role``); a CPU pool's nodes and every dedicated VM boot the cpu image.
 GPU_POOL = "gpu"
 CPU_POOL = "cpu"
-# CPU machines tainted for the add-ons that hold a cloud identity or watch the whole cluster (infra/labels.py).
+# CPU machines tainted for the add-ons that hold a cloud identity or watch the whole cluster (infra/facts/labels.py).
 SYSTEM_POOL = "system"
 POOL_ROLES = (GPU_POOL, CPU_POOL, SYSTEM_POOL)

@@ -13,7 +13,7 @@ Boot order (systemd, every boot):
     before_kubelet hooks (e.g. traffic accounting)┘
 
 Nothing here is secret: the bootstrap token and the cluster CA are fetched from Key Vault
-at boot (``infra.secrets``).
+at boot (``infra.boot.secrets``).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from infra.cloudinit import CloudConfig
-from infra.config import Taint
-from infra.node import cni, containerd, gpu, images, install, kube_proxy, kubelet, local_disk, sysctls
-from infra.node.local_disk import LocalDisks
-from infra.secret_names import NODE_JOIN_FILES
-from infra.secrets import add_secret_fetching
+from infra.boot.cloudinit import CloudConfig
+from infra.boot.secret_names import NODE_JOIN_FILES
+from infra.boot.secrets import add_secret_fetching
+from infra.config.cluster_config import Taint
+from infra.node import cni, containerd, gpu, install, kube_proxy, kubelet, pinned_images, state_disk, sysctls
+from infra.node.state_disk import LocalDisks
 
 # Debian packages the boot scripts use that a marketplace Ubuntu image may lack.
 PACKAGES = ("ebtables", "mdadm", "nftables", "conntrack")
@@ -39,13 +39,13 @@ class NodeSpec:
     cluster_dns: str  # the cluster DNS service IP
     cluster_cidr: str  # the address space every pod address lives in (network.addressSpace)
     vault_name: str  # Key Vault holding the cluster CA and the bootstrap token
-    identity_name: str  # the role identity that reads them (infra.naming.role_identity)
+    identity_name: str  # the role identity that reads them (infra.config.naming.role_identity)
     registry_login_server: str  # the cluster's registry, e.g. prodacr1a2b3c.azurecr.io
     images: tuple[str, ...]  # preloaded and pinned; the first is containerd's sandbox (pause) image
     local_disks: LocalDisks
     vcpus: int
     max_pods: int
-    labels: Mapping[str, str] = field(default_factory=dict)  # all it registers with: infra.labels.node_labels
+    labels: Mapping[str, str] = field(default_factory=dict)  # all it registers with: infra.facts.labels.node_labels
     taints: tuple[Taint, ...] = ()
     gpus: int = 0
     nvswitch: bool = False
@@ -71,12 +71,12 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
         ["systemctl", "restart", "systemd-modules-load.service"],
         ["sysctl", "--system"],
     ]
-    local_disk.add_local_disk(cloud, spec.local_disks)
+    state_disk.add_local_disk(cloud, spec.local_disks)
     install.add_install(cloud, spec.kubernetes_version)
     cni.add_pod_network(cloud, spec.cluster_cidr, spec.node_local_dns_ip, spec.identity_uids)
     cloud.add(containerd.CONFIG_PATH, containerd.render_config(spec.images[0], gpu=spec.gpus > 0))
     cloud.add(f"/etc/systemd/system/{containerd.UNIT}", containerd.unit(rdma=spec.infiniband))
-    images.add_preload(cloud, spec.registry_login_server, spec.images)
+    pinned_images.add_preload(cloud, spec.registry_login_server, spec.images)
     if spec.gpus:
         gpu.add_gpu_check(cloud, spec.gpus, spec.nvswitch)
     add_secret_fetching(
@@ -95,7 +95,7 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     kube_proxy.add_kube_proxy(cloud, server=spec.apiserver_endpoint, cluster_cidr=spec.cluster_cidr)
     for add_step in before_kubelet:
         add_step(cloud)
-    units = [local_disk.UNIT, install.UNIT, cni.UNIT, containerd.UNIT, images.UNIT]
+    units = [state_disk.UNIT, install.UNIT, cni.UNIT, containerd.UNIT, pinned_images.UNIT]
     units += [gpu.UNIT] if spec.gpus else []
     cloud.runcmd.append(["systemctl", "enable", "--now", *units, kubelet.UNIT, kube_proxy.UNIT])
     return cloud

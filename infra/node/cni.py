@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra import systemd
-from infra.cloudinit import CloudConfig
+from infra.boot import systemd
+from infra.boot.cloudinit import CloudConfig
 
 CONFLIST_PATH = "/etc/cni/net.d/10-azure.conflist"
 NFT_PATH = "/etc/supercluster/pod-network.nft"

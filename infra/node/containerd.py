@@ -6,7 +6,7 @@ post's Docker settings map onto it as follows (kubernetes.md §2b):
 - Docker ``max-concurrent-downloads = 10`` -> ``max_concurrent_downloads = 10``;
 - kubelet ``--image-pull-progress-deadline=30m`` (removed with dockershim in 1.24) ->
   ``image_pull_progress_timeout = "30m"`` (containerd's default is 5m);
-- Docker root on the instance SSD -> ``root`` on the local SSD (infra/node/local_disk.py).
+- Docker root on the instance SSD -> ``root`` on the local SSD (infra/node/state_disk.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import tomli_w
 
-from infra import systemd
-from infra.node import install, local_disk
+from infra.boot import systemd
+from infra.node import install, state_disk
 
 CONFIG_PATH = "/etc/containerd/config.toml"
 UNIT = "containerd.service"
@@ -39,12 +39,12 @@ def config(sandbox_image: str, gpu: bool) -> dict[str, Any]:
         }
     return {
         "version": 2,
-        "root": local_disk.CONTAINERD_ROOT,
+        "root": state_disk.CONTAINERD_ROOT,
         # Runtime state (sockets, task bundles) stays on tmpfs: it must not outlive a reboot.
         "state": "/run/containerd",
         "plugins": {
             CRI: {
-                # Preloaded and pinned before kubelet starts (infra/node/images.py): never pulled at pod start.
+                # Preloaded and pinned before kubelet starts (infra/node/pinned_images.py): never pulled at pod start.
                 "sandbox_image": sandbox_image,
                 "max_concurrent_downloads": MAX_CONCURRENT_DOWNLOADS,
                 "image_pull_progress_timeout": IMAGE_PULL_PROGRESS_TIMEOUT,
@@ -89,7 +89,7 @@ def unit(rdma: bool = False) -> str:
     return systemd.unit(
         "containerd container runtime",
         [f"{install.BIN}/containerd", "--config", CONFIG_PATH],
-        after=["network.target", local_disk.UNIT, install.UNIT],
-        requires=[local_disk.UNIT, install.UNIT],
+        after=["network.target", state_disk.UNIT, install.UNIT],
+        requires=[state_disk.UNIT, install.UNIT],
         service=service,
     )

@@ -3,7 +3,7 @@
 The Ubuntu HPC image (``versions.UBUNTU_HPC_IMAGE``) brings the NVIDIA driver, the
 fabric manager for NVSwitch systems, the NVIDIA container toolkit and the InfiniBand
 stack; nothing is installed here. Every GPU node registers with the taint
-``supercluster.io/gpu-unhealthy:NoSchedule`` (infra.labels); the GPU health-check DaemonSet (an add-on)
+``supercluster.io/gpu-unhealthy:NoSchedule`` (infra.facts.labels); the GPU health-check DaemonSet (an add-on)
 removes it once the GPUs pass, so no job lands on a node with a bad GPU.
 """
 
@@ -14,9 +14,10 @@ from typing import Any
 import tomli_w
 
 import machine
-from infra import labels, systemd
-from infra.cloudinit import CloudConfig
-from infra.config import Taint
+from infra.boot import systemd
+from infra.boot.cloudinit import CloudConfig
+from infra.config.cluster_config import Taint
+from infra.facts import labels
 from infra.node import install
 
 UNHEALTHY_TAINT = Taint(

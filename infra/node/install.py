@@ -1,10 +1,10 @@
 """The binaries a node runs, pinned and verified: containerd, runc, CNI plugins, kubelet, kube-proxy.
 
-The manifest (a pure function of the Kubernetes version and ``infra/versions.py``) lists
+The manifest (a pure function of the Kubernetes version and ``infra/catalog/versions.py``) lists
 each artifact's URL, its sha256 (pinned, or the ``.sha256`` file Kubernetes publishes
 beside its binaries, the check kubernetes.io documents for them) and the version the
 installed binary must report. ``machine/node/install.py`` applies it twice: with the whole
-manifest when the machine image is built (infra/machine_image.py), and on every boot with
+manifest when the machine image is built (infra/assembly/machine_image.py), and on every boot with
 ``boot_manifest``, which names no URL: a binary the image lacks, or at another version,
 stops the boot instead of being downloaded.
 """
@@ -15,8 +15,9 @@ import json
 from typing import Any
 
 import machine
-from infra import systemd, versions
-from infra.cloudinit import CloudConfig
+from infra.boot import systemd
+from infra.boot.cloudinit import CloudConfig
+from infra.catalog import versions
 
 UNIT = "supercluster-install.service"
 SCRIPT_PATH = "/usr/local/sbin/supercluster-install"

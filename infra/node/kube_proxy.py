@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import systemd, yaml_text
-from infra.cloudinit import CloudConfig
+from infra.boot import systemd, yaml_text
+from infra.boot.cloudinit import CloudConfig
 from infra.node import install, kubelet
 
 UNIT = "kube-proxy.service"
@@ -21,7 +21,7 @@ KUBECONFIG = "/etc/kubernetes/kube-proxy.conf"
 # kube-proxy's default ports (kubernetes.io/docs/reference/command-line-tools-reference/kube-proxy/:
 # --healthz-bind-address 0.0.0.0:10256, --metrics-bind-address 127.0.0.1:10249): health on every address
 # (the NAT hosts' load balancer probes it), metrics on localhost only (CIS 4.3.1); no add-on may bind
-# either port (infra.node_checks).
+# either port (infra.cluster.node_checks).
 HEALTHZ_PORT = 10256
 METRICS_PORT = 10249
 

@@ -15,15 +15,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import machine
-from infra import systemd, yaml_text
-from infra.addressing import CLUSTER_DOMAIN
-from infra.cloudinit import CloudConfig
-from infra.config import Taint
-from infra.facts.paths import KUBELET_ROOT
-from infra.node import cni, containerd, images, install, local_disk
+from infra.boot import systemd, yaml_text
+from infra.boot.cloudinit import CloudConfig
+from infra.boot.secret_names import CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN, NODE_JOIN_FILES
+from infra.boot.secrets import FETCH_UNIT
+from infra.config.cluster_config import Taint
+from infra.facts.host_paths import KUBELET_ROOT
+from infra.network.addressing import CLUSTER_DOMAIN
+from infra.node import cni, containerd, install, pinned_images, state_disk
 from infra.node import gpu as gpu_check
-from infra.secret_names import CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN, NODE_JOIN_FILES
-from infra.secrets import FETCH_UNIT
 
 UNIT = "kubelet.service"
 CONFIG_PATH = "/etc/kubernetes/kubelet-config.yaml"
@@ -57,7 +57,7 @@ PRIVATE = "0600"
 # kubelet --image-credential-provider-config / --image-credential-provider-bin-dir (flags only: the
 # KubeletConfiguration has no field for them); the plugin's file name is the provider's name.
 CREDENTIAL_PROVIDER_CONFIG = "/etc/kubernetes/image-credential-providers.yaml"
-CREDENTIAL_PROVIDER_DIR, CREDENTIAL_PROVIDER = images.CREDENTIAL_PROVIDER_DIR, images.CREDENTIAL_PROVIDER
+CREDENTIAL_PROVIDER_DIR, CREDENTIAL_PROVIDER = pinned_images.CREDENTIAL_PROVIDER_DIR, pinned_images.CREDENTIAL_PROVIDER
 # kubelet caches each answer this long unless the plugin says otherwise (it does:
 # machine/node/acr-credential-provider.py).
 CREDENTIAL_CACHE = "1h"
@@ -149,8 +149,8 @@ def unit(labels: Mapping[str, str], gpu: bool) -> str:
     # Hard requirements: without them the node must not register. The secrets and the preload are
     # only ordered before kubelet: kubelet retries until the token file exists, and a failed preload
     # leaves a node that can still pull through containerd.
-    requires = [containerd.UNIT, local_disk.UNIT, install.UNIT, cni.UNIT] + ([gpu_check.UNIT] if gpu else [])
-    wanted = [FETCH_UNIT, images.UNIT, "network-online.target"]
+    requires = [containerd.UNIT, state_disk.UNIT, install.UNIT, cni.UNIT] + ([gpu_check.UNIT] if gpu else [])
+    wanted = [FETCH_UNIT, pinned_images.UNIT, "network-online.target"]
     return systemd.unit(
         "kubelet: the Kubernetes node agent",
         [f"{install.BIN}/kubelet", *systemd.flags(flags)],

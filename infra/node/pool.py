@@ -11,19 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from infra import naming, versions
 from infra.addons.node_local_dns import node_local_ip
-from infra.addressing import AddressPlan, pod_ip_configurations
-from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
-from infra.config import ClusterConfig, NodePoolConfig, Taint
-from infra.errors import ConfigError
+from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
+from infra.catalog import versions
+from infra.catalog.vm_sizes import VmSize
+from infra.config import naming
+from infra.config.cluster_config import ClusterConfig, NodePoolConfig, Taint
+from infra.config.errors import ConfigError
+from infra.config.sizing import Shard, shards
 from infra.facts import roles, tags
 from infra.facts.endpoints import apiserver_url
-from infra.labels import CLOUD_IDENTITY_UID, GPU_RESOURCE, POOL_LABEL, ROLE_SYSTEM, node_labels
+from infra.facts.labels import CLOUD_IDENTITY_UID, GPU_RESOURCE, POOL_LABEL, ROLE_SYSTEM, node_labels
+from infra.network.addressing import AddressPlan, pod_ip_configurations
 from infra.node import NodeSpec
-from infra.node.local_disk import LocalDisks
-from infra.sizing import Shard, shards
-from infra.vm_sizes import VmSize
+from infra.node.state_disk import LocalDisks
 
 # OS disk of every node; only the OS lives there (kubelet and containerd state are on the local SSD).
 OS_DISK_GB = 128
@@ -43,8 +44,8 @@ def node_spec(
     registry_login_server: str,
     host_network_pods: int,
 ) -> NodeSpec:
-    """``kubernetes_version``: the nodes' release, which follows the apiservers' (infra/day2.py).
-    ``host_network_pods``: the host-network DaemonSet pods on the pool's nodes (infra/node_checks.py).
+    """``kubernetes_version``: the nodes' release, which follows the apiservers' (infra/day2/deploy_rules.py).
+    ``host_network_pods``: the host-network DaemonSet pods on the pool's nodes (infra/cluster/node_checks.py).
     kubelet counts them against ``maxPods`` though they take no pod IP: maxPods is the pod IPs plus them."""
     return joining_node(
         config,
@@ -110,7 +111,7 @@ def preload_images(config: ClusterConfig) -> tuple[str, ...]:
 
 
 def pool_labels(config: ClusterConfig, pool: NodePoolConfig, shard: Shard) -> dict[str, str]:
-    """The labels every node of the shard registers with (infra.labels decides them; GPU labels come
+    """The labels every node of the shard registers with (infra.facts.labels decides them; GPU labels come
     with the VM size, the InfiniBand domain with the shard)."""
     return node_labels(
         role=pool.role,
@@ -148,7 +149,7 @@ class ScaleSetShape:
     @classmethod
     def of(cls, pool: NodePoolConfig) -> ScaleSetShape:
         # InfiniBand needs a single placement group (at most 100 VMs) and one fault domain; everything
-        # else uses large scale sets (up to 1,000 VMs) with Azure's default spreading (infra/sizing.py).
+        # else uses large scale sets (up to 1,000 VMs) with Azure's default spreading (infra/config/sizing.py).
         if pool.infiniband:
             return cls(single_placement_group=True, platform_fault_domain_count=1)
         return cls(single_placement_group=False, platform_fault_domain_count=None)

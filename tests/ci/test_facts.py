@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from infra.facts import paths, ports, roles
+from infra.facts import host_paths, ports, roles
 from plan.stackfile import PROJECT_DIR
 
 FACTS = PROJECT_DIR / "infra" / "facts"
@@ -25,7 +25,7 @@ PORTS = (
     ports.SCHEDULER,
     ports.CONTROLLER_MANAGER,
 )
-PATHS = (paths.KUBELET_ROOT, paths.LOCAL_SSD_MOUNT)
+PATHS = (host_paths.KUBELET_ROOT, host_paths.LOCAL_SSD_MOUNT)
 _PORT_IN_TEXT = re.compile(r"(?<![\d.])(" + "|".join(map(str, PORTS)) + r")(?![\d.])")
 _PATH_IN_TEXT = re.compile("(" + "|".join(map(re.escape, PATHS)) + r")(?![\w-])")
 # The names a role goes by: __main__.py wires roles, subnets and identities through infra.facts.roles only.

@@ -152,7 +152,7 @@ def test_touched_stacks():
     assert touched_stacks(["Pulumi.prod.yaml\n"], stacks) == ["prod"]
     assert touched_stacks(["Pulumi.prod.yaml", "Pulumi.dev.yaml"], stacks) == ["dev", "prod"]
     for program_file in (
-        "infra/config.py",
+        "infra/config/cluster_config.py",
         "components/network.py",
         "__main__.py",
         "Pulumi.yaml",
@@ -194,7 +194,7 @@ def test_pull_request_code_runs_apart_from_the_deploys_and_never_against_prod():
     touched = "\n".join(s.get("run", "") for s in preview["jobs"]["stacks"]["steps"])
     assert "python3 -m plan.touched --pull-request" in touched and "previewable=" in touched
     assert "prod" not in PULL_REQUEST_STACKS
-    assert touched_stacks(["infra/config.py"], ["dev", "prod"], pull_request=True) == ["dev"]
+    assert touched_stacks(["infra/config/cluster_config.py"], ["dev", "prod"], pull_request=True) == ["dev"]
     assert touched_stacks(["Pulumi.prod.yaml"], ["dev", "prod"], pull_request=True) == []
 
 

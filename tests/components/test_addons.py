@@ -11,7 +11,7 @@ from components import declare
 from components.addons import ClusterAddons
 from infra.addons import cluster_autoscaler
 from infra.addons.k8s import object_key
-from infra.assembly import DeployTime
+from infra.assembly.desired_cluster import DeployTime
 from plan.artifacts import collect_files, kubernetes_object
 from plan.runner import run_declarations
 from tests.infra.addon_fixtures import AZURE, cluster_for, groups_of, spec_for

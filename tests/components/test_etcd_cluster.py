@@ -8,9 +8,9 @@ import json
 import pytest
 import yaml
 
+from infra.boot.secret_names import APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY, ETCD_CA_CERT
+from infra.catalog.vm_sizes import VM_SIZES
 from infra.etcd.backup import RETENTION_DAYS, SOFT_DELETE_DAYS, storage_account_name
-from infra.secret_names import APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY, ETCD_CA_CERT
-from infra.vm_sizes import VM_SIZES
 from plan.artifacts import collect_files, custom_data_of
 from plan.mocks import SECRET
 from tests.conftest import plan_stack

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from components.hub import Hub, HubPeerings
-from infra.addressing import plan_addresses
-from infra.config import ClusterConfig
-from infra.errors import ConfigError
+from infra.config.cluster_config import ClusterConfig
+from infra.config.errors import ConfigError
+from infra.network.addressing import plan_addresses
 from plan.runner import ProgramRun, run_declarations
 from tests.helpers import parsed
 

@@ -7,12 +7,12 @@ import base64
 import yaml
 
 from components.nat_hosts import NatHosts
-from infra.addressing import plan_addresses
-from infra.assembly import assemble
-from infra.cloudinit import render
+from infra.assembly.desired_cluster import assemble
+from infra.boot.cloudinit import render
+from infra.boot.secret_names import NODE_JOIN_FILES
 from infra.facts import roles
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PORT, nat_host_cloud_config
-from infra.secret_names import NODE_JOIN_FILES
+from infra.network.addressing import plan_addresses
 from plan.runner import run_declarations
 from tests.helpers import parsed, raw_config
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 
 from components.network import ClusterNetwork, _security_rule
-from infra.addressing import plan_addresses
-from infra.config import parse_config
-from infra.network_security import HUB, SecurityRule
+from infra.config.cluster_config import parse_config
+from infra.network.addressing import plan_addresses
+from infra.network.security_groups import HUB, SecurityRule
 from plan.runner import run_declarations
 from tests.helpers import cluster_subnets, raw_config
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -40,15 +41,15 @@ from typing import Any
 
 import yaml
 
-from infra.addons.labels import SYSTEM_NAMESPACE
-from infra.cluster import ClusterSpec
+from infra.addons.shared_names import SYSTEM_NAMESPACE
+from infra.catalog.vm_sizes import VM_SIZES
+from infra.cluster.cluster_spec import ClusterSpec
 from infra.control_plane import pki as cluster_pki
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
-from infra.etcd.machine import ETCD_UNIT
+from infra.etcd.member_machine import ETCD_UNIT
 from infra.etcd.spec import CLIENT_PORT, EVENTS, MAIN, etcd_cluster_spec
-from infra.labels import GPU_RESOURCE, RDMA_RESOURCE
+from infra.facts.labels import GPU_RESOURCE, RDMA_RESOURCE
 from infra.node import kubelet
-from infra.vm_sizes import VM_SIZES
 from plan.stackfile import PROJECT_DIR, stack_cluster_spec
 from tests.e2e import dns, runtime
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
@@ -364,10 +365,15 @@ def start_unit(
     cluster: Cluster, machine: Machine, host: Host, unit_name: str, argv: list[str] | None = None
 ) -> Process:
     """Runs a rendered unit's ``ExecStart`` (or ``argv`` standing in for it) on ``host``, restarted as
-    its ``Restart=``/``RestartSec=`` say."""
+    its ``Restart=``/``RestartSec=`` say. A control-plane unit's ``ExecStartPre`` (the wait for its
+    apiserver) runs before each start, as systemd runs it; etcd's (the member tool) is stood in for by
+    the boot (``_start_etcd``) or run by the test that exercises it."""
     unit = machine.unit(unit_name)
+    pre = (
+        [shlex.split(line) for line in unit.get("Service", "ExecStartPre")] if unit_name in CONTROL_PLANE_UNITS else []
+    )
     return cluster.network.start(
-        host, unit_name.removesuffix(".service"), argv or unit.exec_start, restart_sec=unit.restart_sec
+        host, unit_name.removesuffix(".service"), argv or unit.exec_start, restart_sec=unit.restart_sec, pre=pre
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.labels import ROLE_SYSTEM
+from infra.facts.labels import ROLE_SYSTEM
 from plan.stackfile import PROJECT_DIR, stack_cluster_spec
 from tests.e2e.cluster import Cluster, boot
 

@@ -27,7 +27,7 @@ import yaml
 
 from tests.e2e.cluster import Cluster
 from tests.e2e.fleet import Fleet, events
-from tests.e2e.hosts import Host, Process
+from tests.e2e.hosts import Host, Process, wait_for
 from tests.e2e.plan_machines import Machine
 
 WRITER = Path(__file__).with_name("writer.py")
@@ -124,6 +124,25 @@ class BackgroundLoad:
             time.sleep(0.5)
         raise TimeoutError(f"no write acknowledged within {timeout:.0f} s after {since:.1f}")
 
+    def wait_leases_steady(self, timeout: float) -> None:
+        """Waits until every fleet process has printed, since the call, a report that counts no failed Lease
+        renewal more than the report before it: a whole interval without one."""
+        since = time.time()
+
+        def steady(process: Process) -> bool:
+            reports = events(process, "report")
+            return any(
+                later["t"] >= since and later["leaseErrors"] == earlier["leaseErrors"]
+                for earlier, later in zip(reports, reports[1:], strict=False)
+            )
+
+        wait_for(
+            "a fleet report interval without a failed Lease renewal",
+            lambda: all(steady(p) for p in self.fleet.processes),
+            timeout=timeout,
+            interval=1,
+        )
+
     def leases(self, since: float, until: float) -> dict[str, Any]:
         """The fleet's Lease renewals in the reports printed over ``[since, until]``: the worst p99 of any
         report and the renewals that failed."""
@@ -210,9 +229,11 @@ class LeaderElection:
 
     @property
     def failover_budget_s(self) -> float:
-        """The longest a standby may take to lead once the leader is gone without releasing its lease:
-        the lease must expire, then the next acquire attempt comes within the jittered retry period."""
-        return self.lease_duration_s + ACQUIRE_JITTER * self.retry_period_s
+        """The longest a standby may take to lead once the leader is gone without releasing its lease. A
+        standby times the lease from when it saw the last renewal (client-go leaderelection: observedTime,
+        its own clock), up to one jittered retry period after it; the lease must then expire, and the next
+        acquire attempt comes within another."""
+        return self.lease_duration_s + 2 * ACQUIRE_JITTER * self.retry_period_s
 
 
 def _seconds(duration: str) -> float:

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY
-from infra.vm_sizes import VM_SIZES
+from infra.catalog.vm_sizes import VM_SIZES
+from infra.facts.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY
 from tests.e2e.cluster import KUBELET_UNIT, Cluster
 from tests.e2e.hosts import Process, wait_for
 

@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 
 from infra.addons import gpu_health_check
-from infra.addons.labels import SYSTEM_NAMESPACE
-from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY
+from infra.addons.shared_names import SYSTEM_NAMESPACE
+from infra.facts.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY
 from tests.e2e import pod_processes
 from tests.e2e.cluster import Cluster, Node
 from tests.e2e.hosts import Process

@@ -18,6 +18,7 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,6 +92,7 @@ class Process:
     log: Path
     popen: subprocess.Popen
     log_offset: int = 0  # where this run's output starts in the log (a unit started again appends)
+    log_end: int | None = None  # where it ends, once the unit was started again (None: the end of the file)
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -122,7 +124,8 @@ class Process:
             return ""
         with self.log.open("rb") as log:
             log.seek(self.log_offset)
-            return log.read().decode(errors="replace")
+            size = -1 if self.log_end is None else self.log_end - self.log_offset
+            return log.read(size).decode(errors="replace")
 
 
 @dataclass
@@ -194,11 +197,14 @@ class TestNetwork:
         )
         host.mount_holder = holder.popen.pid
 
-    def _wrapped(self, host: Host, argv: list[str], restart_sec: float | None = None) -> list[str]:
+    def _wrapped(
+        self, host: Host, argv: list[str], restart_sec: float | None = None, pre: Sequence[list[str]] = ()
+    ) -> list[str]:
+        first = "".join(f"{shlex.join(command)} && " for command in pre)  # systemd's ExecStartPre=, before each start
         if restart_sec is None:
-            run = 'exec "$@"'
+            run = f'{first}exec "$@"'
         else:  # systemd's Restart=: run it again after RestartSec whenever it exits
-            run = f'while :; do "$@"; echo "exited $?{RESTARTED}{restart_sec:g} s"; sleep {restart_sec:g}; done'
+            run = f'while :; do {first}"$@"; echo "exited $?{RESTARTED}{restart_sec:g} s"; sleep {restart_sec:g}; done'
         if host.mount_holder is not None:
             target = str(host.mount_holder)
             return ["nsenter", "-t", target, "-m", "-u", "-n", "sh", "-c", run, "sh", *argv]
@@ -216,15 +222,20 @@ class TestNetwork:
         argv: list[str],
         env: dict[str, str] | None = None,
         restart_sec: float | None = None,
+        pre: Sequence[list[str]] = (),
     ) -> Process:
         """Starts ``argv`` on ``host`` in the background, output to ``logs/<host>-<name>.log``;
-        with ``restart_sec``, started again that long after every exit (systemd's ``Restart=``)."""
+        with ``restart_sec``, started again that long after every exit (systemd's ``Restart=``); each
+        start preceded by the commands in ``pre``, which must succeed (systemd's ``ExecStartPre=``)."""
         log = self.workdir / "logs" / f"{host.name}-{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
             offset = out.tell()
+            for earlier in self.processes:  # an earlier run of the unit (killed, or stopped) ends here
+                if earlier.log == log and earlier.log_end is None:
+                    earlier.log_end = offset
             popen = subprocess.Popen(
-                self._wrapped(host, argv, restart_sec),
+                self._wrapped(host, argv, restart_sec, pre),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

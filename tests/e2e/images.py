@@ -2,7 +2,7 @@
 
 Each is one layer holding one static binary (``imagebuild``, tests/e2e/go/images/cmd/imagebuild):
 - the sandbox (pause) image under the rendered ``sandbox_image`` reference, as the archive the machine
-  image carries (``infra.node.images.archive_path``): the rendered preload unit imports it, as on Azure;
+  image carries (``infra.node.pinned_images.archive_path``): the rendered preload unit imports it, as on Azure;
 - CoreDNS (the ``github.com/coredns/coredns`` build) under the reference the plan's CoreDNS Deployment
   names. That reference is pinned by the upstream image's digest, which an image built here cannot
   have: the node's containerd gets the image under the pinned name (``ctr images tag``), so the
@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.node import images as node_images
+from infra.node import pinned_images as node_images
 from tests.e2e.plan_machines import Plan
 
 PROBE_REPOSITORY = "supercluster/e2e-probe"

@@ -2,7 +2,7 @@
 
 The components issue every certificate with pulumi-tls from ``infra.control_plane.pki`` (cluster
 and front-proxy CAs, apiserver, controller-manager, scheduler, kubelet-client, admin) and
-``infra.etcd.pki`` (etcd CA, each member's server and peer certificate, the apiserver's etcd
+``infra.etcd.certificates`` (etcd CA, each member's server and peer certificate, the apiserver's etcd
 client), and store them in Key Vault under the names those modules give. This module issues the
 same certificates (subject CN and O, SANs, key usages, ECDSA P-256, validity) with
 ``cryptography``, and returns them as the vault the machines' rendered fetch scripts read from:
@@ -23,10 +23,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from infra import secret_names
+from infra.boot import secret_names
 from infra.control_plane import apiserver, cluster_objects
 from infra.control_plane import pki as cluster_pki
-from infra.etcd import pki as etcd_pki
+from infra.etcd import certificates as etcd_pki
 from infra.etcd.spec import EtcdMember
 
 # pulumi-tls's allowed_uses, as X.509 key usages and extended key usages.
@@ -148,9 +148,17 @@ def issue_pki(
             ip_addresses=spec.ip_addresses,
             ca=cas[spec.signer],
         )
-        if spec.on_machine:
-            vault[cluster_pki.cert_secret(spec.key)] = leaves[spec.key].cert_pem
-            vault[cluster_pki.key_secret(spec.key)] = leaves[spec.key].key_pem
+        vault[cluster_pki.cert_secret(spec.key)] = leaves[spec.key].cert_pem
+        vault[cluster_pki.key_secret(spec.key)] = leaves[spec.key].key_pem
+    # The test's own kubectl: a system:masters client certificate of the cluster CA, as the deploy and
+    # break-glass operators mint one on an apiserver VM (plan/credential.py); here issued directly.
+    admin = issue(
+        "supercluster-e2e",
+        uses=cluster_pki.CLIENT_USAGES,
+        hours=24,
+        organization=cluster_pki.SUPERUSER_GROUP,
+        ca=cas[cluster_pki.CLUSTER_CA],
+    )
     service_account = ec.generate_private_key(ec.SECP256R1())
     vault[cluster_pki.SERVICE_ACCOUNT_KEY_SECRET] = service_account.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -177,7 +185,7 @@ def issue_pki(
             issued = _issue_profile(profile, etcd_ca)
             vault[etcd_pki.member_secret_name(member, kind, "crt")] = issued.cert_pem
             vault[etcd_pki.member_secret_name(member, kind, "key")] = issued.key_pem
-    return TestPki(vault, cas[cluster_pki.CLUSTER_CA], leaves[cluster_pki.ADMIN], token)
+    return TestPki(vault, cas[cluster_pki.CLUSTER_CA], admin, token)
 
 
 def _issue_profile(profile: etcd_pki.CertProfile, ca: Issued | None) -> Issued:

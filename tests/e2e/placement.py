@@ -1,7 +1,7 @@
 """Whether a DaemonSet is placed in the box: a pod of it bound on every booted node kind it is meant for.
 
 Which kinds it is meant for is judged as the plan's whole-cluster check judges it
-(``infra.whole_cluster.meant_for`` over ``infra.node_checks.node_kinds``, built from the objects the
+(``infra.cluster.whole_cluster.meant_for`` over ``infra.cluster.node_checks.node_kinds``, built from the objects the
 box applied): its node selector and required affinity against the labels each kind's kubelet
 registers. One pod somewhere is not enough: an agent that stops tolerating the GPU or NAT taint still
 has pods on the CPU nodes. A pod counts once it is bound to a node of the kind (on a real node the
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.node_checks import daemon_sets_of, kind_name, node_kinds
-from infra.whole_cluster import NodeKind, Workload, meant_for
+from infra.cluster.node_checks import daemon_sets_of, kind_name, node_kinds
+from infra.cluster.whole_cluster import NodeKind, Workload, meant_for
 from tests.e2e.cluster import Cluster
 
 

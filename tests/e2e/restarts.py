@@ -6,7 +6,7 @@ answers: without this check a crash-looping component passes. These pytest hooks
 tests/e2e/conftest.py, so every e2e test gets them) count each process's restarts after every
 test's setup and call, and fail the phase in which a count grew. A process a test starts counts
 from its start; one started while a cluster boots (in a fixture) counts from the end of the boot,
-since a component may exit until its apiserver is ready (below). A crash loop goes on and is
+since a component may exit until what it needs is up (below). A crash loop goes on and is
 caught in the next test. A test that makes a unit exit on purpose names it in
 ``@pytest.mark.restarts_expected("unit", reason=...)``.
 """
@@ -81,9 +81,9 @@ def _allowed(item: pytest.Item) -> frozenset[str]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
-    # Units started while a cluster boots count from the end of the boot: the controller-manager and
-    # scheduler start with their apiserver and exit until its RBAC bootstrap is done (forbidden, or
-    # no answer yet), which Restart= absorbs on Azure too. Restarts of units already running count.
+    # Units started while a cluster boots count from the end of the boot: a unit may exit until what it
+    # needs answers, which Restart= absorbs on Azure too (the controller-manager and scheduler wait for
+    # their apiserver's /readyz instead: their ExecStartPre). Restarts of units already running count.
     return (yield from _checked("setup", item, count_new=False))
 
 

@@ -45,9 +45,9 @@ from typing import Any
 import tomli_w
 import yaml
 
-from infra import iptables
+from infra.network import iptables
 from infra.node import cni, containerd, install, kube_proxy, kubelet, sysctls
-from infra.node import images as node_images
+from infra.node import pinned_images as node_images
 from tests.e2e import dns
 from tests.e2e.hosts import BINARIES_PATH as BINARIES
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
@@ -213,7 +213,7 @@ def prepare(
 
 def _ruleset_units(machine: Machine) -> list[str]:
     """The oneshot units that load the rendered iptables rulesets before kubelet (traffic accounting; a NAT
-    host's translation rules, infra/nat_hosts.py): one per rules file (infra/iptables.py)."""
+    host's translation rules, infra/nat_hosts.py): one per rules file (infra/network/iptables.py)."""
     rules = machine.files / iptables.RULES_DIR.lstrip("/")
     return sorted(iptables.Ruleset(p.stem, "", ()).unit for p in rules.glob("*.rules"))
 

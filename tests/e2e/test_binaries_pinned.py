@@ -1,7 +1,7 @@
 """The harness boots exactly the versions the cluster runs (a fast test: it reads go.mod, builds nothing).
 
 tests/e2e/go/*/go.mod pin what scripts/build-binaries.sh builds; the stacks pin
-``kubernetesVersion``, infra/versions.py the etcd release, the scheduler-plugins build for each
+``kubernetesVersion``, infra/catalog/versions.py the etcd release, the scheduler-plugins build for each
 Kubernetes minor and the node runtime (containerd, runc, CNI plugins), and the add-on images table
 CoreDNS. A bump on one side without the other fails here.
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from infra import versions
 from infra.addons import images as addon_images
-from infra.images import parse_image
+from infra.catalog import versions
+from infra.catalog.image_refs import parse_image
 from tests.helpers import raw_stack
 
 GO = Path(__file__).with_name("go")

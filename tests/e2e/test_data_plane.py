@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from infra.addons import coredns
-from infra.addons.labels import SYSTEM_NAMESPACE
-from infra.addressing import CLUSTER_DOMAIN
-from infra.labels import HOSTNAME_LABEL
+from infra.addons.shared_names import SYSTEM_NAMESPACE
+from infra.facts.labels import HOSTNAME_LABEL
+from infra.network.addressing import CLUSTER_DOMAIN
+from infra.network.traffic_counters import COMMENT_PREFIX
 from infra.node.cni import IMDS_IP, WIRESERVER_BLOCKED_TCP_PORTS, WIRESERVER_IP
-from infra.traffic_accounting import COMMENT_PREFIX
 from tests.e2e.cluster import Cluster, boot
 from tests.e2e.dns import EXTERNAL_ADDRESS, EXTERNAL_NAME, rendered_node_local_dns
 from tests.e2e.hosts import wait_for

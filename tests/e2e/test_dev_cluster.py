@@ -23,8 +23,8 @@ from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
 from infra.control_plane.controller_manager import SECURE_PORT as CM_SECURE_PORT
 from infra.control_plane.scheduler import SECURE_PORT as SCHEDULER_SECURE_PORT
 from infra.etcd.spec import EVENTS, MAIN
-from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
-from infra.network_security import monitoring_pools
+from infra.facts.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
+from infra.network.security_groups import monitoring_pools
 from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install
 from tests.e2e.hosts import wait_for
 from tests.e2e.placement import unplaced

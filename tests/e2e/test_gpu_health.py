@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from infra.addons import gpu_health_check
-from infra.addons.labels import SYSTEM_NAMESPACE
-from infra.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY, ROLE_GPU
-from infra.vm_sizes import VM_SIZES
+from infra.addons.shared_names import SYSTEM_NAMESPACE
+from infra.catalog.vm_sizes import VM_SIZES
+from infra.facts.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY, ROLE_GPU
 from tests.e2e import pod_processes
 from tests.e2e.cluster import Cluster
 from tests.e2e.gpu_health import HealthCheckPod, StandIns, advertise_gpus, has_startup_taint

@@ -2,7 +2,7 @@
 
 The dev stack with its GPU pool grown to two InfiniBand shards (two domains), two nodes joined in
 each, every node registering the labels its shard's rendered kubelet unit gives it. The jobs are
-exactly what ``infra.jobs.infiniband_job`` builds for a researcher.
+exactly what ``plan.infiniband_job.infiniband_job`` builds for a researcher.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections import Counter
 import pytest
 import yaml
 
+from infra.config.sizing import MAX_VMS_PER_PLACEMENT_GROUP, shards
 from infra.control_plane.scheduler import POD_GROUP_LABEL
-from infra.jobs import infiniband_job
-from infra.labels import GPU_STARTUP_TAINT_KEY, INFINIBAND_DOMAIN_LABEL, POOL_LABEL
+from infra.facts.labels import GPU_STARTUP_TAINT_KEY, INFINIBAND_DOMAIN_LABEL, POOL_LABEL
 from infra.node.pool import infiniband_domain
-from infra.sizing import MAX_VMS_PER_PLACEMENT_GROUP, shards
+from plan.infiniband_job import infiniband_job
 from tests.e2e.cluster import Cluster, boot
 from tests.e2e.hosts import wait_for
 

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from infra.addons import balloons, gpu_health_check
-from infra.addons.labels import SYSTEM_NAMESPACE
+from infra.addons.shared_names import SYSTEM_NAMESPACE
+from infra.cluster.node_checks import kind_name, runs_on
 from infra.control_plane.paths import CONTROLLER_MANAGER_UNIT, SCHEDULER_UNIT
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
-from infra.labels import GPU_RESOURCE, HOSTNAME_LABEL
-from infra.node_checks import kind_name, runs_on
+from infra.facts.labels import GPU_RESOURCE, HOSTNAME_LABEL
 from tests.e2e import pod_processes
 from tests.e2e.cluster import APISERVER_UNIT, ETCD_UNIT, Cluster, start_unit
 from tests.e2e.gpu_health import HealthCheckPod, StandIns, advertise_gpus, has_startup_taint

@@ -13,9 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.addons.labels import CLUSTER_CRITICAL, NODE_CRITICAL, SYSTEM_NAMESPACE, SYSTEM_PRIORITY, WORKLOAD_PRIORITY
+from infra.addons.shared_names import (
+    CLUSTER_CRITICAL,
+    NODE_CRITICAL,
+    SYSTEM_NAMESPACE,
+    SYSTEM_PRIORITY,
+    WORKLOAD_PRIORITY,
+)
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
-from infra.labels import GPU_STARTUP_TAINT_KEY, NAT_HOST_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.facts.labels import GPU_STARTUP_TAINT_KEY, NAT_HOST_TAINT_KEY, SYSTEM_TAINT_KEY
 from tests.e2e.cluster import Cluster, boot
 
 pytestmark = pytest.mark.e2e

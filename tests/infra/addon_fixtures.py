@@ -7,8 +7,8 @@ from typing import Any
 
 from infra.addons import AzureAccess, build_addon_objects, monitoring
 from infra.addons.k8s import Obj, object_key
-from infra.assembly import Cluster, assemble
-from infra.cluster import ClusterSpec, build_cluster_spec
+from infra.assembly.desired_cluster import Cluster, assemble
+from infra.cluster.cluster_spec import ClusterSpec, build_cluster_spec
 from tests.helpers import raw_config
 
 AZURE = AzureAccess(
@@ -32,7 +32,8 @@ def spec_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes
 
 
 def cluster_for(shape: str = "dev", addons: dict[str, Any] | None = None, **changes: Any) -> Cluster:
-    """The whole desired cluster (``infra.assembly``): every machine's cloud-init, every add-on object."""
+    """The whole desired cluster (``infra.assembly.desired_cluster``): every machine's cloud-init, every add-on
+    object."""
     return assemble(raw_for(shape, addons, **changes), "eastus")
 
 

@@ -6,8 +6,8 @@ import functools
 
 import yaml
 
-from infra.cluster import ClusterSpec, build_cluster_spec
-from infra.control_plane.machine import ApiserverMachine, apiserver_machines
+from infra.cluster.cluster_spec import ClusterSpec, build_cluster_spec
+from infra.control_plane.apiserver_machine import ApiserverMachine, apiserver_machines
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
 from tests.helpers import raw_config
 
@@ -19,7 +19,8 @@ def spec(stack: str = "prod", **top_level_changes) -> ClusterSpec:
 
 
 def etcd_flags(cluster: ClusterSpec) -> dict[str, str]:
-    """What the assembly hands the apiservers (``infra.assembly``): the flags of the cluster's two etcd clusters."""
+    """What the assembly hands the apiservers (``infra.assembly.desired_cluster``): the flags of the cluster's two
+    etcd clusters."""
     return apiserver_etcd_flags(etcd_cluster_spec(cluster, MAIN), etcd_cluster_spec(cluster, EVENTS))
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from infra.addons import balloons, cluster_autoscaler
-from infra.errors import ConfigError
-from infra.labels import CLOUD_IDENTITY_UID, GPU_STARTUP_TAINT_KEY, ROLE_LABEL, ROLE_SYSTEM, SYSTEM_TAINT_KEY
+from infra.config.errors import ConfigError
+from infra.config.sizing import shards
+from infra.facts.labels import CLOUD_IDENTITY_UID, GPU_STARTUP_TAINT_KEY, ROLE_LABEL, ROLE_SYSTEM, SYSTEM_TAINT_KEY
 from infra.node.pool import encode_tag_key, scale_set_tags
-from infra.sizing import shards
 from tests.infra.addon_fixtures import AZURE, find, groups_for, spec_for
 
 

@@ -8,10 +8,10 @@ import pytest
 
 from infra.addons import coredns, node_local_dns
 from infra.addons.k8s import pod_templates
-from infra.config import Taint
-from infra.errors import ConfigError
-from infra.labels import ROLE_SYSTEM, SYSTEM_TAINT_EFFECT, SYSTEM_TAINT_KEY, SYSTEM_TAINT_VALUE
-from infra.whole_cluster import tolerates
+from infra.cluster.whole_cluster import tolerates
+from infra.config.cluster_config import Taint
+from infra.config.errors import ConfigError
+from infra.facts.labels import ROLE_SYSTEM, SYSTEM_TAINT_EFFECT, SYSTEM_TAINT_KEY, SYSTEM_TAINT_VALUE
 from tests.infra.addon_fixtures import all_objects, find, groups_for, spec_for
 
 

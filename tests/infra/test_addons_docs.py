@@ -8,7 +8,7 @@ import re
 import pytest
 
 from infra.addons import CONFIG_KEY, MODULES
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from plan.stackfile import PROJECT_DIR
 from tests.helpers import parsed
 

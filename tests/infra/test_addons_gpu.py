@@ -7,7 +7,7 @@ import subprocess
 
 from infra.addons import gpu_health_check
 from infra.addons.k8s import pod_templates
-from infra.labels import GPU_STARTUP_TAINT_KEY
+from infra.facts.labels import GPU_STARTUP_TAINT_KEY
 from tests.helpers import raw_config, require_tool
 from tests.infra.addon_fixtures import all_objects, find, groups_for
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, pod_templates
-from infra.addons.labels import SYSTEM_NAMESPACE
 from infra.addons.monitoring import NAMESPACE as MONITORING_NAMESPACE
+from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.control_plane.admission import EXEMPT_NAMESPACES, admission_configuration
 from tests.helpers import parsed
 from tests.infra.addon_fixtures import all_objects, groups_for

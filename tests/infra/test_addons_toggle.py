@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra.addons import BASE, CONFIG_KEY, MODULES
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from tests.infra.addon_fixtures import all_objects, groups_for, keys, spec_for
 
 # Add-ons whose absence another add-on's validation refuses, switched off together.
@@ -52,11 +52,6 @@ def test_base_is_rendered_with_every_addon_off():
         "supercluster-system",
         "supercluster-workloads",
     }
-
-
-def test_disabling_the_health_check_with_gpu_pools_is_refused():
-    with pytest.raises(ConfigError, match=r"addons.gpuHealthCheck.enabled = False: expected true while GPU pools"):
-        spec_for("dev", addons={"gpuHealthCheck": {"enabled": False}})
 
 
 def test_balloons_need_the_autoscaler():

@@ -9,7 +9,10 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from infra.addressing import (
+from infra.config.cluster_config import parse_config
+from infra.config.errors import ConfigError
+from infra.config.sizing import shards
+from infra.network.addressing import (
     AZURE_RESERVED_PER_SUBNET,
     MAX_VNET_ADDRESSES,
     SYSTEM_SUBNETS,
@@ -17,9 +20,6 @@ from infra.addressing import (
     node_ips,
     plan_addresses,
 )
-from infra.config import parse_config
-from infra.errors import ConfigError
-from infra.sizing import shards
 from tests.helpers import parsed, raw_config
 
 UNLIMITED = {"maxPrivateIpsPerVnet": 10**9, "maxPrivateIpsPerPeeredGroup": 10**9}

@@ -19,10 +19,10 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from infra.assembly import assemble
-from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
-from infra.cluster import ClusterSpec
-from infra.errors import ConfigError
+from infra.assembly.desired_cluster import assemble
+from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
+from infra.cluster.cluster_spec import ClusterSpec
+from infra.config.errors import ConfigError
 from infra.facts import roles
 from infra.node.pool import custom_data_size
 from plan.__main__ import EXIT_BAD_INPUT, EXIT_OK, main

@@ -11,10 +11,10 @@ import re
 import pytest
 import yaml
 
-from infra import naming
-from infra.etcd import machine as etcd_machine
+from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
+from infra.config import naming
+from infra.etcd import member_machine as etcd_machine
 from infra.etcd.spec import MAIN, etcd_cluster_spec
-from infra.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
 from tests.helpers import cloud_init_entries, doc_table_rows
 from tests.infra.addon_fixtures import cluster_for, node_cloud_inits
 from tests.infra.control_plane_files import machines, spec

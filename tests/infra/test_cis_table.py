@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from infra.control_plane import controller_manager, paths, scheduler
-from infra.network_security import HUB, SecurityRule, monitoring_pools, security_groups
+from infra.network.security_groups import HUB, SecurityRule, monitoring_pools, security_groups
 from tests.helpers import doc_table_rows
 from tests.infra.control_plane_files import component_flags, files, machines, spec
 from tests.network_model import allows

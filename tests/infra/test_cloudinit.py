@@ -5,7 +5,7 @@ import base64
 import pytest
 import yaml
 
-from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, CloudConfig, custom_data, render
+from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, CloudConfig, custom_data, render
 
 
 def test_render_is_cloud_config_with_literal_blocks():

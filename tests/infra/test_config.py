@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config import parse_config
-from infra.errors import ConfigError
+from infra.config.cluster_config import parse_config
+from infra.config.errors import ConfigError
 from tests.helpers import parsed, raw_config
 
 

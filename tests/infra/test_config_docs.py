@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from infra.addons.settings import DESCRIPTIONS as ADDON_DESCRIPTIONS
-from infra.config import parse_config
-from infra.errors import MISSING
-from infra.schema import recording
+from infra.config.cluster_config import parse_config
+from infra.config.errors import MISSING
+from infra.config.schema import recording
 from plan import config_docs
 from plan.stack_yaml import load_file
 from tests.helpers import raw_config

@@ -7,8 +7,8 @@ import tomllib
 
 import pytest
 
+from infra.catalog.versions import PAUSE_IMAGE
 from infra.node import containerd
-from infra.versions import PAUSE_IMAGE
 
 
 @pytest.mark.parametrize("gpu", [False, True])

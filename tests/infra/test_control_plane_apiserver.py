@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from infra.control_plane import apiserver, paths, pki
-from infra.control_plane.machine import apiserver_machines
+from infra.control_plane.apiserver_machine import apiserver_machines
 from tests.infra.control_plane_files import component_flags, etcd_flags, files, machines, spec
 
 

@@ -23,6 +23,9 @@ EXPECTED = {
     "kube-api-qps": "600",
     "kubeconfig": "/etc/kubernetes/controller-manager.conf",
     "leader-elect": "true",
+    "leader-elect-lease-duration": "30s",  # upstream 15s
+    "leader-elect-renew-deadline": "20s",  # upstream 10s: longer than an etcd election's write stall
+    "leader-elect-retry-period": "2s",
     "profiling": "false",
     "root-ca-file": "/etc/kubernetes/pki/ca.crt",
     "service-account-private-key-file": "/etc/kubernetes/pki/sa.key",

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import subprocess
 import tarfile
 from pathlib import Path
@@ -13,10 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
-from infra.control_plane import install, machine, paths, pki
+from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
+from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
+from infra.control_plane import apiserver_machine, binaries, paths, pki
 from infra.control_plane.scheduler import scheduler_image
-from infra.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
+from infra.facts.endpoints import LOCAL_APISERVER
+from tests.e2e import plan_machines
 from tests.helpers import require_tool
 from tests.infra.control_plane_files import files, machines, spec
 
@@ -61,6 +64,23 @@ def test_components_want_but_do_not_require_their_preparation(unit):
     assert "Restart=always" in text
 
 
+@pytest.mark.parametrize("unit", [paths.CONTROLLER_MANAGER_UNIT, paths.SCHEDULER_UNIT])
+def test_the_controller_manager_and_scheduler_start_once_their_apiserver_is_ready(unit):
+    """They talk only to the VM's own apiserver; started with it, they exited at once (its RBAC not yet
+    loaded: 'forbidden'), on every boot, replacement and rollout. The wait runs it as systemd does."""
+    sh = require_tool("sh")
+    parsed = plan_machines.parse_unit(unit, files(machines("prod")[0])[f"/etc/systemd/system/{unit}"])
+    (pre,) = parsed.get("Service", "ExecStartPre")
+    argv = shlex.split(pre)
+    assert argv[:2] == ["/bin/sh", "-c"], argv
+    assert f"--cacert {pki.cert_path(pki.CLUSTER_CA)} {LOCAL_APISERVER}/readyz" in argv[2]
+    # Until it answers: here nothing listens, so the wait is still waiting when the timeout ends it.
+    waiting = subprocess.run(["timeout", "3", sh, "-c", argv[2].replace(LOCAL_APISERVER, "https://127.0.0.1:9")])
+    assert waiting.returncode == 124
+    # systemd's start timeout (TimeoutStartSec, 90 s by default) bounds it: then Restart= starts it again.
+    assert "Restart=always" in files(machines("prod")[0])[f"/etc/systemd/system/{unit}"]
+
+
 def test_units_are_enabled_after_the_fetch_unit_exists():
     runcmd = yaml.safe_load(machines("prod")[0].cloud_init)["runcmd"]
     assert runcmd[0] == ["systemctl", "daemon-reload"]
@@ -86,7 +106,7 @@ def test_scripts_parse(script):
 
 def test_readiness_command_parses_and_waits_for_readyz():
     bash = require_tool("bash")
-    command = machine.readiness_command()
+    command = apiserver_machine.readiness_command()
     assert command.startswith("/bin/bash -c ")
     inner = subprocess.run(
         [bash, "-c", f"printf %s {command.removeprefix('/bin/bash -c ')}"], capture_output=True, text=True, check=True
@@ -96,7 +116,7 @@ def test_readiness_command_parses_and_waits_for_readyz():
 
 
 def test_install_script_pins_versions():
-    script = install.install_script("1.33.4")
+    script = binaries.install_script("1.33.4")
     assert "https://dl.k8s.io/release/v1.33.4/bin/linux/amd64/kube-apiserver" in script
     assert "https://dl.k8s.io/release/v1.33.4/bin/linux/amd64/kube-controller-manager" in script
     image, _, digest = scheduler_image("1.33.4")
@@ -134,7 +154,7 @@ def sandbox(tmp_path):
 
 def _run(sandbox, call: str) -> subprocess.CompletedProcess:
     tmp_path, _, stubs = sandbox
-    script = "set -euo pipefail\ntmp=$(mktemp -d)\n" + install._FUNCTIONS + call + "\n"
+    script = "set -euo pipefail\ntmp=$(mktemp -d)\n" + binaries._FUNCTIONS + call + "\n"
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"}
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
 

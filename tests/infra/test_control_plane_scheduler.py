@@ -8,9 +8,9 @@ import jsonschema
 import pytest
 import yaml
 
-from infra.config import KUBERNETES_VERSION_PATTERN
+from infra.catalog.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR
+from infra.config.cluster_config import KUBERNETES_VERSION_PATTERN
 from infra.control_plane import paths, scheduler
-from infra.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR
 from tests.infra.control_plane_files import component_flags, files, machines
 
 

@@ -1,4 +1,5 @@
-"""Day-2 rules against the last deploy's outputs (infra/day2.py): refused changes, and docs/day2.md's table."""
+"""Day-2 rules against the last deploy's outputs (infra/day2/deploy_rules.py): refused changes, and docs/day2.md's
+table."""
 
 from __future__ import annotations
 
@@ -6,9 +7,17 @@ import re
 
 import pytest
 
-from infra.config import LOCATION_KEY, parse_config
-from infra.day2 import REFUSED, STAGED, MachineState, check_kubernetes_upgrade, check_live_changes, last_deploy, stage
-from infra.errors import ConfigError
+from infra.config.cluster_config import LOCATION_KEY, parse_config
+from infra.config.errors import ConfigError
+from infra.day2.deploy_rules import (
+    REFUSED,
+    STAGED,
+    MachineState,
+    check_kubernetes_upgrade,
+    check_live_changes,
+    last_deploy,
+    stage,
+)
 from plan.runner import own_stack_name, run_program
 from plan.stackfile import PROJECT_DIR, load_stack_config
 from tests.helpers import raw_config

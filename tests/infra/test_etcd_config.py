@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from infra.etcd.certificates import CA_FILE, PEER_CERT_FILE, PEER_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE
 from infra.etcd.config_file import DATA_DIR, MOUNT_POINT, etcd_config, render_config
-from infra.etcd.pki import CA_FILE, PEER_CERT_FILE, PEER_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE
 from tests.etcd_specs import clusters
 
 

@@ -14,11 +14,14 @@ import pytest
 import yaml
 
 import machine
-from infra import local_disk, machine_image
-from infra.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, custom_data
+from infra.assembly import machine_image
+from infra.boot import local_disk
+from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, custom_data
+from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
+from infra.catalog.versions import ETCD_SHA256, ETCD_VERSION
 from infra.etcd import backup
 from infra.etcd.config_file import CONFIG_PATH, MOUNT_POINT
-from infra.etcd.machine import (
+from infra.etcd.member_machine import (
     BACKUP_TIMER,
     BACKUP_UNIT,
     DISK_UNIT,
@@ -33,8 +36,6 @@ from infra.etcd.machine import (
     member_cloud_init,
     member_tool_source,
 )
-from infra.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
-from infra.versions import ETCD_SHA256, ETCD_VERSION
 from tests.etcd_specs import clusters
 from tests.helpers import require_tool
 

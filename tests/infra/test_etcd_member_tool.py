@@ -11,7 +11,7 @@ import yaml
 
 from infra.etcd import backup, backup_metrics
 from infra.etcd.config_file import etcd_config
-from infra.etcd.machine import tool_settings
+from infra.etcd.member_machine import tool_settings
 from machine.etcd import member as tool
 from tests.etcd_local import free_ports
 from tests.etcd_specs import clusters

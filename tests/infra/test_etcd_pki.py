@@ -2,38 +2,38 @@
 
 from __future__ import annotations
 
-from infra.etcd import pki
-from infra.secret_names import ETCD_CA_CERT, ETCD_PKI_DIR
+from infra.boot.secret_names import ETCD_CA_CERT, ETCD_PKI_DIR
+from infra.etcd import certificates
 from tests.etcd_specs import clusters
 
 
 def test_server_and_peer_certificates_name_the_member_ip():
     _, main, _ = clusters()
     member = main.members[3]
-    for profile in (pki.server_profile(member), pki.peer_profile(member)):
+    for profile in (certificates.server_profile(member), certificates.peer_profile(member)):
         assert profile.ip_addresses == (member.ip,)
         assert profile.dns_names == (member.name,)
         assert {"server_auth", "client_auth"} <= set(profile.allowed_uses)
 
 
 def test_apiserver_client_certificate_is_a_client_only_identity():
-    profile = pki.apiserver_client_profile()
+    profile = certificates.apiserver_client_profile()
     assert "client_auth" in profile.allowed_uses and "server_auth" not in profile.allowed_uses
     assert profile.ip_addresses == () and profile.dns_names == ()
 
 
 def test_ca_signs_and_outlives_its_leaves():
-    ca = pki.ca_profile("prod")
+    ca = certificates.ca_profile("prod")
     assert "cert_signing" in ca.allowed_uses
-    assert ca.validity_hours > pki.LEAF_VALIDITY_HOURS
+    assert ca.validity_hours > certificates.LEAF_VALIDITY_HOURS
     assert ca.early_renewal_hours == 0  # never silently re-issued
-    assert 0 < pki.LEAF_EARLY_RENEWAL_HOURS < pki.LEAF_VALIDITY_HOURS
+    assert 0 < certificates.LEAF_EARLY_RENEWAL_HOURS < certificates.LEAF_VALIDITY_HOURS
 
 
 def test_each_member_fetches_the_ca_and_only_its_own_keys():
     _, main, events = clusters()
     member = main.members[1]
-    files = {f.secret_name: f for f in pki.member_secret_files(member)}
+    files = {f.secret_name: f for f in certificates.member_secret_files(member)}
     assert set(files) == {
         ETCD_CA_CERT,
         "prod-etcd-1-server-crt",
@@ -43,4 +43,4 @@ def test_each_member_fetches_the_ca_and_only_its_own_keys():
     }
     assert all(f.path.startswith(ETCD_PKI_DIR + "/") for f in files.values())
     assert files["prod-etcd-1-server-key"].mode == files["prod-etcd-1-peer-key"].mode == "0600"
-    assert pki.member_secret_name(events.members[1], "peer", "key") == "prod-events-etcd-1-peer-key"
+    assert certificates.member_secret_name(events.members[1], "peer", "key") == "prod-events-etcd-1-peer-key"

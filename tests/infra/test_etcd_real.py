@@ -1,6 +1,6 @@
 """Real etcd members, started from the rendered files, lose their disks and come back as the runbook says.
 
-Three members run on loopback with real TLS (certificates following infra/etcd/pki.py), from
+Three members run on loopback with real TLS (certificates following infra/etcd/certificates.py), from
 the rendered etcd config file and the rendered member tool; snapshots go to a local stand-in
 for Blob storage. The two recoveries of the etcd runbooks (docs/runbooks/) are played end to end:
   1. one member's disk is wiped: it rejoins by itself (prepare) and has every key, including one

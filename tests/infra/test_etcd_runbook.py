@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra.etcd import backup, backup_metrics
-from infra.etcd.machine import BACKUP_UNIT, METRICS_UNIT, NEW_CLUSTER_OVERRIDE_PATH, TOOL_SETTINGS_PATH
+from infra.etcd.member_machine import BACKUP_UNIT, METRICS_UNIT, NEW_CLUSTER_OVERRIDE_PATH, TOOL_SETTINGS_PATH
 from infra.etcd.membership_change import RUNBOOK
 from plan.stackfile import PROJECT_DIR
 

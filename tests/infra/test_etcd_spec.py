@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from infra.boot.secret_names import APISERVER_ETCD_CLIENT_FILES
 from infra.etcd.spec import apiserver_etcd_flags, etcd_servers, events_override
-from infra.secret_names import APISERVER_ETCD_CLIENT_FILES
 from tests.etcd_specs import clusters
 
 

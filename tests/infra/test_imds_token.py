@@ -10,7 +10,7 @@ import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from infra.secrets import _IMDS_TOKEN_SOURCE
+from infra.boot.secrets import _IMDS_TOKEN_SOURCE
 
 
 class FakeImds(BaseHTTPRequestHandler):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import traffic_accounting as node_accounting
 from infra.addons import traffic_accounting
+from infra.network import traffic_counters as node_accounting
 from tests.helpers import require_tool
 from tests.infra.addon_fixtures import find, groups_for
 

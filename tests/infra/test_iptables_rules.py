@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from infra.addressing import plan_addresses
-from infra.cloudinit import CloudConfig
-from infra.iptables import Ruleset, apply_script, render_restore
+from infra.boot.cloudinit import CloudConfig
 from infra.nat_hosts import SYSCTL_PATH, add_nat_host, nat_ruleset
-from infra.traffic_accounting import accounting_ruleset, traffic_classes
+from infra.network.addressing import plan_addresses
+from infra.network.iptables import Ruleset, apply_script, render_restore
+from infra.network.traffic_counters import accounting_ruleset, traffic_classes
 from tests.helpers import parsed, require_tool
 
 # The second stage of scripts/test.sh (tens of seconds): the rendered rules loaded into network namespaces.

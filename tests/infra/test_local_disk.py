@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import machine
-from infra import local_disk
+from infra.boot import local_disk
 from machine.shared import local_disk as program
 
 MODEL = local_disk.NVME_MODEL_PREFIX

@@ -13,7 +13,7 @@ import yaml
 
 from infra.addons.monitoring import rules
 from infra.etcd.backup_metrics import LAST_SUCCESS_METRIC
-from infra.labels import GPU_STARTUP_TAINT_KEY
+from infra.facts.labels import GPU_STARTUP_TAINT_KEY
 from tests.helpers import PROJECT_DIR, monitoring_tool
 from tests.infra.addon_fixtures import rule_files_of, spec_for
 

@@ -1,5 +1,5 @@
 """Every Azure name the program derives obeys Azure's naming rule for its resource type
-(infra/naming.py NAME_RULES), and a cluster name that would break one stops validation with one line."""
+(infra/config/naming.py NAME_RULES), and a cluster name that would break one stops validation with one line."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra import naming
-from infra.config import CLUSTER_NAME_PATTERN, POOL_NAME_PATTERN
-from infra.errors import ConfigError
-from infra.images import CACHE_PREFIXES
+from infra.catalog.image_refs import CACHE_PREFIXES
+from infra.config import naming
+from infra.config.cluster_config import CLUSTER_NAME_PATTERN, POOL_NAME_PATTERN
+from infra.config.errors import ConfigError
 from tests.helpers import parsed
 
 # One name each rule refuses, and what the one-line message says about it.

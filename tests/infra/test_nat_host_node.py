@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import yaml
 
-from infra.addressing import plan_addresses
-from infra.cloudinit import render
+from infra.boot.cloudinit import render
 from infra.nat_hosts import NAT_HOST_MAX_PODS, NAT_HOST_TAINTS, nat_host_cloud_config
+from infra.network.addressing import plan_addresses
+from infra.network.traffic_counters import boot_steps
 from infra.node import kubelet
-from infra.traffic_accounting import boot_steps
 from tests.helpers import parsed
 
 

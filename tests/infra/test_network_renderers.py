@@ -7,14 +7,14 @@ import subprocess
 
 import pytest
 
-from infra.addressing import plan_addresses
-from infra.cloudinit import CloudConfig, render
-from infra.config import parse_config
-from infra.egress import machines_in_vnet, nat_gateways
-from infra.hub import example_hub_outputs, parse_hub_outputs
-from infra.iptables import Chain, Rule, render_restore
+from infra.boot.cloudinit import CloudConfig, render
+from infra.config.cluster_config import parse_config
 from infra.nat_hosts import NAT_HOST_TAINTS, SYSCTL_PATH, nat_host_cloud_config, sysctls
-from infra.traffic_accounting import accounting_ruleset, add_traffic_accounting
+from infra.network.addressing import plan_addresses
+from infra.network.egress import machines_in_vnet, nat_gateways
+from infra.network.hub import example_hub_outputs, parse_hub_outputs
+from infra.network.iptables import Chain, Rule, render_restore
+from infra.network.traffic_counters import accounting_ruleset, add_traffic_accounting
 from tests.helpers import parsed, raw_config, require_tool
 
 DEV_CONFIG = parsed("dev")

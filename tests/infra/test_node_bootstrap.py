@@ -9,14 +9,14 @@ import pytest
 import yaml
 
 import machine
-from infra import local_disk
-from infra.cloudinit import CloudConfig, custom_data, render
-from infra.config import Taint
-from infra.labels import ROLE_CPU, ROLE_GPU, node_labels
-from infra.node import NodeSpec, containerd, gpu, images, kube_proxy, kubelet, node_cloud_config, sysctls
+from infra.boot import local_disk
+from infra.boot.cloudinit import CloudConfig, custom_data, render
+from infra.boot.secret_names import NODE_JOIN_FILES
+from infra.config.cluster_config import Taint
+from infra.facts.labels import ROLE_CPU, ROLE_GPU, node_labels
+from infra.node import NodeSpec, containerd, gpu, kube_proxy, kubelet, node_cloud_config, pinned_images, sysctls
 from infra.node.kubelet_fields import unknown_fields
-from infra.node.local_disk import LocalDisks
-from infra.secret_names import NODE_JOIN_FILES
+from infra.node.state_disk import LocalDisks
 
 
 def spec(**changes) -> NodeSpec:
@@ -194,7 +194,7 @@ def test_sandbox_image_is_the_preloaded_pinned_pause_image():
     preload = json.loads(files(spec())["/etc/supercluster/preload-images.json"])
     assert preload["images"][0] == {
         "source": "registry.k8s.io/pause:3.10",
-        "archive": images.archive_path("registry.k8s.io/pause:3.10"),
+        "archive": pinned_images.archive_path("registry.k8s.io/pause:3.10"),
         "cached": "prodacr123456.azurecr.io/k8s/pause:3.10",
     }
     assert preload["images"][1]["cached"] == "prodacr123456.azurecr.io/nvcr/nvidia/pytorch:24.05-py3"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import machine
-from infra.cloudinit import render
+from infra.boot.cloudinit import render
 from infra.node import cni, containerd, node_cloud_config
 from tests.helpers import require_tool
 from tests.infra.test_node_bootstrap import spec
@@ -44,7 +44,7 @@ def test_every_rendered_node_cloud_init_passes_the_schema(dev_plan, prod_plan, t
 
 
 def test_temp_disk_node_cloud_init_passes_the_schema(tmp_path):
-    from infra.node.local_disk import LocalDisks
+    from infra.node.state_disk import LocalDisks
 
     tool = require_tool("cloud-init")
     path = tmp_path / "cpu.yaml"

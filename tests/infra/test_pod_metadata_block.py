@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from infra.labels import CLOUD_IDENTITY_UID
+from infra.facts.labels import CLOUD_IDENTITY_UID
 from infra.node import cni
 from plan.artifacts import collect_files
 from tests.helpers import require_tool

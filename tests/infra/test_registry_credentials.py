@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 import machine
-from infra.node import images, kubelet
+from infra.node import kubelet, pinned_images
 from tests.infra.test_node_bootstrap import files, spec
 
 PLUGIN = machine.path("node/acr-credential-provider.py")
@@ -34,7 +34,7 @@ def test_kubelet_asks_the_plugin_for_the_clusters_registry_only():
     path = f"{kubelet.CREDENTIAL_PROVIDER_DIR}/{kubelet.CREDENTIAL_PROVIDER}"
     assert rendered[path] == PLUGIN.read_text()
     # The preload asks the very same plugin.
-    assert json.loads(rendered[images.MANIFEST_PATH])["credential_provider"] == path
+    assert json.loads(rendered[pinned_images.MANIFEST_PATH])["credential_provider"] == path
 
 
 class _Exchange(BaseHTTPRequestHandler):

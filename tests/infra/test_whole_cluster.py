@@ -1,4 +1,4 @@
-"""The whole-cluster check (infra/whole_cluster.py): for each category a seeded combination of valid
+"""The whole-cluster check (infra/cluster/whole_cluster.py): for each category a seeded combination of valid
 values that plans a cluster that cannot work, refused in one line naming the key, and a valid neighbour
 that still plans. Then the mechanism itself on a made-up add-on and pool kind: no new rule needed."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from infra.assembly import Cluster, assemble
-from infra.cluster import build_cluster_spec
-from infra.config import Taint
-from infra.errors import NAMESPACE, ConfigError
-from infra.whole_cluster import NodeKind, Workload, check_cluster
+from infra.assembly.desired_cluster import Cluster, assemble
+from infra.cluster.cluster_spec import build_cluster_spec
+from infra.cluster.whole_cluster import NodeKind, Workload, check_cluster
+from infra.config.cluster_config import Taint
+from infra.config.errors import NAMESPACE, ConfigError
 from plan.stackfile import apply_override, namespace_values
 from tests.helpers import raw_config
 
@@ -47,6 +47,13 @@ CASES = {
     "GPUs nobody advertises": (
         ("addons.nvidiaDevicePlugin.enabled=false",),
         "nodePools[0] = 'pool gpu': expected a DaemonSet providing resource:nvidia.com/gpu on its nodes",
+        (),
+    ),
+    "a start-up taint nobody lifts": (
+        ("addons.gpuHealthCheck.enabled=false",),
+        "nodePools[0] = 'pool gpu': expected a DaemonSet providing lifts-taint:supercluster.io/gpu-unhealthy on its "
+        "nodes: 8 workload pod(s) (nvidia.com/gpu: 1, rdma/ib: 1) cannot run (taint "
+        "supercluster.io/gpu-unhealthy=true:NoSchedule not tolerated)",
         (),
     ),
     "InfiniBand nobody advertises": (

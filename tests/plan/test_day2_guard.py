@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from infra.day2 import ETCD_ROLES, MACHINE_ROLE_TAG
+from infra.day2.deploy_rules import ETCD_ROLES, MACHINE_ROLE_TAG
 from infra.etcd.spec import EVENTS, MAIN
 from plan.__main__ import EXIT_CHANGED, EXIT_DANGER, exit_code
 from plan.diff import SCALE_SET_TYPE, VM_TYPE, Plan, diff_plans

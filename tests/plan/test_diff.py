@@ -11,7 +11,7 @@ import pulumi
 import pytest
 
 from components import declare
-from infra import cloudinit
+from infra.boot import cloudinit
 from plan.__main__ import EXIT_CHANGED, EXIT_DANGER, EXIT_OK, exit_code
 from plan.artifacts import plan_files, write_plan
 from plan.diff import changed_paths, diff_plans, load_plan

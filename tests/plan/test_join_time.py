@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra import join_time
+from infra.node import join_time
 from plan.critical_path import TYPICAL_CREATE_SECONDS
 from plan.stackfile import PROJECT_DIR
 
@@ -36,7 +36,7 @@ def test_the_published_totals():
 
 
 def test_the_plan_summary_prints_it_beside_the_critical_path(dev_plan):
-    from infra.addressing import plan_addresses
+    from infra.network.addressing import plan_addresses
     from plan.summary import render_summary
     from tests.helpers import parsed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from plan.stack_yaml import load_file, load_text
 from plan.stackfile import apply_override, load_stack_config, parse_path, path_value
 

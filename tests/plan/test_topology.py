@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from infra.addressing import plan_addresses
-from infra.config import LOCATION_KEY, ClusterConfig, parse_config
-from infra.day2 import APISERVER_ROLE, ETCD_ROLES, MACHINE_ROLE_TAG, NAT_HOST_ROLE
-from infra.sizing import shards
+from infra.config.cluster_config import LOCATION_KEY, ClusterConfig, parse_config
+from infra.config.sizing import shards
+from infra.day2.deploy_rules import APISERVER_ROLE, ETCD_ROLES, MACHINE_ROLE_TAG, NAT_HOST_ROLE
+from infra.network.addressing import plan_addresses
 from plan import topology
 from plan.diff import VM_TYPE, Plan, diff_plans
 from plan.diff_report import render_diff

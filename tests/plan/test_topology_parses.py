@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.addressing import plan_addresses
+from infra.network.addressing import plan_addresses
 from plan.__main__ import EXIT_CHANGED, main
 from plan.artifacts import plan_files, write_plan
 from plan.stackfile import PROJECT_DIR

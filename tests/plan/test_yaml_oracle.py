@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
 from plan.stack_yaml import load_text
 from plan.stackfile import PROJECT_DIR
 from tests.helpers import require_tool

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra import naming
 from infra.addons import _containers, images
-from infra.images import CACHE_PREFIXES
+from infra.catalog.image_refs import CACHE_PREFIXES
+from infra.config import naming
 from plan.artifacts import kubernetes_object
 from tests.helpers import parsed
 

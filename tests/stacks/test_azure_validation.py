@@ -310,7 +310,7 @@ def test_violation_reads_as_one_line():
 
 # --------------------------------------------------------------------------- names, as the plan sends them
 
-NAMED = {  # type: [(input path, its rule in infra.naming.NAME_RULES)]
+NAMED = {  # type: [(input path, its rule in infra.config.naming.NAME_RULES)]
     "resources:ResourceGroup": [("resourceGroupName", "resource group")],
     "keyvault:Vault": [("vaultName", "key vault")],
     "keyvault:Secret": [("secretName", "key vault secret")],
@@ -342,7 +342,7 @@ NAMED = {  # type: [(input path, its rule in infra.naming.NAME_RULES)]
 
 
 def test_every_name_the_plan_sends_obeys_azures_naming_rule(stack_resources):
-    from infra.naming import NAME_RULES
+    from infra.config.naming import NAME_RULES
 
     checked, problems = set(), []
     for token, name, inputs in stack_resources:
@@ -365,7 +365,7 @@ def test_every_name_the_plan_sends_obeys_azures_naming_rule(stack_resources):
 
 
 def test_the_documented_naming_rules_are_the_ones_checked():
-    from infra.naming import NAME_RULES
+    from infra.config.naming import NAME_RULES
 
     assert documented_rows("names") == [
         f"| {key} | `{r.entity}` | {r.min_length}-{r.max_length} | "

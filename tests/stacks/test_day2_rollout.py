@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from components.machines import IMAGE_PATH
-from infra.day2 import APISERVER_ROLE, NAT_HOST_ROLE, ROLLOUT_OUTPUT
-from infra.errors import ConfigError
+from infra.config.errors import ConfigError
+from infra.day2.deploy_rules import APISERVER_ROLE, NAT_HOST_ROLE, ROLLOUT_OUTPUT
 from plan.__main__ import EXIT_CHANGED, EXIT_OK, exit_code
 from plan.diff import SCALE_SET_TYPE, VM_TYPE, diff_plans
 from tests.conftest import as_plan, deploy_after, plan_stack
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 # dev with prod's shape where it matters here: several apiservers and NAT hosts.
 SHAPE = ("controlPlane.apiservers=3", "network.natHosts.count=3")
 AUTOSCALER = "kubernetes:apps/v1:Deployment"
-# A new release's binaries come in a new machine image (infra/machine_image.py refuses a reused version).
+# A new release's binaries come in a new machine image (infra/assembly/machine_image.py refuses a reused version).
 NEW_IMAGE = "machineImageVersion=1.1.0"
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config import parse_config
-from infra.errors import ConfigError
+from infra.config.cluster_config import parse_config
+from infra.config.errors import ConfigError
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS, check_member_changes, previous_members
 from infra.etcd.spec import EVENTS, MAIN
 from plan.__main__ import EXIT_BAD_INPUT, main

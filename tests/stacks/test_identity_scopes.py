@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from infra import naming
-from infra.labels import POOL_LABEL, ROLE_SYSTEM
-from infra.sizing import shards
+from infra.config import naming
+from infra.config.sizing import shards
+from infra.facts.labels import POOL_LABEL, ROLE_SYSTEM
 from plan.runner import ProgramRun
 from tests.helpers import parsed
 

@@ -14,10 +14,8 @@ import pytest
 import yaml
 
 from infra.addons import rdma_device_plugin
-from infra.cluster import build_cluster_spec
-from infra.facts.tags import LABEL_PREFIX as LABEL_TAG_PREFIX
-from infra.jobs import NCCL_ENV, infiniband_job
-from infra.labels import (
+from infra.cluster.cluster_spec import build_cluster_spec
+from infra.facts.labels import (
     GPU_COUNT_LABEL,
     GPU_RESOURCE,
     INFINIBAND_DOMAIN_LABEL,
@@ -25,8 +23,10 @@ from infra.labels import (
     POOL_LABEL,
     RDMA_RESOURCE,
 )
+from infra.facts.tags import LABEL_PREFIX as LABEL_TAG_PREFIX
 from infra.node.pool import encode_tag_key
 from plan.artifacts import cloud_init_files, kubernetes_object
+from plan.infiniband_job import NCCL_ENV, infiniband_job
 from tests.helpers import raw_stack
 from tests.stacks.test_node_vocabulary import fits, registered_nodes
 

@@ -12,8 +12,8 @@ import pytest
 
 from components.identities import READER_ROLE, VIRTUAL_MACHINE_CONTRIBUTOR_ROLE
 from components.secret_store import KEY_VAULT_SECRETS_USER_ROLE
-from infra.secrets import FETCH_SCRIPT_PATH
-from infra.vm_sizes import VM_SIZES
+from infra.boot.secrets import FETCH_SCRIPT_PATH
+from infra.catalog.vm_sizes import VM_SIZES
 from plan.artifacts import collect_files
 from plan.runner import ProgramRun
 

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from infra import machine_image
+from infra.assembly import machine_image
 from tests.helpers import parsed
 
 VM = "azure-native:compute:VirtualMachine"

@@ -1,7 +1,7 @@
 """The network both real stacks declare: who can reach what, egress, peerings, the hub route.
 
 dev creates its hub (network.hub.addressSpace); prod peers to another team's hub
-(network.hub.stack), answered in the plan by the example outputs of ``infra/hub.py``.
+(network.hub.stack), answered in the plan by the example outputs of ``infra/network/hub.py``.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from infra.addressing import AddressPlan, plan_addresses
-from infra.config import ClusterConfig
+from infra.config.cluster_config import ClusterConfig
 from infra.control_plane import controller_manager, scheduler
 from infra.etcd.spec import METRICS_PORT
-from infra.hub import example_hub_outputs
-from infra.network_security import monitoring_pools
+from infra.network.addressing import AddressPlan, plan_addresses
+from infra.network.hub import example_hub_outputs
+from infra.network.security_groups import monitoring_pools
 from plan.runner import ProgramRun
 from tests.conftest import plan_stack
 from tests.helpers import cluster_subnets, parsed

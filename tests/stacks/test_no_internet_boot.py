@@ -15,7 +15,7 @@ every file and unit in it, and fails on any URL, host name or image registry tha
   this test checks in that manifest);
 - Entra ID token audiences, which a machine names when it asks IMDS for a token and never connects to;
 - the names of the images every node holds before kubelet starts (the pause image and ``images.preload``),
-  which come from the machine image's archives (infra/node/images.py) and are never pulled by that name.
+  which come from the machine image's archives (infra/node/pinned_images.py) and are never pulled by that name.
 It also fails on any instruction that makes cloud-init fetch packages (``packages``, ``apt``, ``snap``).
 """
 
@@ -28,10 +28,10 @@ import re
 import pytest
 import yaml
 
-from infra import naming
+from infra.catalog.image_refs import CACHE_PREFIXES
+from infra.config import naming
 from infra.etcd.backup import storage_account_name
-from infra.images import CACHE_PREFIXES
-from infra.node import images as node_images
+from infra.node import pinned_images as node_images
 from infra.node.pool import preload_images
 from plan.artifacts import VM_TYPES, cloud_init_files, custom_data_of
 from tests.helpers import parsed

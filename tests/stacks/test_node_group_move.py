@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from infra import naming
-from infra.errors import ConfigError
-from infra.node_group import check_scale_sets_stay, previous_scale_set_groups
+from infra.config import naming
+from infra.config.errors import ConfigError
+from infra.day2.node_group import check_scale_sets_stay, previous_scale_set_groups
 from plan import runner
 from plan.stackfile import load_stack_config
 from tests.conftest import azure_declared_before_refusal

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from infra.addons.k8s import pod_templates
-from infra.config import Taint
-from infra.labels import GPU_STARTUP_TAINT_KEY
-from infra.whole_cluster import unmatched
+from infra.cluster.whole_cluster import unmatched
+from infra.config.cluster_config import Taint
+from infra.facts.labels import GPU_STARTUP_TAINT_KEY
 from plan.artifacts import cloud_init_files, kubernetes_object
 
 KUBELET_UNIT = "/etc/systemd/system/kubelet.service"
@@ -44,7 +44,7 @@ def registered_nodes(run) -> dict[str, tuple[dict[str, str], list[dict]]]:
 
 def fits(pod: dict, labels: dict[str, str], taints: list[dict]) -> bool:
     """The scheduler's node-level predicates, as the plan's whole-cluster check applies them
-    (``infra.whole_cluster.unmatched``). The GPU start-up taint counts as lifted: the health check removes it
+    (``infra.cluster.whole_cluster.unmatched``). The GPU start-up taint counts as lifted: the health check removes it
     from healthy nodes, and only what must run before that (checks, agents) tolerates it."""
     lasting = [Taint(**t) for t in taints if t["key"] != GPU_STARTUP_TAINT_KEY]
     return unmatched(pod, labels, lasting) is None

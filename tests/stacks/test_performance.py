@@ -11,7 +11,7 @@ import pulumi
 import pytest
 import yaml
 
-from infra import cloudinit, yaml_text
+from infra.boot import cloudinit, yaml_text
 from plan.artifacts import custom_data_of, plan_files, write_plan
 from plan.diff import load_plan
 from plan.runner import run_declarations

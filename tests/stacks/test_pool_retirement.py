@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from infra.config import parse_config
-from infra.errors import ConfigError
-from infra.pool_retirement import check_pool_removals, previous_pools
+from infra.config.cluster_config import parse_config
+from infra.config.errors import ConfigError
+from infra.day2.pool_retirement import check_pool_removals, previous_pools
 from plan import runner
 from plan.__main__ import EXIT_BAD_INPUT, EXIT_DANGER, main
 from plan.artifacts import plan_files, write_plan

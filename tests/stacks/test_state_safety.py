@@ -129,7 +129,7 @@ NEW_POOL = (
 )
 NODES = r"pool-\w+-s\d{3}"
 VMS = r"(control-plane-vm|etcd|events-etcd|nat-hosts)-\d+-vm"
-IMAGE_TEMPLATES = r"images-(cpu|gpu)-template"  # what the machine images carry (infra/machine_image.py)
+IMAGE_TEMPLATES = r"images-(cpu|gpu)-template"  # what the machine images carry (infra/assembly/machine_image.py)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class Change:
 
 
 # etcd's metrics port, and the controller-manager's and scheduler's on the apiservers, open to the
-# monitoring pools' subnets (infra/network_security.py): a CPU pool's subnets changing, or a new CPU
+# monitoring pools' subnets (infra/network/security_groups.py): a CPU pool's subnets changing, or a new CPU
 # pool, updates both etcd NSGs' and the apiserver NSG's allow rule in place.
 MONITORED_NSGS = r"((events-)?etcd|apiserver)-nsg"
 

@@ -14,9 +14,9 @@ Node agents live in kube-system, the one namespace Pod Security exempts for agen
 from __future__ import annotations
 
 from infra.addons import images, k8s
-from infra.addons.labels import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.addons.monitoring.shards import DCGM_EXPORTER_PORT, NODE_EXPORTER_PORT
-from infra.labels import GPU_PRESENT_LABEL
+from infra.addons.shared_names import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
+from infra.facts.labels import GPU_PRESENT_LABEL
 
 NODE_EXPORTER = "node-exporter"
 DCGM_EXPORTER = "dcgm-exporter"

@@ -9,9 +9,9 @@ keeping (an emptyDir). It is reached with ``kubectl port-forward`` (a ClusterIP 
 from __future__ import annotations
 
 from infra.addons import images, k8s
-from infra.addons.labels import SYSTEM_PRIORITY
 from infra.addons.monitoring import dashboards
 from infra.addons.monitoring.rules import dump
+from infra.addons.shared_names import SYSTEM_PRIORITY
 
 NAME = "grafana"
 PORT = 3000  # Grafana's http_port default

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import yaml_text
+from infra.boot import yaml_text
 from infra.etcd import backup, backup_metrics
-from infra.labels import GPU_STARTUP_TAINT_KEY, ROLE_NAT_HOST
-from infra.traffic_accounting import AZURE_PLATFORM
+from infra.facts.labels import GPU_STARTUP_TAINT_KEY, ROLE_NAT_HOST
+from infra.network.traffic_counters import AZURE_PLATFORM
 
 CONTROL_PLANE_FILE = "control-plane.yaml"
 NODES_FILE = "nodes.yaml"

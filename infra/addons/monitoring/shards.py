@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.addons.monitoring import rules
-from infra.labels import GPU_PRESENT_LABEL, POOL_LABEL, ROLE_LABEL
+from infra.facts.labels import GPU_PRESENT_LABEL, POOL_LABEL, ROLE_LABEL
 
 ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Ports: node-exporter's registered default (prometheus/prometheus wiki "Default port allocations");

@@ -1,5 +1,5 @@
 // Command kube-scheduler is the upstream scheduler with the scheduler-plugins Coscheduling
-// plugin registered, the build the control plane runs (infra/versions.py
+// plugin registered, the build the control plane runs (infra/catalog/versions.py
 // SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR): the rendered KubeSchedulerConfiguration names
 // Coscheduling as a queue-sort plugin, which the stock scheduler refuses.
 package main

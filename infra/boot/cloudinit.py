@@ -1,0 +1,91 @@
+"""cloud-init user data: the one channel through which a VM receives its files.
+
+A role builds a ``CloudConfig`` (files, commands, disk setup) from plain values;
+``render`` serialises it with a real YAML serialiser and ``custom_data`` encodes it
+for Azure and enforces Azure's size limit. Nothing secret may be put here: Azure
+keeps customData in the VM model in the clear, so secrets come from Key Vault at
+boot (see ``infra.boot.secrets``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from infra.boot import yaml_text
+
+# Azure rejects customData longer than 87,380 base64 characters ("must be in Base64 encoding
+# and with a maximum length of 87380 characters", kubernetes-sigs/cloud-provider-azure#581).
+MAX_CUSTOM_DATA_BASE64_CHARS = 87_380
+
+
+@dataclass(frozen=True)
+class File:
+    path: str
+    content: str
+    permissions: str = "0644"
+    owner: str = "root:root"
+
+
+@dataclass
+class CloudConfig:
+    """The parts of #cloud-config that supercluster uses, in the order cloud-init runs them."""
+
+    files: list[File] = field(default_factory=list)
+    bootcmd: list[list[str] | str] = field(default_factory=list)  # every boot, early
+    runcmd: list[list[str] | str] = field(default_factory=list)  # first boot, last
+    # Debian packages the machine's boot scripts use. Declared, never rendered: cloud-init would fetch
+    # them from the Ubuntu archive at boot; the machine image carries them (infra/assembly/machine_image.py).
+    packages: list[str] = field(default_factory=list)
+    apt_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    # cloud-init "mounts" entries; ["ephemeral0"] (no mount point) stops cloud-init mounting Azure's temp disk at /mnt.
+    mounts: list[list[str]] = field(default_factory=list)
+
+    def add(self, path: str, content: str, permissions: str = "0644") -> None:
+        if any(existing.path == path for existing in self.files):
+            raise ValueError(f"cloud-init: {path} is written twice")
+        self.files.append(File(path, content, permissions))
+
+
+def render(config: CloudConfig) -> str:
+    document: dict[str, Any] = {}
+    if config.apt_sources:
+        document["apt"] = {"sources": config.apt_sources}
+    if config.bootcmd:
+        document["bootcmd"] = list(config.bootcmd)
+    if config.mounts:
+        document["mounts"] = [list(entry) for entry in config.mounts]
+    if config.files:
+        document["write_files"] = [
+            {"path": f.path, "owner": f.owner, "permissions": f.permissions, "content": f.content}
+            for f in sorted(config.files, key=lambda f: f.path)
+        ]
+    if config.runcmd:
+        document["runcmd"] = list(config.runcmd)
+    return dump(document)
+
+
+def dump(document: dict[str, Any], dumper: type[yaml.SafeDumper] = yaml_text.LiteralBlockDumper) -> str:
+    """A #cloud-config document as text, multi-line strings as literal blocks (reads like the files)."""
+    body = yaml.dump(document, Dumper=dumper, sort_keys=False, width=4096, default_flow_style=False)
+    return "#cloud-config\n" + body
+
+
+def custom_data(text: str, what: str) -> str:
+    """Base64 for Azure's customData; refuses anything Azure would refuse."""
+    encoded = base64.b64encode(text.encode()).decode()
+    if len(encoded) > MAX_CUSTOM_DATA_BASE64_CHARS:
+        raise ValueError(
+            f"{what}: cloud-init is {len(encoded)} base64 characters, over Azure's "
+            f"customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS}"
+        )
+    return encoded
+
+
+def fingerprint(text: str) -> str:
+    """A short digest of rendered cloud-init, tagged on machines so a preview shows model changes."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

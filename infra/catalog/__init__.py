@@ -1,0 +1,1 @@
+"""What the program builds from: pinned versions, the Azure VM sizes it knows, container image references."""
