@@ -13,7 +13,7 @@ import pytest
 from infra.addons import monitoring
 from infra.addons.monitoring import rules
 from infra.addons.monitoring.shards import KUBELET_PORT
-from infra.labels import ROLE_LABEL, ROLE_SYSTEM
+from infra.facts.labels import ROLE_LABEL, ROLE_SYSTEM
 from tests.e2e.cluster import Cluster, boot
 from tests.e2e.hosts import wait_for
 from tests.e2e.prometheus import Shard, replica_name, start_shard
