@@ -20,13 +20,14 @@ from components.node_pool import NodePool
 from components.secret_store import SecretStore
 from components.stack_config import load_cluster
 from infra.addons import images as addon_images
+from infra.addons import monitoring
 from infra.assembly import machine_image
 from infra.assembly.desired_cluster import DeployTime
 from infra.assembly.machine_image import DEDICATED_KIND, kind_of_pool
 from infra.catalog.image_refs import cache_prefixes
 from infra.config import naming
 from infra.config.sizing import shards
-from infra.day2.deploy_rules import ROLLOUT_OUTPUT
+from infra.day2.deploy_rules import MONITORING_OUTPUT, ROLLOUT_OUTPUT
 from infra.etcd.backup import account_url
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import MAIN
@@ -240,7 +241,6 @@ export_cluster_contract(
     subnet_ids=network.subnet_ids,
     scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},
     ca_certificate=control_plane.ca_cert_pem,
-    admin_kubeconfig=control_plane.admin_kubeconfig,
     etcd_backup_storage_account_id=etcd_backups.account.id,
     etcd_backup_container_url=f"{account_url(config.cluster_name)}/{etcd_clusters[MAIN].spec.backup_container}",
 )
@@ -267,6 +267,8 @@ pulumi.export(
         "nodeMachineImageVersion": spec.node_machine_image_version,
     },
 )
+# The node Prometheus shards, kept by the next deploy while they hold the pools (infra/addons/monitoring).
+pulumi.export(MONITORING_OUTPUT, monitoring.deploy_output(spec.addons.monitoring, spec.config))
 # Also the last deploy's member counts for the next one (infra/etcd/membership_change.py).
 for role, output_name in CLIENT_URL_OUTPUTS.items():
     pulumi.export(output_name, etcd_clusters[role].client_urls)

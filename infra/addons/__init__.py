@@ -68,9 +68,11 @@ class AddonSettings:
     monitoring: monitoring.Settings
 
 
-def parse_addon_settings(config: ClusterConfig) -> AddonSettings:
-    """Every add-on's settings (enabled or not, so a typo never waits for the day it is enabled)."""
+def parse_addon_settings(config: ClusterConfig, last_node_shards: int | None = None) -> AddonSettings:
+    """Every add-on's settings (enabled or not, so a typo never waits for the day it is enabled).
+    ``last_node_shards``: the node Prometheus shards the last deploy ran (``LastDeploy.monitoring_node_shards``)."""
     settings = {attr: module.parse(getattr(config.addons, attr).settings, config) for attr, module in MODULES.items()}
+    settings["monitoring"] = monitoring.sized(settings["monitoring"], config, last_node_shards)
     _check_dependencies(config)
     return AddonSettings(**settings)
 

@@ -54,7 +54,7 @@ def build_cluster_spec(
     return ClusterSpec(
         config=config,
         addresses=plan_addresses(config),
-        addons=parse_addon_settings(config),
+        addons=parse_addon_settings(config, last.monitoring_node_shards),
         last_deploy=last,
         node_kubernetes_version=node_version,
         node_machine_image_version=node_machine_image_version(last, config, node_version),

@@ -40,6 +40,9 @@ RESTARTING_VM_INPUTS = ("hardwareProfile.vmSize", "securityProfile.encryptionAtH
 ROLLOUT_OUTPUT = "rollout"  # not part of the contract: this program's own record of what each machine runs
 # Also the program's own: which machine image version the deploy built, with what (infra/assembly/machine_image.py).
 MACHINE_IMAGES_OUTPUT = "machineImages"
+# The node Prometheus shards this deploy runs (``{"nodeShards": n}``): the next deploy keeps the count while it
+# still holds the pools' maxNodes, so resizing a pool restarts no shard (infra/addons/monitoring).
+MONITORING_OUTPUT = "monitoring"
 
 
 @dataclass(frozen=True)
@@ -87,18 +90,30 @@ class LastDeploy:
     # The machine image version the nodes' scale-set models and the NAT hosts booted (the ``rollout`` output).
     node_machine_image_version: str | None = None
     built_image_version: str | None = None  # the ``machineImages`` output's version
+    monitoring_node_shards: int | None = None  # the ``monitoring`` output's node shard count
 
     @property
     def exists(self) -> bool:
         return self.cluster_name is not None
 
 
-def _text(mapping: Any, *path: str) -> str | None:
+def _at(mapping: Any, *path: str) -> Any:
     for key in path:
         if not isinstance(mapping, Mapping):
             return None
         mapping = mapping.get(key)
-    return mapping if isinstance(mapping, str) else None
+    return mapping
+
+
+def _text(mapping: Any, *path: str) -> str | None:
+    value = _at(mapping, *path)
+    return value if isinstance(value, str) else None
+
+
+def _count(mapping: Any, *path: str) -> int | None:
+    value = _at(mapping, *path)
+    # Pulumi carries numbers as doubles: infra/day2/previous_outputs.py checked it is a whole number.
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def last_deploy(outputs: Mapping[str, Any] | None) -> LastDeploy:
@@ -128,6 +143,7 @@ def last_deploy(outputs: Mapping[str, Any] | None) -> LastDeploy:
         node_kubernetes_version=_text(rollout, "nodeKubernetesVersion"),
         node_machine_image_version=_text(rollout, "nodeMachineImageVersion"),
         built_image_version=_text(outputs, MACHINE_IMAGES_OUTPUT, "version"),
+        monitoring_node_shards=_count(outputs, MONITORING_OUTPUT, "nodeShards"),
         cluster_name=_text(cluster, "clusterName"),
         location=_text(cluster, "location"),
         kubernetes_version=_text(cluster, "kubernetesVersion"),

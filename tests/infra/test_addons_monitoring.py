@@ -7,6 +7,7 @@ import json
 import math
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -80,10 +81,37 @@ def test_prod_is_split_into_shards_derived_from_max_nodes_and_the_series_bound()
     spec = spec_for("prod")
     per_node = sum(job.sample_limit for job in shards.node_jobs(9253, 9119))
     assert monitoring.series_per_node(spec.config) == per_node == 5_200
-    expected = math.ceil(spec.config.max_nodes_total * per_node / monitoring.Settings().series_per_shard)
-    assert spec.config.max_nodes_total == 7_500 and expected == 10
+    budget = monitoring.Settings().series_per_shard
+    assert spec.config.max_nodes_total == 7_500 and math.ceil(7_500 * per_node / budget) == 10  # needed
+    # A first deploy sizes for a quarter more nodes than maxNodes: 9,375 x 5,200 / 4,000,000 -> 13.
+    expected = math.ceil(math.ceil(7_500 * monitoring.SHARD_HEADROOM) * per_node / budget)
+    assert expected == 13
     assert shard_names_of(spec) == ["control-plane", *(f"nodes-{i}" for i in range(expected))]
     assert shard_names_of(spec_for("dev")) == ["control-plane", "nodes-0"]
+
+
+@pytest.mark.parametrize(
+    ("max_nodes", "last", "expected"),
+    [
+        (7_500, None, 13),  # first deploy: sized for 9,375 nodes
+        (8_500, 13, 13),  # grown by 1,000: the 13 still hold it (11.05 needed), nothing re-partitioned
+        (5_000, 13, 13),  # shrunk: kept (fewer shards would re-partition every node too)
+        (10_500, 13, 18),  # outgrown (13.65 needed): re-sized with headroom, 13,125 nodes -> 18
+        (7_500, 9, 13),  # a count that no longer holds maxNodes is never kept
+    ],
+)
+def test_node_shards_outlive_resizes_inside_what_the_last_count_holds(max_nodes, last, expected):
+    config = spec_for("prod").config
+    pools = [replace(p, max_nodes=0, min_nodes=0) for p in config.node_pools]
+    pools[0] = replace(config.node_pools[0], max_nodes=max_nodes, min_nodes=0)
+    config = replace(config, node_pools=tuple(pools))
+    assert config.max_nodes_total == max_nodes
+    assert monitoring.planned_node_shards(monitoring.Settings(), config, last) == expected
+
+
+def test_an_explicit_node_shard_count_wins_over_the_last_deploy():
+    spec = spec_for("prod", addons={"monitoring": {"nodeShards": 11}})
+    assert monitoring.planned_node_shards(spec.addons.monitoring, spec.config, 13) == 11
 
 
 def test_each_node_shard_keeps_its_own_hash_bucket_of_every_node_job():
@@ -414,9 +442,11 @@ def test_the_docs_show_the_same_series_arithmetic_the_code_uses():
     total = spec.config.max_nodes_total * per_node
     budget = monitoring.Settings().series_per_shard
     count = len(shard_names_of(spec)) - 1
+    sized_for = math.ceil(spec.config.max_nodes_total * monitoring.SHARD_HEADROOM)
     assert f"| **per node** | | **{per_node:,}** |" in doc
     assert f"{spec.config.max_nodes_total:,} × {per_node:,} = **{total:,}**" in doc
-    assert f"N = ⌈{total:,} / {budget:,}⌉ = **{count}** node shards" in doc
+    assert f"⌈{total:,} / {budget:,}⌉ = **{math.ceil(total / budget)}**" in doc
+    assert f"N = ⌈{sized_for:,} × {per_node:,} / {budget:,}⌉ = **{count}** node shards" in doc
 
 
 def test_the_tsdb_size_cap_must_fit_half_the_smallest_cpu_nodes_local_disk():

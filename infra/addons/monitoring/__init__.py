@@ -19,8 +19,9 @@ two replicas of a shard are the replication: losing one node loses one replica's
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
@@ -52,6 +53,9 @@ HOST_DATA_DIR = f"{LOCAL_SSD_MOUNT}/prometheus"
 # and the pods' emptyDirs share it).
 MAX_LOCAL_DISK_SHARE = 0.5
 CONTROL_PLANE_SHARD = "control-plane"
+# A derived count is sized for this many times the pools' maxNodes (this project's choice): pools can then
+# grow by a quarter (prod: 7,500 -> 9,375 nodes) before a deploy must add shards and re-partition the nodes.
+SHARD_HEADROOM = 1.25
 # Pod Security level of the monitoring namespace: the shards' hostPath data directory is refused under
 # "baseline" (the cluster default).
 PRIVILEGED = "privileged"
@@ -158,9 +162,32 @@ def node_shard_count(settings: Settings, config: ClusterConfig) -> int:
     return shards.node_shard_count(config.max_nodes_total, series_per_node(config), settings.series_per_shard)
 
 
+def planned_node_shards(settings: Settings, config: ClusterConfig, last_node_shards: int | None) -> int:
+    """The node shards this deploy runs. ``nodeShards`` when set (``parse`` checked it holds maxNodes); else
+    the last deploy's count while it still holds maxNodes, so a resize inside that range changes no shard
+    (every shard's hashmod modulus and peer list depend on the count); else, on a first deploy or when the
+    pools outgrow it, the count for ``SHARD_HEADROOM`` x maxNodes."""
+    if settings.node_shards is not None:
+        return settings.node_shards
+    if last_node_shards is not None and last_node_shards >= node_shard_count(settings, config):
+        return last_node_shards
+    with_headroom = math.ceil(config.max_nodes_total * SHARD_HEADROOM)
+    return shards.node_shard_count(with_headroom, series_per_node(config), settings.series_per_shard)
+
+
+def sized(settings: Settings, config: ClusterConfig, last_node_shards: int | None) -> Settings:
+    """The settings with ``node_shards`` fixed for this deploy (``planned_node_shards``)."""
+    return replace(settings, node_shards=planned_node_shards(settings, config, last_node_shards))
+
+
 def shard_names(config: ClusterConfig, settings: Settings) -> list[str]:
-    count = settings.node_shards or node_shard_count(settings, config)
+    count = planned_node_shards(settings, config, None)
     return [CONTROL_PLANE_SHARD, *(f"nodes-{i}" for i in range(count))]
+
+
+def deploy_output(settings: Settings, config: ClusterConfig) -> dict[str, int]:
+    """The ``monitoring`` output (``infra.day2.deploy_rules.MONITORING_OUTPUT``) the next deploy sizes from."""
+    return {"nodeShards": planned_node_shards(settings, config, None)}
 
 
 # ----------------------------------------------------------------------------- configuration
