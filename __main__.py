@@ -241,7 +241,6 @@ export_cluster_contract(
     subnet_ids=network.subnet_ids,
     scale_set_ids={shard: vmss.id for pool in node_pools.values() for shard, vmss in pool.scale_sets.items()},
     ca_certificate=control_plane.ca_cert_pem,
-    admin_kubeconfig=control_plane.admin_kubeconfig,
     etcd_backup_storage_account_id=etcd_backups.account.id,
     etcd_backup_container_url=f"{account_url(config.cluster_name)}/{etcd_clusters[MAIN].spec.backup_container}",
 )

@@ -19,11 +19,10 @@ def export_cluster_contract(
     subnet_ids: Mapping[str, pulumi.Input[str]],
     scale_set_ids: Mapping[str, pulumi.Input[str]],
     ca_certificate: pulumi.Input[str],
-    admin_kubeconfig: pulumi.Input[str],
     etcd_backup_storage_account_id: pulumi.Input[str],
     etcd_backup_container_url: pulumi.Input[str],
 ) -> dict:
-    """Exports and returns the document; the admin kubeconfig is always a Pulumi secret, whatever is passed."""
+    """Exports and returns the document: no secret in it (contract 2.0 hands out no credential)."""
     document = to_document(
         cluster_contract(
             spec,
@@ -32,7 +31,6 @@ def export_cluster_contract(
             subnet_ids=subnet_ids,
             scale_set_ids=scale_set_ids,
             ca_certificate=ca_certificate,
-            admin_kubeconfig=pulumi.Output.secret(admin_kubeconfig),
             etcd_backup_storage_account_id=etcd_backup_storage_account_id,
             etcd_backup_container_url=etcd_backup_container_url,
         )

@@ -17,8 +17,10 @@ object) waits for the first gate. Both orders are kept without a dependency in P
 --target-dependents``) takes its gate with it and nothing else, where a recorded dependency would
 also take the other gates, the provider and every object in the cluster.
 
-Outputs: ``endpoint`` (the load balancer), ``ca_cert_pem``, ``admin_kubeconfig`` (secret) and
-``kubernetes_provider`` (built from it) for everything applied inside the cluster.
+Outputs: ``endpoint`` (the load balancer), ``ca_cert_pem`` and ``kubernetes_provider`` for everything applied
+inside the cluster. The provider's kubeconfig holds no credential: it names the command that mints a
+short-lived one on an apiserver VM at deploy time (``infra.control_plane.access``), so no administrator
+credential is kept in state or handed out.
 """
 
 from __future__ import annotations
@@ -38,8 +40,7 @@ from infra.assembly.desired_cluster import DedicatedMachine
 from infra.boot import secret_names
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.config import naming
-from infra.control_plane import apiserver, apiserver_machine, cluster_objects, pki
-from infra.control_plane.kubeconfig import embedded_kubeconfig
+from infra.control_plane import access, apiserver, apiserver_machine, cluster_objects, pki
 from infra.day2.deploy_rules import APISERVER_ROLE, MACHINE_ROLE_TAG
 from infra.facts import ports, roles
 from infra.facts.endpoints import apiserver_url
@@ -65,7 +66,6 @@ CUSTOM_SCRIPT: ComputeVirtualMachineExtensionProps = {
 class ControlPlane(pulumi.ComponentResource):
     endpoint: str
     ca_cert_pem: pulumi.Output[str]
-    admin_kubeconfig: pulumi.Output[str]
     kubernetes_provider: pulumi.ProviderResource
     bootstrap_token_id: pulumi.Output[str]
     bootstrap_token_secret: pulumi.Output[str]
@@ -101,25 +101,23 @@ class ControlPlane(pulumi.ComponentResource):
 
         issued = ClusterPki(f"{name}-pki", specs=certificate_specs, opts=pulumi.ResourceOptions(parent=self))
         self.ca_cert_pem = issued.cas[pki.CLUSTER_CA].cert_pem
-        admin = issued.certs[pki.ADMIN]
-        self.admin_kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(self.ca_cert_pem, admin.cert_pem, admin.key_pem).apply(
-                lambda pems: embedded_kubeconfig(self.endpoint, pki.ADMIN_USER, *pems)
-            )
+        vm_names = [m.name for m in machines]
+        deploy_kubeconfig = pulumi.Output.all(self.ca_cert_pem, resource_group_name).apply(
+            lambda values: access.deploy_kubeconfig(self.endpoint, values[0], values[1], vm_names)
         )
         self._bootstrap_token()
         fetched = self._store_secrets(issued, certificate_specs, identities, secrets)
         backend_pool_id = self._load_balancer(addresses.apiserver_lb_ip(), subnet_id, subscription_id)
         self._apiservers(machines, subnet_id, backend_pool_id, identities.ids[roles.APISERVER.identity], fetched)
 
-        # Replaced only if the cluster itself changes; a renewed admin certificate is an update. In-cluster
+        # Replaced only if the cluster itself changes; a changed kubeconfig is an update. In-cluster
         # objects go through the load balancer, so one ready apiserver is enough to apply them: nodes can
         # join while the others are still coming up.
         self.kubernetes_provider = declare.provider(
             "kubernetes",
             f"{name}-k8s",
             {
-                "kubeconfig": after(self.ready[0].output("name"), self.admin_kubeconfig),
+                "kubeconfig": after(self.ready[0].output("name"), deploy_kubeconfig),
                 "clusterIdentifier": self._config.cluster_name,
             },
             pulumi.ResourceOptions(parent=self),
@@ -128,7 +126,6 @@ class ControlPlane(pulumi.ComponentResource):
             {
                 "endpoint": self.endpoint,
                 "caCertPem": self.ca_cert_pem,
-                "adminKubeconfig": self.admin_kubeconfig,
                 "apiserverIps": [m.address for m in machines],
             }
         )
@@ -186,9 +183,8 @@ class ControlPlane(pulumi.ComponentResource):
             ),
         }
         for spec in certificate_specs:
-            if spec.on_machine:
-                values[pki.cert_secret(spec.key)] = (issued.certs[spec.key].cert_pem, apiserver_only)
-                values[pki.key_secret(spec.key)] = (issued.certs[spec.key].key_pem, apiserver_only)
+            values[pki.cert_secret(spec.key)] = (issued.certs[spec.key].cert_pem, apiserver_only)
+            values[pki.key_secret(spec.key)] = (issued.certs[spec.key].key_pem, apiserver_only)
         fetched = [
             secrets.add_secret(self, f"{self._name}-{secret_name}", secret_name, value, readers)
             for secret_name, (value, readers) in values.items()

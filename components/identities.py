@@ -85,29 +85,23 @@ def grant_autoscaler(
     subscription_id: pulumi.Input[str],
 ) -> None:
     """The autoscaler's grants: read the node group, change each scale set it manages, join each node subnet."""
-    principal = identities.principal_ids[roles.AUTOSCALER_IDENTITY]
-    grant(
-        identities,
-        f"{name}-autoscaler-list-nodes",
-        key=f"{cluster_name}/autoscaler/nodes-reader",
-        scope=node_resource_group_id,
-        principal_id=principal,
-        role=READER_ROLE,
-        subscription_id=subscription_id,
-    )
     # Each scale set it manages, and each node subnet: growing a scale set puts new NICs into its subnet, and
     # Azure checks "subnets/join/action" there as a linked scope of the scale-set write (a 403
     # LinkedAuthorizationFailed otherwise); the same role on a subnet grants read and join, nothing on the VNet.
     # Two grants per shard (about 130 in prod) against Azure's 4,000 role assignments per subscription
     # (learn.microsoft.com/azure/role-based-access-control/troubleshoot-limits).
-    for kind, scopes in (("scale", scale_set_ids), ("join", node_subnet_ids)):
-        for shard, scope in sorted(scopes.items()):
-            grant(
-                identities,
-                f"{name}-autoscaler-{kind}-{shard}",
-                key=f"{cluster_name}/autoscaler/{kind}/{shard}",
-                scope=scope,
-                principal_id=principal,
-                role=VIRTUAL_MACHINE_CONTRIBUTOR_ROLE,
-                subscription_id=subscription_id,
-            )
+    grants = [("list-nodes", "nodes-reader", node_resource_group_id, READER_ROLE)] + [
+        (f"{kind}-{shard}", f"{kind}/{shard}", scope, VIRTUAL_MACHINE_CONTRIBUTOR_ROLE)
+        for kind, scopes in (("scale", scale_set_ids), ("join", node_subnet_ids))
+        for shard, scope in sorted(scopes.items())
+    ]
+    for suffix, key, scope, role in grants:
+        grant(
+            identities,
+            f"{name}-autoscaler-{suffix}",
+            key=f"{cluster_name}/autoscaler/{key}",
+            scope=scope,
+            principal_id=identities.principal_ids[roles.AUTOSCALER_IDENTITY],
+            role=role,
+            subscription_id=subscription_id,
+        )

@@ -7,10 +7,15 @@ its kind, whether it is secret and the minor version that added it. The producer
 so the two sides cannot drift apart.
 
 Versioning (``schemaVersion`` "MAJOR.MINOR"):
-- a minor release only *adds* optional fields; a reader of 1.x reads any 1.y and
+- a minor release only *adds* optional fields; a reader of 2.x reads any 2.y and
   ignores keys it does not know;
 - removing, renaming or retyping a field is a new major; a reader refuses any other
-  major, naming both versions.
+  major, naming both versions. The day-2 checks of this program, which read the stack's own
+  last outputs, also accept the previous major (``previous_major=True``): the deploy that
+  upgrades a stack reads what the release before it wrote.
+
+2.0 removed 1.x's ``adminKubeconfig`` (``RETIRED_SECRETS``): no output holds a credential. Consumers build
+their own kubeconfig from ``apiserver.endpoint`` and ``apiserver.caCertificate`` with a credential of their own.
 
 Pure Python and standard library only: a consuming team may vendor this file and
 ``components/cluster_reference.py`` without the rest of supercluster.
@@ -26,9 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 OUTPUT_NAME = "cluster"
-SCHEMA_MAJOR = 1
+SCHEMA_MAJOR = 2
 SCHEMA_MINOR = 0
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
+# Secret fields of the previous major that this one removed (2.0: the cluster-admin kubeconfig). The previous
+# major has every field of this one (2.0 only removed), so this schema reads it; these keys it ignores.
+RETIRED_SECRETS = {1: ("adminKubeconfig",)}
 
 
 class ContractError(ValueError):
@@ -184,7 +192,6 @@ class ClusterContract:
     kubernetes_version: str = spec("kubernetesVersion", KUBERNETES_VERSION, "control plane and kubelet release")
     network: Network = spec("network", Network, "VNets, subnets and address ranges")
     apiserver: Apiserver = spec("apiserver", Apiserver, "how to reach the Kubernetes API")
-    admin_kubeconfig: str = spec("adminKubeconfig", TEXT, "cluster-admin kubeconfig (a Pulumi secret)", secret=True)
     node_pools: Mapping[str, NodePool] = spec("nodePools", MapOf(NodePool), "node pools by name")
     etcd_backup: EtcdBackup = spec("etcdBackup", EtcdBackup, "where the main etcd cluster's snapshots go")
 
@@ -194,7 +201,7 @@ def fields_of(schema: type) -> tuple[dataclasses.Field[Any], ...]:
 
 
 def secret_paths(schema: type = ClusterContract, prefix: str = "") -> list[str]:
-    """Dotted JSON paths of every secret field, e.g. ``["adminKubeconfig"]``."""
+    """Dotted JSON paths of every secret field (none since 2.0; 1.x had ``adminKubeconfig``)."""
     paths = []
     for field in fields_of(schema):
         path = f"{prefix}{field.metadata['key']}"
@@ -223,7 +230,6 @@ def build_contract(
     nat_frontend_ip: Any,
     apiserver_endpoint: Any,
     ca_certificate: Any,
-    admin_kubeconfig: Any,
     node_pools: Any,
     etcd_backup_storage_account_id: Any,
     etcd_backup_container_url: Any,
@@ -244,7 +250,6 @@ def build_contract(
             nat_frontend_ip=nat_frontend_ip,
         ),
         apiserver=Apiserver(endpoint=apiserver_endpoint, ca_certificate=ca_certificate),
-        admin_kubeconfig=admin_kubeconfig,
         node_pools=node_pools,
         etcd_backup=EtcdBackup(
             storage_account_id=etcd_backup_storage_account_id, container_url=etcd_backup_container_url
@@ -270,8 +275,9 @@ def to_document(value: Any) -> Any:
 # --------------------------------------------------------------------------- consumer side
 
 
-def parse_version(version: Any, source: str) -> tuple[int, int]:
-    """``"1.3"`` -> ``(1, 3)``; refuses any major this reader was not written for."""
+def parse_version(version: Any, source: str, *, previous_major: bool = False) -> tuple[int, int]:
+    """``"2.3"`` -> ``(2, 3)``; refuses any major this reader was not written for (``previous_major``: but
+    the one before, during the transition)."""
     match = re.fullmatch(r"([0-9]+)\.([0-9]+)", version) if isinstance(version, str) else None
     if match is None:
         raise ContractError(f'{source}: `{OUTPUT_NAME}.schemaVersion` is {version!r}, expected "MAJOR.MINOR"')
@@ -282,6 +288,8 @@ def parse_version(version: Any, source: str) -> tuple[int, int]:
             f"update infra/contract.py and components/cluster_reference.py to a supercluster release "
             f"that reads {major}.x"
         )
+    if previous_major and major == SCHEMA_MAJOR - 1:
+        return major, 0  # its fields are this major's x.0 fields (RETIRED_SECRETS aside)
     if major < SCHEMA_MAJOR:
         raise ContractError(
             f"{source}: contract {major}.{minor} is older than this reader ({SCHEMA_MAJOR}.x); "
@@ -290,7 +298,9 @@ def parse_version(version: Any, source: str) -> tuple[int, int]:
     return major, minor
 
 
-def parse_contract(document: Any, source: str, *, secret_placeholder: str | None = None) -> ClusterContract:
+def parse_contract(
+    document: Any, source: str, *, secret_placeholder: str | None = None, previous_major: bool = False
+) -> ClusterContract:
     """Checks a ``cluster`` output against the contract and returns its typed view.
 
     ``source`` names the stack in every message. ``secret_placeholder`` (the offline plan's
@@ -304,12 +314,12 @@ def parse_contract(document: Any, source: str, *, secret_placeholder: str | None
         )
     if not isinstance(document, Mapping):
         raise ContractError(f"{source}: `{OUTPUT_NAME}` is {type(document).__name__}, expected an object")
-    _, minor = parse_version(document.get("schemaVersion"), source)
+    major, minor = parse_version(document.get("schemaVersion"), source, previous_major=previous_major)
     problems: list[str] = []
     contract: ClusterContract = _read(ClusterContract, document, OUTPUT_NAME, minor, secret_placeholder, problems)
     if problems:
         raise ContractError(
-            f"{source}: `{OUTPUT_NAME}` does not match contract {SCHEMA_MAJOR}.{minor}: " + "; ".join(problems)
+            f"{source}: `{OUTPUT_NAME}` does not match contract {major}.{minor}: " + "; ".join(problems)
         )
     return contract
 

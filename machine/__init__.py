@@ -11,6 +11,7 @@ the program itself imports nothing from this repository.
 - ``node/``: a node's boot programs (binary install, local disks, image preload, provider ID, GPU check).
 - ``addons/``: programs the add-on pods run on every node (GPU health, node taint, iptables exporter).
 - ``shared/``: used by every machine (the IMDS token helper of the secrets fetcher).
+- ``control_plane/``: sent to an apiserver VM by Azure Run Command, never installed (the on-demand admin credential).
 """
 
 from __future__ import annotations

@@ -9,8 +9,13 @@ from typing import Any
 
 import yaml
 
-from infra.config.cluster_config import ClusterConfig, parse_config
+from infra.cluster.cluster_spec import ClusterSpec
+from infra.config import naming
+from infra.config.cluster_config import ClusterConfig, NodePoolConfig, parse_config
 from infra.config.errors import NAMESPACE
+from infra.config.sizing import shards
+from infra.node import NodeSpec
+from infra.node.pool import node_spec
 from plan.stack_yaml import load_file
 from plan.stackfile import PROJECT_DIR
 
@@ -39,6 +44,21 @@ def parsed(shape: str = "dev", **changes: Any) -> ClusterConfig:
     raw = raw_config(shape)
     raw.update(changes)
     return parse_config(raw, "eastus")
+
+
+def pool_node_spec(spec: ClusterSpec, pool: NodePoolConfig, shard: int = 0, *, host_network_pods: int = 0) -> NodeSpec:
+    """What the program renders for one shard of ``pool``, with the cluster's own Key Vault and registry."""
+    name = spec.config.cluster_name
+    return node_spec(
+        spec.config,
+        spec.addresses,
+        pool,
+        shards(pool)[shard],
+        kubernetes_version=spec.node_kubernetes_version,
+        vault_name=naming.key_vault(name),
+        registry_login_server=naming.container_registry_login_server(name),
+        host_network_pods=host_network_pods,
+    )
 
 
 def require_tool(binary: str) -> str:

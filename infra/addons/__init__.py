@@ -34,7 +34,6 @@ from infra.addons.cluster_autoscaler import AzureAccess
 from infra.config import naming
 from infra.config.cluster_config import ADDON_KEYS, ClusterConfig
 from infra.config.errors import ConfigError
-from infra.facts.labels import GPU_STARTUP_TAINT_KEY, ROLE_GPU
 from infra.network.addressing import AddressPlan
 
 # Attribute of ``AddonsConfig`` -> module, in the order the objects are applied.
@@ -78,6 +77,9 @@ def parse_addon_settings(config: ClusterConfig, last_node_shards: int | None = N
 
 
 def _check_dependencies(config: ClusterConfig) -> None:
+    """The add-on combinations the whole-cluster check lets through (both plan): each is refused here.
+    GPU pools without the health check are the whole-cluster check's (nothing lifts their start-up
+    taint; tests/infra/test_whole_cluster.py)."""
     addons = config.addons
     if addons.node_local_dns.enabled and not addons.coredns.enabled:
         raise ConfigError(
@@ -90,15 +92,6 @@ def _check_dependencies(config: ClusterConfig) -> None:
             "addons.balloons.enabled",
             True,
             "false while addons.clusterAutoscaler is disabled (balloons only make sense when pending pods add nodes)",
-        )
-    gpu_pools = [pool.name for pool in config.node_pools if pool.role == ROLE_GPU]
-    if gpu_pools and not addons.gpu_health_check.enabled:
-        raise ConfigError(
-            "addons.gpuHealthCheck.enabled",
-            False,
-            f"true while GPU pools exist ({', '.join(gpu_pools)}): their nodes register with the "
-            f"start-up taint {GPU_STARTUP_TAINT_KEY} and only the health check "
-            "removes it",
         )
 
 

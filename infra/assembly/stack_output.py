@@ -34,7 +34,6 @@ def cluster_contract(
     subnet_ids: Mapping[str, Any],
     scale_set_ids: Mapping[str, Any],
     ca_certificate: Any,
-    admin_kubeconfig: Any,
     etcd_backup_storage_account_id: Any,
     etcd_backup_container_url: Any,
 ) -> ClusterContract:
@@ -72,7 +71,6 @@ def cluster_contract(
         nat_frontend_ip=addresses.nat_lb_ip(),
         apiserver_endpoint=apiserver_endpoint(spec),
         ca_certificate=ca_certificate,
-        admin_kubeconfig=admin_kubeconfig,
         node_pools=node_pools,
         etcd_backup_storage_account_id=etcd_backup_storage_account_id,
         etcd_backup_container_url=etcd_backup_container_url,

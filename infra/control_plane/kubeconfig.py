@@ -1,4 +1,4 @@
-"""kubeconfig files: component ones that point at files on the VM, and the embedded admin one.
+"""kubeconfig files: component ones that point at files on the VM, and self-contained ones (break-glass).
 
 A component kubeconfig holds only the server URL and paths; the certificate and key it names
 arrive from Key Vault, so the file itself is safe in customData. The co-located
@@ -18,7 +18,7 @@ from infra.facts.endpoints import LOCAL_APISERVER
 CLUSTER_NAME = "supercluster"
 
 
-def _document(server: str, user: str, cluster: dict[str, Any], credentials: dict[str, Any]) -> dict[str, Any]:
+def document(server: str, user: str, cluster: dict[str, Any], credentials: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Config",
@@ -32,22 +32,22 @@ def _document(server: str, user: str, cluster: dict[str, Any], credentials: dict
 
 def file_kubeconfig(user: str, ca_file: str, cert_file: str, key_file: str, server: str = LOCAL_APISERVER) -> str:
     return yaml_text.dump(
-        _document(
+        document(
             server, user, {"certificate-authority": ca_file}, {"client-certificate": cert_file, "client-key": key_file}
         ),
         sort_keys=False,
     )
 
 
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
 def embedded_kubeconfig(server: str, user: str, ca_pem: str, cert_pem: str, key_pem: str) -> str:
-    """A self-contained kubeconfig (the admin one). Its key makes it a secret: only ever build it
-    inside ``Output.apply`` of secret inputs."""
-
-    def b64(text: str) -> str:
-        return base64.b64encode(text.encode()).decode()
-
+    """A self-contained kubeconfig (an operator's break-glass one, ``plan/credential.py``). Its key makes
+    it a secret: it is written to the operator's own disk, never to state."""
     return yaml_text.dump(
-        _document(
+        document(
             server,
             user,
             {"certificate-authority-data": b64(ca_pem)},

@@ -28,12 +28,6 @@ KEY_CURVE = "P256"
 CA_VALIDITY_HOURS = 10 * 365 * 24
 LEAF_VALIDITY_HOURS = 365 * 24
 LEAF_EARLY_RENEWAL_HOURS = 90 * 24
-# The administrator certificate (system:masters) is the program's own deploy credential, which no binding can
-# revoke: it lasts a week, and pulumi-tls re-issues it at the first `pulumi up` once it is a day old (a
-# certificate inside its early-renewal window is replaced), so the one in state is never more than days from
-# expiry. Break-glass access outside a deploy: docs/runbooks/break-glass-access.md.
-ADMIN_VALIDITY_HOURS = 7 * 24
-ADMIN_EARLY_RENEWAL_HOURS = 6 * 24
 
 CLUSTER_CA = "cluster-ca"
 FRONT_PROXY_CA = "front-proxy-ca"
@@ -47,15 +41,14 @@ KUBELET_CLIENT = "apiserver-kubelet-client"
 FRONT_PROXY_CLIENT = "front-proxy-client"
 CONTROLLER_MANAGER = "controller-manager"
 SCHEDULER = "scheduler"
-ADMIN = "admin"
 
 # Identities the apiserver knows these certificates by (subject CN / O).
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 SCHEDULER_USER = "system:kube-scheduler"
-ADMIN_USER = "supercluster-admin"
-# The break-glass group that bypasses authorization: the admin kubeconfig is how Pulumi creates
-# the very first RBAC bindings, before any binding could grant it anything.
+# The group that bypasses authorization: how the deploy creates the very first RBAC bindings, before any
+# binding could grant it anything. No certificate of it is issued here or kept anywhere: the deploy and a
+# break-glass operator mint one for hours on an apiserver VM (infra/control_plane/access.py).
 SUPERUSER_GROUP = "system:masters"
 
 
@@ -68,7 +61,6 @@ class CertificateSpec:
     server: bool = False
     dns_names: tuple[str, ...] = ()
     ip_addresses: tuple[str, ...] = ()
-    on_machine: bool = True  # fetched by apiserver VMs (the admin certificate never is)
     validity_hours: int = LEAF_VALIDITY_HOURS
     early_renewal_hours: int = LEAF_EARLY_RENEWAL_HOURS
 
@@ -105,14 +97,6 @@ def certificates(addresses: AddressPlan, apiservers: int) -> tuple[CertificateSp
         CertificateSpec(FRONT_PROXY_CLIENT, "front-proxy-client", signer=FRONT_PROXY_CA),
         CertificateSpec(CONTROLLER_MANAGER, CONTROLLER_MANAGER_USER),
         CertificateSpec(SCHEDULER, SCHEDULER_USER),
-        CertificateSpec(
-            ADMIN,
-            ADMIN_USER,
-            organization=SUPERUSER_GROUP,
-            on_machine=False,
-            validity_hours=ADMIN_VALIDITY_HOURS,
-            early_renewal_hours=ADMIN_EARLY_RENEWAL_HOURS,
-        ),
     )
 
 
@@ -160,7 +144,6 @@ def apiserver_secret_files(specs: tuple[CertificateSpec, ...]) -> tuple[SecretFi
         *secret_names.APISERVER_ETCD_CLIENT_FILES,
     ]
     for spec in specs:
-        if spec.on_machine:
-            files.append(SecretFile(cert_secret(spec.key), cert_path(spec.key), "0644"))
-            files.append(SecretFile(key_secret(spec.key), key_path(spec.key), "0600"))
+        files.append(SecretFile(cert_secret(spec.key), cert_path(spec.key), "0644"))
+        files.append(SecretFile(key_secret(spec.key), key_path(spec.key), "0600"))
     return tuple(files)

@@ -5,7 +5,8 @@ live setting changed, a skipped Kubernetes minor) reads these outputs. Read too 
 file turns them all off without a word: outputs filed under another stack name, outputs printed by
 ``pulumi stack output --json`` without ``--show-secrets`` (the ``cluster`` output is then the string
 ``"[secret]"``), or a mistyped field. So they are checked here against what this program exports:
-the ``cluster`` output against the outputs contract with its version (``infra/contract.py``), and
+the ``cluster`` output against the outputs contract with its version (``infra/contract.py``; the previous
+major too, which the release before this one wrote: its ``adminKubeconfig`` is ignored), and
 the program's own outputs (``rollout``, ``machineImages``, the etcd client URLs, ``network``, ``monitoring``)
 against the shapes below. Pure Python: the program (``infra/cluster/cluster_spec.py``) and the offline plan's
 ``--diff`` and ``--stack-outputs`` (``plan/__main__.py``) call the same function.
@@ -24,6 +25,8 @@ from infra.contract import (
     IP,
     KUBERNETES_VERSION,
     OUTPUT_NAME,
+    RETIRED_SECRETS,
+    SCHEMA_MAJOR,
     TEXT,
     ContractError,
     ListOf,
@@ -86,12 +89,13 @@ def check_previous_outputs(outputs: Any, source: str, *, required: bool = False)
             f"the outputs of a supercluster stack, with a `{OUTPUT_NAME}` output (these name none: another "
             "stack's outputs, or filed under another stack name?)",
         )
-    allowed = {f"{OUTPUT_NAME}.{path}" for path in secret_paths()}
+    retired = RETIRED_SECRETS.get(SCHEMA_MAJOR - 1, ())
+    allowed = {f"{OUTPUT_NAME}.{path}" for path in (*secret_paths(), *retired)}
     for path in _masked_paths(outputs):
         if path not in allowed:
             raise ConfigError(f"{source}: {path}", MASKED, f"the value itself: print the outputs with `{SHOW_SECRETS}`")
     try:
-        parse_contract(outputs[OUTPUT_NAME], source)
+        parse_contract(outputs[OUTPUT_NAME], source, previous_major=True)
     except ContractError as error:
         raise ConfigError(f"{source}: {OUTPUT_NAME}", _kind(outputs[OUTPUT_NAME]), _why(error, source)) from None
     for name, shape in OWN_OUTPUTS.items():

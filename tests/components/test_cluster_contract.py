@@ -3,6 +3,8 @@ program, built with ``ClusterReference``, can read; anything else fails with a c
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 import sys
 
@@ -21,7 +23,10 @@ from plan.stackfile import PROJECT_DIR
 from tests.infra.test_contract import CA, SUB, dev_spec, drop
 
 STACK = "organization/supercluster/dev"
-KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
+# The consumer's own credential entry: an exec plugin of theirs (here a made-up one), never one of ours.
+OWN_CREDENTIAL = {
+    "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "team-login", "args": ["get-token"]}
+}
 
 
 def produce() -> dict:
@@ -45,7 +50,6 @@ def produce() -> dict:
             subnet_ids=network.subnet_ids,
             scale_set_ids={n: f"{SUB}/Microsoft.Compute/virtualMachineScaleSets/dev-{n}" for n in shard_names(spec)},
             ca_certificate=CA,
-            admin_kubeconfig=KUBECONFIG,
             etcd_backup_storage_account_id=f"{SUB}/Microsoft.Storage/storageAccounts/devetcd",
             etcd_backup_container_url="https://devetcd.blob.core.windows.net/etcd-snapshots",
         )
@@ -58,9 +62,19 @@ def produced() -> dict:
     return produce()
 
 
-def test_producer_output_matches_the_schema_with_the_kubeconfig_secret(produced):
+def _values(value):
+    if isinstance(value, dict):
+        return [v for item in value.values() for v in _values(item)]
+    if isinstance(value, list):
+        return [v for item in value for v in _values(item)]
+    return [value]
+
+
+def test_producer_output_matches_the_schema_and_holds_no_credential(produced):
     contract = parse_contract(produced["cluster"], "dev plan", secret_placeholder=SECRET)
-    assert contract.admin_kubeconfig == SECRET
+    assert not hasattr(contract, "admin_kubeconfig") and "adminKubeconfig" not in produced["cluster"]
+    assert SECRET not in _values(produced["cluster"]), "nothing in the contract is a secret any more"
+    assert not [v for v in _values(produced["cluster"]) if "PRIVATE KEY" in str(v) or "client-key" in str(v)]
     assert contract.resource_group_name == "dev-rg"
     assert set(contract.network.vnet_ids) == {"system", "gpu", "cpu", "platform"}
     assert all(v.startswith("/subscriptions/") for v in contract.network.vnet_ids.values())
@@ -68,10 +82,8 @@ def test_producer_output_matches_the_schema_with_the_kubeconfig_secret(produced)
 
 
 def published(produced: dict) -> dict:
-    """The producer's output as a consumer's StackReference sees it (the secret's value restored)."""
-    document = dict(produced["cluster"])
-    document["adminKubeconfig"] = KUBECONFIG
-    return document
+    """The producer's output as a consumer's StackReference sees it."""
+    return dict(produced["cluster"])
 
 
 def hub_team_program():
@@ -100,7 +112,7 @@ def hub_team_program():
         "kube-client",
         tags={
             "endpoint": cluster.apiserver_endpoint,
-            "kubeconfig": cluster.admin_kubeconfig,
+            "kubeconfig": cluster.kubeconfig(OWN_CREDENTIAL, name="research"),
             "gpu-shards": cluster.shard_ids("gpu").apply(",".join),
             "backup": cluster.etcd_backup.apply(lambda b: b.container_url),
         },
@@ -117,7 +129,13 @@ def test_consumer_reads_every_field_it_uses(produced):
     )
     tags = run.named("kube-client").inputs["tags"]
     assert tags["endpoint"] == "https://10.64.0.68:6443"
-    assert tags["kubeconfig"] == SECRET, "the kubeconfig must stay a secret in the consumer's program"
+    # What a consumer gets: the endpoint and the CA, with its own credential; nothing of the cluster's.
+    kubeconfig = json.loads(tags["kubeconfig"])
+    assert kubeconfig["clusters"][0]["cluster"] == {
+        "server": "https://10.64.0.68:6443",
+        "certificate-authority-data": base64.b64encode(CA.encode()).decode(),
+    }
+    assert kubeconfig["users"] == [{"name": "research", "user": OWN_CREDENTIAL}]
     assert tags["gpu-shards"].endswith("/virtualMachineScaleSets/dev-gpu-s000")
     assert tags["backup"] == "https://devetcd.blob.core.windows.net/etcd-snapshots"
 
@@ -130,11 +148,11 @@ def test_consumer_fields_are_plain_even_when_the_output_arrives_secret(produced)
         # What a real backend does: the output holding a secret arrives secret as a whole.
         cluster.contract = pulumi.Output.secret(cluster.contract)
         pulumi.Output.all(
-            cluster._plain(lambda c: c.network.service_cidr).is_secret(), cluster.admin_kubeconfig.is_secret()
+            cluster._plain(lambda c: c.network.service_cidr).is_secret(), cluster.kubeconfig(OWN_CREDENTIAL).is_secret()
         ).apply(lambda flags: seen.update(flags=flags))
 
     run_declarations(program, stack_outputs={STACK: {"cluster": published(produced)}})
-    assert seen["flags"] == [False, True]
+    assert seen["flags"] == [False, False]
 
 
 def consume_expecting_failure(outputs: dict) -> str:
@@ -152,16 +170,23 @@ def test_consumer_fails_clearly_without_the_output():
 
 def test_consumer_fails_clearly_on_a_newer_major(produced):
     document = published(produced)
-    document["schemaVersion"] = "2.0"
-    assert f"stack {STACK}: contract 2.0 is newer than this reader (1.x)" in consume_expecting_failure(
+    document["schemaVersion"] = "3.0"
+    assert f"stack {STACK}: contract 3.0 is newer than this reader (2.x)" in consume_expecting_failure(
+        {"cluster": document}
+    )
+
+
+def test_consumer_of_2_x_refuses_a_1_x_producer_naming_both(produced):
+    document = {**published(produced), "schemaVersion": "1.0", "adminKubeconfig": "apiVersion: v1"}
+    assert f"stack {STACK}: contract 1.0 is older than this reader (2.x)" in consume_expecting_failure(
         {"cluster": document}
     )
 
 
 def test_consumer_tolerates_a_newer_minor(produced):
     document = published(produced)
-    document["schemaVersion"] = "1.4"
-    document["network"]["addedIn14"] = "10.0.0.0/8"
+    document["schemaVersion"] = "2.4"
+    document["network"]["addedIn24"] = "10.0.0.0/8"
     run = run_declarations(hub_team_program, stack_outputs={STACK: {"cluster": document}})
     assert run.named("hub-routes").inputs["routes"][0]["addressPrefix"] == "172.20.0.0/20"
 

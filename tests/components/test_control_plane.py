@@ -7,6 +7,8 @@ import hashlib
 import json
 import time
 
+import yaml
+
 from infra.boot.secret_names import APISERVER_ETCD_CLIENT_FILES, CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN
 from infra.control_plane import cluster_objects, pki
 from plan.artifacts import collect_files, custom_data_of
@@ -192,7 +194,7 @@ def _mock_secret_values(plan) -> list[str]:
 
 def test_nothing_secret_appears_in_the_plan(prod_plan):
     secrets = _mock_secret_values(prod_plan)
-    assert len(secrets) >= 11  # 9 private keys, the token secret, the encryption key
+    assert len(secrets) >= 10  # 8 private keys, the token secret, the encryption key
     everything = json.dumps([r.as_json() for r in prod_plan.registrations]) + json.dumps(prod_plan.outputs)
     everything += "".join(collect_files(prod_plan.registrations).values())
     for vm in _apiserver_vms(prod_plan):
@@ -202,13 +204,31 @@ def test_nothing_secret_appears_in_the_plan(prod_plan):
     assert "PRIVATE KEY" not in everything
 
 
-def test_kubeconfig_is_a_secret_output_and_feeds_the_provider(prod_plan):
+def test_no_output_or_resource_holds_a_masters_certificate_and_the_provider_names_a_command(prod_plan):
+    """No system:masters certificate is issued, kept in state or exported: the deploy's kubernetes provider
+    mints its own for hours on an apiserver VM (infra/control_plane/access.py, tests/plan/test_credential.py)."""
     contract = prod_plan.outputs["cluster"]
-    assert contract["adminKubeconfig"] == "[secret]"
+    assert "adminKubeconfig" not in contract
     assert contract["apiserver"]["endpoint"] == f"https://{spec('prod').addresses.apiserver_lb_ip()}:6443"
     assert "BEGIN CERTIFICATE" in contract["apiserver"]["caCertificate"]
+    masters = [
+        r.name
+        for r in prod_plan.registrations
+        if r.type.startswith("tls:") and "system:masters" in json.dumps(r.inputs.get("subject", {}))
+    ]
+    assert masters == []
+    everything = json.dumps([r.as_json() for r in prod_plan.registrations]) + json.dumps(prod_plan.outputs)
+    assert "client-key-data" not in everything and "client-certificate-data" not in everything
     provider = prod_plan.named(f"{CP}-k8s", "pulumi:providers:kubernetes")
-    assert provider.inputs["kubeconfig"] == "[secret]"
+    kubeconfig = yaml.safe_load(provider.inputs["kubeconfig"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == contract["apiserver"]["endpoint"]
+    (user,) = kubeconfig["users"]
+    assert set(user["user"]) == {"exec"}
+    args = user["user"]["exec"]["args"]
+    assert args[:3] == ["-m", "plan.credential", "exec"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--vm"] == [
+        vm.inputs["vmName"] for vm in _apiserver_vms(prod_plan)
+    ]
     assert provider.inputs["clusterIdentifier"] == "prod"
     # It waits for the first readiness gate without depending on it (see the tests above).
     assert provider.options["dependsOn"] == []
@@ -224,12 +244,6 @@ def test_apiserver_certificate_names_every_way_in(prod_plan):
         "127.0.0.1",
     }
     assert "kubernetes.default.svc.cluster.local" in csr.inputs["dnsNames"]
-    admin = prod_plan.named(f"{CP}-pki-admin-csr")
-    assert admin.inputs["subject"]["organization"] == "system:masters"
-    # The one credential no binding can revoke lasts a week and is re-issued by any deploy a day after it was.
-    admin_cert = prod_plan.named(f"{CP}-pki-admin-cert")
-    assert admin_cert.inputs["validityPeriodHours"] <= 7 * 24
-    assert admin_cert.inputs["validityPeriodHours"] - admin_cert.inputs["earlyRenewalHours"] <= 24
     assert prod_plan.named(f"{CP}-pki-apiserver-cert").inputs["validityPeriodHours"] == 365 * 24
     front_proxy_client = prod_plan.named(f"{CP}-pki-front-proxy-client-cert")
     assert front_proxy_client.property_dependencies["caCertPem"] == [

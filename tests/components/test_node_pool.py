@@ -29,6 +29,8 @@ def test_prod_policy_the_shards_azures_limits_imply(prod_plan):
     assert len(cpu) == 2  # 1,500 nodes at 1,000 per large scale set
     assert all(v.inputs["singlePlacementGroup"] is False and v.inputs["overprovision"] is False for v in cpu)
     assert [v.inputs["vmScaleSetName"] for v in cpu] == ["prod-cpu-s000", "prod-cpu-s001"]
+    # minNodes 50 and maxNodes 1,480: the first shard holds the minimum, the rest of the range follows.
+    assert [(v.inputs["tags"]["min"], v.inputs["tags"]["max"]) for v in cpu] == [("50", "1000"), ("0", "480")]
 
 
 def test_every_nic_has_one_ip_per_pod_plus_its_own_in_the_shard_subnet(prod_plan):
@@ -56,8 +58,6 @@ def test_every_scale_set_leaves_capacity_to_the_autoscaler(prod_plan):
         tags = vmss.inputs["tags"]
         assert vmss.inputs["sku"]["capacity"] == int(tags["min"])
         assert tags["cluster-autoscaler-enabled"] == "true" and tags["cluster-autoscaler-name"] == "prod"
-    cpu = scale_sets(prod_plan, "cpu")
-    assert [(v.inputs["tags"]["min"], v.inputs["tags"]["max"]) for v in cpu] == [("50", "1000"), ("0", "480")]
 
 
 def test_vm_model(prod_plan):

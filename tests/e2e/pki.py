@@ -148,9 +148,17 @@ def issue_pki(
             ip_addresses=spec.ip_addresses,
             ca=cas[spec.signer],
         )
-        if spec.on_machine:
-            vault[cluster_pki.cert_secret(spec.key)] = leaves[spec.key].cert_pem
-            vault[cluster_pki.key_secret(spec.key)] = leaves[spec.key].key_pem
+        vault[cluster_pki.cert_secret(spec.key)] = leaves[spec.key].cert_pem
+        vault[cluster_pki.key_secret(spec.key)] = leaves[spec.key].key_pem
+    # The test's own kubectl: a system:masters client certificate of the cluster CA, as the deploy and
+    # break-glass operators mint one on an apiserver VM (plan/credential.py); here issued directly.
+    admin = issue(
+        "supercluster-e2e",
+        uses=cluster_pki.CLIENT_USAGES,
+        hours=24,
+        organization=cluster_pki.SUPERUSER_GROUP,
+        ca=cas[cluster_pki.CLUSTER_CA],
+    )
     service_account = ec.generate_private_key(ec.SECP256R1())
     vault[cluster_pki.SERVICE_ACCOUNT_KEY_SECRET] = service_account.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -177,7 +185,7 @@ def issue_pki(
             issued = _issue_profile(profile, etcd_ca)
             vault[etcd_pki.member_secret_name(member, kind, "crt")] = issued.cert_pem
             vault[etcd_pki.member_secret_name(member, kind, "key")] = issued.key_pem
-    return TestPki(vault, cas[cluster_pki.CLUSTER_CA], leaves[cluster_pki.ADMIN], token)
+    return TestPki(vault, cas[cluster_pki.CLUSTER_CA], admin, token)
 
 
 def _issue_profile(profile: etcd_pki.CertProfile, ca: Issued | None) -> Issued:

@@ -10,10 +10,12 @@ cgroup limits, no security context).
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Any
 
+from infra.node import install
 from tests.e2e.cluster import Cluster, Node
 from tests.e2e.hosts import Process, wait_for
 
@@ -42,6 +44,16 @@ def bound_pod(
 def pod_node(cluster: Cluster, pod: dict[str, Any]) -> Node:
     (node,) = [n for n in cluster.nodes if n.machine.name == pod["spec"]["nodeName"]]
     return node
+
+
+def sandbox_network(cluster: Cluster, node: Node, pod: dict[str, Any]) -> str:
+    """The network namespace of ``pod``'s sandbox on a real node (its path on the node), asked of containerd."""
+    ctr = [f"{install.BIN}/ctr", "--namespace", "k8s.io", "containers"]
+    labels = f'labels."io.cri-containerd.kind"==sandbox,labels."io.kubernetes.pod.uid"=={pod["metadata"]["uid"]}'
+    (sandbox,) = cluster.network.run(node.host, [*ctr, "ls", "--quiet", labels]).stdout.split()
+    info = json.loads(cluster.network.run(node.host, [*ctr, "info", sandbox]).stdout)
+    (path,) = [n["path"] for n in info["Spec"]["linux"]["namespaces"] if n["type"] == "network"]
+    return path
 
 
 def container(pod: dict[str, Any], name: str) -> dict[str, Any]:
@@ -105,4 +117,6 @@ def start(
         make = f"mkdir -p {shlex.quote(target)}" if source.is_dir() else f"touch {shlex.quote(target)}"
         binds.append(f"{make} && mount --bind {shlex.quote(str(source))} {shlex.quote(target)}")
     script = " && ".join([*binds, 'exec "$@"'])
-    return cluster.network.start(node.host, name, ["sh", "-c", script, "sh", *argv], env=env)
+    # A mount namespace of its own: a real node's processes share one, which the pod's mounts must not enter.
+    private = ["unshare", "--mount", "--propagation", "private"]
+    return cluster.network.start(node.host, name, [*private, "sh", "-c", script, "sh", *argv], env=env)

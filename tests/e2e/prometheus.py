@@ -11,6 +11,11 @@ Substituted (docs/cluster-in-a-box.md says why): no container runs it (the Prome
 not built in the box); the in-cluster API address (``KUBERNETES_SERVICE_HOST``) is the
 apiservers' load balancer; and cluster DNS for the scrape targets' names is a hosts file holding
 the replicas the box runs, at their pods' addresses (a replica the box does not run has no name).
+
+On a real node (the data-plane box, tests/e2e/runtime.py) the pod is real: kubelet started its
+sandbox, which holds the pod's address (its container waits for an image the box cannot pull). The
+process then runs in that sandbox's network namespace, and reaches the API at the ``kubernetes``
+Service's address through the node's kube-proxy, as the container would.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class Shard:
     pod: str
     node: Node
     process: Process
+    address: str  # the pod's
 
     @property
     def dns_name(self) -> str:
@@ -47,7 +53,7 @@ class Shard:
 
     @property
     def url(self) -> str:
-        return f"http://{self.node.machine.ip}:{monitoring.PORT}"
+        return f"http://{self.address}:{monitoring.PORT}"
 
     def api(self, path: str) -> Any:
         """``data`` of a GET on the API, asked from the operator's host over the box's bridge."""
@@ -82,7 +88,13 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
     workload = monitoring.shard_workload(shard)
     pod = pod_processes.bound_pod(cluster, monitoring.NAMESPACE, replica_name(shard, replica))
     node = pod_processes.pod_node(cluster, pod)
-    assert pod["status"].get("podIP") == node.machine.ip, "the box reports a pod's address as its node's"
+    real = any(n.machine.name == node.machine.name for n in cluster.real_nodes)
+    if real:
+        pod = wait_for(
+            f"{pod['metadata']['name']}'s sandbox", lambda: _with_address(cluster, pod), timeout=READY_TIMEOUT
+        )
+    else:
+        assert pod["status"].get("podIP") == node.machine.ip, "the box reports a pod's address as its node's"
     spec = pod_processes.container(pod, monitoring.NAME)
     root = cluster.workdir / "prometheus" / pod["metadata"]["name"]
     (root / "data").mkdir(parents=True, exist_ok=True)
@@ -97,16 +109,23 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
         pod_processes.write_service_account(cluster, pod, root / "account"): ACCOUNT_DIR,
         hosts: "/etc/hosts",
     }
-    host, port = cluster.apiserver_url.removeprefix("https://").rsplit(":", 1)
+    argv = [monitoring_tool("prometheus"), *spec["args"]]
+    if real:
+        netns = pod_processes.sandbox_network(cluster, node, pod)
+        argv = ["nsenter", f"--net={netns}", *argv]
+        api = cluster.get_json("service", "-n", "default", "kubernetes")["spec"]
+        host, port = api["clusterIP"], str(api["ports"][0]["port"])
+    else:
+        host, port = cluster.apiserver_url.removeprefix("https://").rsplit(":", 1)
     process = pod_processes.start(
         cluster,
         node,
         f"prometheus-{shard}-{replica}",
-        [monitoring_tool("prometheus"), *spec["args"]],
+        argv,
         mounts,
         {**pod_processes.environment(pod, spec), "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port},
     )
-    running = Shard(cluster, shard, replica, pod["metadata"]["name"], node, process)
+    running = Shard(cluster, shard, replica, pod["metadata"]["name"], node, process, pod["status"]["podIP"])
     wait_for(
         f"{running.pod} to answer /-/ready",
         lambda: (
@@ -119,3 +138,9 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
         on_timeout=lambda: process.output()[-3000:],
     )
     return running
+
+
+def _with_address(cluster: Cluster, pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod once kubelet has given its sandbox an address."""
+    current = cluster.get_json("pod", "-n", pod["metadata"]["namespace"], pod["metadata"]["name"])
+    return current if current["status"].get("podIP") else None

@@ -54,11 +54,6 @@ def test_base_is_rendered_with_every_addon_off():
     }
 
 
-def test_disabling_the_health_check_with_gpu_pools_is_refused():
-    with pytest.raises(ConfigError, match=r"addons.gpuHealthCheck.enabled = False: expected true while GPU pools"):
-        spec_for("dev", addons={"gpuHealthCheck": {"enabled": False}})
-
-
 def test_balloons_need_the_autoscaler():
     with pytest.raises(ConfigError, match=r"addons.balloons.enabled = True"):
         spec_for("dev", addons={"clusterAutoscaler": {"enabled": False}})

@@ -18,11 +18,8 @@ import yaml
 import machine
 from infra.boot.cloudinit import render
 from infra.boot.secrets import FETCH_SCRIPT_PATH
-from infra.config import naming
-from infra.config.sizing import shards
 from infra.node import kube_proxy, kubelet, node_cloud_config
-from infra.node.pool import node_spec
-from tests.helpers import doc_table_rows
+from tests.helpers import doc_table_rows, pool_node_spec
 from tests.infra.control_plane_files import spec, unit_flags
 
 # CIS Kubernetes Benchmark v1.12, sections 4.1, 4.2 and 4.3 (kube-bench cfg/cis-1.12/node.yaml).
@@ -46,19 +43,9 @@ ROWS = doc_table_rows("docs/cis-benchmark.md", "## CIS Kubernetes Benchmark (wor
 def pools() -> dict[str, dict[str, dict]]:
     """``{pool: {path on the node: write_files entry}}`` for every prod pool."""
     cluster = spec("prod")
-    name = cluster.config.cluster_name
     rendered = {}
     for pool in cluster.config.node_pools:
-        node = node_spec(
-            cluster.config,
-            cluster.addresses,
-            pool,
-            shards(pool)[0],
-            kubernetes_version=cluster.node_kubernetes_version,
-            vault_name=naming.key_vault(name),
-            registry_login_server=naming.container_registry_login_server(name),
-            host_network_pods=0,  # the CIS rows read files maxPods does not change
-        )
+        node = pool_node_spec(cluster, pool)  # the CIS rows read files maxPods does not change
         document = yaml.safe_load(render(node_cloud_config(node)))
         rendered[pool.name] = {entry["path"]: entry for entry in document["write_files"]}
     return rendered

@@ -12,10 +12,9 @@ from infra.catalog import versions
 from infra.cluster.cluster_spec import build_cluster_spec
 from infra.cluster.node_checks import daemon_pods, host_ports
 from infra.config.errors import ConfigError
-from infra.config.sizing import shards
 from infra.config.value_checks import AZURE_REGIONS, PRIVATE_RANGES, check_ssh_public_key
 from infra.facts.labels import ROLE_SYSTEM, SYSTEM_TAINT_KEY
-from tests.helpers import raw_config
+from tests.helpers import pool_node_spec, raw_config
 
 
 def refused(raw, location="eastus") -> str:
@@ -120,22 +119,11 @@ def test_an_add_on_host_port_may_not_clash(port, other):
 
 def test_host_ports_come_from_what_the_nodes_and_add_ons_render():
     from infra.cluster.node_checks import _daemonsets
-    from infra.config import naming
-    from infra.node.pool import node_spec
 
     cluster = assemble(raw_config("dev"), "eastus")
     spec = cluster.spec
     pool = spec.config.node_pools[1]
-    node = node_spec(
-        spec.config,
-        spec.addresses,
-        pool,
-        shards(pool)[0],
-        kubernetes_version=spec.node_kubernetes_version,
-        vault_name=naming.key_vault("dev"),
-        registry_login_server=naming.container_registry_login_server("dev"),
-        host_network_pods=0,
-    )
+    node = pool_node_spec(spec, pool)
     used = host_ports(node, list(_daemonsets(cluster.addons)))
     assert used[10250] == ["kubelet"] and used[10256] == ["kube-proxy"]
     assert used[9119] == ["addons.trafficAccounting (iptables-exporter)"]
@@ -144,24 +132,10 @@ def test_host_ports_come_from_what_the_nodes_and_add_ons_render():
 
 def test_pod_budget_counts_the_daemonsets_each_pool_kind_runs():
     from infra.cluster.node_checks import _daemonsets
-    from infra.config import naming
-    from infra.node.pool import node_spec
 
     cluster = assemble(raw_config("dev"), "eastus")
     spec = cluster.spec
-    pools = {
-        p.name: node_spec(
-            spec.config,
-            spec.addresses,
-            p,
-            shards(p)[0],
-            kubernetes_version=spec.node_kubernetes_version,
-            vault_name=naming.key_vault("dev"),
-            registry_login_server=naming.container_registry_login_server("dev"),
-            host_network_pods=0,
-        )
-        for p in spec.config.node_pools
-    }
+    pools = {p.name: pool_node_spec(spec, p) for p in spec.config.node_pools}
     daemonsets = list(_daemonsets(cluster.addons))
     assert "nvidia-device-plugin" in daemon_pods(pools["gpu"], daemonsets)
     assert "nvidia-device-plugin" not in daemon_pods(pools["cpu"], daemonsets)

@@ -25,9 +25,10 @@ SOURCE = "stack organization/supercluster/dev"
 SUB = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/dev-rg/providers"
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
-# Contract 1.0 as other teams were promised it. Removing or renaming any of these is a new
+# Contract 2.0 as other teams are promised it. Removing or renaming any of these is a new
 # major version (and a change to this list); a minor version may only add optional fields.
-CONTRACT_1_0 = [
+# 2.0 is 1.0 without `adminKubeconfig`: no output hands out a credential.
+CONTRACT_2_0 = [
     "schemaVersion",
     "clusterName",
     "location",
@@ -41,7 +42,6 @@ CONTRACT_1_0 = [
     "network.natFrontendIp",
     "apiserver.endpoint",
     "apiserver.caCertificate",
-    "adminKubeconfig",
     "nodePools.<name>.role",
     "nodePools.<name>.vmSize",
     "nodePools.<name>.minNodes",
@@ -72,7 +72,6 @@ def contract_for(spec) -> ClusterContract:
         subnet_ids={k: f"{SUB}/Microsoft.Network/virtualNetworks/x/subnets/{k}" for k in subnets},
         scale_set_ids={n: f"{SUB}/Microsoft.Compute/virtualMachineScaleSets/dev-{n}" for n in shard_names(spec)},
         ca_certificate=CA,
-        admin_kubeconfig="apiVersion: v1\nkind: Config\n",
         etcd_backup_storage_account_id=f"{SUB}/Microsoft.Storage/storageAccounts/devetcd",
         etcd_backup_container_url="https://devetcd.blob.core.windows.net/etcd-snapshots",
     )
@@ -98,13 +97,15 @@ def drop(document: dict, path: str) -> dict:
     return broken
 
 
-def test_schema_still_holds_every_field_of_1_0():
+def test_schema_still_holds_every_field_of_2_0_and_no_secret():
     paths = [path for path, _, _ in describe()]
-    assert SCHEMA_MAJOR == 1 and SCHEMA_VERSION.startswith("1.")
-    assert [p for p in paths if p in CONTRACT_1_0] == CONTRACT_1_0
+    assert SCHEMA_MAJOR == 2 and SCHEMA_VERSION.startswith("2.")
+    assert [p for p in paths if p in CONTRACT_2_0] == CONTRACT_2_0
     since = {f"{prefix}": f.metadata["since"] for prefix, f in _leaf_fields(ClusterContract)}
-    added_later = [p for p in paths if p not in CONTRACT_1_0]
-    assert all(since[p] > 0 for p in added_later), "fields added after 1.0 must be optional (since > 0)"
+    added_later = [p for p in paths if p not in CONTRACT_2_0]
+    assert all(since[p] > 0 for p in added_later), "fields added after 2.0 must be optional (since > 0)"
+    assert secret_paths() == []  # nothing in the output is a credential
+    assert not any("kubeconfig" in p.lower() or "key" in p.lower().split(".")[-1] for p in paths)
 
 
 def _leaf_fields(schema, prefix=""):
@@ -166,13 +167,12 @@ def test_producer_refuses_scale_set_ids_that_do_not_match_the_shards():
             subnet_ids={},
             scale_set_ids={"cpu-s000": "id", "gpu-s001": "id"},
             ca_certificate=CA,
-            admin_kubeconfig="k",
             etcd_backup_storage_account_id="a",
             etcd_backup_container_url="u",
         )
 
 
-@pytest.mark.parametrize("path", CONTRACT_1_0[1:])
+@pytest.mark.parametrize("path", CONTRACT_2_0[1:])
 def test_dropping_any_field_fails_with_its_path(document, path):
     with pytest.raises(ContractError) as error:
         parse_contract(drop(document, path), SOURCE)
@@ -190,8 +190,9 @@ def test_missing_output_is_a_clear_error():
 @pytest.mark.parametrize(
     "version,expected",
     [
-        ("2.0", r"contract 2.0 is newer than this reader \(1.x\)"),
-        ("0.9", r"contract 0.9 is older than this reader \(1.x\)"),
+        ("3.0", r"contract 3.0 is newer than this reader \(2.x\)"),
+        ("1.0", r"contract 1.0 is older than this reader \(2.x\)"),
+        ("0.9", r"contract 0.9 is older than this reader \(2.x\)"),
         (None, r"`cluster.schemaVersion` is None, expected \"MAJOR.MINOR\""),
         ("1", r"`cluster.schemaVersion` is '1', expected \"MAJOR.MINOR\""),
     ],
@@ -203,7 +204,7 @@ def test_other_major_or_no_version_is_refused(document, version, expected):
 
 
 def test_newer_minor_with_unknown_fields_is_read(document):
-    document["schemaVersion"] = "1.7"
+    document["schemaVersion"] = "2.7"
     document["network"]["someFieldOf17"] = "whatever"
     document["nodePools"]["gpu"]["futureFlag"] = True
     assert parse_contract(document, SOURCE).network.service_cidr == "172.20.0.0/20"
@@ -229,12 +230,22 @@ def test_counts_read_back_as_doubles_are_whole_numbers(document):
         parse_contract(document, SOURCE)
 
 
-def test_secret_fields_must_be_redacted_in_a_plan(document):
-    assert secret_paths() == ["adminKubeconfig"]
-    with pytest.raises(ContractError, match="cluster.adminKubeconfig: must be a secret, found in clear text"):
-        parse_contract(document, SOURCE, secret_placeholder="[secret]")
-    document["adminKubeconfig"] = "[secret]"
-    assert parse_contract(document, SOURCE, secret_placeholder="[secret]").admin_kubeconfig == "[secret]"
+def contract_1_0(document: dict, kubeconfig: str = "apiVersion: v1\nkind: Config\n") -> dict:
+    """What the release before 2.0 exported: the same fields, plus the admin kubeconfig."""
+    return {**copy.deepcopy(document), "schemaVersion": "1.0", "adminKubeconfig": kubeconfig}
+
+
+def test_the_transition_reader_reads_the_1_0_output_a_stack_last_wrote_and_no_older(document):
+    previous = contract_1_0(document)
+    read = parse_contract(previous, SOURCE, previous_major=True)
+    assert read.network.service_cidr == "172.20.0.0/20" and not hasattr(read, "admin_kubeconfig")
+    with pytest.raises(ContractError, match=r"contract 1.0 is older than this reader \(2.x\)"):
+        parse_contract(previous, SOURCE)  # a consumer's reader is not the transition's
+    with pytest.raises(ContractError, match="does not match contract 1.0: cluster.apiserver.endpoint: missing"):
+        parse_contract(drop(previous, "apiserver.endpoint"), SOURCE, previous_major=True)
+    previous["schemaVersion"] = "0.9"
+    with pytest.raises(ContractError, match=r"contract 0.9 is older than this reader \(2.x\)"):
+        parse_contract(previous, SOURCE, previous_major=True)
 
 
 def test_the_documented_contract_table_is_the_schema():

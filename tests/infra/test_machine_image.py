@@ -13,7 +13,6 @@ from infra.assembly import machine_image
 from infra.catalog import versions
 from infra.cluster.cluster_spec import build_cluster_spec
 from infra.config.errors import ConfigError
-from infra.config.sizing import shards
 from infra.control_plane import binaries as control_plane_install
 from infra.control_plane.apiserver_machine import apiserver_cloud_config, shared_files
 from infra.etcd import member_machine as etcd_machine
@@ -22,8 +21,8 @@ from infra.nat_hosts import nat_host_cloud_config
 from infra.node import install as node_install
 from infra.node import node_cloud_config
 from infra.node import pinned_images as node_images
-from infra.node.pool import node_spec, preload_images
-from tests.helpers import parsed, raw_config
+from infra.node.pool import preload_images
+from tests.helpers import parsed, pool_node_spec, raw_config
 
 NODE_SCRIPT = "machine/node/install.py"
 
@@ -72,18 +71,7 @@ def test_the_images_carry_every_package_any_machine_declares():
         )
         for pool in spec.config.node_pools:
             declared |= set(
-                node_cloud_config(
-                    node_spec(
-                        spec.config,
-                        spec.addresses,
-                        pool,
-                        shards(pool)[0],
-                        kubernetes_version=spec.node_kubernetes_version,
-                        vault_name="kv",
-                        registry_login_server="r.azurecr.io",
-                        host_network_pods=0,  # packages do not depend on maxPods
-                    )
-                ).packages
+                node_cloud_config(pool_node_spec(spec, pool)).packages  # packages do not depend on maxPods
             )
         for role in (MAIN, EVENTS):
             cluster = etcd_cluster_spec(spec, role)

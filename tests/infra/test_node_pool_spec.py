@@ -19,10 +19,9 @@ from infra.node.pool import (
     autoscaler_tags,
     encode_tag_key,
     ephemeral_os_disk,
-    node_spec,
     scale_set_tags,
 )
-from tests.helpers import parsed, raw_config
+from tests.helpers import parsed, pool_node_spec, raw_config
 
 
 def cluster(stack: str = "prod", raw: dict | None = None):
@@ -32,16 +31,7 @@ def cluster(stack: str = "prod", raw: dict | None = None):
 def test_node_spec_from_the_prod_gpu_pool():
     spec = cluster()
     pool = spec.config.pool("h100a")
-    node = node_spec(
-        spec.config,
-        spec.addresses,
-        pool,
-        shards(pool)[1],
-        kubernetes_version=spec.node_kubernetes_version,
-        vault_name="kv",
-        registry_login_server="acr.azurecr.io",
-        host_network_pods=5,
-    )
+    node = pool_node_spec(spec, pool, 1, host_network_pods=5)
     assert node.apiserver_endpoint == f"https://{spec.addresses.apiserver_lb_ip()}:6443"
     assert node.cluster_dns == "172.20.0.10"
     # kubelet's maxPods: the pod IPs plus the host-network DaemonSet pods, which take no pod IP.

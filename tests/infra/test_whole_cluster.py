@@ -49,6 +49,13 @@ CASES = {
         "nodePools[0] = 'pool gpu': expected a DaemonSet providing resource:nvidia.com/gpu on its nodes",
         (),
     ),
+    "a start-up taint nobody lifts": (
+        ("addons.gpuHealthCheck.enabled=false",),
+        "nodePools[0] = 'pool gpu': expected a DaemonSet providing lifts-taint:supercluster.io/gpu-unhealthy on its "
+        "nodes: 8 workload pod(s) (nvidia.com/gpu: 1, rdma/ib: 1) cannot run (taint "
+        "supercluster.io/gpu-unhealthy=true:NoSchedule not tolerated)",
+        (),
+    ),
     "InfiniBand nobody advertises": (
         ("addons.rdmaDevicePlugin.enabled=false",),
         "expected a DaemonSet providing resource:rdma/ib on its nodes",

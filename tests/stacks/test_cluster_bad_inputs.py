@@ -277,7 +277,7 @@ def test_bad_input_exits_2_in_one_line_and_touches_nothing(name, tmp_path, dev_p
 
 def test_the_valid_neighbours_pass(tmp_path, dev_plan_dir):
     """An earlier plan is replaced by --out, its outputs read by --diff, and this stack's own outputs given
-    with --stack-outputs (the plan's masked kubeconfig is a secret field of the contract: accepted)."""
+    with --stack-outputs."""
     plan = tmp_path / "plan"
     shutil.copytree(dev_plan_dir, plan, symlinks=True)
     (plan / "stale.txt").write_text("left by an earlier plan\n")
@@ -286,7 +286,26 @@ def test_the_valid_neighbours_pass(tmp_path, dev_plan_dir):
     code = main(["--stack", "dev", "--out", str(plan), "--diff", str(dev_plan_dir), "--stack-outputs", str(outputs)])
     assert code in (0, 1)
     assert not (plan / "stale.txt").exists(), "a plan folder this program wrote is replaced as a whole"
-    assert outputs_of(plan)["cluster"]["adminKubeconfig"] == "[secret]"
+    assert (
+        outputs_of(plan)["cluster"]["schemaVersion"] == "2.0" and "adminKubeconfig" not in outputs_of(plan)["cluster"]
+    )
+
+
+def test_the_deploy_that_moves_a_stack_to_contract_2_reads_the_1_0_outputs_its_last_deploy_wrote(
+    tmp_path, dev_plan_dir
+):
+    """The release before 2.0 exported ``adminKubeconfig`` (masked in a plan, the value with --show-secrets):
+    the day-2 reader takes that output, as the last deploy's (--stack-outputs) and an earlier plan's (--diff)."""
+    last = outputs_of(dev_plan_dir)
+    for kubeconfig in ("[secret]", "apiVersion: v1\nkind: Config\n"):
+        last["cluster"] = {**last["cluster"], "schemaVersion": "1.0", "adminKubeconfig": kubeconfig}
+        outputs = tmp_path / "outputs.json"
+        outputs.write_text(json.dumps({OWN: last}))
+        code = main(["--stack", "dev", "--out", str(tmp_path / "plan"), "--stack-outputs", str(outputs)])
+        assert code in (0, 1)
+    last["cluster"]["schemaVersion"] = "0.9"
+    outputs.write_text(json.dumps({OWN: last}))
+    assert main(["--stack", "dev", "--out", str(tmp_path / "plan2"), "--stack-outputs", str(outputs)]) == 2
 
 
 def test_there_are_at_least_40_cases_across_the_categories():

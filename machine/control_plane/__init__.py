@@ -1,0 +1,1 @@
+"""Machine programs: see machine/__init__.py."""
