@@ -54,9 +54,10 @@ def dev(binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
 def prod(binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
     # prod's control plane exactly as rendered (5 etcd + 3 events-etcd members, 5 apiservers) and nodes, so
     # prod-only workloads schedule: one of each pool, a system pool at its minNodes (what the cluster starts
-    # with: every Prometheus shard's two replicas, on different nodes, must fit its pod IPs), and the NAT hosts. The first GPU pool's node is a real node (kubelet,
-    # containerd, runc), where one-GPU pods are admitted and run; the rest run nodesim: a real node runs
-    # about six processes on this 2-core machine, which already carries prod's 23 control-plane ones.
+    # with: every Prometheus shard's two replicas, on different nodes, must fit its pod IPs), and the NAT
+    # hosts. The first GPU pool's node is a real node (kubelet, containerd, runc), where one-GPU pods are
+    # admitted and run; the rest run nodesim: a real node runs about six processes on this 2-core machine,
+    # which already carries prod's 23 control-plane ones.
     pools = stack_cluster_spec("prod", []).config.node_pools
     per_pool = {pool.name: max(2, pool.min_nodes) if pool.role == ROLE_SYSTEM else 1 for pool in pools}
     real_pool = next(pool.name for pool in pools if pool.size.gpus)
