@@ -195,6 +195,7 @@ def test_no_private_key_anywhere_in_the_plan(prod_plan):
         assert "PRIVATE KEY" not in text
 
 
+@pytest.mark.slow  # a sequence of whole-program runs (seconds)
 def test_a_cloud_init_change_neither_replaces_nor_rewrites_a_member(dev_plan):
     """A new quota changes what a member would receive: the VM sees it only in the fingerprint tag."""
     changed = plan_stack("dev", "etcd.quotaBackendBytes=17179869184")

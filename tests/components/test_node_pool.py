@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from infra.facts.labels import INFINIBAND_DOMAIN_LABEL
 from plan.artifacts import custom_data_of
 from tests.conftest import deploy_after, plan_stack
@@ -95,6 +97,7 @@ def test_one_cloud_init_per_shard_with_its_fingerprint_tagged(prod_plan):
     assert max(sizes) <= 87_380  # Azure's customData limit, for the biggest pool
 
 
+@pytest.mark.slow  # a sequence of whole-program runs (seconds)
 def test_resources_grow_with_shards_never_with_nodes():
     def counts(*overrides):
         # Prometheus node shards do grow with maxNodes, one per seriesPerShard (tests/infra/
@@ -111,6 +114,7 @@ def test_resources_grow_with_shards_never_with_nodes():
     assert sum(grown.values()) == sum(small.values()) + 3
 
 
+@pytest.mark.slow  # a sequence of whole-program runs (seconds)
 def test_capacity_is_sent_only_to_a_scale_set_the_last_deploy_did_not_have(dev_plan):
     """The first deploy creates each shard at minNodes; the next one sends no capacity to those (Azure keeps the
     live count the autoscaler set) and the initial one only to the shard it adds."""
@@ -125,6 +129,7 @@ def test_capacity_is_sent_only_to_a_scale_set_the_last_deploy_did_not_have(dev_p
     }
 
 
+@pytest.mark.slow  # a sequence of whole-program runs (seconds)
 def test_growing_a_pool_appends_shards_and_keeps_the_existing_ones():
     before = plan_stack("dev", "nodePools[0].maxNodes=100")
     after = plan_stack("dev", "nodePools[0].maxNodes=250")

@@ -75,7 +75,7 @@ def test_the_controller_manager_and_scheduler_start_once_their_apiserver_is_read
     assert argv[:2] == ["/bin/sh", "-c"], argv
     assert f"--cacert {pki.cert_path(pki.CLUSTER_CA)} {LOCAL_APISERVER}/readyz" in argv[2]
     # Until it answers: here nothing listens, so the wait is still waiting when the timeout ends it.
-    waiting = subprocess.run(["timeout", "3", sh, "-c", argv[2].replace(LOCAL_APISERVER, "https://127.0.0.1:9")])
+    waiting = subprocess.run(["timeout", "1", sh, "-c", argv[2].replace(LOCAL_APISERVER, "https://127.0.0.1:9")])
     assert waiting.returncode == 124
     # systemd's start timeout (TimeoutStartSec, 90 s by default) bounds it: then Restart= starts it again.
     assert "Restart=always" in files(machines("prod")[0])[f"/etc/systemd/system/{unit}"]

@@ -17,6 +17,7 @@ def _objects(run):
     return {object_key(o) for o in map(kubernetes_object, run.registrations) if o is not None}
 
 
+@pytest.mark.slow  # a sequence of whole-program runs (seconds)
 def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan):
     assert dev_plan.of_type(ADDONS)
     without = plan_stack("dev", "addons.monitoring.enabled=false")

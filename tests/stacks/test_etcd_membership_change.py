@@ -72,6 +72,7 @@ def test_the_events_cluster_is_checked_too():
     assert caught.value.key == "eventsEtcd.members"
 
 
+@pytest.mark.slow  # a sequence of whole-program runs (seconds)
 def test_the_plan_refuses_growing_by_two_in_one_line_and_accepts_one_step(dev_plan, tmp_path, capsys):
     """dev runs one member; its last deploy is dev_plan's outputs."""
     old = tmp_path / "old"

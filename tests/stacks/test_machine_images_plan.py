@@ -74,6 +74,7 @@ def test_the_plan_files_show_what_each_image_build_runs(run):
         assert shown == machine_image.customizer_script(config, kind)
 
 
+@pytest.mark.slow  # a sequence of whole-program runs (seconds)
 def test_the_next_deploy_refuses_other_contents_under_a_built_version(dev_plan, tmp_path, capsys):
     """Azure cannot overwrite an image version: a new kubernetesVersion under the same machineImageVersion is
     refused before anything is declared (the last deploy's machineImages output); with a new version it passes."""

@@ -249,6 +249,7 @@ def test_the_hub_routes_the_service_range_to_the_nat_hosts(stack):
     assert lb.inputs["frontendIPConfigurations"][0]["privateIPAddress"] == stack.plan.nat_lb_ip()
 
 
+@pytest.mark.slow  # a sequence of whole-program runs (seconds)
 def test_network_resources_grow_with_scale_sets_never_with_nodes(prod_plan):
     small = plan_stack("prod", "nodePools[0].maxNodes=100", "nodePools[1].maxNodes=100")  # 1 scale set each
 

@@ -79,6 +79,7 @@ def test_a_selector_on_a_label_no_node_registers_is_caught(dev_plan):
     )
 
 
+@pytest.mark.slow  # a whole-program run per address (seconds)
 @pytest.mark.parametrize("local_ip", ["169.254.20.10", "169.254.25.10"])
 def test_the_node_local_dns_address_reaches_every_node_cni_and_the_cache_itself(local_ip):
     """addons.nodeLocalDns.localIp is one value: the cache binds it and every machine's CNI routes it."""

@@ -86,6 +86,7 @@ def test_a_refused_removal_declares_nothing_in_azure(dev_plan, monkeypatch):
     assert not declared
 
 
+@pytest.mark.slow  # a sequence of whole-program runs (seconds)
 def test_retiring_then_removing_a_pool_passes(retired_gpu_plan, tmp_path, capsys):
     old = _plan_dir(retired_gpu_plan, tmp_path / "retired")
     assert json.loads((old / "outputs.json").read_text())["cluster"]["nodePools"]["gpu"]["retired"] is True
