@@ -312,10 +312,20 @@ def test_replace_on_changes_forces_replacement():
 
 def test_a_program_that_never_finishes_is_stopped_with_one_line(monkeypatch):
     """Every wait is bounded: a run whose program does not return is given up after the bound."""
+    import gc
+    import threading
     import time
 
     import plan.runner
 
     monkeypatch.setattr(plan.runner, "PROGRAM_TIMEOUT_SECONDS", 0.2)
+    release = threading.Event()
     with pytest.raises(plan.runner.ProgramHung, match="did not finish within 0.2 s"):
-        plan.runner.run_declarations(lambda: time.sleep(1))
+        plan.runner.run_declarations(lambda: release.wait(10))
+    # The abandoned run still holds the cyclic collector paused (plan.runner._cyclic_gc_paused): let it end
+    # before the next test in this worker runs a program, or that test finds the collector off.
+    release.set()
+    deadline = time.monotonic() + 10
+    while not gc.isenabled() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gc.isenabled(), "the abandoned run never put the collector back"
