@@ -136,8 +136,8 @@ CASES: dict[str, tuple[Callable[[Path, Path], list[str]], str]] = {
     ),
     "--diff cluster a number": (with_outputs(lambda o: set_path(o, "cluster", 3)), "cluster = 3"),
     "--diff contract of another major": (
-        with_outputs(lambda o: set_path(o, "cluster.schemaVersion", "2.0")),
-        "contract 2.0 is newer than this reader",
+        with_outputs(lambda o: set_path(o, "cluster.schemaVersion", "3.0")),
+        "contract 3.0 is newer than this reader",
     ),
     "--diff pools mistyped": (
         with_outputs(lambda o: set_path(o, "cluster.nodePools", ["cpu"])),
