@@ -52,15 +52,19 @@ def custom_data_of(registration: Registration) -> str | None:
 
 def cloud_init_files(registration: Registration) -> dict[str, str]:
     """``{machine path: content}`` of every file a VM's or scale set's cloud-init writes; empty for other
-    resources. Parsed once per distinct cloud-init: the shards of a pool share theirs."""
-    raw = _raw_custom_data(registration)
-    return {} if raw is None else dict(_written_files(raw))
+    resources."""
+    cloud_init = custom_data_of(registration)
+    if cloud_init is None:
+        return {}
+    return {path: _file_content(entry) for path, entry in cloud_init_entries(cloud_init).items()}
 
 
 @functools.lru_cache(maxsize=64)
-def _written_files(raw: str) -> tuple[tuple[str, str], ...]:
-    document = yaml.load(_decoded(raw), Loader=_Loader) or {}
-    return tuple((entry["path"], _file_content(entry)) for entry in document.get("write_files") or [])
+def cloud_init_entries(cloud_init: str) -> dict[str, dict[str, Any]]:
+    """``{machine path: write_files entry}`` of a cloud-init, parsed once per distinct text (the shards of a
+    pool share theirs). Shared between callers: read it, never change it."""
+    document = yaml.load(cloud_init, Loader=_Loader) or {}
+    return {entry["path"]: entry for entry in document.get("write_files") or []}
 
 
 def _decoded(raw: str) -> str:
@@ -109,9 +113,8 @@ def kubernetes_object(registration: Registration) -> dict[str, Any] | None:
 def collect_files(registrations: list[Registration]) -> dict[str, str]:
     """``{relative path under files/: text}`` for every shipped artifact."""
     files: dict[str, str] = {}
-    # The shards of a pool share one cloud-init: decode and parse it once.
+    # The shards of a pool share one cloud-init: decoded once here, parsed once (cloud_init_entries).
     decoded: dict[str, str] = {}
-    embedded: dict[str, list[tuple[str, str]]] = {}
     for registration in registrations:
         raw = _raw_custom_data(registration)
         if raw is not None:
@@ -120,14 +123,8 @@ def collect_files(registrations: list[Registration]) -> dict[str, str]:
             cloud_init = decoded[raw]
             base = registration.name
             files[f"{base}/cloud-init.yaml"] = cloud_init
-            if cloud_init not in embedded:
-                document = yaml.load(cloud_init, Loader=_Loader) or {}
-                embedded[cloud_init] = [
-                    (posixpath.normpath("/" + entry["path"]).lstrip("/"), _file_content(entry))
-                    for entry in document.get("write_files") or []
-                ]
-            for machine_path, content in embedded[cloud_init]:
-                files[f"{base}/{machine_path}"] = content
+            for path, entry in cloud_init_entries(cloud_init).items():
+                files[f"{base}/{posixpath.normpath('/' + path).lstrip('/')}"] = _file_content(entry)
         if registration.type == IMAGE_TEMPLATE:  # what the machine image build runs, readable
             for step in registration.inputs.get("customize") or []:
                 script = machine_image.script_of(step.get("inline") or [])

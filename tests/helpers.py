@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import copy
-import functools
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.config import naming
@@ -148,15 +145,3 @@ def monitoring_tool(binary: str) -> str:
     path = Path(folder) / binary
     assert path.is_file(), f"{path} missing"
     return str(path)
-
-
-def cloud_init_entries(cloud_init: str) -> dict[str, dict[str, Any]]:
-    """``{path: write_files entry}`` of a rendered cloud-init, parsed once per distinct text with libyaml
-    (the shards of a pool share theirs, and many tests read the same ones). Read-only: shared between callers."""
-    return _entries(cloud_init)
-
-
-@functools.lru_cache(maxsize=64)
-def _entries(cloud_init: str) -> dict[str, dict[str, Any]]:
-    document = yaml.load(cloud_init, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    return {entry["path"]: entry for entry in document["write_files"]}

@@ -174,7 +174,7 @@ def test_every_add_on_container_that_asks_for_all_gpus_is_privileged():
 
 
 def _cloud_files(cloud_init: str) -> dict[str, dict]:
-    from tests.helpers import cloud_init_entries
+    from plan.artifacts import cloud_init_entries
 
     return cloud_init_entries(cloud_init)
 

@@ -15,7 +15,8 @@ from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
 from infra.config import naming
 from infra.etcd import member_machine as etcd_machine
 from infra.etcd.spec import MAIN, etcd_cluster_spec
-from tests.helpers import cloud_init_entries, doc_table_rows
+from plan.artifacts import cloud_init_entries
+from tests.helpers import doc_table_rows
 from tests.infra.addon_fixtures import cluster_for, node_cloud_inits
 from tests.infra.control_plane_files import machines, spec
 
