@@ -34,7 +34,7 @@ BIND_TIMEOUT = 180  # the scaled-down pods leave the node (kubelet stops their s
 @pytest.fixture(scope="module")
 def prod_kubelet_jobs(tmp_path_factory) -> dict[str, dict]:
     """The kubelet scrape jobs of prod's rendered node shard, from the plan prod deploys."""
-    return _kubelet_jobs(plan_stack("prod", tmp_path_factory.mktemp("prodplan"), []).kubernetes_objects())
+    return _kubelet_jobs(plan_stack("prod", tmp_path_factory.mktemp("prodplan") / "plan", []).kubernetes_objects())
 
 
 def _kubelet_jobs(objects) -> dict[str, dict]:
