@@ -29,7 +29,7 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 # Checksums are the projects' published .sha256sum values, each confirmed in two independent public
 # sources (vexxhost/ansible-collection-containers roles/*/defaults/main.yml and another pinned installer).
 # containerd and runc are at least the releases that fixed the 2025 container-escape and CRI advisories
-# (CONTAINERD_FLOOR, RUNC_FLOOR below; tests/infra/test_node_runtime_floor.py). The checksums of 1.7.29
+# (CONTAINERD_FLOOR, RUNC_FLOOR below; tests/stacks/test_node_runtime_floor.py). The checksums of 1.7.29
 # and v1.2.8 are kubespray's (roles/kubespray_defaults/vars/main/checksums.yml, commit 005bdce7), the one
 # public source found for them offline; the same file gives the 1.7.28 and v1.2.6 values pinned before,
 # which the two sources above had confirmed.
