@@ -1,7 +1,8 @@
 """The data plane on real nodes: pods started by the real kubelet, containerd and runc, holding the
 addresses Azure CNI would give them, talking through the rendered rules, kube-proxy and DNS.
 
-Each test reads what a packet did (who a server saw, which counters moved), never the rendered text.
+Each test reads what a packet did (who a server saw, which counters moved) or what the kernel holds for a
+container, never the rendered text.
 """
 
 from __future__ import annotations
