@@ -95,6 +95,11 @@ def probe(cluster: Cluster, pod: str, *args: str, check: bool = True) -> str:
     return result.stdout if result.returncode == 0 else ""
 
 
+def _probe_error(cluster: Cluster, pod: str, *args: str) -> str:
+    """What the probe says when ``args`` fail (its reason, e.g. the resolver that gave no answer)."""
+    return cluster.kubectl("exec", "-n", NAMESPACE, pod, "--", PROBE, *args, check=False, timeout=30).stderr
+
+
 def test_pods_hold_their_nodes_nic_addresses_and_reach_each_other_across_nodes_unnatted(box: Cluster):
     # Two nodes of the untainted CPU pool: a tenant pod may not tolerate the GPU nodes' start-up taint,
     # which no health check lifts in this box (docs/cluster-in-a-box.md).
@@ -176,7 +181,8 @@ def test_a_pod_resolves_services_through_node_local_dns_then_coredns_and_externa
             lambda server=server: probe(box, client, "lookup", name, *server, check=False),
             timeout=60,
             interval=1,
-            on_timeout=box.describe,
+            # The probe's own error first: it names the resolver the pod asked.
+            on_timeout=lambda server=server: _probe_error(box, client, "lookup", name, *server) + box.describe(),
         )
         assert answer.split() == [cluster_ip], answer
         external = probe(box, client, "lookup", EXTERNAL_NAME, *server, check=False)
