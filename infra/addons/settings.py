@@ -66,6 +66,8 @@ DESCRIPTIONS = {
     "addons.clusterAutoscaler.readBuckets": "client-side ARM read burst, at most ARM's own",
     "addons.clusterAutoscaler.writeQps": "client-side ARM write rate limit, at most ARM's own",
     "addons.clusterAutoscaler.writeBuckets": "client-side ARM write burst, at most ARM's own",
+    "addons.clusterAutoscaler.maxNodesPerScaleUp": "nodes one scale-up adds at most; one scale-up per 10 s loop "
+    "paces joins (docs/node-pools.md)",
     "addons.balloons.headroomNodes": "pool name -> warm nodes kept free for it (at most the pool's maxNodes; "
     "0 for a retired pool)",
     "addons.rdmaDevicePlugin.podsPerNode": "pods of one InfiniBand node that may share its HCAs (rdma/ib)",

@@ -138,3 +138,21 @@ def test_scale_set_tags_make_every_shard_discoverable_and_scalable_from_zero():
 
 def test_tag_keys_encode_underscores_before_slashes():
     assert encode_tag_key("example.com/my_label") == "example.com_my~2label"
+
+
+def test_joins_are_paced_a_bounded_scale_up_per_loop_one_node_group_at_a_time():
+    """7,500-node post: hundreds of nodes joining at once overload the apiservers; a few seconds help."""
+    flags = _flags()
+    per_loop = int(flags["max-nodes-per-scaleup"])
+    assert per_loop == cluster_autoscaler.Settings().max_nodes_per_scaleup
+    assert per_loop < cluster_autoscaler.MAX_NODES_PER_SCALEUP_CEILING  # below the flag's default of 1000
+    assert flags["scan-interval"] == f"{cluster_autoscaler.SCAN_INTERVAL_SECONDS}s"
+    assert flags["parallel-scale-up"] == "false"
+    # A 1,000-node scale-up takes at least this many seconds of loops, instead of one.
+    assert 1000 // per_loop * cluster_autoscaler.SCAN_INTERVAL_SECONDS >= 60
+
+
+def test_the_join_pace_is_a_setting_with_bounds():
+    assert _flags(addons={"clusterAutoscaler": {"maxNodesPerScaleUp": 50}})["max-nodes-per-scaleup"] == "50"
+    with pytest.raises(ConfigError, match="maxNodesPerScaleUp"):
+        _flags(addons={"clusterAutoscaler": {"maxNodesPerScaleUp": 5000}})

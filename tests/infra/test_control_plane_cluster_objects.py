@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import kubernetes_validate
 import pytest
 
 from infra.control_plane import cluster_objects, flowcontrol, pki, scheduler
 from infra.control_plane.apiserver import inflight_limits
+from tests import k8s_schema
 
 VERSIONS = ("1.31", "1.34")
 
@@ -28,18 +28,18 @@ def _documents() -> list[dict]:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("document", _documents(), ids=lambda d: f"{d['kind']}-{d['metadata']['name']}")
 def test_object_is_valid(document, version):
-    kubernetes_validate.validate(document, version, strict=True)
+    k8s_schema.validate(document, version, strict=True)
 
 
 def test_apf_objects_are_validated_not_skipped():
     broken = flowcontrol.objects()[0]
     broken = {**broken, "spec": {**broken["spec"], "limited": {**broken["spec"]["limited"], "shares": 3}}}
-    with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(broken, "1.34", strict=True)
+    with pytest.raises(k8s_schema.ValidationError):
+        k8s_schema.validate(broken, "1.34", strict=True)
 
 
 def test_service_account_lists_are_fenced_off():
-    level, schema = flowcontrol.objects()
+    level, schema = flowcontrol.service_account_lists()
     limited = level["spec"]["limited"]
     assert limited["lendablePercent"] == 0 and limited["borrowingLimitPercent"] == 0
     spec = schema["spec"]
@@ -55,6 +55,32 @@ def test_level_seats_at_7500_nodes():
     total = sum(inflight_limits(7500))
     assert total == 4000
     assert 250 <= flowcontrol.seats(total) <= 350
+    assert 100 <= flowcontrol.seats(total, flowcontrol.JOIN_SHARES) <= 200
+
+
+def test_node_joins_have_their_own_lane_before_the_heartbeats():
+    """A join burst's CSRs and Node creates queue in their own level, never in node-high."""
+    level, schema = flowcontrol.node_joins()
+    rendered = {(d["kind"], d["metadata"]["name"]) for d in cluster_objects.cluster_objects()}
+    assert {("PriorityLevelConfiguration", flowcontrol.JOIN_LEVEL), ("FlowSchema", flowcontrol.JOIN_LEVEL)} <= rendered
+    limited = level["spec"]["limited"]
+    assert limited["borrowingLimitPercent"] == 0  # never takes the heartbeats' seats
+    assert limited["limitResponse"]["type"] == "Queue"  # a burst waits; it is not refused at once
+    spec = schema["spec"]
+    assert spec["priorityLevelConfiguration"] == {"name": flowcontrol.JOIN_LEVEL}
+    # Matched before the built-in system-node-high (400), which would send Node creates to node-high.
+    assert spec["matchingPrecedence"] < 400
+    requests = {
+        (rule["subjects"][0]["group"]["name"], verb, resource)
+        for rule in spec["rules"]
+        for r in rule["resourceRules"]
+        for verb in r["verbs"]
+        for resource in r["resources"]
+    }
+    assert ("system:bootstrappers", "create", "certificatesigningrequests") in requests
+    assert ("system:nodes", "create", "nodes") in requests
+    # Only registration: a running node's updates, patches and Lease renewals stay in node-high.
+    assert {verb for group, verb, _ in requests if group == "system:nodes"} == {"create"}
 
 
 def test_node_join_rbac_lets_only_our_token_group_bootstrap():
