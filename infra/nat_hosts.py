@@ -8,10 +8,14 @@ the service IP to a pod, exactly as on any node. What makes it a NAT host:
 - IP forwarding on (in Azure on the NIC, in Linux by sysctl), ICMP redirects off: the
   host forwards on the interface the packet came in on, and a redirect would only tell
   the sender to bypass the load balancer;
-- it masquerades traffic whose source is outside the cluster ranges and whose original
-  destination is a service, so the pod's reply comes back through this host (which
-  undoes both translations) instead of going straight to a researcher's address;
-- it forwards nothing else from outside the cluster, so it is never an open router.
+- it forwards from outside the cluster only what is bound for a service, so it is never an
+  open router.
+
+It adds no translation of its own: kube-proxy, with the ``clusterCIDR`` and ``detectLocalMode:
+ClusterCIDR`` every node renders (infra/node/kube_proxy.py), already masquerades traffic to a
+service from outside the cluster ranges, so the pod's reply comes back through this host (which
+undoes both translations) instead of going straight to a researcher's address. A rule of the
+host's own doing the same was a second, redundant translation (docs/network.md).
 
 ``nat_host_cloud_config`` is the node bootstrap (``infra.node``: kubelet registered with
 the NAT taint and label, containerd, kube-proxy, the join secrets, traffic accounting)
@@ -60,33 +64,19 @@ def render_sysctl(values: dict[str, str]) -> str:
 def nat_ruleset(plan: AddressPlan) -> Ruleset:
     cluster = [str(r) for r in plan.cluster_ranges]
     service = str(plan.service_cidr)
-    from_cluster = tuple(Rule(("-s", cidr), "RETURN") for cidr in cluster)
-    masquerade = Chain(
-        "nat",
-        "SUPERCLUSTER-NAT-MASQ",
-        "POSTROUTING",
-        (
-            *from_cluster,
-            # kube-proxy has already rewritten the destination to a pod; conntrack remembers the service IP.
-            Rule(
-                ("-m", "conntrack", "--ctorigdst", service),
-                "MASQUERADE",
-                "from outside the cluster to a service: replies must come back through this host",
-            ),
-        ),
-    )
     forward = Chain(
         "filter",
         "SUPERCLUSTER-NAT-FWD",
         "FORWARD",
         (
             Rule(("-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED"), "RETURN"),
-            *from_cluster,
+            *(Rule(("-s", cidr), "RETURN") for cidr in cluster),
+            # kube-proxy has already rewritten the destination to a pod; conntrack remembers the service IP.
             Rule(("-m", "conntrack", "--ctorigdst", service), "RETURN"),
             Rule((), "DROP", "from outside the cluster only the service range is forwarded"),
         ),
     )
-    return Ruleset("nat-hosts", f"translate {service} for traffic from outside the cluster", (masquerade, forward))
+    return Ruleset("nat-hosts", f"forward only {service} from outside the cluster", (forward,))
 
 
 def add_nat_host(cloud: CloudConfig, plan: AddressPlan) -> None:

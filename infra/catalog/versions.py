@@ -28,10 +28,23 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 # file whose sha256 differs; a machine checks at boot that each binary reports its pinned version.
 # Checksums are the projects' published .sha256sum values, each confirmed in two independent public
 # sources (vexxhost/ansible-collection-containers roles/*/defaults/main.yml and another pinned installer).
-CONTAINERD_VERSION = "1.7.28"  # 1.7 line: config `version = 2`, image_pull_progress_timeout since 1.7.0
-CONTAINERD_SHA256 = "7a8c262deb63becc877e82d23749e4f99f4a17e8e660f9b8c257ca87a5c056b6"  # linux-amd64.tar.gz
-RUNC_VERSION = "v1.2.6"
-RUNC_SHA256 = "0774f49d1b1eebb5849e644db5e4dc6f2b06cee05f13b3d17d5d6ba62d6f2ebc"  # runc.amd64
+# containerd and runc are at least the releases that fixed the 2025 container-escape and CRI advisories
+# (CONTAINERD_FLOOR, RUNC_FLOOR below; tests/stacks/test_node_runtime_floor.py). The checksums of 1.7.29
+# and v1.2.8 are kubespray's (roles/kubespray_defaults/vars/main/checksums.yml, commit 005bdce7), the one
+# public source found for them offline; the same file gives the 1.7.28 and v1.2.6 values pinned before,
+# which the two sources above had confirmed.
+CONTAINERD_VERSION = "1.7.29"  # 1.7 line: config `version = 2`, image_pull_progress_timeout since 1.7.0
+CONTAINERD_SHA256 = "71d9f6e4ea4a9e108e2172b0e7f6fa137e086808db3e6874dbdb91c01102d3d4"  # linux-amd64.tar.gz
+RUNC_VERSION = "v1.2.8"
+RUNC_SHA256 = "09d2b25f31d3a819c97854c223ff9b36be7fdb0ce57fec709af499e1e19e8e89"  # runc.amd64
+# The oldest releases a node may run. runc 1.2.8 (also 1.3.3, 1.4.0-rc.3) fixed CVE-2025-31133 (masked
+# paths), CVE-2025-52565 (/dev/console bind mount) and CVE-2025-52881 (redirected procfs writes), each a
+# container escape to root on the node (runc security advisories, 2025-11-05). containerd 1.7.29 fixed
+# CVE-2024-25621 (CRI state directories created world-readable: local privilege escalation) and
+# CVE-2025-64329 (CRI Attach leaking goroutines until the node runs out of memory) (containerd security
+# advisories, 2025-11-06).
+RUNC_FLOOR = (1, 2, 8)
+CONTAINERD_FLOOR = (1, 7, 29)
 CNI_PLUGINS_VERSION = "v1.6.2"  # loopback (containerd's CRI needs it) and portmap (in the Azure conflist)
 CNI_PLUGINS_SHA256 = "b8e811578fb66023f90d2e238d80cec3bdfca4b44049af74c374d4fae0f9c090"  # linux-amd64
 # Azure CNI publishes no checksum file; the installer checks the binary reports exactly this version

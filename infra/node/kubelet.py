@@ -22,7 +22,7 @@ from infra.boot.secrets import FETCH_UNIT
 from infra.config.cluster_config import Taint
 from infra.facts.host_paths import KUBELET_ROOT
 from infra.network.addressing import CLUSTER_DOMAIN
-from infra.node import cni, containerd, install, pinned_images, state_disk
+from infra.node import cni, containerd, install, pinned_images, seccomp, state_disk
 from infra.node import gpu as gpu_check
 
 UNIT = "kubelet.service"
@@ -95,6 +95,8 @@ def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict[
         "tlsCipherSuites": list(TLS_CIPHER_SUITES),
         "rotateCertificates": True,
         "protectKernelDefaults": True,  # the values kubelet expects are in infra/node/sysctls.py
+        # No container runs Unconfined unless it says so: the runtime's default profile (infra/node/seccomp.py).
+        "seccompDefault": True,
         "cgroupDriver": "systemd",  # matches containerd's SystemdCgroup = true
         "containerRuntimeEndpoint": f"unix://{containerd.SOCKET}",
         "clusterDNS": [cluster_dns],
@@ -149,7 +151,8 @@ def unit(labels: Mapping[str, str], gpu: bool) -> str:
     # Hard requirements: without them the node must not register. The secrets and the preload are
     # only ordered before kubelet: kubelet retries until the token file exists, and a failed preload
     # leaves a node that can still pull through containerd.
-    requires = [containerd.UNIT, state_disk.UNIT, install.UNIT, cni.UNIT] + ([gpu_check.UNIT] if gpu else [])
+    requires = [containerd.UNIT, state_disk.UNIT, install.UNIT, cni.UNIT, seccomp.UNIT]
+    requires += [gpu_check.UNIT] if gpu else []
     wanted = [FETCH_UNIT, pinned_images.UNIT, "network-online.target"]
     return systemd.unit(
         "kubelet: the Kubernetes node agent",

@@ -213,7 +213,7 @@ def prepare(
 
 def _ruleset_units(machine: Machine) -> list[str]:
     """The oneshot units that load the rendered iptables rulesets before kubelet (traffic accounting; a NAT
-    host's translation rules, infra/nat_hosts.py): one per rules file (infra/network/iptables.py)."""
+    host's forward filter, infra/nat_hosts.py): one per rules file (infra/network/iptables.py)."""
     rules = machine.files / iptables.RULES_DIR.lstrip("/")
     return sorted(iptables.Ruleset(p.stem, "", ()).unit for p in rules.glob("*.rules"))
 

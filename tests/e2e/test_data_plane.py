@@ -1,12 +1,14 @@
 """The data plane on real nodes: pods started by the real kubelet, containerd and runc, holding the
 addresses Azure CNI would give them, talking through the rendered rules, kube-proxy and DNS.
 
-Each test reads what a packet did (who a server saw, which counters moved), never the rendered text.
+Each test reads what a packet did (who a server saw, which counters moved) or what the kernel holds for a
+container, never the rendered text.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import uuid
 
@@ -18,6 +20,7 @@ from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.facts.labels import HOSTNAME_LABEL
 from infra.network.addressing import CLUSTER_DOMAIN
 from infra.network.traffic_counters import COMMENT_PREFIX
+from infra.node import install
 from infra.node.cni import IMDS_IP, WIRESERVER_BLOCKED_TCP_PORTS, WIRESERVER_IP
 from tests.e2e.cluster import Cluster, boot
 from tests.e2e.dns import EXTERNAL_ADDRESS, EXTERNAL_NAME, rendered_node_local_dns
@@ -90,6 +93,11 @@ def run_probe_pod(cluster: Cluster, node: RealNode, labels: dict[str, str] | Non
 def probe(cluster: Cluster, pod: str, *args: str, check: bool = True) -> str:
     result = cluster.kubectl("exec", "-n", NAMESPACE, pod, "--", PROBE, *args, check=check, timeout=30)
     return result.stdout if result.returncode == 0 else ""
+
+
+def _probe_error(cluster: Cluster, pod: str, *args: str) -> str:
+    """What the probe says when ``args`` fail (its reason, e.g. the resolver that gave no answer)."""
+    return cluster.kubectl("exec", "-n", NAMESPACE, pod, "--", PROBE, *args, check=False, timeout=30).stderr
 
 
 def test_pods_hold_their_nodes_nic_addresses_and_reach_each_other_across_nodes_unnatted(box: Cluster):
@@ -173,7 +181,8 @@ def test_a_pod_resolves_services_through_node_local_dns_then_coredns_and_externa
             lambda server=server: probe(box, client, "lookup", name, *server, check=False),
             timeout=60,
             interval=1,
-            on_timeout=box.describe,
+            # The probe's own error first: it names the resolver the pod asked.
+            on_timeout=lambda server=server: _probe_error(box, client, "lookup", name, *server) + box.describe(),
         )
         assert answer.split() == [cluster_ip], answer
         external = probe(box, client, "lookup", EXTERNAL_NAME, *server, check=False)
@@ -243,3 +252,20 @@ def test_traffic_accounting_counts_a_pods_bytes_in_the_class_of_where_they_went(
         assert sent <= moved.get(traffic, 0) <= sent * 1.1, (traffic, moved)
         others = {k: v for k, v in moved.items() if k.endswith("-out") and k != traffic}
         assert all(v < sent / 10 for v in others.values()), (traffic, moved)
+
+
+def test_a_tenant_container_that_names_no_seccomp_profile_runs_under_the_runtimes_default_filter(box: Cluster):
+    # kubelet's seccompDefault (infra/node/seccomp.py): containerd writes its RuntimeDefault profile into the
+    # container's spec and runc installs it; the kernel reports the process in filter mode (Seccomp: 2).
+    cpu = _real(box, "cpu")
+    name, _ = run_probe_pod(box, cpu)
+    uid = box.get_json("pod", "-n", NAMESPACE, name)["metadata"]["uid"]
+    ctr = [f"{install.BIN}/ctr", "--namespace", "k8s.io"]
+    labels = f'labels."io.cri-containerd.kind"==container,labels."io.kubernetes.pod.uid"=={uid}'
+    (container,) = box.network.run(cpu.host, [*ctr, "containers", "ls", "--quiet", labels]).stdout.split()
+    spec = json.loads(box.network.run(cpu.host, [*ctr, "containers", "info", container]).stdout)["Spec"]
+    assert spec["linux"]["seccomp"]["defaultAction"] == "SCMP_ACT_ERRNO"  # an allowlist: RuntimeDefault
+    tasks = box.network.run(cpu.host, [*ctr, "tasks", "ls"]).stdout.splitlines()
+    (pid,) = [line.split()[1] for line in tasks if line.split()[:1] == [container]]
+    status = box.network.run(cpu.host, ["cat", f"/proc/{pid}/status"]).stdout
+    assert re.search(r"^Seccomp:\s+2$", status, re.M), status

@@ -8,7 +8,7 @@ from infra.boot.cloudinit import render
 from infra.nat_hosts import NAT_HOST_MAX_PODS, NAT_HOST_TAINTS, nat_host_cloud_config
 from infra.network.addressing import plan_addresses
 from infra.network.traffic_counters import boot_steps
-from infra.node import kubelet
+from infra.node import kube_proxy, kubelet
 from tests.helpers import parsed
 
 
@@ -32,7 +32,19 @@ def test_nat_host_joins_tainted_with_kube_proxy_and_its_own_identity():
     assert kubelet_config["maxPods"] == NAT_HOST_MAX_PODS
     assert "/etc/systemd/system/kube-proxy.service" in files
     assert files["/etc/supercluster/identity"].strip() == "dev-id-nat"
-    assert any("SUPERCLUSTER-NAT-MASQ" in text for text in files.values())
+    assert any("SUPERCLUSTER-NAT-FWD" in text for text in files.values())
+
+
+def test_nat_host_masquerades_hub_traffic_to_services_by_kube_proxys_own_rule():
+    """The NAT host adds no translation: its kube-proxy masquerades traffic to a ClusterIP from outside
+    ``clusterCIDR`` (the cluster's address space), so the pod's reply returns through the host
+    (tests/e2e/test_researcher_access.py shows it on the real binaries)."""
+    config = parsed("dev")
+    files = _files(config)
+    proxy = yaml.safe_load(files[kube_proxy.CONFIG_PATH])
+    assert proxy["detectLocalMode"] == "ClusterCIDR"
+    assert proxy["clusterCIDR"] == str(config.network.address_space)
+    assert not any("MASQUERADE" in text for text in files.values() if "SUPERCLUSTER-NAT" in text)
 
 
 def test_nat_host_accounting_follows_the_addon_toggle():

@@ -127,7 +127,10 @@ def test_install_manifest_pins_every_binary():
     artifacts = {a["name"]: a for a in install.manifest("1.33.4")["artifacts"]}
     assert set(artifacts) == {"containerd", "runc", "cni-plugins", "azure-cni", "kubelet", "kube-proxy"}
     assert artifacts["containerd"]["sha256"] == versions.CONTAINERD_SHA256
-    assert "/v1.7.28/containerd-1.7.28-linux-amd64.tar.gz" in artifacts["containerd"]["url"]
+    assert (
+        f"/v{versions.CONTAINERD_VERSION}/containerd-{versions.CONTAINERD_VERSION}-linux-amd64.tar.gz"
+        in artifacts["containerd"]["url"]
+    )
     assert artifacts["kubelet"]["url"] == "https://dl.k8s.io/v1.33.4/bin/linux/amd64/kubelet"
     assert artifacts["kubelet"]["sha256_url"] == artifacts["kubelet"]["url"] + ".sha256"
     assert artifacts["azure-cni"]["version_expect"] == f"Azure CNI Version {versions.AZURE_CNI_VERSION}\n"
