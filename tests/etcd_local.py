@@ -34,6 +34,7 @@ from infra.etcd.member_machine import (
 )
 from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, EtcdClusterSpec, EtcdMember
 from tests.fake_azure_blob import FakeBlobService
+from tests.helpers import load_yaml
 
 OPENSSL_USES = {
     "digital_signature": "digitalSignature",
@@ -159,7 +160,7 @@ class LocalMember:
 
     @property
     def data_dir(self) -> Path:
-        return Path(yaml.safe_load((self.root / "etcd.yaml").read_text())["data-dir"])
+        return Path(load_yaml((self.root / "etcd.yaml").read_text())["data-dir"])
 
     def start(self) -> None:
         effective = self.root / "run" / "etcd.yaml"
@@ -212,7 +213,7 @@ class LocalCluster:
 
     @staticmethod
     def _rendered_files(cluster: EtcdClusterSpec, member: EtcdMember) -> dict[str, str]:
-        document = yaml.safe_load(member_cloud_init(cluster, member, "test-vault"))
+        document = load_yaml(member_cloud_init(cluster, member, "test-vault"))
         return {entry["path"]: entry["content"] for entry in document["write_files"]}
 
     def _rewrite(self, owner: LocalMember, text: str) -> str:
@@ -224,7 +225,7 @@ class LocalCluster:
     def set_config(self, key: str, value) -> None:
         for local in self.members:
             path = local.root / "etcd.yaml"
-            conf = yaml.safe_load(path.read_text())
+            conf = load_yaml(path.read_text())
             conf[key] = value
             path.write_text(yaml.safe_dump(conf, sort_keys=False))
 

@@ -6,6 +6,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig, NodePoolConfig, parse_config
@@ -17,6 +19,12 @@ from plan.stack_yaml import load_file
 from plan.stackfile import PROJECT_DIR
 
 FIXTURES = PROJECT_DIR / "tests" / "fixtures"
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` on libyaml: the same safe types, several times faster on the rendered files the
+    tests read by the hundred (cloud-inits, Prometheus configs)."""
+    return yaml.load(text, Loader=yaml.CSafeLoader)
 
 
 def raw_stack(stack: str = "dev") -> dict[str, Any]:

@@ -3,18 +3,22 @@
 Every add-on module has ``KEY`` (its key under ``addons`` in config), ``parse(raw, config)``
 (its settings, strictly: unknown keys refused, errors naming ``addons.<key>.<setting>``) and
 ``objects(...)`` (the objects it applies, built from only the settings and facts it reads, never the
-whole ``ClusterSpec``, so the add-ons sit below ``infra.cluster.cluster_spec``). ``base`` is what they share and is
-always rendered. ``parse_addon_settings`` runs inside ``infra.cluster.cluster_spec.build_cluster_spec``, so a bad
+whole ``ClusterSpec``, so the add-ons sit below ``infra.cluster.cluster_spec``). ``ADDONS`` is the table
+of them: one row per add-on, its module and its builder call, in the order the objects are applied.
+``base`` is what they share and is always rendered.
+
+``parse_addon_settings`` runs inside ``infra.cluster.cluster_spec.build_cluster_spec``, so a bad
 setting stops the program before any resource; ``build_addon_objects`` runs once, in
-``infra.assembly.desired_cluster.assemble``, and ``components/addons.py`` declares what it built. Every container
-image an add-on names (from infra/addons/images.py) is rewritten there to its copy in the cluster's
-private registry, so no pod pulls from a public registry.
+``infra.assembly.desired_cluster.assemble``, and ``components/addons.py`` declares what it built.
+Every container image an add-on names (from infra/addons/images.py) is rewritten there to its copy
+in the cluster's private registry, so no pod pulls from a public registry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 from infra.addons import (
     balloons,
@@ -36,22 +40,18 @@ from infra.config.cluster_config import ADDON_KEYS, ClusterConfig
 from infra.config.errors import ConfigError
 from infra.network.addressing import AddressPlan
 
-# Attribute of ``AddonsConfig`` -> module, in the order the objects are applied.
-MODULES = {
-    "coredns": coredns,
-    "node_local_dns": node_local_dns,
-    "cluster_autoscaler": cluster_autoscaler,
-    "balloons": balloons,
-    "nvidia_device_plugin": nvidia_device_plugin,
-    "rdma_device_plugin": rdma_device_plugin,
-    "gpu_health_check": gpu_health_check,
-    "traffic_accounting": traffic_accounting,
-    "monitoring": monitoring,
-}
 BASE = "base"
-CONFIG_KEY = {attr: key for key, attr in ADDON_KEYS.items()}
 
-__all__ = ["AddonSettings", "AzureAccess", "BASE", "MODULES", "build_addon_objects", "parse_addon_settings"]
+__all__ = [
+    "ADDONS",
+    "Addon",
+    "AddonSettings",
+    "AzureAccess",
+    "BASE",
+    "BuildInputs",
+    "build_addon_objects",
+    "parse_addon_settings",
+]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,65 @@ class AddonSettings:
     gpu_health_check: gpu_health_check.Settings
     traffic_accounting: traffic_accounting.Settings
     monitoring: monitoring.Settings
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What the add-on builders read, each taking only its part."""
+
+    config: ClusterConfig
+    addresses: AddressPlan
+    settings: AddonSettings
+    azure: AzureAccess | None  # needed by the autoscaler only
+    node_release: str  # the release the nodes run (ClusterSpec.node_kubernetes_version)
+
+
+@dataclass(frozen=True)
+class Addon:
+    """One row of the add-on table: the module (``KEY``, ``parse``, ``objects``) and how its objects are built."""
+
+    module: ModuleType
+    build: Callable[[BuildInputs], list[k8s.Obj]]
+
+    @property
+    def key(self) -> str:
+        """Its key under ``addons`` in config."""
+        key: str = self.module.KEY
+        return key
+
+    @property
+    def attr(self) -> str:
+        """Its attribute of ``AddonsConfig`` and ``AddonSettings``."""
+        return ADDON_KEYS[self.key]
+
+
+# The add-on table, in the order the objects are applied: config keys, settings, builders and the config
+# reference (plan.config_docs) all come from it; tests/infra/test_addons_toggle.py holds it to ADDON_KEYS and
+# AddonSettings.
+ADDONS = (
+    Addon(coredns, lambda i: coredns.objects(i.config, i.addresses, i.settings.coredns)),
+    Addon(node_local_dns, lambda i: node_local_dns.objects(i.addresses, i.settings.node_local_dns)),
+    Addon(
+        cluster_autoscaler,
+        lambda i: cluster_autoscaler.objects(
+            i.config, i.settings.cluster_autoscaler, _require(i.azure), i.node_release
+        ),
+    ),
+    Addon(balloons, lambda i: balloons.objects(i.config, i.settings.balloons)),
+    Addon(nvidia_device_plugin, lambda i: nvidia_device_plugin.objects()),
+    Addon(rdma_device_plugin, lambda i: rdma_device_plugin.objects(i.settings.rdma_device_plugin)),
+    Addon(gpu_health_check, lambda i: gpu_health_check.objects(i.config, i.settings.gpu_health_check)),
+    Addon(traffic_accounting, lambda i: traffic_accounting.objects(i.settings.traffic_accounting)),
+    Addon(
+        monitoring,
+        lambda i: monitoring.objects(
+            i.config, i.addresses, i.settings.monitoring, i.settings.cluster_autoscaler.max_total_unready_percentage
+        ),
+    ),
+)
+# Attribute of ``AddonsConfig`` -> its row's module, and -> its config key: views of the table.
+MODULES = {addon.attr: addon.module for addon in ADDONS}
+CONFIG_KEY = {addon.attr: addon.key for addon in ADDONS}
 
 
 def parse_addon_settings(config: ClusterConfig, last_node_shards: int | None = None) -> AddonSettings:
@@ -107,26 +166,11 @@ def build_addon_objects(
     ``node_kubernetes_version``: the release the nodes run (``ClusterSpec.node_kubernetes_version``,
     behind ``kubernetesVersion`` while the apiservers upgrade; infra/day2/deploy_rules.py), default
     ``kubernetesVersion``."""
-    node_release = node_kubernetes_version or config.kubernetes_version
-    builders: dict[str, Callable[[], list[k8s.Obj]]] = {
-        "coredns": lambda: coredns.objects(config, addresses, settings.coredns),
-        "node_local_dns": lambda: node_local_dns.objects(addresses, settings.node_local_dns),
-        "cluster_autoscaler": lambda: cluster_autoscaler.objects(
-            config, settings.cluster_autoscaler, _require(azure), node_release
-        ),
-        "balloons": lambda: balloons.objects(config, settings.balloons),
-        "nvidia_device_plugin": nvidia_device_plugin.objects,
-        "rdma_device_plugin": lambda: rdma_device_plugin.objects(settings.rdma_device_plugin),
-        "gpu_health_check": lambda: gpu_health_check.objects(config, settings.gpu_health_check),
-        "traffic_accounting": lambda: traffic_accounting.objects(settings.traffic_accounting),
-        "monitoring": lambda: monitoring.objects(
-            config, addresses, settings.monitoring, settings.cluster_autoscaler.max_total_unready_percentage
-        ),
-    }
+    inputs = BuildInputs(config, addresses, settings, azure, node_kubernetes_version or config.kubernetes_version)
     groups = {BASE: base.objects(config)}
-    for attr in MODULES:
-        if getattr(config.addons, attr).enabled:
-            groups[attr] = builders[attr]()
+    for addon in ADDONS:
+        if getattr(config.addons, addon.attr).enabled:
+            groups[addon.attr] = addon.build(inputs)
     registry = naming.container_registry_login_server(config.cluster_name)
     for objs in groups.values():
         for obj in objs:

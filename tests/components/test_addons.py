@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import kubernetes_validate
 import pulumi
 import pytest
-import yaml
 
 from components import declare
 from components.addons import ClusterAddons
@@ -14,6 +12,8 @@ from infra.addons.k8s import object_key
 from infra.assembly.desired_cluster import DeployTime
 from plan.artifacts import collect_files, kubernetes_object
 from plan.runner import run_declarations
+from tests import k8s_schema
+from tests.helpers import load_yaml
 from tests.infra.addon_fixtures import AZURE, cluster_for, groups_of, spec_for
 
 HEADROOM = {"balloons": {"headroomNodes": {"cpu": 1, "gpu": 1}}}
@@ -86,8 +86,8 @@ def test_plan_files_hold_every_object_and_each_passes_schema_validation(dev_run)
     files = {path: text for path, text in collect_files(run.registrations).items() if path.startswith("k8s/")}
     assert len(files) == len(_declared(run))
     for text in files.values():
-        document = yaml.safe_load(text)
-        kubernetes_validate.validate(document, spec.config.kubernetes_version, strict=True)
+        document = load_yaml(text)
+        k8s_schema.validate(document, spec.config.kubernetes_version, strict=True)
     assert "k8s/kube-system/Deployment-coredns.yaml" in files
     assert "k8s/_cluster/PriorityClass-supercluster-workloads.yaml" in files
 

@@ -7,11 +7,10 @@ import hashlib
 import json
 import time
 
-import yaml
-
 from infra.boot.secret_names import APISERVER_ETCD_CLIENT_FILES, CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN
 from infra.control_plane import cluster_objects, pki
 from plan.artifacts import collect_files, custom_data_of
+from tests.helpers import load_yaml
 from tests.infra.control_plane_files import spec
 
 CP = "prod-control-plane"
@@ -220,7 +219,7 @@ def test_no_output_or_resource_holds_a_masters_certificate_and_the_provider_name
     everything = json.dumps([r.as_json() for r in prod_plan.registrations]) + json.dumps(prod_plan.outputs)
     assert "client-key-data" not in everything and "client-certificate-data" not in everything
     provider = prod_plan.named(f"{CP}-k8s", "pulumi:providers:kubernetes")
-    kubeconfig = yaml.safe_load(provider.inputs["kubeconfig"])
+    kubeconfig = load_yaml(provider.inputs["kubeconfig"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == contract["apiserver"]["endpoint"]
     (user,) = kubeconfig["users"]
     assert set(user["user"]) == {"exec"}

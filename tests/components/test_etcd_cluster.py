@@ -6,7 +6,6 @@ import base64
 import json
 
 import pytest
-import yaml
 
 from infra.boot.secret_names import APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY, ETCD_CA_CERT
 from infra.catalog.vm_sizes import VM_SIZES
@@ -15,6 +14,7 @@ from plan.artifacts import collect_files, custom_data_of
 from plan.mocks import SECRET
 from tests.conftest import plan_stack
 from tests.etcd_specs import clusters
+from tests.helpers import load_yaml
 
 VM = "azure-native:compute:VirtualMachine"
 NIC = "azure-native:network:NetworkInterface"
@@ -100,8 +100,8 @@ def test_cloud_init_carries_no_secret_and_is_the_members_own(prod_plan):
     for vm, member in zip(etcd_vms(prod_plan, "etcd"), main.members, strict=True):
         text = base64.b64decode(vm.inputs["osProfile"]["customData"]).decode()
         assert "PRIVATE KEY" not in text and SECRET not in text
-        files = {f["path"]: f["content"] for f in yaml.safe_load(text)["write_files"]}
-        assert yaml.safe_load(files["/etc/etcd/etcd.yaml"])["advertise-client-urls"] == member.client_url
+        files = {f["path"]: f["content"] for f in load_yaml(text)["write_files"]}
+        assert load_yaml(files["/etc/etcd/etcd.yaml"])["advertise-client-urls"] == member.client_url
         assert text == custom_data_of(vm)
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 
-import yaml
-
 from components.nat_hosts import NatHosts
 from infra.assembly.desired_cluster import assemble
 from infra.boot.cloudinit import render
@@ -14,7 +12,7 @@ from infra.facts import roles
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PORT, nat_host_cloud_config
 from infra.network.addressing import plan_addresses
 from plan.runner import run_declarations
-from tests.helpers import parsed, raw_config
+from tests.helpers import load_yaml, parsed, raw_config
 
 LB = "azure-native:network:LoadBalancer"
 NIC = "azure-native:network:NetworkInterface"
@@ -84,7 +82,7 @@ def test_every_host_gets_the_same_cloud_init_with_nat_rules_join_secrets_and_acc
     _, _, run = declare()
     custom_data = {vm.inputs["osProfile"]["customData"] for vm in run.of_type(VM)}
     assert len(custom_data) == 1, "rendered once, identical on every host"
-    document = yaml.safe_load(base64.b64decode(custom_data.pop()))
+    document = load_yaml(base64.b64decode(custom_data.pop()))
     paths = {f["path"] for f in document["write_files"]}
     assert {
         "/etc/supercluster/iptables/nat-hosts.rules",

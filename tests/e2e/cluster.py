@@ -48,6 +48,7 @@ from infra.control_plane import pki as cluster_pki
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
 from infra.etcd.member_machine import ETCD_UNIT
 from infra.etcd.spec import CLIENT_PORT, EVENTS, MAIN, etcd_cluster_spec
+from infra.facts import labels
 from infra.facts.labels import GPU_RESOURCE, RDMA_RESOURCE
 from infra.node import kubelet
 from plan.stackfile import PROJECT_DIR, stack_cluster_spec
@@ -491,7 +492,8 @@ def join_nodes(
     """The NAT hosts and, of each pool's first shard, one node per scale-set instance up to the pool's
     ``maxNodes`` (or ``per_pool``, for every pool or by pool name); with ``per_shard``, that many
     instances of every shard instead. With ``real`` True every node is a real node (tests/e2e/runtime.py);
-    with a collection of pool names, the first node of each of those pools; the others run nodesim."""
+    with a collection of pool names, the first node of each of those pools (and every NAT host, if it
+    holds ``labels.ROLE_NAT_HOST``); the others run nodesim."""
     prefix_length = cluster.spec.config.network.address_space.prefixlen
     pools = {p.name: p for p in cluster.spec.config.node_pools}
     every_node_real = real is True
@@ -517,7 +519,8 @@ def join_nodes(
         ]
     for machine in cluster.plan.vms():
         if machine.has_unit(KUBELET_UNIT):
-            joining.append((machine, None, cluster.spec.config.network.nat_hosts.vm_size, every_node_real))
+            real_nat_host = every_node_real or labels.ROLE_NAT_HOST in real_pools
+            joining.append((machine, None, cluster.spec.config.network.nat_hosts.vm_size, real_nat_host))
     if any(is_real for *_, is_real in joining):
         cluster.box_images = build_images(cluster.plan, cluster.network.binaries, cluster.workdir / "images")
         runtime.start_outside_hosts(cluster.network, cluster.spec.config.network.address_space)

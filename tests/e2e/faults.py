@@ -1,9 +1,10 @@
 """What the fault suite (tests/e2e/test_faults.py) does to a booted box, and what it reads back.
 
-- ``BackgroundLoad``: the simulated fleet (Lease renewals at kubelet's cadence) and the steady
-  writer (``writer.py``: ConfigMaps created and read back through the load balancer), with the
-  figures a scenario reports: errors and p99 per window, lease renewals, and whether every
-  acknowledged ConfigMap is still there.
+- ``Writes``: the steady writer (``writer.py``: ConfigMaps created and read back, from a host and
+  through an address the scenario chooses), with the figures a scenario reports: errors and p99 per
+  window, and whether every acknowledged ConfigMap is still there.
+- ``BackgroundLoad``: the writer through the apiservers' load balancer and the simulated fleet
+  (Lease renewals at kubelet's cadence) beside it, with the fleet's lease renewals per window.
 - ``lose``: a machine lost as a VM is lost: every process on it killed at once (SIGKILL, no
   graceful shutdown, no lease released) and its NIC gone (link down), so that nothing answers at its
   address and a packet sent there is lost, as on Azure, rather than refused.
@@ -19,7 +20,7 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,22 +49,23 @@ ACQUIRE_JITTER = 2.2
 
 
 @dataclass
-class BackgroundLoad:
+class Writes:
+    """The steady writer's requests, from whichever host and through whichever address it writes."""
+
     cluster: Cluster
-    fleet: Fleet
     writer: Process
-    lost: list[str] = field(default_factory=list)  # ConfigMaps acknowledged and found missing
 
     @classmethod
-    def start(cls, cluster: Cluster, fleet: Fleet, rate: float, workers: int) -> BackgroundLoad:
+    def start(cls, cluster: Cluster, host: Host, server: str, rate: float, workers: int) -> Writes:
+        """The writer on ``host``, writing to ``server`` (a URL the apiservers' certificate names)."""
         cluster.kubectl("create", "namespace", WRITER_NAMESPACE)
         writer = cluster.network.start(
-            cluster.admin,
+            host,
             "writer",
             [
                 "python3",
                 str(WRITER),
-                f"--server={cluster.apiserver_url}",
+                f"--server={server}",
                 f"--ca={cluster.workdir / 'ca.crt'}",
                 f"--cert={cluster.workdir / 'admin.crt'}",
                 f"--key={cluster.workdir / 'admin.key'}",
@@ -73,7 +75,7 @@ class BackgroundLoad:
                 f"--timeout={WRITER_TIMEOUT_S:g}",
             ],
         )
-        return cls(cluster, fleet, writer)
+        return cls(cluster, writer)
 
     def records(self, since: float = 0.0, until: float = float("inf"), op: str | None = None) -> list[dict[str, Any]]:
         """The writer's requests that started in ``[since, until)``."""
@@ -123,6 +125,18 @@ class BackgroundLoad:
                 return min(good)
             time.sleep(0.5)
         raise TimeoutError(f"no write acknowledged within {timeout:.0f} s after {since:.1f}")
+
+
+@dataclass
+class BackgroundLoad(Writes):
+    """The writer through the apiservers' load balancer, and the simulated fleet beside it."""
+
+    fleet: Fleet
+
+    @classmethod
+    def start_with_fleet(cls, cluster: Cluster, fleet: Fleet, rate: float, workers: int) -> BackgroundLoad:
+        writes = Writes.start(cluster, cluster.admin, cluster.apiserver_url, rate, workers)
+        return cls(cluster, writes.writer, fleet)
 
     def wait_leases_steady(self, timeout: float) -> None:
         """Waits until every fleet process has printed, since the call, a report that counts no failed Lease
@@ -208,10 +222,11 @@ def umount(target: Path) -> None:
     subprocess.run(["umount", str(target)], check=True, timeout=30)
 
 
-def load_balancer_changes(cluster: Cluster, backend: str, healthy: bool, since: float) -> list[float]:
-    """When the box's load balancer took ``backend`` (``ip:port``) out (``healthy`` False) or in, since ``since``."""
+def load_balancer_changes(load_balancer: Process, backend: str, healthy: bool, since: float) -> list[float]:
+    """When a box load balancer (``load_balancer.py``) took ``backend`` (``ip:port``) out (``healthy``
+    False) or in, since ``since``."""
     found = []
-    for line in cluster.load_balancer.output().splitlines():
+    for line in load_balancer.output().splitlines():
         if line.startswith("{"):
             change = json.loads(line)
             if change["backend"] == backend and change["healthy"] is healthy and change["t"] >= since:

@@ -65,7 +65,7 @@ def box(binaries: Path, tmp_path_factory: pytest.TempPathFactory):
         fleet = Fleet(cluster, str(binaries / "fleet"), workdir, fleet_pools(cluster))
         fleet.grow(split(fleet.pools, FLEET_NODES), prefix="faults", timeout=300)
         settle(fleet, quiet=10, timeout=180)
-        load = BackgroundLoad.start(cluster, fleet, WRITES_PER_S, WRITER_WORKERS)
+        load = BackgroundLoad.start_with_fleet(cluster, fleet, WRITES_PER_S, WRITER_WORKERS)
         load.wait_writing(0, timeout=60)
         report: dict = {"fleet_nodes": FLEET_NODES, "writes_per_s": WRITES_PER_S}
         yield cluster, load, report, disks
@@ -147,7 +147,7 @@ def test_one_apiserver_vm_lost_under_load(box):
             }
         (down_at,) = wait_for(
             f"the load balancer to take {backend} out",
-            lambda: load_balancer_changes(cluster, backend, False, lost_at),
+            lambda: load_balancer_changes(cluster.load_balancer, backend, False, lost_at),
             timeout=detect_budget + 30,
         )
         # Requests already on a connection to the lost VM wait out their timeout; after that, none fails.
@@ -173,7 +173,7 @@ def test_one_apiserver_vm_lost_under_load(box):
         cluster.control_plane[index] = (victim, host, processes)
         (back_at,) = wait_for(
             f"the load balancer to take {backend} back",
-            lambda: load_balancer_changes(cluster, backend, True, lost_at),
+            lambda: load_balancer_changes(cluster.load_balancer, backend, True, lost_at),
             timeout=120,
             on_timeout=cluster.describe,
         )
@@ -380,7 +380,9 @@ def test_events_etcd_lost_main_cluster_keeps_serving(box):
         machine = cluster.control_plane[0][0]
         _, readyz = cluster.raw("/readyz?verbose", url=f"https://{machine.ip}:6443", timeout=5)
         backends = {m.name: f"{m.ip}:6443" for m, _, _ in cluster.control_plane}
-        drained = [name for name, b in backends.items() if load_balancer_changes(cluster, b, False, lost_at)]
+        drained = [
+            name for name, b in backends.items() if load_balancer_changes(cluster.load_balancer, b, False, lost_at)
+        ]
         writer = load.window(lost_at, during_end)
         leases = load.leases(lost_at, during_end)
         restored_at = time.time()

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import functools
 
-import yaml
-
 from infra.cluster.cluster_spec import ClusterSpec, build_cluster_spec
 from infra.control_plane.apiserver_machine import ApiserverMachine, apiserver_machines
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
-from tests.helpers import raw_config
+from tests.helpers import load_yaml, raw_config
 
 
 def spec(stack: str = "prod", **top_level_changes) -> ClusterSpec:
@@ -32,7 +30,7 @@ def machines(stack: str = "prod") -> tuple[ApiserverMachine, ...]:
 
 def files(machine: ApiserverMachine) -> dict[str, str]:
     """``{path on the machine: content}`` from the machine's rendered cloud-init."""
-    document = yaml.safe_load(machine.cloud_init)
+    document = load_yaml(machine.cloud_init)
     return {entry["path"]: entry["content"] for entry in document["write_files"]}
 
 

@@ -20,7 +20,7 @@ from infra.config.errors import ConfigError
 from infra.control_plane import controller_manager, paths, scheduler
 from infra.etcd import backup_metrics
 from infra.facts.labels import GPU_PRESENT_LABEL
-from tests.helpers import PROJECT_DIR, monitoring_tool, parsed
+from tests.helpers import PROJECT_DIR, load_yaml, monitoring_tool, parsed
 from tests.infra.addon_fixtures import (
     find,
     groups_for,
@@ -52,7 +52,7 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
 
 def _configs(stack: str = "prod", **settings) -> dict[str, dict]:
     spec = spec_for(stack, addons={"monitoring": settings} if settings else None)
-    return {name: yaml.safe_load(text) for name, text in prometheus_configs_of(spec).items()}
+    return {name: load_yaml(text) for name, text in prometheus_configs_of(spec).items()}
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -284,7 +284,7 @@ def test_amtool_refuses_an_alertmanager_config_it_cannot_load(tmp_path):
 
 def test_receiver_secrets_are_files_named_after_key_vault_secrets_never_values():
     groups = groups_for("prod", addons={"monitoring": {"receivers": RECEIVERS}})
-    document = yaml.safe_load(find(groups, "ConfigMap", "alertmanager")["data"]["alertmanager.yml"])
+    document = load_yaml(find(groups, "ConfigMap", "alertmanager")["data"]["alertmanager.yml"])
     by_name = {r["name"]: r for r in document["receivers"]}
     assert by_name["oncall"]["pagerduty_configs"][0] == {
         "routing_key_file": f"{alertmanager.SECRETS_DIR}/alerting-pagerduty-key",
@@ -420,7 +420,7 @@ def test_dashboard_check_refuses_what_grafana_would_not_load(tmp_path: Path):
 
 def test_grafana_has_one_data_source_per_shard_matching_the_dashboards_selectors():
     groups = groups_for("prod")
-    sources = yaml.safe_load(find(groups, "ConfigMap", "grafana-datasources")["data"]["prometheus.yaml"])
+    sources = load_yaml(find(groups, "ConfigMap", "grafana-datasources")["data"]["prometheus.yaml"])
     names = [s["name"] for s in sources["datasources"]]
     assert names == [f"prometheus-{shard}" for shard in shard_names_of(spec_for("prod"))]
     assert sources["datasources"][1]["url"] == "http://prometheus-nodes-0.monitoring.svc:9090"

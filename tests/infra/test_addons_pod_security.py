@@ -10,13 +10,12 @@ workload bound).
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, pod_templates
 from infra.addons.monitoring import NAMESPACE as MONITORING_NAMESPACE
 from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.control_plane.admission import EXEMPT_NAMESPACES, admission_configuration
-from tests.helpers import parsed
+from tests.helpers import load_yaml, parsed
 from tests.infra.addon_fixtures import all_objects, groups_for
 
 # Pod Security Standards, baseline "Capabilities": what a container may add beyond the runtime's default.
@@ -150,7 +149,7 @@ def test_only_kube_system_holds_pods_that_touch_the_host_and_only_it_is_exempt(s
             host[workload["metadata"]["name"]] = namespace
     assert host and set(host.values()) == {SYSTEM_NAMESPACE}, host
     assert "cluster-autoscaler" in host  # its token comes from IMDS as the node, over the host network
-    config = yaml.safe_load(admission_configuration(parsed(stack)))
+    config = load_yaml(admission_configuration(parsed(stack)))
     [pod_security] = [p for p in config["plugins"] if p["name"] == "PodSecurity"]
     assert pod_security["configuration"]["exemptions"]["namespaces"] == list(EXEMPT_NAMESPACES) == [SYSTEM_NAMESPACE]
     assert pod_security["configuration"]["defaults"]["enforce"] == "baseline"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import copy
 
-import kubernetes_validate
 import pytest
 
 from infra.addons.k8s import object_key
+from tests import k8s_schema
 from tests.infra.addon_fixtures import all_objects, groups_for, spec_for
 
 STACKS = {
@@ -45,8 +45,8 @@ def test_every_object_passes_strict_schema_validation(name):
     assert objects
     for obj in objects:
         try:
-            checked = kubernetes_validate.validate(obj, spec.config.kubernetes_version, strict=True)
-        except kubernetes_validate.ValidationError as error:
+            checked = k8s_schema.validate(obj, spec.config.kubernetes_version, strict=True)
+        except k8s_schema.ValidationError as error:
             pytest.fail(f"{object_key(obj)}: {'.'.join(map(str, error.path))}: {error.message}")
         assert checked == "1.33", object_key(obj)
 
@@ -55,8 +55,8 @@ def test_validation_is_strict_enough_to_catch_a_typo():
     spec, objects = _objects("dev")
     deployment = copy.deepcopy(next(o for o in objects if o["kind"] == "Deployment"))
     deployment["spec"]["template"]["spec"]["affinty"] = {}
-    with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(deployment, spec.config.kubernetes_version, strict=True)
+    with pytest.raises(k8s_schema.ValidationError):
+        k8s_schema.validate(deployment, spec.config.kubernetes_version, strict=True)
 
 
 def test_object_identities_are_unique():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from infra.addons import BASE, CONFIG_KEY, MODULES
+from infra.addons import ADDONS, BASE, CONFIG_KEY, MODULES, AddonSettings
+from infra.config.cluster_config import ADDON_KEYS
 from infra.config.errors import ConfigError
 from tests.infra.addon_fixtures import all_objects, groups_for, keys, spec_for
 
@@ -40,8 +43,11 @@ def test_disabling_an_addon_removes_exactly_its_objects(attr):
 CONFIG_KEY_TO_ATTR = {key: attr for attr, key in CONFIG_KEY.items()}
 
 
-def test_each_module_is_named_like_its_config_key():
-    assert {attr: module.KEY for attr, module in MODULES.items()} == CONFIG_KEY
+def test_the_addon_table_is_the_config_keys_and_the_settings_in_one_order():
+    """The config layer sits below the add-ons, so it keeps its own list of keys: the table must match it,
+    key for key and in order, and every row must have its typed settings."""
+    assert [(addon.key, addon.attr) for addon in ADDONS] == list(ADDON_KEYS.items())
+    assert [field.name for field in dataclasses.fields(AddonSettings)] == [addon.attr for addon in ADDONS]
 
 
 def test_base_is_rendered_with_every_addon_off():

@@ -9,14 +9,13 @@ import json
 import re
 
 import pytest
-import yaml
 
 from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
 from infra.config import naming
 from infra.etcd import member_machine as etcd_machine
 from infra.etcd.spec import MAIN, etcd_cluster_spec
 from plan.artifacts import cloud_init_entries
-from tests.helpers import doc_table_rows
+from tests.helpers import doc_table_rows, load_yaml
 from tests.infra.addon_fixtures import cluster_for, node_cloud_inits
 from tests.infra.control_plane_files import machines, spec
 
@@ -89,10 +88,10 @@ def test_row_matches_the_rendered_files(check):
         elif claim.startswith("etcd tool "):
             key, value = (part.strip() for part in claim.removeprefix("etcd tool ").split(":", 1))
             settings = json.loads(etcd_member()[etcd_machine.TOOL_SETTINGS_PATH]["content"])
-            assert settings[key] == yaml.safe_load(value), f"{where}: {settings[key]!r}"
+            assert settings[key] == load_yaml(value), f"{where}: {settings[key]!r}"
         elif claim.startswith("etcd "):
             key, value = (part.strip() for part in claim.removeprefix("etcd ").split(":", 1))
-            config = yaml.safe_load(etcd_member()[etcd_machine.CONFIG_PATH]["content"])
-            assert config[key] == yaml.safe_load(value), f"{where}: {config[key]!r}"
+            config = load_yaml(etcd_member()[etcd_machine.CONFIG_PATH]["content"])
+            assert config[key] == load_yaml(value), f"{where}: {config[key]!r}"
         else:
             raise AssertionError(f"{where}: a claim this test cannot check")

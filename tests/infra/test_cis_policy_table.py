@@ -12,14 +12,13 @@ import functools
 from collections.abc import Callable
 
 import pytest
-import yaml
 
 from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, pod_templates
 from infra.addons.monitoring import NAMESPACE as MONITORING_NAMESPACE
 from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.control_plane import access, admission, cluster_objects, paths, pki
 from infra.node import cni
-from tests.helpers import doc_table_rows
+from tests.helpers import doc_table_rows, load_yaml
 from tests.infra.addon_fixtures import all_objects, groups_for
 from tests.infra.control_plane_files import component_flags, files, machines, spec
 
@@ -67,7 +66,7 @@ def _flags() -> dict[str, str]:
 
 
 def _admission() -> dict:
-    document = yaml.safe_load(files(machines("prod")[0])[paths.ADMISSION_CONFIG])
+    document = load_yaml(files(machines("prod")[0])[paths.ADMISSION_CONFIG])
     return {plugin["name"]: plugin["configuration"] for plugin in document["plugins"]}
 
 
@@ -88,7 +87,7 @@ def no_user_certificate_is_issued() -> None:
         pki.CONTROLLER_MANAGER_USER,
         pki.SCHEDULER_USER,
     }, others
-    authentication = yaml.safe_load(files(machines("prod")[0])[paths.AUTHENTICATION_CONFIG])
+    authentication = load_yaml(files(machines("prod")[0])[paths.AUTHENTICATION_CONFIG])
     assert "jwt" not in authentication  # no identity provider: researchers' access is an operator's to grant
 
 
@@ -132,7 +131,7 @@ def _audit_level(policy: dict, *, verb: str, group: str, resource: str, user: st
 
 
 def audit_policy_covers_secrets_writes_and_exec() -> None:
-    policy = yaml.safe_load(files(machines("prod")[0])[paths.AUDIT_POLICY])
+    policy = load_yaml(files(machines("prod")[0])[paths.AUDIT_POLICY])
     for resource in ("secrets", "configmaps"):
         for verb in ("get", "create", "update"):
             assert _audit_level(policy, verb=verb, group="", resource=resource) == "Metadata", (verb, resource)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from infra.control_plane import controller_manager, paths, scheduler
 from infra.network.security_groups import HUB, SecurityRule, monitoring_pools, security_groups
-from tests.helpers import doc_table_rows
+from tests.helpers import doc_table_rows, load_yaml
 from tests.infra.control_plane_files import component_flags, files, machines, spec
 from tests.network_model import allows
 
@@ -103,5 +102,5 @@ def _check_flag_claim(check: str, section: str, claim: str) -> None:
             assert flags[key] == value, f"{check}: --{key}={flags[key]}, docs/cis-benchmark.md says {value}"
     else:
         key, value = (part.strip() for part in claim.split(":", 1))
-        config = yaml.safe_load(files(machine)[flags["config"]])
-        assert config[key] == yaml.safe_load(value), f"{check}: {key} is {config[key]}"
+        config = load_yaml(files(machine)[flags["config"]])
+        assert config[key] == load_yaml(value), f"{check}: {key} is {config[key]}"

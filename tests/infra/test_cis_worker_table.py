@@ -13,13 +13,12 @@ import sys
 import threading
 
 import pytest
-import yaml
 
 import machine
 from infra.boot.cloudinit import render
 from infra.boot.secrets import FETCH_SCRIPT_PATH
 from infra.node import kube_proxy, kubelet, node_cloud_config
-from tests.helpers import doc_table_rows, pool_node_spec
+from tests.helpers import doc_table_rows, load_yaml, pool_node_spec
 from tests.infra.control_plane_files import spec, unit_flags
 
 # CIS Kubernetes Benchmark v1.12, sections 4.1, 4.2 and 4.3 (kube-bench cfg/cis-1.12/node.yaml).
@@ -46,7 +45,7 @@ def pools() -> dict[str, dict[str, dict]]:
     rendered = {}
     for pool in cluster.config.node_pools:
         node = pool_node_spec(cluster, pool)  # the CIS rows read files maxPods does not change
-        document = yaml.safe_load(render(node_cloud_config(node)))
+        document = load_yaml(render(node_cloud_config(node)))
         rendered[pool.name] = {entry["path"]: entry for entry in document["write_files"]}
     return rendered
 
@@ -69,8 +68,8 @@ def test_row_matches_every_pools_rendered_files(check):
     claims = ROWS[check]
     assert claims, f"{check}: no rendered setting in the table"
     for pool, files in pools().items():
-        config = yaml.safe_load(files[kubelet.CONFIG_PATH]["content"])
-        proxy_config = yaml.safe_load(files[kube_proxy.CONFIG_PATH]["content"])
+        config = load_yaml(files[kubelet.CONFIG_PATH]["content"])
+        proxy_config = load_yaml(files[kube_proxy.CONFIG_PATH]["content"])
         flags = unit_flags(files[f"/etc/systemd/system/{kubelet.UNIT}"]["content"])
         fetched = re.findall(r"^fetch \S+ (\S+) (\d+)$", files[FETCH_SCRIPT_PATH]["content"], flags=re.MULTILINE)
         for claim in claims:
@@ -82,7 +81,7 @@ def test_row_matches_every_pools_rendered_files(check):
                 assert flags.get(key) == value, f"{where}: --{key}={flags.get(key)}"
             elif claim.startswith("kube-proxy "):
                 key, value = (part.strip() for part in claim.removeprefix("kube-proxy ").split(":", 1))
-                assert _lookup(proxy_config, key) == yaml.safe_load(value), f"{where}: {_lookup(proxy_config, key)!r}"
+                assert _lookup(proxy_config, key) == load_yaml(value), f"{where}: {_lookup(proxy_config, key)!r}"
             elif claim.startswith("no "):
                 with pytest.raises(KeyError):
                     _lookup(config, claim[3:])
@@ -95,13 +94,13 @@ def test_row_matches_every_pools_rendered_files(check):
                 assert (path, mode) in fetched, where
             else:
                 key, value = (part.strip() for part in claim.split(":", 1))
-                assert _lookup(config, key) == yaml.safe_load(value), f"{where}: {_lookup(config, key)!r}"
+                assert _lookup(config, key) == load_yaml(value), f"{where}: {_lookup(config, key)!r}"
 
 
 def test_protect_kernel_defaults_agrees_with_every_sysctl_file_a_node_gets():
     """kubelet exits at start when a checked kernel value differs; files apply in name order, the last wins."""
     for pool, files in pools().items():
-        assert yaml.safe_load(files[kubelet.CONFIG_PATH]["content"])["protectKernelDefaults"] is True
+        assert load_yaml(files[kubelet.CONFIG_PATH]["content"])["protectKernelDefaults"] is True
         applied = {}
         for path in sorted(p for p in files if p.startswith("/etc/sysctl.d/")):
             for line in files[path]["content"].splitlines():

@@ -3,9 +3,9 @@ from __future__ import annotations
 import base64
 
 import pytest
-import yaml
 
 from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS, CloudConfig, custom_data, render
+from tests.helpers import load_yaml
 
 
 def test_render_is_cloud_config_with_literal_blocks():
@@ -15,7 +15,7 @@ def test_render_is_cloud_config_with_literal_blocks():
     text = render(cloud)
     assert text.startswith("#cloud-config\n")
     assert "content: |\n    line1\n    line2\n" in text
-    assert yaml.safe_load(text)["write_files"][0]["content"] == "line1\nline2\n"
+    assert load_yaml(text)["write_files"][0]["content"] == "line1\nline2\n"
 
 
 def test_same_path_twice_is_a_bug():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import base64
 
 import pytest
-import yaml
 
 from infra.control_plane import apiserver, paths, pki
 from infra.control_plane.apiserver_machine import apiserver_machines
+from tests.helpers import load_yaml
 from tests.infra.control_plane_files import component_flags, etcd_flags, files, machines, spec
 
 
@@ -140,7 +140,7 @@ def test_every_file_a_flag_names_is_delivered(prod_flags):
 
 def test_audit_policy_is_written_and_referenced(prod_flags):
     policy_path = prod_flags["audit-policy-file"]
-    policy = yaml.safe_load(files(machines("prod")[0])[policy_path])
+    policy = load_yaml(files(machines("prod")[0])[policy_path])
     assert policy["apiVersion"] == "audit.k8s.io/v1" and policy["kind"] == "Policy"
     assert policy["omitStages"] == ["RequestReceived"]
     assert prod_flags["audit-log-path"].startswith(paths.AUDIT_LOG_DIR + "/")
@@ -181,7 +181,7 @@ def _level(
 
 @pytest.fixture(scope="module")
 def policy() -> dict:
-    return yaml.safe_load(apiserver.audit_policy())
+    return load_yaml(apiserver.audit_policy())
 
 
 AUDIT_CASES = {
@@ -218,7 +218,7 @@ def test_audit_policy_levels(policy, request_, level):
 
 def test_anonymous_requests_only_reach_health_endpoints():
     machine_files = files(machines("prod")[0])
-    config = yaml.safe_load(machine_files[paths.AUTHENTICATION_CONFIG])
+    config = load_yaml(machine_files[paths.AUTHENTICATION_CONFIG])
     assert config["kind"] == "AuthenticationConfiguration"
     assert config["anonymous"]["enabled"] is True
     assert [c["path"] for c in config["anonymous"]["conditions"]] == ["/healthz", "/livez", "/readyz"]
@@ -226,7 +226,7 @@ def test_anonymous_requests_only_reach_health_endpoints():
 
 def test_encryption_config_encrypts_secrets_with_secretbox_first():
     key = base64.b64encode(bytes(range(32))).decode()
-    config = yaml.safe_load(apiserver.encryption_config(key))
+    config = load_yaml(apiserver.encryption_config(key))
     (resources,) = config["resources"]
     assert resources["resources"] == ["secrets"]
     first, last = resources["providers"]

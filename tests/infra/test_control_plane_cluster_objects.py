@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import kubernetes_validate
 import pytest
 
 from infra.control_plane import cluster_objects, flowcontrol, pki, scheduler
 from infra.control_plane.apiserver import inflight_limits
+from tests import k8s_schema
 
 VERSIONS = ("1.31", "1.34")
 
@@ -28,14 +28,14 @@ def _documents() -> list[dict]:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("document", _documents(), ids=lambda d: f"{d['kind']}-{d['metadata']['name']}")
 def test_object_is_valid(document, version):
-    kubernetes_validate.validate(document, version, strict=True)
+    k8s_schema.validate(document, version, strict=True)
 
 
 def test_apf_objects_are_validated_not_skipped():
     broken = flowcontrol.objects()[0]
     broken = {**broken, "spec": {**broken["spec"], "limited": {**broken["spec"]["limited"], "shares": 3}}}
-    with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(broken, "1.34", strict=True)
+    with pytest.raises(k8s_schema.ValidationError):
+        k8s_schema.validate(broken, "1.34", strict=True)
 
 
 def test_service_account_lists_are_fenced_off():

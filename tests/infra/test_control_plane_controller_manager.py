@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from infra.control_plane import paths
+from tests.helpers import load_yaml
 from tests.infra.control_plane_files import component_flags, files, machines
 
 EXPECTED = {
@@ -57,7 +57,7 @@ def test_each_controller_manager_serves_on_its_own_vm_address_not_loopback_or_ev
 
 
 def test_kubeconfig_talks_to_the_local_apiserver_with_file_credentials(flags):
-    kubeconfig = yaml.safe_load(files(machines("prod")[0])[flags["kubeconfig"]])
+    kubeconfig = load_yaml(files(machines("prod")[0])[flags["kubeconfig"]])
     (cluster,) = kubeconfig["clusters"]
     (user,) = kubeconfig["users"]
     assert cluster["cluster"] == {

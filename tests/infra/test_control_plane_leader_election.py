@@ -13,11 +13,11 @@ one starts every informer again (a full LIST of the cluster) just as etcd recove
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from infra.control_plane import paths
 from infra.etcd.config_file import etcd_config
 from tests.etcd_specs import clusters
+from tests.helpers import load_yaml
 from tests.infra.control_plane_files import component_flags, files, machines
 
 COMPONENTS = ("kube-controller-manager", "kube-scheduler")
@@ -34,7 +34,7 @@ def _timings(component: str) -> tuple[float, float, float]:
     """``(lease duration, renew deadline, retry period)`` as the prod apiserver VM receives them."""
     machine = machines("prod")[0]
     if component == "kube-scheduler":
-        config = yaml.safe_load(files(machine)[paths.SCHEDULER_CONFIG])["leaderElection"]
+        config = load_yaml(files(machine)[paths.SCHEDULER_CONFIG])["leaderElection"]
         values = config.get("leaseDuration"), config.get("renewDeadline"), config.get("retryPeriod")
     else:
         flags = component_flags(machine, paths.CONTROLLER_MANAGER_UNIT)

@@ -12,7 +12,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-import yaml
 
 from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
@@ -20,7 +19,7 @@ from infra.control_plane import apiserver_machine, binaries, paths, pki
 from infra.control_plane.scheduler import scheduler_image
 from infra.facts.endpoints import LOCAL_APISERVER
 from tests.e2e import plan_machines
-from tests.helpers import require_tool
+from tests.helpers import load_yaml, require_tool
 from tests.infra.control_plane_files import files, machines, spec
 
 
@@ -82,7 +81,7 @@ def test_the_controller_manager_and_scheduler_start_once_their_apiserver_is_read
 
 
 def test_units_are_enabled_after_the_fetch_unit_exists():
-    runcmd = yaml.safe_load(machines("prod")[0].cloud_init)["runcmd"]
+    runcmd = load_yaml(machines("prod")[0].cloud_init)["runcmd"]
     assert runcmd[0] == ["systemctl", "daemon-reload"]
     assert runcmd[-1] == ["systemctl", "enable", "--now", paths.INSTALL_UNIT, *paths.COMPONENT_UNITS]
 

@@ -6,11 +6,11 @@ import re
 
 import jsonschema
 import pytest
-import yaml
 
 from infra.catalog.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR
 from infra.config.cluster_config import KUBERNETES_VERSION_PATTERN
 from infra.control_plane import paths, scheduler
+from tests.helpers import load_yaml
 from tests.infra.control_plane_files import component_flags, files, machines
 
 
@@ -154,7 +154,7 @@ SCHEMA = _object(
 def rendered() -> dict:
     machine = machines("prod")[0]
     flags = component_flags(machine, paths.SCHEDULER_UNIT)
-    return yaml.safe_load(files(machine)[flags["config"]])
+    return load_yaml(files(machine)[flags["config"]])
 
 
 def test_scheduler_config_is_valid_v1(rendered):

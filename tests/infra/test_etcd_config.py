@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from infra.etcd.certificates import CA_FILE, PEER_CERT_FILE, PEER_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE
 from infra.etcd.config_file import DATA_DIR, MOUNT_POINT, etcd_config, render_config
 from tests.etcd_specs import clusters
+from tests.helpers import load_yaml
 
 
 @pytest.fixture
 def rendered():
     _, main, _ = clusters()
     member = main.members[2]
-    return main, member, yaml.safe_load(render_config(etcd_config(main, member)))
+    return main, member, load_yaml(render_config(etcd_config(main, member)))
 
 
 def test_identity_and_addresses(rendered):

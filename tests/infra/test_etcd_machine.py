@@ -11,7 +11,6 @@ import subprocess
 import tarfile
 
 import pytest
-import yaml
 
 import machine
 from infra.assembly import machine_image
@@ -37,14 +36,14 @@ from infra.etcd.member_machine import (
     member_tool_source,
 )
 from tests.etcd_specs import clusters
-from tests.helpers import require_tool
+from tests.helpers import load_yaml, require_tool
 
 
 def cloud_init(stack="prod", member_index=0, **changes):
     _, main, _ = clusters(stack, **changes)
     member = main.members[member_index]
     text = member_cloud_init(main, member, "prod-kv-123456")
-    document = yaml.safe_load(text)
+    document = load_yaml(text)
     files = {entry["path"]: entry for entry in document["write_files"]}
     return main, member, text, document, files
 
@@ -75,7 +74,7 @@ def test_custom_data_fits_azure_even_for_seven_members():
 
 def test_ships_the_config_file_the_tool_and_its_settings():
     main, member, _, _, files = cloud_init()
-    assert yaml.safe_load(files[CONFIG_PATH]["content"])["name"] == member.name
+    assert load_yaml(files[CONFIG_PATH]["content"])["name"] == member.name
     assert files[TOOL_PATH]["content"] == member_tool_source() and files[TOOL_PATH]["permissions"] == "0755"
     settings = json.loads(files[TOOL_SETTINGS_PATH]["content"])
     assert settings["endpoints"] == main.client_urls

@@ -16,6 +16,7 @@ from machine.etcd import member as tool
 from tests.etcd_local import free_ports
 from tests.etcd_specs import clusters
 from tests.fake_azure_blob import FakeBlobService, StoredBlob
+from tests.helpers import load_yaml
 
 ME = "https://10.0.0.5:2380"
 
@@ -145,7 +146,7 @@ def local_settings(tmp_path, blobs, mount="/"):
 def test_first_bootstrap_when_nobody_answers_and_no_snapshot_exists(tmp_path, blobs):
     settings = local_settings(tmp_path, blobs)
     assert "first bootstrap" in tool.prepare(settings)
-    effective = yaml.safe_load(Path(settings["effective_config"]).read_text())
+    effective = load_yaml(Path(settings["effective_config"]).read_text())
     assert effective["initial-cluster-state"] == "new"
     assert blobs.token_requests == 1
 

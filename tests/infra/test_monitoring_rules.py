@@ -14,7 +14,7 @@ import yaml
 from infra.addons.monitoring import rules
 from infra.etcd.backup_metrics import LAST_SUCCESS_METRIC
 from infra.facts.labels import GPU_STARTUP_TAINT_KEY
-from tests.helpers import PROJECT_DIR, monitoring_tool
+from tests.helpers import PROJECT_DIR, load_yaml, monitoring_tool
 from tests.infra.addon_fixtures import rule_files_of, spec_for
 
 # The second stage of scripts/test.sh (tens of seconds): promtool and amtool on every rule and route.
@@ -372,7 +372,7 @@ NODES = [
 
 def _alert_rules(text: str) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
-    for group in yaml.safe_load(text)["groups"]:
+    for group in load_yaml(text)["groups"]:
         for rule in group["rules"]:
             if "alert" in rule:
                 found.setdefault(rule["alert"], []).append(rule)

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import yaml
-
 from infra.boot.cloudinit import render
 from infra.nat_hosts import NAT_HOST_MAX_PODS, NAT_HOST_TAINTS, nat_host_cloud_config
 from infra.network.addressing import plan_addresses
 from infra.network.traffic_counters import boot_steps
 from infra.node import kube_proxy, kubelet
-from tests.helpers import parsed
+from tests.helpers import load_yaml, parsed
 
 
 def _files(config) -> dict[str, str]:
-    document = yaml.safe_load(
+    document = load_yaml(
         render(
             nat_host_cloud_config(
                 config, plan_addresses(config), "dev-kv", kubernetes_version=config.kubernetes_version
@@ -25,7 +23,7 @@ def _files(config) -> dict[str, str]:
 
 def test_nat_host_joins_tainted_with_kube_proxy_and_its_own_identity():
     files = _files(parsed("dev"))
-    kubelet_config = yaml.safe_load(files[kubelet.CONFIG_PATH])
+    kubelet_config = load_yaml(files[kubelet.CONFIG_PATH])
     assert kubelet_config["registerWithTaints"] == [
         {"key": t.key, "value": t.value, "effect": t.effect} for t in NAT_HOST_TAINTS
     ]
@@ -41,7 +39,7 @@ def test_nat_host_masquerades_hub_traffic_to_services_by_kube_proxys_own_rule():
     (tests/e2e/test_researcher_access.py shows it on the real binaries)."""
     config = parsed("dev")
     files = _files(config)
-    proxy = yaml.safe_load(files[kube_proxy.CONFIG_PATH])
+    proxy = load_yaml(files[kube_proxy.CONFIG_PATH])
     assert proxy["detectLocalMode"] == "ClusterCIDR"
     assert proxy["clusterCIDR"] == str(config.network.address_space)
     assert not any("MASQUERADE" in text for text in files.values() if "SUPERCLUSTER-NAT" in text)

@@ -6,7 +6,6 @@ import json
 import tomllib
 
 import pytest
-import yaml
 
 import machine
 from infra.boot import local_disk
@@ -17,6 +16,7 @@ from infra.facts.labels import ROLE_CPU, ROLE_GPU, node_labels
 from infra.node import NodeSpec, containerd, gpu, kube_proxy, kubelet, node_cloud_config, pinned_images, sysctls
 from infra.node.kubelet_fields import unknown_fields
 from infra.node.state_disk import LocalDisks
+from tests.helpers import load_yaml
 
 
 def spec(**changes) -> NodeSpec:
@@ -46,7 +46,7 @@ def files(node: NodeSpec, **kwargs) -> dict[str, str]:
 
 
 def kubelet_config(node: NodeSpec) -> dict:
-    return yaml.safe_load(files(node)[kubelet.CONFIG_PATH])
+    return load_yaml(files(node)[kubelet.CONFIG_PATH])
 
 
 def sysctl_values(node: NodeSpec) -> dict[str, int]:
@@ -142,7 +142,7 @@ def test_kubelet_uses_cluster_dns_and_systemd_cgroups():
 
 def test_join_by_tls_bootstrap_with_the_token_file_from_key_vault():
     node_files = files(spec())
-    bootstrap = yaml.safe_load(node_files[kubelet.BOOTSTRAP_KUBECONFIG])
+    bootstrap = load_yaml(node_files[kubelet.BOOTSTRAP_KUBECONFIG])
     token_path = next(f.path for f in NODE_JOIN_FILES if f.secret_name == "node-bootstrap-token")
     assert bootstrap["users"][0]["user"] == {"tokenFile": token_path}
     assert bootstrap["clusters"][0]["cluster"]["server"] == "https://10.0.0.68:6443"
@@ -259,10 +259,10 @@ def test_cpu_nodes_have_no_gpu_taint_labels_or_runtime():
 
 
 def test_kube_proxy_runs_nftables_with_the_cluster_cidr():
-    document = yaml.safe_load(files(spec())[kube_proxy.CONFIG_PATH])
+    document = load_yaml(files(spec())[kube_proxy.CONFIG_PATH])
     assert document["kind"] == "KubeProxyConfiguration" and document["mode"] == "nftables"
     assert document["clusterCIDR"] == "10.0.0.0/8"
-    kubeconfig = yaml.safe_load(files(spec())[kube_proxy.KUBECONFIG])
+    kubeconfig = load_yaml(files(spec())[kube_proxy.KUBECONFIG])
     assert kubeconfig["users"][0]["user"]["client-certificate"] == kubelet.CLIENT_CERT
 
 

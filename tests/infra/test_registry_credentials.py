@@ -11,10 +11,10 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-import yaml
 
 import machine
 from infra.node import kubelet, pinned_images
+from tests.helpers import load_yaml
 from tests.infra.test_node_bootstrap import files, spec
 
 PLUGIN = machine.path("node/acr-credential-provider.py")
@@ -26,7 +26,7 @@ def test_kubelet_asks_the_plugin_for_the_clusters_registry_only():
     unit = rendered[f"/etc/systemd/system/{kubelet.UNIT}"]
     assert f"--image-credential-provider-config={kubelet.CREDENTIAL_PROVIDER_CONFIG}" in unit
     assert f"--image-credential-provider-bin-dir={kubelet.CREDENTIAL_PROVIDER_DIR}" in unit
-    config = yaml.safe_load(rendered[kubelet.CREDENTIAL_PROVIDER_CONFIG])
+    config = load_yaml(rendered[kubelet.CREDENTIAL_PROVIDER_CONFIG])
     [provider] = config["providers"]
     assert config["apiVersion"] == "kubelet.config.k8s.io/v1" and config["kind"] == "CredentialProviderConfig"
     assert provider["name"] == kubelet.CREDENTIAL_PROVIDER and provider["matchImages"] == [REGISTRY]

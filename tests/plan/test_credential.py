@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -26,6 +25,7 @@ import machine
 from infra.control_plane import access, pki
 from plan import credential
 from tests.e2e.pki import issue
+from tests.helpers import load_yaml
 
 RG, VMS = "c1-rg", ["c1-apiserver-0", "c1-apiserver-1"]
 SERVER = "https://10.0.0.4:6443"
@@ -78,7 +78,7 @@ def test_an_operator_mints_a_one_hour_break_glass_kubeconfig_and_no_private_key_
     argv += ["--kubeconfig", str(out)]
     credential.main(argv, invoke=run_here(ca, calls))
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
-    config = yaml.safe_load(out.read_text())
+    config = load_yaml(out.read_text())
     assert config["clusters"][0]["cluster"]["server"] == SERVER
     user = config["users"][0]["user"]
     certificate = x509.load_pem_x509_certificate(_unb64(user["client-certificate-data"]))
@@ -99,7 +99,7 @@ def test_an_operator_mints_a_one_hour_break_glass_kubeconfig_and_no_private_key_
 def test_the_deploy_kubeconfig_holds_a_command_not_a_credential_and_the_command_mints_one(ca, capsys):
     document = access.deploy_kubeconfig(SERVER, ca[0].read_text(), RG, VMS)
     assert not re.search(r"client-key|client-certificate|token|password|PRIVATE KEY", document)
-    config = yaml.safe_load(document)
+    config = load_yaml(document)
     exec_entry = config["users"][0]["user"]["exec"]
     assert exec_entry["command"] == "python3" and exec_entry["args"][:2] == ["-m", "plan.credential"]
     # What the kubernetes provider runs, run: an ExecCredential client-go accepts.

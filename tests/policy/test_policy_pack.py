@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-import yaml
 
 from plan.diff import SCALE_SET_TYPE, VM_TYPE
 from plan.stackfile import PROJECT_DIR
 from policypack.rules import POLICIES
+from tests.helpers import load_yaml
 from tests.policy.analyzer import PACK_DIR, analyze, pack
 
 # The second stage of scripts/test.sh (tens of seconds): the policy pack run on planned stacks.
@@ -101,7 +101,7 @@ def test_a_seeded_violation_is_caught(seed, served, prod_plan):
 def test_the_cli_runs_the_pack_from_the_projects_venv():
     """The CLI reads PulumiPolicy.yaml: a Python pack run from the venv setup.sh and the workflows fill from
     requirements.lock, which locks the pulumi-policy pinned in requirements.in."""
-    manifest = yaml.safe_load((PACK_DIR / "PulumiPolicy.yaml").read_text())
+    manifest = load_yaml((PACK_DIR / "PulumiPolicy.yaml").read_text())
     assert manifest["runtime"]["name"] == "python"
     assert (PACK_DIR / manifest["runtime"]["options"]["virtualenv"]).resolve() == (PROJECT_DIR / ".venv").resolve()
     assert "pulumi-policy==" in (PROJECT_DIR / "requirements.in").read_text()

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from plan.__main__ import EXIT_OK, main
 from plan.runner import own_stack_name
 from plan.stackfile import PROJECT_DIR
+from tests.helpers import load_yaml
 
 # The second stage of scripts/test.sh (about a minute): one plan CLI process per case.
 pytestmark = pytest.mark.slow
@@ -317,6 +317,6 @@ def test_there_are_at_least_40_cases_across_the_categories():
 def test_a_masked_secret_keeps_its_shape(dev_plan_dir):
     """Each value of a Secret's stringData is masked, its keys kept: the object is still a valid Secret."""
     (secret,) = (dev_plan_dir / "files" / "k8s" / "kube-system").glob("Secret-bootstrap-token-*.yaml")
-    document = yaml.safe_load(secret.read_text())
+    document = load_yaml(secret.read_text())
     assert isinstance(document["stringData"], dict) and "token-id" in document["stringData"]
     assert set(document["stringData"].values()) == {"[secret]"}

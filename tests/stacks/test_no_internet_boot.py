@@ -26,7 +26,6 @@ import json
 import re
 
 import pytest
-import yaml
 
 from infra.catalog.image_refs import CACHE_PREFIXES
 from infra.config import naming
@@ -34,7 +33,7 @@ from infra.etcd.backup import storage_account_name
 from infra.node import pinned_images as node_images
 from infra.node.pool import preload_images
 from plan.artifacts import VM_TYPES, cloud_init_files, custom_data_of
-from tests.helpers import parsed
+from tests.helpers import load_yaml, parsed
 
 # The second stage of scripts/test.sh (tens of seconds): every rendered machine walked, and a boot in a
 # network namespace.
@@ -132,7 +131,7 @@ def test_no_machine_boot_reaches_outside_the_cluster(stack, request):
     for machine in machines(run):
         text = custom_data_of(machine)
         assert text and text.startswith("#cloud-config"), machine.name
-        document = yaml.safe_load(text)
+        document = load_yaml(text)
         fetching = [key for key in FETCHING_KEYS if key in document]
         places = outside_places(text, stack, networks)
         if fetching or places:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import shlex
 
 import pytest
-import yaml
 
 from infra.addons.k8s import pod_templates
 from infra.cluster.whole_cluster import unmatched
 from infra.config.cluster_config import Taint
 from infra.facts.labels import GPU_STARTUP_TAINT_KEY
 from plan.artifacts import cloud_init_files, kubernetes_object
+from tests.helpers import load_yaml
 
 KUBELET_UNIT = "/etc/systemd/system/kubelet.service"
 KUBELET_CONFIG = "/etc/kubernetes/kubelet-config.yaml"
@@ -37,7 +37,7 @@ def registered_nodes(run) -> dict[str, tuple[dict[str, str], list[dict]]]:
         (flag,) = [a for a in shlex.split(exec_start) if a.startswith("--node-labels=")]
         labels = dict(pair.split("=", 1) for pair in flag.split("=", 1)[1].split(","))
         labels["kubernetes.io/os"] = "linux"  # kubelet sets these itself
-        taints = yaml.safe_load(files[KUBELET_CONFIG]).get("registerWithTaints", [])
+        taints = load_yaml(files[KUBELET_CONFIG]).get("registerWithTaints", [])
         nodes[registration.name] = (labels, taints)
     return nodes
 
@@ -90,7 +90,7 @@ def test_the_node_local_dns_address_reaches_every_node_cni_and_the_cache_itself(
     for registration in run.registrations:
         files = cloud_init_files(registration)
         if "/etc/cni/net.d/10-azure.conflist" in files:
-            conflists.append(yaml.safe_load(files["/etc/cni/net.d/10-azure.conflist"]))
+            conflists.append(load_yaml(files["/etc/cni/net.d/10-azure.conflist"]))
     assert len(conflists) == 4  # the three pools and the NAT host
     assert all(c["plugins"][0]["ipsToRouteViaHost"] == [local_ip] for c in conflists)
     cache = next(
@@ -124,7 +124,7 @@ def test_every_scale_set_admits_as_many_pods_as_its_addresses_plus_its_host_netw
         labels, taints = nodes[registration.name]
         landing = [pod for pod in host_network if unmatched(pod, labels, [Taint(**t) for t in taints]) is None]
         assert landing, "node-local DNS and the exporters run on the host network of every node"
-        max_pods = yaml.safe_load(files[KUBELET_CONFIG])["maxPods"]
+        max_pods = load_yaml(files[KUBELET_CONFIG])["maxPods"]
         assert max_pods == len(pod_configurations) + len(landing), registration.name
         checked += 1
     assert checked

@@ -15,6 +15,7 @@ from infra.boot import cloudinit, yaml_text
 from plan.artifacts import custom_data_of, plan_files, write_plan
 from plan.diff import load_plan
 from plan.runner import run_declarations
+from tests.helpers import load_yaml
 
 
 @pytest.mark.slow  # every distinct cloud-init of dev and prod through the pure-Python emitter
@@ -23,7 +24,7 @@ def test_libyaml_writes_every_cloud_init_byte_for_byte_as_the_python_emitter(dev
     texts = {custom_data_of(r) for run in (dev_plan, prod_plan) for r in run.registrations} - {None}
     assert len(texts) > 10, "every VM and pool of dev and prod"
     for text in texts:
-        assert cloudinit.dump(yaml.safe_load(text), dumper=pure_python) == text
+        assert cloudinit.dump(load_yaml(text), dumper=pure_python) == text
 
 
 def test_a_run_pauses_cyclic_gc_only_while_it_runs():
