@@ -8,6 +8,9 @@ Prints, from one run on one machine:
   mocks (whole process), and the ratio plan / floor;
 - scale: prod with its pools resized to 2,500, 7,500 and 30,000 nodes: resources registered,
   wall time, and the ratio to the 2,500-node run;
+- the replay: at 2,500 and 30,000 nodes, the plan against a replay of its own ``resources.json``
+  (every resource with its type, name, parent and inputs, registered under the same mocks with
+  nothing computed): the SDK's own cost for that plan, and the ratio plan / replay (goal: 1.5x);
 - the test suite's wall time.
 Processes that are compared run in rounds, one of each per round, ``--repeat`` rounds (default 7).
 A shared machine's speed drifts by half from one minute to the next; two processes run back to back
@@ -53,6 +56,29 @@ def declare():
         pulumi.CustomResource("bench:index:Bare", f"r{i}", {"index": i})
 run = run_declarations(declare, stack="floor")
 assert len(run.registrations) == count
+gc.freeze()
+"""
+
+# The SDK's cost for one plan: the plan's own resources, with their inputs and parents, registered in
+# the order the plan registered them (``resources.json``), and nothing else computed.
+REPLAY_PROGRAM = """
+import gc, json, sys
+gc.disable()
+import pulumi
+from plan.runner import run_declarations
+resources = json.load(open(sys.argv[1]))
+def declare():
+    made = {}
+    for r in resources:
+        options = pulumi.ResourceOptions(parent=made.get(r["parent"]))
+        if r["type"].startswith("pulumi:providers:"):
+            made[r["urn"]] = pulumi.ProviderResource(r["type"].split(":")[2], r["name"], r["inputs"], options)
+        elif r["type"].startswith("supercluster:"):
+            made[r["urn"]] = pulumi.ComponentResource(r["type"], r["name"], None, options)
+        else:
+            made[r["urn"]] = pulumi.CustomResource(r["type"], r["name"], r["inputs"], options)
+run = run_declarations(declare, stack="replay")
+assert len(run.registrations) == len(resources), (len(run.registrations), len(resources))
 gc.freeze()
 """
 
@@ -165,6 +191,22 @@ def main() -> None:
             print(
                 f"| {total:,} nodes | {registered(out)} | {run.wall:.2f} ({run.cpu:.2f}) "
                 f"| {ratio(rounds[total], rounds[2_500]):.2f}x ({ratio(rounds[total], rounds[2_500], 'cpu'):.2f}x) |"
+            )
+        replays = {
+            f"replay-{total}": [PYTHON, "-c", REPLAY_PROGRAM, str(sizes[total] / "resources.json")]
+            for total in (2_500, 30_000)
+        }
+        plans = {total: plan_argv("prod", sizes[total], resized(total)) for total in (2_500, 30_000)}
+        rounds = in_rounds({**plans, **replays}, args.repeat, {total: sizes[total] for total in plans})
+        print()
+        print("| prod resized to | plan wall s (cpu) | replay wall s (cpu) | plan / replay (cpu) |")
+        print("|---|---:|---:|---:|")
+        for total in plans:
+            plan, replay = fastest(rounds[total]), fastest(rounds[f"replay-{total}"])
+            print(
+                f"| {total:,} nodes | {plan.wall:.2f} ({plan.cpu:.2f}) | {replay.wall:.2f} ({replay.cpu:.2f}) "
+                f"| {ratio(rounds[total], rounds[f'replay-{total}']):.2f}x "
+                f"({ratio(rounds[total], rounds[f'replay-{total}'], 'cpu'):.2f}x) |"
             )
     if not args.skip_tests:
         # As scripts/test.sh runs it (without its setup step): one worker per core.

@@ -12,7 +12,10 @@ job is:
 - an Indexed Job with a headless Service, so rank ``i`` is reachable as ``<job>-<i>.<job>``
   (rank 0 is the rendezvous address), one rank per node, each with all the node's GPUs and its
   InfiniBand HCAs (``infra.facts.labels.RDMA_RESOURCE``, from the RDMA device plugin);
-- the NCCL settings Azure documents for the ND H100 v5 sizes (``NCCL_ENV``).
+- the NCCL settings Azure documents for the ND H100 v5 sizes (``NCCL_ENV``);
+- the NUMA seccomp profile every node carries (``infra.node.seccomp.NUMA_PROFILE``): under the runtime's
+  default, which kubelet applies to a pod that names none, the ranks' memory binding to the GPUs' and
+  HCAs' NUMA nodes (``mbind``, ``set_mempolicy``) is refused.
 
 ``python -m plan.job --stack prod --pool h100a --name my-run --namespace team-a --nodes 4
 --image <image> -- <command ...>`` prints the manifest (docs/infiniband-jobs.md). Pure: no cluster access.
@@ -28,6 +31,7 @@ from infra.config.sizing import MAX_VMS_PER_PLACEMENT_GROUP
 from infra.control_plane.cluster_objects import POD_GROUP_API_GROUP
 from infra.control_plane.scheduler import GANG_PROFILE, POD_GROUP_LABEL
 from infra.facts.labels import GPU_RESOURCE, INFINIBAND_DOMAIN_LABEL, POOL_LABEL, RDMA_RESOURCE
+from infra.node.seccomp import NUMA_PROFILE
 
 Obj = dict[str, Any]
 
@@ -81,6 +85,7 @@ def infiniband_job(
         "schedulerName": GANG_PROFILE,
         "subdomain": name,
         "restartPolicy": "Never",
+        "securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": NUMA_PROFILE}},
         "nodeSelector": {POOL_LABEL: pool.name},
         "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in pool.taints],
         "affinity": {

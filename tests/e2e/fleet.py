@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,10 +75,16 @@ class Fleet:
         return sum(self.created.values())
 
     def grow(
-        self, counts: dict[str, int], prefix: str, register_qps: float = 0, timeout: float = 900
+        self,
+        counts: dict[str, int],
+        prefix: str,
+        register_qps: float = 0,
+        timeout: float = 900,
+        extra_args: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Starts a fleet process for ``counts`` more nodes per pool, named ``<prefix>-<pool>-NNNNNN``;
-        returns its registration report once every node is registered."""
+        returns its registration report once every node is registered. ``extra_args``: more fleet flags
+        (the scheduler benchmark's nodes never heartbeat)."""
         profile = {
             "pools": [
                 {
@@ -105,6 +112,7 @@ class Fleet:
                 # Each node's requests as that node (impersonated): authorized, admitted and queued by API
                 # Priority and Fairness as a kubelet's, not exempt as the admin's would be.
                 "--as-nodes",
+                *extra_args,
             ],
         )
         self.processes.append(process)

@@ -16,9 +16,11 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from benchmarks.scale.metrics import gauge, parse
 from infra.addons import monitoring
 from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, RUNTIME_DEFAULT_SECCOMP, locked_down
 from infra.addons.monitoring import rules
+from infra.control_plane import flowcontrol
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
 from infra.control_plane.controller_manager import SECURE_PORT as CM_SECURE_PORT
 from infra.control_plane.scheduler import SECURE_PORT as SCHEDULER_SECURE_PORT
@@ -180,6 +182,54 @@ def test_every_node_joins_through_the_bootstrap_token_with_exactly_its_rendered_
         ]
         assert taints == rendered_taints, node.machine.name
         assert int(registered_node["status"]["allocatable"]["pods"]) == config["maxPods"]
+
+
+def test_joining_nodes_requests_are_queued_in_the_join_priority_level(dev: Cluster):
+    """The apiservers accepted the rendered join level and classify a joining node's requests into it:
+    a Node create as a node, a CSR list as a bootstrap token, each answered with the join FlowSchema's
+    UID (the response header APF sets); a running node's Lease request still goes to system-node-high.
+    The booted nodes' joins went through it (at least one request per node), and none was refused."""
+    uid = dev.get_json("flowschema", flowcontrol.JOIN_LEVEL)["metadata"]["uid"]
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "join-probe"}}
+    node_identity = ("system:node:join-probe", flowcontrol.NODES_GROUP)
+    token_identity = ("system:bootstrap:probe0", flowcontrol.BOOTSTRAPPERS_GROUP)
+    lease = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/join-probe"
+    assert _flow_schema_uid(dev, "POST", "/api/v1/nodes?dryRun=All", node_identity, node) == uid
+    assert (
+        _flow_schema_uid(dev, "GET", "/apis/certificates.k8s.io/v1/certificatesigningrequests", token_identity) == uid
+    )
+    assert _flow_schema_uid(dev, "GET", lease, node_identity) != uid
+
+    dispatched = rejected = 0.0
+    joins = {"flow_schema": flowcontrol.JOIN_LEVEL, "priority_level": flowcontrol.JOIN_LEVEL}.items()
+
+    def ours(labels) -> bool:
+        return joins <= labels.items()
+
+    for machine, _, _ in dev.control_plane:
+        status, body = dev.raw("/metrics", url=f"https://{machine.ip}:6443", timeout=60)
+        assert status == 200, (machine.name, body[-500:])
+        scrape = parse(body)
+        dispatched += gauge(scrape, "apiserver_flowcontrol_dispatched_requests_total", ours)
+        rejected += gauge(scrape, "apiserver_flowcontrol_rejected_requests_total", ours)
+    assert dispatched >= len(dev.nodes), (dispatched, len(dev.nodes))
+    assert rejected == 0
+
+
+def _flow_schema_uid(dev: Cluster, method: str, path: str, identity: tuple[str, str], body: dict | None = None) -> str:
+    """The UID of the FlowSchema the apiserver matched ``method path`` to, made as ``identity``
+    (impersonated by the admin: API Priority and Fairness classifies the impersonated user)."""
+    user, group = identity
+    argv = ["curl", "-s", "-o", "/dev/null", "-D", "-", "--max-time", "20", "-X", method]
+    argv += ["--cacert", str(dev.workdir / "ca.crt")]
+    argv += ["--cert", str(dev.workdir / "admin.crt"), "--key", str(dev.workdir / "admin.key")]
+    argv += ["-H", f"Impersonate-User: {user}", "-H", f"Impersonate-Group: {group}"]
+    if body is not None:
+        argv += ["-H", "Content-Type: application/json", "--data", json.dumps(body)]
+    headers = dev.network.run(dev.admin, [*argv, dev.apiserver_url + path], timeout=40).stdout
+    found = re.search(r"^x-kubernetes-pf-flowschema-uid:\s*(\S+)", headers, re.I | re.M)
+    assert found, headers
+    return found.group(1)
 
 
 def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_through_them(dev: Cluster):

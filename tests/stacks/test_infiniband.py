@@ -23,6 +23,7 @@ from infra.facts.labels import (
     RDMA_RESOURCE,
 )
 from infra.facts.tags import LABEL_PREFIX as LABEL_TAG_PREFIX
+from infra.node import seccomp
 from infra.node.pool import encode_tag_key
 from plan.artifacts import cloud_init_files, kubernetes_object
 from plan.infiniband_job import NCCL_ENV, infiniband_job
@@ -115,6 +116,9 @@ def test_a_job_for_a_pool_fits_its_nodes_requests_what_they_advertise_and_keeps_
     # Nothing Pod Security's baseline level refuses: a tenant namespace can run it.
     assert not pod.get("hostNetwork") and not any("hostPath" in v for v in pod["volumes"])
     assert "securityContext" not in container
+    # The ranks bind memory to NUMA nodes: the profile every node carries, which baseline admits.
+    assert pod["securityContext"]["seccompProfile"] == {"type": "Localhost", "localhostProfile": seccomp.NUMA_PROFILE}
+    assert seccomp.NUMA_PROFILE == "supercluster/numa.json"
     assert service["spec"]["clusterIP"] == "None" and pod["subdomain"] == service["metadata"]["name"]
     for document in (service, job):  # the PodGroup is a CRD: the e2e twin has the real apiserver accept it
         k8s_schema.validate(document, spec.config.kubernetes_version, strict=True)
