@@ -74,7 +74,10 @@ def plan_stack(stack: str, out: Path, overrides: list[str]) -> Plan:
     argv = [sys.executable, "-m", "plan", "--stack", stack, "--out", str(out)]
     for override in overrides:
         argv += ["--config", override]
-    subprocess.run(argv, check=True, capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)
+    assert result.returncode == 0, (
+        f"python -m plan --stack {stack} exited {result.returncode}:\n{result.stderr[-3000:]}"
+    )
     return Plan.load(out)
 
 

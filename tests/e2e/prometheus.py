@@ -15,7 +15,11 @@ the replicas the box runs, at their pods' addresses (a replica the box does not 
 On a real node (the data-plane box, tests/e2e/runtime.py) the pod is real: kubelet started its
 sandbox, which holds the pod's address (its container waits for an image the box cannot pull). The
 process then runs in that sandbox's network namespace, and reaches the API at the ``kubernetes``
-Service's address through the node's kube-proxy, as the container would.
+Service's address through the node's kube-proxy, as the container would. The address is read from
+the sandbox, not from the pod's status: kubelet reports it only once its first sync of the pod ends,
+and that sync first runs the rendered image credential provider for the pod's images (kubelet 1.33
+does so even for an image already present), which gets no token in the box and is killed at kubelet's
+one-minute exec deadline (docs/cluster-in-a-box.md).
 """
 
 from __future__ import annotations
@@ -90,11 +94,19 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
     node = pod_processes.pod_node(cluster, pod)
     real = any(n.machine.name == node.machine.name for n in cluster.real_nodes)
     if real:
-        pod = wait_for(
-            f"{pod['metadata']['name']}'s sandbox", lambda: _with_address(cluster, pod), timeout=READY_TIMEOUT
+        netns, address = wait_for(
+            f"{pod['metadata']['name']}'s sandbox to hold its address",
+            lambda: _sandbox_address(cluster, node, pod),
+            timeout=READY_TIMEOUT,
+            on_timeout=lambda: (
+                cluster.kubectl(
+                    "describe", "pod", "-n", monitoring.NAMESPACE, pod["metadata"]["name"], check=False
+                ).stdout
+            ),
         )
     else:
-        assert pod["status"].get("podIP") == node.machine.ip, "the box reports a pod's address as its node's"
+        address = pod["status"].get("podIP")
+        assert address == node.machine.ip, "the box reports a pod's address as its node's"
     spec = pod_processes.container(pod, monitoring.NAME)
     root = cluster.workdir / "prometheus" / pod["metadata"]["name"]
     (root / "data").mkdir(parents=True, exist_ok=True)
@@ -111,7 +123,6 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
     }
     argv = [monitoring_tool("prometheus"), *spec["args"]]
     if real:
-        netns = pod_processes.sandbox_network(cluster, node, pod)
         argv = ["nsenter", f"--net={netns}", *argv]
         api = cluster.get_json("service", "-n", "default", "kubernetes")["spec"]
         host, port = api["clusterIP"], str(api["ports"][0]["port"])
@@ -125,7 +136,7 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
         mounts,
         {**pod_processes.environment(pod, spec), "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port},
     )
-    running = Shard(cluster, shard, replica, pod["metadata"]["name"], node, process, pod["status"]["podIP"])
+    running = Shard(cluster, shard, replica, pod["metadata"]["name"], node, process, address)
     wait_for(
         f"{running.pod} to answer /-/ready",
         lambda: (
@@ -140,7 +151,9 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
     return running
 
 
-def _with_address(cluster: Cluster, pod: dict[str, Any]) -> dict[str, Any] | None:
-    """The pod once kubelet has given its sandbox an address."""
-    current = cluster.get_json("pod", "-n", pod["metadata"]["namespace"], pod["metadata"]["name"])
-    return current if current["status"].get("podIP") else None
+def _sandbox_address(cluster: Cluster, node: Node, pod: dict[str, Any]) -> tuple[str, str] | None:
+    """``(network namespace, address)`` of the pod's sandbox once the CNI plugins have given it its address."""
+    netns = pod_processes.sandbox_network(cluster, node, pod)
+    shown = cluster.network.run(node.host, ["nsenter", f"--net={netns}", "ip", "-4", "-o", "addr", "show", "eth0"])
+    addresses = [word.split("/")[0] for line in shown.stdout.splitlines() for word in line.split()[3:4]]
+    return (netns, addresses[0]) if addresses else None

@@ -31,8 +31,10 @@ The overrides, each a substitution docs/cluster-in-a-box.md states (nothing a no
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -253,10 +255,14 @@ def remove_cgroups(node: RealNode) -> None:
         top = hierarchy / node.cgroup_parent.lstrip("/")
         if not top.exists():
             continue
-        for procs in top.rglob("cgroup.procs"):
-            for pid in procs.read_text().split():
-                subprocess.run(["kill", "-9", pid], capture_output=True, timeout=10)
-        for directory in [*sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), top]:
+        # Walked with os.walk, which skips a group that goes while it is read (a runtime still removing
+        # its own): pathlib's rglob raises on one.
+        groups = [Path(folder) for folder, _, _ in os.walk(top)]
+        for group in groups:
+            with contextlib.suppress(FileNotFoundError):
+                for pid in (group / "cgroup.procs").read_text().split():
+                    subprocess.run(["kill", "-9", pid], capture_output=True, timeout=10)
+        for directory in sorted(groups, key=lambda p: -len(p.parts)):
             wait_for(f"{directory} to empty", lambda d=directory: _rmdir(d), timeout=10, interval=0.1)
 
 
