@@ -383,17 +383,27 @@ def rendered_apf(cluster: Cluster) -> list[dict]:
 # ------------------------------------------------------------------------------------ the run
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    binaries = Path(
-        subprocess.run(
-            ["bash", str(ROOT / "scripts" / "build-binaries.sh")], check=True, capture_output=True, text=True
-        ).stdout.split()[-1]
+def built_binaries() -> Path:
+    """The cluster in a box's binaries folder (scripts/build-binaries.sh builds it once per machine)."""
+    built = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-binaries.sh")], check=True, capture_output=True, text=True
     )
-    workdir = Path(args.out).resolve() if args.out else Path(tempfile.mkdtemp(prefix="scale-proof-"))
+    return Path(built.stdout.split()[-1])
+
+
+def fresh_workdir(out: str | None, prefix: str) -> Path:
+    """``--out`` (or a new temporary folder), without an earlier run's machines: they are never reused."""
+    workdir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix=prefix))
     workdir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(workdir / "box", ignore_errors=True)
+    return workdir
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    binaries = built_binaries()
+    workdir = fresh_workdir(args.out, "scale-proof-")
     deadline = time.monotonic() + args.max_minutes * 60
     started = time.monotonic()
-    shutil.rmtree(workdir / "box", ignore_errors=True)  # an earlier run's machines, never reused
     cluster = boot("prod", workdir / "box", binaries, with_nodes=False)
     results: dict[str, Any] = {"machine": _machine(), "boot_s": round(time.monotonic() - started, 1), "steps": []}
     try:

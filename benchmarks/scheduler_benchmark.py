@@ -27,11 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from benchmarks.scale import metrics, scheduling  # noqa: E402
-from benchmarks.scale_proof import _machine, _pod, load  # noqa: E402
+from benchmarks.scale_proof import _machine, _pod, built_binaries, fresh_workdir, load  # noqa: E402
 from infra.control_plane import paths, scheduler  # noqa: E402
 from infra.facts.labels import GPU_RESOURCE, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
 from tests.e2e.cluster import Cluster, boot, start_unit  # noqa: E402
@@ -210,14 +207,8 @@ def measure(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    binaries = Path(
-        subprocess.run(
-            ["bash", str(ROOT / "scripts" / "build-binaries.sh")], check=True, capture_output=True, text=True
-        ).stdout.split()[-1]
-    )
-    workdir = Path(args.out).resolve() if args.out else Path(tempfile.mkdtemp(prefix="scheduler-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(workdir / "box", ignore_errors=True)  # an earlier run's machines, never reused
+    binaries = built_binaries()
+    workdir = fresh_workdir(args.out, "scheduler-")
     started = time.monotonic()
     deadline = started + args.max_minutes * 60
     cluster = boot("prod", workdir / "box", binaries, with_nodes=False)
