@@ -38,6 +38,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ import yaml
 from infra.network import iptables
 from infra.node import cni, containerd, install, kube_proxy, kubelet, sysctls
 from infra.node import pinned_images as node_images
-from tests.e2e import dns
+from tests.e2e import dns, imds
 from tests.e2e.hosts import BINARIES_PATH as BINARIES
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
 from tests.e2e.images import BoxImages, Image
@@ -71,8 +72,6 @@ PRIVATE_PEER = "192.168.255.10"
 INTERNET_HOST = dns.EXTERNAL_ADDRESS
 OUTSIDE_ADDRESSES = (*PLATFORM_ADDRESSES, PRIVATE_PEER, INTERNET_HOST)
 OUTSIDE_PORT = 8080
-# What the box's stand-in for Azure's platform serves: IMDS's and WireServer's HTTP, the HostGAPlugin.
-PLATFORM_TCP_PORTS = (80, *cni.WIRESERVER_BLOCKED_TCP_PORTS)
 
 
 @dataclass
@@ -313,20 +312,23 @@ def start_real_node(
 
 
 def start_outside_hosts(network: TestNetwork, address_space: ipaddress.IPv4Network) -> dict[str, Host]:
-    """The test hosts outside the cluster that nodes reach: Azure's platform (IMDS and WireServer, with
-    the probe on the ports the pod rules block, so a test can tell a dropped packet from a refused
-    one, and Azure's DNS as the test resolver), a private peer and an internet host. Each holds its
-    address, routes the cluster's address space back, and reaches nothing else."""
+    """The test hosts outside the cluster that nodes reach: Azure's metadata service (the IMDS stand-in,
+    tests/e2e/imds.py), WireServer (the probe on the ports the pod rules block, so a test can tell a
+    dropped packet from a refused one, and Azure's DNS as the test resolver), a private peer and an
+    internet host. Each holds its address, routes the cluster's address space back, and reaches
+    nothing else."""
     hosts = {}
-    for name, addresses in (
-        ("azure-platform", PLATFORM_ADDRESSES),
-        ("private-peer", (PRIVATE_PEER,)),
-        ("internet", (INTERNET_HOST,)),
+    for name, address in (
+        ("azure-imds", cni.IMDS_IP),
+        ("azure-platform", cni.WIRESERVER_IP),
+        ("private-peer", PRIVATE_PEER),
+        ("internet", INTERNET_HOST),
     ):
-        host = network.add_host(name, [f"{ip}/32" for ip in addresses])
+        host = network.add_host(name, [f"{address}/32"])
         network.run(host, ["ip", "route", "add", str(address_space), "dev", "eth0"])
         hosts[name] = host
-    for port in dict.fromkeys(PLATFORM_TCP_PORTS):
+    network.start(hosts["azure-imds"], "imds", [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP])
+    for port in cni.WIRESERVER_BLOCKED_TCP_PORTS:
         network.start(hosts["azure-platform"], f"probe-{port}", [f"{BINARIES}/probe", "serve", str(port)])
     for name in ("private-peer", "internet"):
         network.start(hosts[name], "probe", [f"{BINARIES}/probe", "serve", str(OUTSIDE_PORT)])

@@ -117,8 +117,9 @@ def test_a_tenant_pod_cannot_reach_the_metadata_service_or_wireserver_but_its_no
     blocked = [f"{IMDS_IP}:80", *(f"{WIRESERVER_IP}:{port}" for port in WIRESERVER_BLOCKED_TCP_PORTS)]
     for target in blocked:
         assert probe(box, client, "send", target, "1", check=False) == "", f"a pod reached {target}"
+        # Any answer: the probe's from WireServer's ports, an HTTP one (a 400 to the probe's byte) from IMDS's.
         answer = box.network.run(cpu.host, ["/usr/local/bin/probe", "send", target, "1"]).stdout
-        assert answer.split()[:1] == ["from"], f"the node could not reach {target}: {answer}"
+        assert answer.strip(), f"the node could not reach {target}"
 
 
 def _service(cluster: Cluster, name: str, selector: dict[str, str]) -> str:
