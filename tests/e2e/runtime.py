@@ -26,7 +26,10 @@ The overrides, each a substitution docs/cluster-in-a-box.md states (nothing a no
   applied to this shared machine, so kubelet would refuse to start;
 - GPU nodes: containerd's ``nvidia`` runtime runs runc itself (no GPUs, no NVIDIA toolkit);
 - ``restrict_oom_score_adj = true``: this sandbox withholds CAP_SYS_RESOURCE, so no OOM score may be
-  lowered (kubelet asks -998 for pod sandboxes, and the rendered unit's ``OOMScoreAdjust=-999``).
+  lowered (kubelet asks -998 for pod sandboxes, and the rendered unit's ``OOMScoreAdjust=-999``);
+- disk eviction thresholds in bytes (``BOX_EVICTION_HARD``): every node's kubelet and containerd
+  directories are folders on this machine's one disk, so kubelet's default percentages measure the
+  machine's free space, not the node's: below 15 % free, every node reports DiskPressure and evicts.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from typing import Any
 import tomli_w
 import yaml
 
+from infra.cluster.whole_cluster import EVICTION_MEMORY_BYTES
 from infra.network import iptables
 from infra.node import cni, containerd, install, kube_proxy, kubelet, sysctls
 from infra.node import pinned_images as node_images
@@ -87,6 +91,24 @@ class RealNode:
         return f"/box-{self.host.namespace}"
 
 
+# kubelet's hard eviction thresholds on the box's nodes. The rendered config keeps kubelet's defaults
+# (KubeletConfiguration evictionHard: memory.available<100Mi, nodefs.available<10%, imagefs.available<15%,
+# nodefs.inodesFree<5%, imagefs.inodesFree<5%), measured on a node's own OS disk and local SSD. Here
+# the disks are this machine's, shared by every node and the rest of the machine: on this machine
+# (252 GB disk, 41 GB free) a box run of 2026-11-26 saw kubelet report 37 GB available against a
+# 40.6 GB threshold, every real node tainted disk-pressure, the monitoring pods evicted and the
+# test pods Pending. Memory keeps its default; the disk signals become a small absolute floor, so a
+# node still evicts when the machine's disk is truly full. kubelet 1.33 replaces the whole default map
+# when one signal is set, so all are named.
+BOX_EVICTION_HARD = {
+    "memory.available": f"{EVICTION_MEMORY_BYTES // 2**20}Mi",
+    "nodefs.available": "1Gi",
+    "imagefs.available": "1Gi",
+    "nodefs.inodesFree": "5%",
+    "imagefs.inodesFree": "5%",
+}
+
+
 def _drop_in(node: RealNode) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -94,6 +116,7 @@ def _drop_in(node: RealNode) -> dict[str, Any]:
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": node.cgroup_parent,
         "protectKernelDefaults": False,
+        "evictionHard": BOX_EVICTION_HARD,
     }
 
 
