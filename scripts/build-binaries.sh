@@ -30,14 +30,9 @@ if [ -f "$out/.complete" ]; then
   exit 0
 fi
 
-# The version the binaries report (kubectl version, the apiserver's /version, kubelet's node
-# info): Kubernetes' release build stamps it with these ldflags (hack/lib/version.sh).
+# The version the binaries report (kubectl version, the apiserver's /version, kubelet's node info).
 k8s_version=$(cd kubernetes && go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' k8s.io/kubernetes)
-minor=$(echo "$k8s_version" | cut -d. -f2)
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-done
+ldflags=$(bash ../../../scripts/kubernetes-version-ldflags.sh "$k8s_version")
 
 started=$(date +%s)
 echo "build-binaries: building Kubernetes $k8s_version and etcd into $out (first run on this machine: about 12 minutes on 2 cores)" >&2

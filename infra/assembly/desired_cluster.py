@@ -41,7 +41,7 @@ from infra.facts import roles
 from infra.facts.roles import Role
 from infra.nat_hosts import nat_host_cloud_config
 from infra.network import traffic_counters
-from infra.node import node_cloud_config
+from infra.node import node_cloud_configs
 from infra.node.pool import check_custom_data, node_spec, scale_set_tags
 
 
@@ -244,28 +244,32 @@ def _nat_hosts(spec: ClusterSpec) -> list[DedicatedMachine]:
 
 def _shards(spec: ClusterSpec, host_network_pods: Mapping[str, int]) -> tuple[ScaleSetShard, ...]:
     """Every pool's scale sets, with the nodes' release. Shards differ only in their nodes' InfiniBand domain:
-    a pool without InfiniBand is rendered once. ``host_network_pods``: by pool (``check_nodes``)."""
+    a pool without InfiniBand is rendered once, an InfiniBand pool's shards are relabelled from its first
+    (``node_cloud_configs``). ``host_network_pods``: by pool (``check_nodes``)."""
     config, addresses = spec.config, spec.addresses
     vault_name = naming.key_vault(config.cluster_name)
     registry = naming.container_registry_login_server(config.cluster_name)
     boot_steps = traffic_counters.boot_steps(config, addresses)
     found = []
     for index, pool in enumerate(config.node_pools):
-        rendered: str | None = None
-        for shard in shards(pool):
-            if rendered is None or pool.infiniband:
-                node = node_spec(
-                    config,
-                    addresses,
-                    pool,
-                    shard,
-                    kubernetes_version=spec.node_kubernetes_version,
-                    vault_name=vault_name,
-                    registry_login_server=registry,
-                    host_network_pods=host_network_pods[pool.name],
-                )
-                rendered = render(node_cloud_config(node, boot_steps))
-                check_custom_data(config, index, rendered)
+        pool_shards = shards(pool)
+        specs = [
+            node_spec(
+                config,
+                addresses,
+                pool,
+                shard,
+                kubernetes_version=spec.node_kubernetes_version,
+                vault_name=vault_name,
+                registry_login_server=registry,
+                host_network_pods=host_network_pods[pool.name],
+            )
+            for shard in (pool_shards if pool.infiniband else pool_shards[:1])
+        ]
+        texts = [render(cloud) for cloud in node_cloud_configs(specs, boot_steps)]
+        for text in texts:
+            check_custom_data(config, index, text)
+        for shard, rendered in zip(pool_shards, texts if pool.infiniband else texts * len(pool_shards), strict=True):
             digest = fingerprint(rendered)
             found.append(
                 ScaleSetShard(

@@ -16,3 +16,5 @@ SCHEDULER = 10259
 # kube-controller-manager's --secure-port default (kube-controller-manager command-line reference;
 # KubeControllerManagerPort in kubernetes pkg/cluster/ports/ports.go), left at its default.
 CONTROLLER_MANAGER = 10257
+# sshd's port on every machine (IANA): break-glass from the hub, and MPI's launcher between pods.
+SSH = 22

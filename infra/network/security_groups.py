@@ -34,7 +34,7 @@ APISERVER_PORT = str(ports.APISERVER)
 ETCD_CLIENT_PORT = str(ports.ETCD_CLIENT)
 ETCD_PORTS = f"{ports.ETCD_CLIENT}-{ports.ETCD_PEER}"  # client and peer
 ETCD_METRICS_PORT = str(ports.ETCD_METRICS)  # plain HTTP, no client certificate: scraped by Prometheus only
-SSH_PORT = "22"
+SSH_PORT = str(ports.SSH)
 # The HTTPS /metrics ports of kube-controller-manager and kube-scheduler on each apiserver VM (bound to
 # the VM's address, CIS 1.3.7/1.4.2 deviation in docs/cis-benchmark.md): scraped by Prometheus only.
 CONTROL_PLANE_METRICS_PORTS = (str(ports.CONTROLLER_MANAGER), str(ports.SCHEDULER))

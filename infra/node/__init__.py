@@ -19,7 +19,7 @@ at boot (``infra.boot.secrets``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infra.boot.cloudinit import CloudConfig
 from infra.boot.secret_names import NODE_JOIN_FILES
@@ -100,3 +100,18 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     units += [gpu.UNIT] if spec.gpus else []
     cloud.runcmd.append(["systemctl", "enable", "--now", *units, kubelet.UNIT, kube_proxy.UNIT])
     return cloud
+
+
+def node_cloud_configs(
+    specs: Sequence[NodeSpec], before_kubelet: Sequence[Callable[[CloudConfig], None]] = ()
+) -> list[CloudConfig]:
+    """The cloud-init of each of ``specs``, nodes that differ at most in their labels (the shards of an
+    InfiniBand pool: one domain label each). The first is built, the others relabelled from it
+    (``kubelet.relabelled``): building one costs milliseconds, and a 30,000-node plan has 243 shards."""
+    first = node_cloud_config(specs[0], before_kubelet)
+    found = [first]
+    for spec in specs[1:]:
+        if replace(spec, labels=specs[0].labels) != specs[0]:
+            raise ValueError(f"nodes that differ in more than their labels: {spec} and {specs[0]}")
+        found.append(kubelet.relabelled(first, spec.labels, gpu=spec.gpus > 0))
+    return found

@@ -17,6 +17,12 @@ Both drops sit in the forward hook, which only routed traffic (pods) passes, and
 output hook for the node's own traffic from any user but root (and, on system pools, the cluster
 autoscaler's own user, ``CLOUD_IDENTITY_UID``): a host-network agent running as nobody, or whoever
 escapes a container as a user, gets no token either (docs/security.md, "A node").
+
+A third rule, in the input hook, keeps the node's own sshd from the cluster: node subnets leave SSH open
+inside the cluster for MPI's launcher between pods (infra/network/security_groups.py), and pods hold
+addresses of those subnets, so without it every pod could knock on its node's sshd. SSH to the node from
+the cluster's address space is dropped; the hub's break-glass SSH comes from outside it, and pods' own port
+22 is bridged or forwarded to them, never delivered to the host.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 from infra.boot import systemd
 from infra.boot.cloudinit import CloudConfig
+from infra.facts import ports
 
 CONFLIST_PATH = "/etc/cni/net.d/10-azure.conflist"
 NFT_PATH = "/etc/supercluster/pod-network.nft"
@@ -92,6 +99,10 @@ def render_rules(cluster_cidr: str, identity_uids: tuple[int, ...] = (0,)) -> st
                 f"    ip daddr {IMDS_IP} meta skuid != {{ {allowed} }} drop",
                 f"    ip daddr {WIRESERVER_IP} tcp dport {{ {blocked_ports} }} meta skuid != {{ {allowed} }} drop",
                 "  }",
+                "  chain host-ssh {",
+                "    type filter hook input priority filter; policy accept;",
+                f'    iifname != "lo" ip saddr {cluster_cidr} tcp dport {ports.SSH} drop',
+                "  }",
                 "}",
             ]
         )
@@ -107,7 +118,7 @@ def add_pod_network(
     cloud.add(
         f"/etc/systemd/system/{UNIT}",
         systemd.unit(
-            "Pod egress masquerade and metadata/WireServer block (nftables)",
+            "Pod egress masquerade, metadata/WireServer block, sshd closed to the cluster (nftables)",
             ["/usr/sbin/nft", "-f", NFT_PATH],
             after=["network-pre.target"],
             service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "no"},

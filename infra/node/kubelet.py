@@ -26,6 +26,7 @@ from infra.node import cni, containerd, install, pinned_images, seccomp, state_d
 from infra.node import gpu as gpu_check
 
 UNIT = "kubelet.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 CONFIG_PATH = "/etc/kubernetes/kubelet-config.yaml"
 DROP_IN_DIR = "/etc/kubernetes/kubelet.conf.d"
 PROVIDER_ID_PATH = f"{DROP_IN_DIR}/10-provider-id.conf"
@@ -190,4 +191,10 @@ def add_kubelet(
         machine.source("node/acr-credential-provider.py"),
         permissions="0755",
     )
-    cloud.add(f"/etc/systemd/system/{UNIT}", unit(labels, gpu), permissions=PRIVATE)
+    cloud.add(UNIT_PATH, unit(labels, gpu), permissions=PRIVATE)
+
+
+def relabelled(cloud: CloudConfig, labels: Mapping[str, str], gpu: bool) -> CloudConfig:
+    """``cloud`` for a node that registers with ``labels`` instead: they reach kubelet only through its
+    unit's ``--node-labels`` flag (``unit``), so only the unit changes."""
+    return cloud.with_content(UNIT_PATH, unit(labels, gpu))

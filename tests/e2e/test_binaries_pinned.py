@@ -16,12 +16,16 @@ import pytest
 from infra.addons import images as addon_images
 from infra.catalog import versions
 from infra.catalog.image_refs import parse_image
+from infra.day2.deploy_rules import LastDeploy, check_kubernetes_upgrade
+from plan.stackfile import stack_cluster_spec
 from tests.helpers import raw_stack
 
 GO = Path(__file__).with_name("go")
+# The release the staged-upgrade scenario moves the box to (scripts/build-upgrade-binaries.sh builds it).
+UPGRADE = Path(__file__).with_name("go-upgrade") / "kubernetes"
 
 
-def module_version(module_dir: str, path: str) -> str:
+def module_version(module_dir: str | Path, path: str) -> str:
     """The version the module graph resolves ``path`` to: its ``replace`` if there is one, else its ``require``."""
     text = (GO / module_dir / "go.mod").read_text()
     replaced = re.search(rf"^\s*{re.escape(path)} => {re.escape(path)} (v\S+)$", text, re.M)
@@ -60,3 +64,17 @@ def test_the_node_runtime_is_what_the_nodes_install():
 def test_coredns_is_the_release_the_addon_runs():
     tag = parse_image(addon_images.COREDNS).tag
     assert module_version("coredns", "github.com/coredns/coredns") == tag
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_upgrade_binaries_are_the_next_minor_the_program_allows(stack):
+    """The upgrade scenario's release is one the program accepts as the stack's next step (the config's
+    published releases, the skew rules' one minor at a time), and a minor up: a patch release would test no
+    skew, and two minors up the program refuses (tests/stacks/test_day2_rollout.py)."""
+    running = raw_stack(stack)["kubernetesVersion"]
+    target = module_version(UPGRADE, "k8s.io/kubernetes").removeprefix("v")
+    assert int(target.split(".")[1]) == int(running.split(".")[1]) + 1, (running, target)
+    last = LastDeploy(cluster_name=stack, kubernetes_version=running)
+    check_kubernetes_upgrade(last, stack_cluster_spec(stack, [f"kubernetesVersion={target}"]).config)
+    staging = re.findall(r"^\s*(k8s\.io/\S+) => \S+ (v\S+)$", (UPGRADE / "go.mod").read_text(), re.M)
+    assert staging and {v for m, v in staging if m != "k8s.io/kubernetes"} == {"v0" + target[1:]}

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from infra.facts import ports
 from infra.facts.labels import CLOUD_IDENTITY_UID
 from infra.node import cni
 from plan.artifacts import collect_files
@@ -130,3 +131,35 @@ def test_only_root_on_the_node_reaches_its_identity(topology, dev_plan, tmp_path
     finally:
         listener.terminate()
         listener.wait(timeout=10)
+
+
+HUB_IP = "10.250.0.7"  # in dev's hub range, outside the cluster's address space (10.64.0.0/10)
+OTHER_MACHINE_IP = "10.64.1.9"  # another node, or a pod of another node: inside the cluster's address space
+
+
+def test_the_nodes_own_sshd_answers_only_from_outside_the_cluster(topology, dev_plan, tmp_path):  # noqa: F811
+    """Node subnets keep port 22 open inside the cluster for MPI's launcher between pods (its NSG), and pods hold
+    addresses of those subnets, so the node's own sshd would answer every pod. The input hook drops SSH to the
+    node from the cluster's address space: its pods, other nodes' pods, other machines; the hub's break-glass
+    SSH (from outside it, the NSG admitting only the hub) still connects, and a pod's own port 22 stays open."""
+    require_tool("nft")
+    outside, host, pod = topology["outside"], topology["host"], topology["pod"]
+    outside.exec("ip", "addr", "add", f"{HUB_IP}/32", "dev", "o0")
+    host.exec("ip", "route", "add", HUB_IP, "via", OTHER_MACHINE_IP)
+    host.exec("sysctl", "-w", "net.ipv4.ip_forward=1")
+    rules = tmp_path / "pod-network.nft"
+    rules.write_text(_node_rules(dev_plan))
+    host.exec("nft", "-f", str(rules))
+    sshd, pod_sshd = _listen(host, [ports.SSH]), _listen(pod, [ports.SSH])
+    try:
+        assert not _connects(pod, POD_IP, HOST_IP, ports.SSH), "a pod reached its node's sshd"
+        assert not _connects(outside, OTHER_MACHINE_IP, HOST_IP, ports.SSH), "another machine reached the node's sshd"
+        assert _connects(outside, HUB_IP, HOST_IP, ports.SSH), "the hub's break-glass SSH"
+        assert _connects(outside, OTHER_MACHINE_IP, POD_IP, ports.SSH), "MPI's SSH between pods"
+        # Without the rules the pod would have reached it: the drop is what refuses it.
+        host.exec("nft", "delete", "table", "ip", cni.TABLE)
+        assert _connects(pod, POD_IP, HOST_IP, ports.SSH)
+    finally:
+        for listener in (sshd, pod_sshd):
+            listener.terminate()
+            listener.wait(timeout=10)
