@@ -7,7 +7,8 @@ image at an exact version (``infra/catalog/versions.py``, never ``latest``, so t
 boot different GPU drivers):
 
 - ``cpu``: Ubuntu 24.04; CPU node pools, NAT hosts, etcd members and apiservers;
-- ``gpu``: Microsoft's Ubuntu HPC image (driver, fabric manager, InfiniBand); GPU node pools.
+- ``gpu``: Microsoft's Ubuntu HPC image (driver, fabric manager, InfiniBand) and the pinned NVIDIA Container
+  Toolkit over it (``infra.node.gpu``); GPU node pools.
 
 Each carries every binary a machine runs, at the pins the machines check at boot (the same
 manifests: ``infra/node/install.py``, ``infra/control_plane/binaries.py``, ``infra/etcd/member_machine.py``),
@@ -42,6 +43,7 @@ from infra.day2.deploy_rules import MACHINE_IMAGES_OUTPUT
 from infra.etcd import member_machine as etcd_machine
 from infra.facts.labels import ROLE_GPU
 from infra.node import PACKAGES as NODE_PACKAGES
+from infra.node import gpu
 from infra.node import install as node_install
 from infra.node import pinned_images as node_images
 from infra.node.pool import preload_images
@@ -119,6 +121,12 @@ def customizer_script(config: ClusterConfig, kind: str) -> str:
             f"{WORK_DIR}/control-plane.sh",
             *_write(f"{WORK_DIR}/etcd.sh", etcd_machine.install_script(), "0755"),
             f"{WORK_DIR}/etcd.sh",
+        ]
+    if kind == "gpu":
+        environment = " ".join(f"{k}={shlex.quote(v)}" for k, v in gpu.toolkit_install_environment().items())
+        lines += [
+            *_write(f"{WORK_DIR}/nvidia-toolkit.sh", machine.source(gpu.TOOLKIT_INSTALL_SCRIPT), "0755"),
+            f"{environment} {WORK_DIR}/nvidia-toolkit.sh",
         ]
     lines += _image_archives(preload_images(config))
     lines += [f"rm -rf {WORK_DIR}", "apt-get clean"]

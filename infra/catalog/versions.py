@@ -45,6 +45,16 @@ RUNC_SHA256 = "09d2b25f31d3a819c97854c223ff9b36be7fdb0ce57fec709af499e1e19e8e89"
 # advisories, 2025-11-06).
 RUNC_FLOOR = (1, 2, 8)
 CONTAINERD_FLOOR = (1, 7, 29)
+# The NVIDIA Container Toolkit, the default runtime on GPU nodes: every release up to 1.17.7 lets a container image
+# run code as root on the host through the toolkit's hooks (CVE-2025-23266, NVIDIA's July 2025 bulletin; the CVE
+# record's affected range). The GPU image build installs the pinned release over whatever the HPC base carries,
+# from NVIDIA's apt repository once its key has the pinned fingerprint (the install guide's repository and key;
+# the fingerprint as several independent public installers pin it); GPU nodes check the floor at boot.
+NVIDIA_CONTAINER_TOOLKIT_FLOOR = (1, 17, 8)
+NVIDIA_CONTAINER_TOOLKIT_VERSION = "1.17.8-1"  # the Debian version of its four packages
+NVIDIA_TOOLKIT_REPOSITORY = "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"
+NVIDIA_TOOLKIT_KEY_URL = "https://nvidia.github.io/libnvidia-container/gpgkey"
+NVIDIA_TOOLKIT_KEY_FINGERPRINT = "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
 CNI_PLUGINS_VERSION = "v1.6.2"  # loopback (containerd's CRI needs it) and portmap (in the Azure conflist)
 CNI_PLUGINS_SHA256 = "b8e811578fb66023f90d2e238d80cec3bdfca4b44049af74c374d4fae0f9c090"  # linux-amd64
 # Azure CNI publishes no checksum file; the installer checks the binary reports exactly this version

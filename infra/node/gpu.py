@@ -1,8 +1,9 @@
 """What makes a GPU node: the HPC image's driver and runtime checked at boot, labels, and a start-up taint.
 
 The Ubuntu HPC image (``versions.UBUNTU_HPC_IMAGE``) brings the NVIDIA driver, the
-fabric manager for NVSwitch systems, the NVIDIA container toolkit and the InfiniBand
-stack; nothing is installed here. Every GPU node registers with the taint
+fabric manager for NVSwitch systems and the InfiniBand stack; the GPU image build installs the
+pinned NVIDIA container toolkit over it (``toolkit_install_environment``), and the boot check
+refuses a toolkit older than ``versions.NVIDIA_CONTAINER_TOOLKIT_FLOOR``. Every GPU node registers with the taint
 ``supercluster.io/gpu-unhealthy:NoSchedule`` (infra.facts.labels); the GPU health-check DaemonSet (an add-on)
 removes it once the GPUs pass, so no job lands on a node with a bad GPU.
 """
@@ -16,6 +17,7 @@ import tomli_w
 import machine
 from infra.boot import systemd
 from infra.boot.cloudinit import CloudConfig
+from infra.catalog import versions
 from infra.config.cluster_config import Taint
 from infra.facts import labels
 from infra.node import install
@@ -53,7 +55,21 @@ def render_toolkit_config() -> str:
     return "# Written by supercluster (infra/node/gpu.py).\n" + tomli_w.dumps(toolkit_config())
 
 
+TOOLKIT_INSTALL_SCRIPT = "node/nvidia_toolkit.sh"  # machine/, run by the GPU image build
+
+
+def toolkit_install_environment() -> dict[str, str]:
+    """The parameters of the image build's toolkit install (machine/node/nvidia_toolkit.sh)."""
+    return {
+        "TOOLKIT_VERSION": versions.NVIDIA_CONTAINER_TOOLKIT_VERSION,
+        "KEY_URL": versions.NVIDIA_TOOLKIT_KEY_URL,
+        "KEY_FINGERPRINT": versions.NVIDIA_TOOLKIT_KEY_FINGERPRINT,
+        "REPOSITORY": versions.NVIDIA_TOOLKIT_REPOSITORY,
+    }
+
+
 def add_gpu_check(cloud: CloudConfig, gpus: int, nvswitch: bool) -> None:
+    floor = ".".join(map(str, versions.NVIDIA_CONTAINER_TOOLKIT_FLOOR))
     cloud.add(TOOLKIT_CONFIG_PATH, render_toolkit_config(), permissions="0644")
     cloud.add(SCRIPT_PATH, machine.source("node/gpu_check.sh"), permissions="0755")
     # NVSwitch systems (8-GPU ND sizes) need the fabric manager running before CUDA can use the GPUs.
@@ -61,11 +77,16 @@ def add_gpu_check(cloud: CloudConfig, gpus: int, nvswitch: bool) -> None:
     cloud.add(
         f"/etc/systemd/system/{UNIT}",
         systemd.unit(
-            "Check the GPUs and the NVIDIA container runtime before kubelet registers the node",
+            "Check the GPUs and the NVIDIA container runtime's version before kubelet registers the node",
             [SCRIPT_PATH],
             after=fabric,
             wants=fabric,
-            service={"Type": "oneshot", "RemainAfterExit": "true", "Environment": f"GPUS={gpus}", "Restart": "no"},
+            service={
+                "Type": "oneshot",
+                "RemainAfterExit": "true",
+                "Environment": f"GPUS={gpus} TOOLKIT_FLOOR={floor}",
+                "Restart": "no",
+            },
             unit_extra={"Before": "kubelet.service"},
         ),
     )

@@ -21,11 +21,13 @@ import re
 import shlex
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MARKER = "iptables-exporter "
 LABEL_WORD = re.compile(r"^([a-z_][a-z0-9_]*)=([A-Za-z0-9_.:/-]+)$")
 RESERVED = {"table", "chain", "rule"}
+# How long a connection may stay without a complete request before it is closed (a scrape sends one at once).
+REQUEST_TIMEOUT_SECONDS = 10
 
 Key = tuple[str, str, str]
 
@@ -94,7 +96,12 @@ def collect(counters_file: str, max_age_seconds: float) -> str:
 
 
 def serve(address: str, port: int, counters_file: str, max_age_seconds: float) -> None:
+    """One thread per connection, each closed after REQUEST_TIMEOUT_SECONDS without a request: the port is on the
+    node's host network, where any pod can open a connection and leave it idle."""
+
     class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_TIMEOUT_SECONDS
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's hook name
             if self.path != "/metrics":
                 self.send_error(404)
@@ -109,7 +116,9 @@ def serve(address: str, port: int, counters_file: str, max_age_seconds: float) -
         def log_message(self, *args: object) -> None:  # one line per scrape would flood the logs
             return
 
-    HTTPServer((address, port), Handler).serve_forever()
+    server = ThreadingHTTPServer((address, port), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
 
 
 if __name__ == "__main__":

@@ -143,3 +143,40 @@ def test_every_node_publishes_the_counters():
         unit = files[f"/etc/systemd/system/{node_accounting.COUNTERS_UNIT}"]["content"]
         assert f"INTERVAL_SECONDS={node_accounting.COUNTERS_INTERVAL_SECONDS}" in unit
         assert ["systemctl", "enable", "--now", node_accounting.COUNTERS_UNIT] in document["runcmd"], name
+
+
+@pytest.mark.slow  # runs the exporter and waits out its request timeout
+def test_a_client_that_connects_and_sends_nothing_does_not_stall_the_scrape(tmp_path):
+    """The exporter is on every node's host network, reachable by any pod: one connection opened and left idle
+    must not hold up Prometheus's scrape (a single-threaded server waits on that client's request line forever),
+    and such a connection is closed after the handler's timeout."""
+    import socket
+    import sys
+    import time
+    import urllib.request
+
+    counters = tmp_path / "counters"
+    counters.write_text(SAVE)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "COUNTERS_FILE": str(counters), "LISTEN_ADDRESS": "127.0.0.1", "PORT": str(port)}
+    server = subprocess.Popen([sys.executable, str(traffic_accounting.SCRIPT)], env=env)
+    idle = socket.socket()
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # until it listens
+            try:
+                idle.connect(("127.0.0.1", port))
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the exporter never listened"
+                time.sleep(0.1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert b"internet-in" in response.read()
+        idle.settimeout(_exporter().REQUEST_TIMEOUT_SECONDS + 5)
+        assert idle.recv(1) == b"", "the idle connection was left open"
+    finally:
+        idle.close()
+        server.kill()
+        server.wait(timeout=10)
