@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 
@@ -28,22 +27,17 @@ EXCHANGE_URL = os.environ.get("ACR_EXCHANGE_URL", "https://{registry}/oauth2/exc
 API_VERSION = "credentialprovider.kubelet.k8s.io/v1"
 # kubelet reuses the answer this long: well inside an ACR refresh token's 3-hour lifetime.
 CACHE_DURATION = "1h"
-ATTEMPTS = 5
 
 
 def refresh_token(registry):
+    """One exchange, no retry: kubelet 1.33 runs this plugin on every container start, even for an image
+    already on the node, and keeps no failed answer, so a retry here would hold every pod start on the
+    node while the registry is away. kubelet's image pull back-off and the preload's retries retry."""
     aad_token = subprocess.run([IMDS_TOKEN, ACR_AUDIENCE], check=True, capture_output=True, text=True).stdout.strip()
     form = urllib.parse.urlencode({"grant_type": "access_token", "service": registry,
                                    "access_token": aad_token}).encode()
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            with urllib.request.urlopen(EXCHANGE_URL.format(registry=registry), data=form, timeout=30) as response:
-                return json.load(response)["refresh_token"]
-        except OSError as error:
-            if attempt == ATTEMPTS:
-                raise
-            print(f"acr-credential-provider: {registry}: {error}; retrying", file=sys.stderr)
-            time.sleep(2 * attempt)
+    with urllib.request.urlopen(EXCHANGE_URL.format(registry=registry), data=form, timeout=30) as response:
+        return json.load(response)["refresh_token"]
 
 
 # AuthConfig's field for the token (CredentialProviderResponse); named once, so no line of this file reads

@@ -201,8 +201,17 @@ class Cluster:
         )
 
     def describe(self) -> str:
-        """The last lines of every process's log: what a failed wait prints."""
+        """The last lines of every process's log, and with real nodes where each pod is and the latest
+        events (a pod Pending on a taint or stuck in its sandbox): what a failed wait prints."""
         parts = []
+        if self.real_nodes:
+            for what in (["get", "pods", "-A", "-o", "wide"], ["get", "events", "-A", "--sort-by=.lastTimestamp"]):
+                try:
+                    answer = self.kubectl(*what, check=False, timeout=20)
+                except subprocess.TimeoutExpired:
+                    continue
+                lines = (answer.stdout or answer.stderr).splitlines()
+                parts.append(f"--- kubectl {' '.join(what)}:\n    " + "\n    ".join(lines[-40:]))
         for process in self.network.processes:
             tail = "\n    ".join(process.output().splitlines()[-8:])
             state = "running" if process.alive() else f"exited {process.popen.returncode}"

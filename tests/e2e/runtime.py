@@ -26,7 +26,10 @@ The overrides, each a substitution docs/cluster-in-a-box.md states (nothing a no
   applied to this shared machine, so kubelet would refuse to start;
 - GPU nodes: containerd's ``nvidia`` runtime runs runc itself (no GPUs, no NVIDIA toolkit);
 - ``restrict_oom_score_adj = true``: this sandbox withholds CAP_SYS_RESOURCE, so no OOM score may be
-  lowered (kubelet asks -998 for pod sandboxes, and the rendered unit's ``OOMScoreAdjust=-999``).
+  lowered (kubelet asks -998 for pod sandboxes, and the rendered unit's ``OOMScoreAdjust=-999``);
+- disk eviction thresholds in bytes (``BOX_EVICTION_HARD``): every node's kubelet and containerd
+  directories are folders on this machine's one disk, so kubelet's default percentages measure the
+  machine's free space, not the node's: below 15 % free, every node reports DiskPressure and evicts.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,10 +51,11 @@ from typing import Any
 import tomli_w
 import yaml
 
+from infra.cluster.whole_cluster import EVICTION_MEMORY_BYTES
 from infra.network import iptables
 from infra.node import cni, containerd, install, kube_proxy, kubelet, sysctls
 from infra.node import pinned_images as node_images
-from tests.e2e import dns
+from tests.e2e import dns, imds
 from tests.e2e.hosts import BINARIES_PATH as BINARIES
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
 from tests.e2e.images import BoxImages, Image
@@ -71,8 +76,6 @@ PRIVATE_PEER = "192.168.255.10"
 INTERNET_HOST = dns.EXTERNAL_ADDRESS
 OUTSIDE_ADDRESSES = (*PLATFORM_ADDRESSES, PRIVATE_PEER, INTERNET_HOST)
 OUTSIDE_PORT = 8080
-# What the box's stand-in for Azure's platform serves: IMDS's and WireServer's HTTP, the HostGAPlugin.
-PLATFORM_TCP_PORTS = (80, *cni.WIRESERVER_BLOCKED_TCP_PORTS)
 
 
 @dataclass
@@ -88,6 +91,24 @@ class RealNode:
         return f"/box-{self.host.namespace}"
 
 
+# kubelet's hard eviction thresholds on the box's nodes. The rendered config keeps kubelet's defaults
+# (KubeletConfiguration evictionHard: memory.available<100Mi, nodefs.available<10%, imagefs.available<15%,
+# nodefs.inodesFree<5%, imagefs.inodesFree<5%), measured on a node's own OS disk and local SSD. Here
+# the disks are this machine's, shared by every node and the rest of the machine: on this machine
+# (252 GB disk, 41 GB free) a box run of 2026-11-26 saw kubelet report 37 GB available against a
+# 40.6 GB threshold, every real node tainted disk-pressure, the monitoring pods evicted and the
+# test pods Pending. Memory keeps its default; the disk signals become a small absolute floor, so a
+# node still evicts when the machine's disk is truly full. kubelet 1.33 replaces the whole default map
+# when one signal is set, so all are named.
+BOX_EVICTION_HARD = {
+    "memory.available": f"{EVICTION_MEMORY_BYTES // 2**20}Mi",
+    "nodefs.available": "1Gi",
+    "imagefs.available": "1Gi",
+    "nodefs.inodesFree": "5%",
+    "imagefs.inodesFree": "5%",
+}
+
+
 def _drop_in(node: RealNode) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -95,6 +116,7 @@ def _drop_in(node: RealNode) -> dict[str, Any]:
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": node.cgroup_parent,
         "protectKernelDefaults": False,
+        "evictionHard": BOX_EVICTION_HARD,
     }
 
 
@@ -313,20 +335,23 @@ def start_real_node(
 
 
 def start_outside_hosts(network: TestNetwork, address_space: ipaddress.IPv4Network) -> dict[str, Host]:
-    """The test hosts outside the cluster that nodes reach: Azure's platform (IMDS and WireServer, with
-    the probe on the ports the pod rules block, so a test can tell a dropped packet from a refused
-    one, and Azure's DNS as the test resolver), a private peer and an internet host. Each holds its
-    address, routes the cluster's address space back, and reaches nothing else."""
+    """The test hosts outside the cluster that nodes reach: Azure's metadata service (the IMDS stand-in,
+    tests/e2e/imds.py), WireServer (the probe on the ports the pod rules block, so a test can tell a
+    dropped packet from a refused one, and Azure's DNS as the test resolver), a private peer and an
+    internet host. Each holds its address, routes the cluster's address space back, and reaches
+    nothing else."""
     hosts = {}
-    for name, addresses in (
-        ("azure-platform", PLATFORM_ADDRESSES),
-        ("private-peer", (PRIVATE_PEER,)),
-        ("internet", (INTERNET_HOST,)),
+    for name, address in (
+        ("azure-imds", cni.IMDS_IP),
+        ("azure-platform", cni.WIRESERVER_IP),
+        ("private-peer", PRIVATE_PEER),
+        ("internet", INTERNET_HOST),
     ):
-        host = network.add_host(name, [f"{ip}/32" for ip in addresses])
+        host = network.add_host(name, [f"{address}/32"])
         network.run(host, ["ip", "route", "add", str(address_space), "dev", "eth0"])
         hosts[name] = host
-    for port in dict.fromkeys(PLATFORM_TCP_PORTS):
+    network.start(hosts["azure-imds"], "imds", [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP])
+    for port in cni.WIRESERVER_BLOCKED_TCP_PORTS:
         network.start(hosts["azure-platform"], f"probe-{port}", [f"{BINARIES}/probe", "serve", str(port)])
     for name in ("private-peer", "internet"):
         network.start(hosts[name], "probe", [f"{BINARIES}/probe", "serve", str(OUTSIDE_PORT)])

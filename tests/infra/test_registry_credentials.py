@@ -4,9 +4,11 @@ credential provider turns the node's identity into a registry token, and the pre
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -100,3 +102,17 @@ def test_the_plugin_exchanges_the_node_identity_for_a_registry_token(tmp_path, e
 def test_the_plugin_answers_for_no_other_registry(tmp_path, exchange):
     result = run_plugin(tmp_path, exchange, "docker.io/library/python:3.12")
     assert result.returncode != 0 and "is not on" in result.stderr
+
+
+def test_the_plugin_fails_at_once_when_the_registry_cannot_be_reached(tmp_path):
+    # kubelet 1.33 runs the plugin on every container start, even for an image already on the node, and
+    # keeps no failed answer: a retry here would hold every pod start on the node while the registry is
+    # away. kubelet's image back-off and the preload's own retries do the retrying.
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{unused.getsockname()[1]}"  # bound, not listening: refused
+        started = time.monotonic()
+        result = run_plugin(tmp_path, closed, f"{REGISTRY}/supercluster/e2e-probe:1")
+    assert result.returncode != 0 and "Connection refused" in result.stderr, result.stderr
+    assert "retrying" not in result.stderr
+    assert time.monotonic() - started < 5
