@@ -153,43 +153,50 @@ def _cel_list(values: tuple[str, ...]) -> str:
 
 
 def _policy(
-    name: str, resources: list[str], operations: list[str], validations: list[dict[str, str]]
+    name: str,
+    resources: list[str],
+    operations: list[str],
+    validations: list[dict[str, str]],
+    *,
+    tenants_only: bool = True,
+    conditions: tuple[dict[str, str], ...] = (),
+    variables: tuple[dict[str, str], ...] = (),
 ) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy and its Deny binding, for tenant namespaces only."""
+    """A ValidatingAdmissionPolicy and its Deny binding; ``tenants_only`` binds it in tenant namespaces only."""
+    spec: dict[str, Any] = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": resources}
+            ]
+        },
+    }
+    if conditions:
+        spec["matchConditions"] = list(conditions)
+    if variables:
+        spec["variables"] = list(variables)
+    spec["validations"] = validations
+    binding: dict[str, Any] = {"policyName": name, "validationActions": ["Deny"]}
+    if tenants_only:
+        binding["matchResources"] = {
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(PLATFORM_NAMESPACES)}
+                ]
+            }
+        }
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicy",
             "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": resources}
-                    ]
-                },
-                "validations": validations,
-            },
+            "spec": spec,
         },
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {
-                        "matchExpressions": [
-                            {
-                                "key": "kubernetes.io/metadata.name",
-                                "operator": "NotIn",
-                                "values": list(PLATFORM_NAMESPACES),
-                            }
-                        ]
-                    }
-                },
-            },
+            "spec": binding,
         },
     ]
 
@@ -288,47 +295,25 @@ def node_labels_policy(
     guard = f"(k.startsWith('{PLATFORM_LABEL_PREFIX}') || k in {_cel_list(tuple(guarded))})"
     kept = "(k in variables.old && variables.old[k] == variables.labels[k])"
     rendered = "(k in variables.expected && variables.expected[k] == variables.labels[k])"
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": NODE_LABELS_POLICY},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["nodes", "nodes/status"],
-                        }
-                    ]
-                },
-                "matchConditions": [
-                    {"name": "kubelets-only", "expression": f"'{NODES_GROUP}' in request.userInfo.groups"}
-                ],
-                "variables": [
-                    {"name": "byPrefix", "expression": _cel_map(by_prefix)},
-                    {"name": "byName", "expression": _cel_map(by_name)},
-                    {"name": "expected", "expression": expected},
-                    {"name": "old", "expression": old},
-                    {"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
-                    {"name": "refused", "expression": f"variables.labels.filter(k, {guard} && !{kept} && !{rendered})"},
-                ],
-                "validations": [
-                    {
-                        "expression": "variables.refused.size() == 0",
-                        "messageExpression": f"'a node may carry only the labels rendered for its pool: ' + {name} + "
-                        "' may not set ' + variables.refused.map(k, k + '=' + variables.labels[k]).join(', ')",
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": NODE_LABELS_POLICY},
-            "spec": {"policyName": NODE_LABELS_POLICY, "validationActions": ["Deny"]},
-        },
-    ]
+    return _policy(
+        NODE_LABELS_POLICY,
+        ["nodes", "nodes/status"],
+        ["CREATE", "UPDATE"],
+        [
+            {
+                "expression": "variables.refused.size() == 0",
+                "messageExpression": f"'a node may carry only the labels rendered for its pool: ' + {name} + "
+                "' may not set ' + variables.refused.map(k, k + '=' + variables.labels[k]).join(', ')",
+            }
+        ],
+        tenants_only=False,
+        conditions=({"name": "kubelets-only", "expression": f"'{NODES_GROUP}' in request.userInfo.groups"},),
+        variables=(
+            {"name": "byPrefix", "expression": _cel_map(by_prefix)},
+            {"name": "byName", "expression": _cel_map(by_name)},
+            {"name": "expected", "expression": expected},
+            {"name": "old", "expression": old},
+            {"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+            {"name": "refused", "expression": f"variables.labels.filter(k, {guard} && !{kept} && !{rendered})"},
+        ),
+    )
