@@ -219,6 +219,7 @@ control_plane = ControlPlane(
 # In the cluster, through the control plane's kubernetes provider.
 ClusterBootstrap(
     f"{config.cluster_name}-bootstrap",
+    config=config,
     provider=control_plane.kubernetes_provider,
     token_id=control_plane.bootstrap_token_id,
     token_secret=control_plane.bootstrap_token_secret,

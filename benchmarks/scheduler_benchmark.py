@@ -224,10 +224,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 break
             wanted = split(fleet.pools, target)
             increment = {name: wanted[name] - fleet.created.get(name, 0) for name in wanted}
+            before = len(fleet.names)
             fleet.grow(increment, prefix=f"size{target}", extra_args=IDLE_FLEET, timeout=1800)
             # The apiserver's TaintNodesByCondition admission taints every new Node not-ready; the node
             # lifecycle controller (stopped) would lift it once the node reports Ready, as these do.
-            names = [f"size{target}-{pool}-{i:06d}" for pool, count in increment.items() for i in range(count)]
+            names = fleet.names[before:]
             for start in range(0, len(names), 500):
                 cluster.kubectl(
                     "taint", "nodes", *names[start : start + 500], f"{NOT_READY_TAINT}:NoSchedule-", timeout=600

@@ -13,6 +13,7 @@ import re
 import pulumi
 
 from components import declare
+from infra.config.cluster_config import ClusterConfig
 from infra.control_plane import cluster_objects
 
 
@@ -21,6 +22,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
         self,
         name: str,
         *,
+        config: ClusterConfig,
         provider: pulumi.ProviderResource,
         token_id: pulumi.Input[str],
         token_secret: pulumi.Input[str],
@@ -30,7 +32,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
         in_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
         declared = [
             declare.kubernetes(_logical_name(name, document), document, in_cluster)
-            for document in cluster_objects.cluster_objects()
+            for document in cluster_objects.cluster_objects(config)
         ]
         token = declare.kubernetes(
             f"{name}-bootstrap-token",

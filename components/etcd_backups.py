@@ -13,7 +13,7 @@ from __future__ import annotations
 import pulumi
 
 from components import declare
-from components.grants import grant
+from components.grants import grant, role_definition
 from components.private_link import private_link
 from infra.etcd import backup
 from infra.etcd.spec import ROLES
@@ -155,7 +155,6 @@ class EtcdBackupStore(pulumi.ComponentResource):
             key=f"{self._cluster_name}/etcd-backups/{container_name}/{writer_role}",
             scope=container.id,
             principal_id=writer_principal_id,
-            role=STORAGE_BLOB_DATA_CONTRIBUTOR_ROLE,
-            subscription_id=self._subscription_id,
+            role_definition_id=role_definition(self._subscription_id, STORAGE_BLOB_DATA_CONTRIBUTOR_ROLE),
         )
         return container

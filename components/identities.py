@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import pulumi
 
 from components import declare
-from components.grants import grant
+from components.grants import grant, role_definition
 from infra.config import naming
 from infra.facts import roles
 
@@ -95,6 +95,9 @@ def grant_autoscaler(
         for kind, scopes in (("scale", scale_set_ids), ("join", node_subnet_ids))
         for shard, scope in sorted(scopes.items())
     ]
+    definitions = {
+        role: role_definition(subscription_id, role) for role in (READER_ROLE, VIRTUAL_MACHINE_CONTRIBUTOR_ROLE)
+    }
     for suffix, key, scope, role in grants:
         grant(
             identities,
@@ -102,6 +105,5 @@ def grant_autoscaler(
             key=f"{cluster_name}/autoscaler/{key}",
             scope=scope,
             principal_id=identities.principal_ids[roles.AUTOSCALER_IDENTITY],
-            role=role,
-            subscription_id=subscription_id,
+            role_definition_id=definitions[role],
         )

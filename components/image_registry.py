@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import pulumi
 
 from components import declare
-from components.grants import grant
+from components.grants import grant, role_definition
 from components.private_link import private_link
 from infra.config import naming
 
@@ -92,6 +92,7 @@ class ImageRegistry(pulumi.ComponentResource):
             subnet_id=endpoint_subnet_id,
             vnet_ids=vnet_ids,
         )
+        pull = role_definition(subscription_id, ACR_PULL_ROLE)
         for role, principal_id in sorted(pull_principal_ids.items()):
             grant(
                 self,
@@ -99,7 +100,6 @@ class ImageRegistry(pulumi.ComponentResource):
                 key=f"{cluster_name}/acr-pull/{role}",
                 scope=self.registry.id,
                 principal_id=principal_id,
-                role=ACR_PULL_ROLE,
-                subscription_id=subscription_id,
+                role_definition_id=pull,
             )
         self.register_outputs({"registryId": self.registry.id, "loginServer": self.login_server})

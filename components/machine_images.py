@@ -14,7 +14,7 @@ from __future__ import annotations
 import pulumi
 
 from components import declare
-from components.grants import grant
+from components.grants import grant, role_definition
 from infra.assembly import machine_image
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
@@ -70,8 +70,7 @@ class MachineImages(pulumi.ComponentResource):
             key=f"{cluster}/{BUILDER_ROLE}",
             scope=gallery.id,
             principal_id=builder.output("principalId"),
-            role=CONTRIBUTOR_ROLE,
-            subscription_id=subscription_id,
+            role_definition_id=role_definition(subscription_id, CONTRIBUTOR_ROLE),
         )
         self.version_ids, self.definition_ids = {}, {}
         for kind in machine_image.kinds_in_use(config):

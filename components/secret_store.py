@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import pulumi
 
 from components import declare
-from components.grants import grant
+from components.grants import grant, role_definition
 from components.private_link import private_link
 from infra.config import naming
 
@@ -109,6 +109,7 @@ class SecretStore(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=owner),
             outputs=["properties"],
         )
+        read = role_definition(self._subscription_id, KEY_VAULT_SECRETS_USER_ROLE)
         for role, principal_id in sorted(readers.items()):
             grant(
                 owner,
@@ -116,7 +117,6 @@ class SecretStore(pulumi.ComponentResource):
                 key=f"{self._cluster_name}/{secret_name}/{role}",
                 scope=secret.id,
                 principal_id=principal_id,
-                role=KEY_VAULT_SECRETS_USER_ROLE,
-                subscription_id=self._subscription_id,
+                role_definition_id=read,
             )
         return secret

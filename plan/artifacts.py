@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +63,62 @@ def cloud_init_files(registration: Registration) -> dict[str, str]:
 @functools.lru_cache(maxsize=64)
 def cloud_init_entries(cloud_init: str) -> dict[str, dict[str, Any]]:
     """``{machine path: write_files entry}`` of a cloud-init, parsed once per distinct text (the shards of a
-    pool share theirs). Shared between callers: read it, never change it."""
-    document = yaml.load(cloud_init, Loader=_Loader) or {}
-    return {entry["path"]: entry for entry in document.get("write_files") or []}
+    pool share theirs) and, where the text is laid out block by block, each entry once per distinct entry
+    text (``_write_files_items``): the shards of an InfiniBand pool differ in one file of forty, and PyYAML's
+    constructor is most of a plan's reading time. Shared between callers: read it, never change it."""
+    items = _write_files_items(cloud_init)
+    parsed = [] if items is None else [_entry(item) for item in items]
+    entries = [entry for entry in parsed if entry is not None]
+    if items is None or len(entries) < len(parsed):
+        document = yaml.load(cloud_init, Loader=_Loader) or {}
+        entries = document.get("write_files") or []
+    return {entry["path"]: entry for entry in entries}
+
+
+# An unindented line, found from the newline before it (a literal: the regex engine jumps between them) ...
+_UNINDENTED = re.compile(r"\n(?=\S)")
+# ... starts a top-level node: a key with its value on the lines below, a sequence item, or anything else.
+_TOP_LEVEL = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_-]*):\n|(?P<item>- )|(?P<other>\S)")
+
+
+def _write_files_items(cloud_init: str) -> list[str] | None:
+    """The texts of the items of the top-level ``write_files`` block sequence, each as a one-item YAML
+    document, or None when the text is not plainly block-style (a flow collection, a quoted key, a comment,
+    ``write_files`` twice or its items indented): then it is parsed whole. In block style every line of a
+    nested node is indented, and a sequence under a top-level key is written at the key's own indentation,
+    so each unindented ``- `` line below ``write_files:`` starts one of its items (what
+    ``infra.boot.cloudinit.render`` writes)."""
+    if cloud_init[:1].isspace():
+        return None  # a document that opens indented (or with a blank line)
+    items: list[str] = []
+    offsets = [0] + [newline.end() for newline in _UNINDENTED.finditer(cloud_init)]
+    starts = [match for match in (_TOP_LEVEL.match(cloud_init, offset) for offset in offsets) if match]
+    section = None
+    seen = False
+    for index, match in enumerate(starts):
+        end = starts[index + 1].start() if index + 1 < len(starts) else len(cloud_init)
+        if match["key"]:
+            section = match["key"]
+            if section == "write_files":
+                if seen or end != match.end():  # twice, or its items indented below it
+                    return None
+                seen = True
+        elif match["item"]:
+            if section == "write_files":
+                items.append(cloud_init[match.start() : end])
+        elif not (index == 0 and match.start() == 0 and cloud_init.startswith("#")):
+            return None  # only a leading comment (#cloud-config) is neither a key nor an item
+    return items
+
+
+@functools.lru_cache(maxsize=4096)
+def _entry(item: str) -> dict[str, Any] | None:
+    """One ``write_files`` item, or None if it does not parse alone as one (an alias to another item's anchor)."""
+    try:
+        parsed = yaml.load(item, Loader=_Loader)
+    except yaml.YAMLError:
+        return None
+    return parsed[0] if isinstance(parsed, list) and len(parsed) == 1 and isinstance(parsed[0], dict) else None
 
 
 def _decoded(raw: str) -> str:

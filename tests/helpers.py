@@ -124,13 +124,27 @@ def doc_table_rows(page: str, heading: str, row_prefix: str) -> dict[str, list[s
     return rows
 
 
+def built_folder(script: str, timeout: float) -> Path:
+    """The folder a build script under scripts/ prints last (building, or finding in its cache, what it
+    builds); the test fails with the script's error output if it fails."""
+    import subprocess
+
+    import pytest
+
+    result = subprocess.run(
+        ["bash", str(PROJECT_DIR / "scripts" / script)], capture_output=True, text=True, timeout=timeout
+    )
+    if result.returncode != 0:
+        pytest.fail(f"scripts/{script} failed:\n{result.stderr[-3000:]}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
 def monitoring_tool(binary: str) -> str:
     """``promtool`` or ``amtool`` built from their Go modules (scripts/build-monitoring-tools.sh,
     cached per machine; scripts/test.sh builds them before the suite). Outside CI a machine
     without Go skips the test; in CI it fails."""
     import os
     import shutil
-    import subprocess
     from pathlib import Path
 
     import pytest
@@ -141,15 +155,7 @@ def monitoring_tool(binary: str) -> str:
             if os.environ.get("CI") == "true":
                 pytest.fail("the Go toolchain is missing; promtool and amtool are built from their Go modules")
             pytest.skip("the Go toolchain is missing (promtool and amtool are built from their Go modules)")
-        result = subprocess.run(
-            ["bash", str(PROJECT_DIR / "scripts" / "build-monitoring-tools.sh")],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        if result.returncode != 0:
-            pytest.fail(f"scripts/build-monitoring-tools.sh failed:\n{result.stderr[-3000:]}")
-        folder = result.stdout.strip().splitlines()[-1]
+        folder = str(built_folder("build-monitoring-tools.sh", timeout=1800))
     path = Path(folder) / binary
     assert path.is_file(), f"{path} missing"
     return str(path)

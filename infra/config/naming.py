@@ -90,8 +90,14 @@ def cache_rule(prefix: str) -> str:
     return f"{prefix}-cache"
 
 
+# Azure names a scale set's VM ``<computerNamePrefix>`` plus six characters (the name rules below: a Linux host
+# name is at most 64 characters and the prefix at most 58). It is also the node's name: kubelet registers under
+# the host name, and the node-labels policy (infra/control_plane/admission.py) reads the pool from it.
+COMPUTER_NAME_SUFFIX_CHARS = 6
+
+
 def computer_name_prefix(shard_name: str) -> str:
-    """The host name prefix of a scale set's VMs (Azure appends six characters per instance)."""
+    """The host name prefix of a scale set's VMs (Azure appends ``COMPUTER_NAME_SUFFIX_CHARS`` per instance)."""
     return shard_name
 
 
@@ -294,7 +300,7 @@ NAME_RULES: dict[str, NameRule] = {
         _HOST_CHARS,
         f"{NAME_RULES_PAGE}#microsoftcompute",
     ),
-    # A Linux host name is 1-64 characters; a scale set's instances are named prefix + 6 characters.
+    # A Linux host name is 1-64 characters; a scale set's instances are named prefix + COMPUTER_NAME_SUFFIX_CHARS.
     "computer name prefix": NameRule(
         "Microsoft.Compute/virtualMachineScaleSets computerNamePrefix (Linux)",
         1,

@@ -16,11 +16,15 @@ plugins added to the default-on set in ``--enable-admission-plugins``:
   objects): in every namespace but the platform's, no ``spec.nodeName`` or binding by anyone but the
   scheduler, no toleration of the platform's taints (or of a team's outside a team namespace), no
   platform priority.
+- **Node labels** (``node_labels_policy``): a kubelet may register or relabel its Node only with the labels
+  the program renders for the pool its name belongs to, so no node (a real one escaped into, or one
+  registered with the bootstrap token) claims another pool's or team's labels.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from infra.addons.shared_names import (
@@ -32,7 +36,9 @@ from infra.addons.shared_names import (
 )
 from infra.boot import yaml_text
 from infra.config.cluster_config import ClusterConfig
+from infra.config.naming import COMPUTER_NAME_SUFFIX_CHARS
 from infra.control_plane import pki
+from infra.control_plane.flowcontrol import NODES_GROUP
 from infra.facts.labels import GPU_STARTUP_TAINT_KEY, NAT_HOST_TAINT_KEY, SYSTEM_TAINT_KEY
 
 # Added to the default-on plugins (NamespaceLifecycle, ServiceAccount, PodSecurity, ... stay on):
@@ -147,43 +153,50 @@ def _cel_list(values: tuple[str, ...]) -> str:
 
 
 def _policy(
-    name: str, resources: list[str], operations: list[str], validations: list[dict[str, str]]
+    name: str,
+    resources: list[str],
+    operations: list[str],
+    validations: list[dict[str, str]],
+    *,
+    tenants_only: bool = True,
+    conditions: tuple[dict[str, str], ...] = (),
+    variables: tuple[dict[str, str], ...] = (),
 ) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy and its Deny binding, for tenant namespaces only."""
+    """A ValidatingAdmissionPolicy and its Deny binding; ``tenants_only`` binds it in tenant namespaces only."""
+    spec: dict[str, Any] = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": resources}
+            ]
+        },
+    }
+    if conditions:
+        spec["matchConditions"] = list(conditions)
+    if variables:
+        spec["variables"] = list(variables)
+    spec["validations"] = validations
+    binding: dict[str, Any] = {"policyName": name, "validationActions": ["Deny"]}
+    if tenants_only:
+        binding["matchResources"] = {
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(PLATFORM_NAMESPACES)}
+                ]
+            }
+        }
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicy",
             "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": resources}
-                    ]
-                },
-                "validations": validations,
-            },
+            "spec": spec,
         },
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {
-                        "matchExpressions": [
-                            {
-                                "key": "kubernetes.io/metadata.name",
-                                "operator": "NotIn",
-                                "values": list(PLATFORM_NAMESPACES),
-                            }
-                        ]
-                    }
-                },
-            },
+            "spec": binding,
         },
     ]
 
@@ -240,3 +253,67 @@ def tenant_policies() -> list[dict[str, Any]]:
         # Both ways to bind: POST .../pods/<name>/binding (the scheduler's) and POST .../bindings.
         *_policy(TENANT_BINDINGS_POLICY, ["pods/binding", "bindings"], ["CREATE"], bindings),
     ]
+
+
+# ------------------------------------------------------------------------------ node labels
+
+NODE_LABELS_POLICY = "supercluster-node-labels"
+# Every label under it is the platform's (infra/facts/labels.py, the team label of docs/runbooks/team-isolation.md).
+PLATFORM_LABEL_PREFIX = "supercluster.io/"
+
+
+def _cel_map(values: Mapping[str, Mapping[str, str]]) -> str:
+    return "{" + ", ".join(f"'{k}': " + "{" + ", ".join(f"'{lk}': '{lv}'" for lk, lv in sorted(v.items())) + "}"
+                           for k, v in sorted(values.items())) + "}"  # fmt: skip
+
+
+def node_labels_policy(
+    by_prefix: Mapping[str, Mapping[str, str]], by_name: Mapping[str, Mapping[str, str]]
+) -> list[dict[str, Any]]:
+    """What a kubelet may label its own Node with: the labels rendered for the machine its name names.
+
+    A node's pool and team labels are what steer pods to it (the team namespaces' node selector, every
+    pool's), and NodeRestriction lets a kubelet set any label outside the ``kubernetes.io`` namespaces on its
+    own Node. So root on any node (its own kubelet credentials) or a holder of the bootstrap token (a node
+    certificate under a name of its choosing) could label a Node with another pool's or team's labels and
+    draw that team's pods, with their Secrets. Keyed on the node's identity: the Node is its own
+    (NodeRestriction), and its name is the VM's host name, a scale set's computer-name prefix
+    (``by_prefix``: the labels its kubelet's ``--node-labels`` renders) plus Azure's six characters, or a NAT
+    host's name (``by_name``). A guarded label (any under ``supercluster.io/``, and any key a machine
+    renders) must be what that machine renders; one already on the Node (an operator's) may stay. Only
+    ``system:nodes`` is judged: operators and controllers label as before. Both ``nodes`` and
+    ``nodes/status``: an update of the status subresource keeps the labels it is sent."""
+    guarded = sorted({key for labels in (*by_prefix.values(), *by_name.values()) for key in labels})
+    name = "object.metadata.name"
+    prefix = f"{name}.substring(0, {name}.size() - {COMPUTER_NAME_SUFFIX_CHARS})"
+    expected = (
+        f"{name} in variables.byName ? variables.byName[{name}] : "
+        f"({name}.size() > {COMPUTER_NAME_SUFFIX_CHARS} && {prefix} in variables.byPrefix ? "
+        f"variables.byPrefix[{prefix}] : {{}})"
+    )
+    old = "request.operation == 'UPDATE' && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"
+    guard = f"(k.startsWith('{PLATFORM_LABEL_PREFIX}') || k in {_cel_list(tuple(guarded))})"
+    kept = "(k in variables.old && variables.old[k] == variables.labels[k])"
+    rendered = "(k in variables.expected && variables.expected[k] == variables.labels[k])"
+    return _policy(
+        NODE_LABELS_POLICY,
+        ["nodes", "nodes/status"],
+        ["CREATE", "UPDATE"],
+        [
+            {
+                "expression": "variables.refused.size() == 0",
+                "messageExpression": f"'a node may carry only the labels rendered for its pool: ' + {name} + "
+                "' may not set ' + variables.refused.map(k, k + '=' + variables.labels[k]).join(', ')",
+            }
+        ],
+        tenants_only=False,
+        conditions=({"name": "kubelets-only", "expression": f"'{NODES_GROUP}' in request.userInfo.groups"},),
+        variables=(
+            {"name": "byPrefix", "expression": _cel_map(by_prefix)},
+            {"name": "byName", "expression": _cel_map(by_name)},
+            {"name": "expected", "expression": expected},
+            {"name": "old", "expression": old},
+            {"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+            {"name": "refused", "expression": f"variables.labels.filter(k, {guard} && !{kept} && !{rendered})"},
+        ),
+    )

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.config import naming
+from infra.config.cluster_config import ClusterConfig
+from infra.config.sizing import shards
 from infra.control_plane import admission, flowcontrol, pki
 from infra.control_plane.scheduler import POD_GROUP_LABEL
+from infra.nat_hosts import NAT_HOST_LABELS
+from infra.node.pool import pool_labels
 
 RBAC = "rbac.authorization.k8s.io"
 # Every bootstrap token authenticates as group system:bootstrappers; ours also adds this narrower
@@ -164,7 +169,23 @@ def gang_scheduling_rbac() -> list[dict[str, Any]]:
     return [role, _binding("supercluster:gang-scheduler", "supercluster:gang-scheduler", "User", pki.SCHEDULER_USER)]
 
 
-def cluster_objects() -> list[dict[str, Any]]:
+def rendered_node_labels(config: ClusterConfig) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """The labels each machine's kubelet registers with (``--node-labels``, from the same functions the node
+    renderers call): by scale-set computer-name prefix (every shard, retired ones too: their nodes may still
+    run), and by NAT host name."""
+    by_prefix = {
+        naming.computer_name_prefix(shard.name): pool_labels(config, pool, shard)
+        for pool in config.node_pools
+        for shard in shards(pool)
+    }
+    by_name = {
+        naming.nat_host(config.cluster_name, index): dict(NAT_HOST_LABELS)
+        for index in range(config.network.nat_hosts.count)
+    }
+    return by_prefix, by_name
+
+
+def cluster_objects(config: ClusterConfig) -> list[dict[str, Any]]:
     """Every non-secret object, in apply order (the CRD before anything could use it)."""
     return [
         *node_join_rbac(),
@@ -172,4 +193,5 @@ def cluster_objects() -> list[dict[str, Any]]:
         *gang_scheduling_rbac(),
         *flowcontrol.objects(),
         *admission.tenant_policies(),
+        *admission.node_labels_policy(*rendered_node_labels(config)),
     ]

@@ -10,7 +10,7 @@ import time
 from infra.boot.secret_names import APISERVER_ETCD_CLIENT_FILES, CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN
 from infra.control_plane import cluster_objects, pki
 from plan.artifacts import collect_files, custom_data_of
-from tests.helpers import load_yaml
+from tests.helpers import load_yaml, parsed
 from tests.infra.control_plane_files import spec
 
 CP = "prod-control-plane"
@@ -265,7 +265,7 @@ def test_cluster_bootstrap_objects(prod_plan):
     in_cluster = [
         r for r in prod_plan.registrations if r.type.startswith("kubernetes:") and r.name.startswith("prod-bootstrap-")
     ]
-    assert len(in_cluster) == len(cluster_objects.cluster_objects()) + 1
+    assert len(in_cluster) == len(cluster_objects.cluster_objects(parsed("prod"))) + 1
     (token,) = [r for r in in_cluster if r.type == "kubernetes:core/v1:Secret"]
     # Each value masked, the shape kept: the planned Secret is still an object Kubernetes accepts.
     assert token.inputs["stringData"] == {key: "[secret]" for key in cluster_objects.bootstrap_token_data("a", "b")}

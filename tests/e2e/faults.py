@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -26,9 +27,9 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.cluster import Cluster
-from tests.e2e.fleet import Fleet, events
-from tests.e2e.hosts import Host, Process, wait_for
+from tests.e2e.cluster import CONTROL_PLANE_UNITS, Cluster, install, start_unit
+from tests.e2e.fleet import Fleet, events, fleet_pools, settle, split
+from tests.e2e.hosts import MACHINE_PATHS, Host, Process, wait_for
 from tests.e2e.plan_machines import Machine
 
 WRITER = Path(__file__).with_name("writer.py")
@@ -43,6 +44,14 @@ DEFAULT_RETRY_PERIOD_S = 2.0
 # client-go's leader elector retries acquiring every RetryPeriod with a jitter factor of 1.2
 # (k8s.io/client-go/tools/leaderelection/leaderelection.go, JitterFactor), so up to 2.2 x RetryPeriod apart.
 ACQUIRE_JITTER = 2.2
+# The background load: a fleet this machine holds well inside the lease SLO while the rest of the box
+# runs (docs/reliability.md: measured), and a writer's steady ConfigMap creates.
+FLEET_NODES = int(os.environ.get("FAULTS_FLEET_NODES", "300"))
+WRITES_PER_S = 10.0
+WRITER_WORKERS = 4
+SLO_MUTATING_S = 1.0  # Kubernetes' API call latency SLO, mutating calls (sig-scalability slos/api_call_latency.md)
+QUIET_S = 5.0  # how long a scenario lets the load run untouched before and after its fault
+STEADY_TIMEOUT_S = 120.0  # how long a scenario waits for the box to be steady again before it starts
 
 
 # ---------------------------------------------------------------------------------- the load
@@ -174,6 +183,41 @@ class BackgroundLoad(Writes):
         }
 
 
+def start_load(cluster: Cluster, fleet_binary: Path, workdir: Path, nodes: int, rate: float, workers: int):
+    """The background load on a booted box: ``nodes`` simulated nodes (prod's pools in proportion), settled,
+    then the writer beside them; returns once the first write is acknowledged."""
+    fleet = Fleet(cluster, str(fleet_binary), workdir, fleet_pools(cluster))
+    fleet.grow(split(fleet.pools, nodes), prefix="faults", timeout=300)
+    settle(fleet, quiet=10, timeout=180)
+    load = BackgroundLoad.start_with_fleet(cluster, fleet, rate, workers)
+    load.wait_writing(0, timeout=60)
+    return load
+
+
+def steady(load: BackgroundLoad, report: dict) -> float:
+    """Waits until the fleet has reported a whole interval without a failed Lease renewal (the box has
+    recovered from the scenario before: the fleet counts renewals per report, so a window's first report
+    may be one interval old), lets the load run untouched for QUIET_S and records its figures there (the
+    baseline); returns now."""
+    load.wait_leases_steady(timeout=STEADY_TIMEOUT_S)
+    start = time.time()
+    time.sleep(QUIET_S)
+    report.setdefault("baseline", []).append(
+        {"writer": load.window(start, time.time()), "leases": load.leases(start, time.time())}
+    )
+    return time.time()
+
+
+def record(report: dict, scenario: str, figures: dict) -> None:
+    report[scenario] = figures
+    print(f"\n{scenario}: {json.dumps(figures)}", flush=True)
+
+
+def assert_nothing_lost(load: Writes) -> None:
+    missing = load.missing()
+    assert not missing, f"{len(missing)} acknowledged ConfigMaps are gone: {missing[:10]}"
+
+
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -207,6 +251,18 @@ def lose(cluster: Cluster, host: Host) -> float:
 def bring_back(host: Host) -> None:
     """The lost machine's replacement on its address (the runbook's new VM with the same rendered files)."""
     subprocess.run(["ip", "-n", host.namespace, "link", "set", "eth0", "up"], check=True, timeout=30)
+
+
+def new_vm(cluster: Cluster, host: Host, machine: Machine, binaries: Path | None = None) -> None:
+    """A new VM in place of one lost or deleted, on its fixed address: a fresh disk holding ``machine``'s
+    rendered files (the lost machine's for the runbook's repair, the next deploy's for a rollout) and,
+    with ``binaries``, another release's binaries (a new machine image)."""
+    for relative in MACHINE_PATHS:
+        shutil.rmtree(host.root / relative)
+        (host.root / relative).mkdir(parents=True)
+    install(machine, host, cluster.pki)
+    host.binaries = binaries or host.binaries
+    bring_back(host)
 
 
 def fresh_disk(host: Host, path: str) -> Path:
@@ -288,3 +344,99 @@ def lease_holder(cluster: Cluster, lease: str, via: Machine) -> str | None:
         return None
     holder = json.loads(body)["spec"].get("holderIdentity") or ""
     return holder.split("_", 1)[0] or None
+
+
+# ---------------------------------------------------------------------------------- an apiserver VM replaced
+
+
+@dataclass
+class ApiserverReplaced:
+    """An apiserver VM lost, then replaced: the figures a scenario reports, and when each thing happened."""
+
+    figures: dict[str, Any]
+    lost_at: float
+    down_at: float  # the load balancer took the lost VM out
+    back_at: float  # ... and its replacement in
+    late: list[dict[str, Any]]  # writer requests that failed after the load balancer took the lost VM out
+
+    def assert_within_budget(self) -> None:
+        """Out of the load balancer within its probe's budget, each lease it held moved within its own, and no
+        write failed once the load balancer had taken it out."""
+        figures = self.figures
+        assert figures["detect_s"] <= figures["detect_budget_s"], figures
+        for lease, failover in figures["failovers"].items():
+            assert failover["seconds"] <= failover["budget_s"], (lease, failover)
+        assert not self.late, f"writes failed after the load balancer took {figures['victim']} out: {self.late[:5]}"
+
+
+def lose_and_replace_apiserver(
+    cluster: Cluster,
+    load: BackgroundLoad,
+    index: int,
+    replacement: Machine | None = None,
+    binaries: Path | None = None,
+) -> ApiserverReplaced:
+    """The apiserver VM at ``index`` lost as a VM is (``lose``); once the load balancer has taken it out, every
+    lease it held has moved and the requests caught on it have timed out, a new VM in its place (``new_vm``:
+    ``replacement``'s rendered files, default the lost machine's, and ``binaries``) starts the control-plane
+    units. Returns once the load balancer takes the new VM in."""
+    machines = [m for m, _, _ in cluster.control_plane]
+    victim, host, _ = cluster.control_plane[index]
+    survivor = next(m for m in machines if m is not victim)
+    holders = {lease: lease_holder(cluster, lease, survivor) for lease in LEASES}
+    backend = f"{victim.ip}:6443"
+    probe = cluster.plan.load_balancer("control-plane-lb")["probes"][0]
+    # Marked down after probeThreshold failed probes, every intervalInSeconds; the first may come an
+    # interval after the loss, and each waits at most the probe timeout.
+    detect_budget = probe["intervalInSeconds"] * (probe["probeThreshold"] + 1) + 2
+
+    lost_at = lose(cluster, host)
+    try:
+        failovers = {}
+        for lease, holder in holders.items():
+            timing = leader_election(victim, lease)
+            if holder != victim.name:
+                continue
+            new = wait_for(
+                f"{lease} to fail over from {victim.name}",
+                lambda lease=lease: (h := lease_holder(cluster, lease, survivor)) not in (None, victim.name) and h,
+                timeout=timing.failover_budget_s + 30,
+                interval=0.5,
+            )
+            failovers[lease] = {
+                "to": new,
+                "seconds": round(time.time() - lost_at, 1),
+                "budget_s": timing.failover_budget_s,
+            }
+        (down_at,) = wait_for(
+            f"the load balancer to take {backend} out",
+            lambda: load_balancer_changes(cluster.load_balancer, backend, False, lost_at),
+            timeout=detect_budget + 30,
+        )
+        # Requests already on a connection to the lost VM wait out their timeout; after that, none fails.
+        time.sleep(max(0.0, down_at + WRITER_TIMEOUT_S + QUIET_S - time.time()))
+        settled = time.time()
+        late = [r for r in load.failed(lost_at, settled) if r["t"] > down_at + 1]
+        figures = {
+            "victim": victim.name,
+            "detect_s": round(down_at - lost_at, 1),
+            "detect_budget_s": detect_budget,
+            "failovers": failovers,
+            "writer": load.window(lost_at, settled),
+            "leases": load.leases(lost_at, settled),
+            "writer_after": load.window(down_at + WRITER_TIMEOUT_S, settled),
+        }
+    finally:
+        replaced_at = time.time()
+        machine = replacement or victim
+        new_vm(cluster, host, machine, binaries)
+        processes = {unit: start_unit(cluster, machine, host, unit) for unit in CONTROL_PLANE_UNITS}
+        cluster.control_plane[index] = (machine, host, processes)
+        (back_at,) = wait_for(
+            f"the load balancer to take {backend} back",
+            lambda: load_balancer_changes(cluster.load_balancer, backend, True, lost_at),
+            timeout=120,
+            on_timeout=cluster.describe,
+        )
+    figures["replacement_in_lb_s"] = round(back_at - replaced_at, 1)
+    return ApiserverReplaced(figures, lost_at, down_at, back_at, late)

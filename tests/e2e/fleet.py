@@ -23,6 +23,10 @@ from infra.facts.labels import GPU_RESOURCE, GPU_STARTUP_TAINT_KEY
 from tests.e2e.cluster import KUBELET_UNIT, Cluster
 from tests.e2e.hosts import Process, wait_for
 
+# The fleet's first node index, printed as six digits: read as a base-36 instance id (36**4 and up) no node the box
+# boots reaches, and low enough for the fleet's address blocks (an index stays under 2**16 per pool).
+FIRST_INDEX = 10_000
+
 
 def fleet_pools(cluster: Cluster) -> list[dict[str, Any]]:
     """Each prod pool as the fleet registers it: the rendered kubelet's labels and taints, the VM size's
@@ -48,7 +52,16 @@ def fleet_pools(cluster: Cluster) -> list[dict[str, Any]]:
         if size.gpus:
             capacity[GPU_RESOURCE] = str(size.gpus)
         pools.append(
-            {"name": name, "max": by_name[name].max_nodes, "labels": labels, "taints": taints, "capacity": capacity}
+            {
+                "name": name,
+                "max": by_name[name].max_nodes,
+                # Named as Azure names the first shard's VMs (prefix + six characters): the node-labels policy
+                # (infra/control_plane/admission.py) admits a kubelet's pool labels only under its pool's names.
+                "namePrefix": scale_set.computer_name_prefix,
+                "labels": labels,
+                "taints": taints,
+                "capacity": capacity,
+            }
         )
     return pools
 
@@ -69,6 +82,7 @@ class Fleet:
     pools: list[dict[str, Any]]
     created: dict[str, int] = field(default_factory=dict)
     processes: list[Process] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # every node registered so far, in order
 
     @property
     def nodes(self) -> int:
@@ -82,15 +96,19 @@ class Fleet:
         timeout: float = 900,
         extra_args: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """Starts a fleet process for ``counts`` more nodes per pool, named ``<prefix>-<pool>-NNNNNN``;
-        returns its registration report once every node is registered. ``extra_args``: more fleet flags
-        (the scheduler benchmark's nodes never heartbeat)."""
+        """Starts a fleet process (``prefix`` names it) for ``counts`` more nodes per pool, named as the pool's
+        first scale set names its VMs, with indexes after every node so far (``names``); returns its registration
+        report once every node is registered. ``extra_args``: more fleet flags (the scheduler benchmark's nodes
+        never heartbeat)."""
+        # Each process's indexes start after every index a pool has used, and far above the box's own nodes'
+        # (booted as instances 0, 1, ... of the same scale sets: tests/e2e/plan_machines.py).
+        offset = FIRST_INDEX + self.nodes
         profile = {
             "pools": [
                 {
                     "name": p["name"],
                     "count": counts.get(p["name"], 0),
-                    "namePrefix": f"{prefix}-{p['name']}-",
+                    "namePrefix": p["namePrefix"],
                     "labels": p["labels"],
                     "taints": p["taints"],
                     "capacity": p["capacity"],
@@ -109,6 +127,7 @@ class Fleet:
                 f"--kubeconfig={self.cluster.kubeconfig}",
                 f"--profile={path}",
                 f"--register-qps={register_qps}",
+                f"--offset={offset}",
                 # Each node's requests as that node (impersonated): authorized, admitted and queued by API
                 # Priority and Fairness as a kubelet's, not exempt as the admin's would be.
                 "--as-nodes",
@@ -123,8 +142,10 @@ class Fleet:
             interval=2,
             on_timeout=lambda: process.output()[-2000:],
         )
-        for name, count in counts.items():
-            self.created[name] = self.created.get(name, 0) + count
+        for p in self.pools:
+            count = counts.get(p["name"], 0)
+            self.created[p["name"]] = self.created.get(p["name"], 0) + count
+            self.names += [f"{p['namePrefix']}{i:06d}" for i in range(offset, offset + count)]
         return report
 
     def pods_started(self) -> int:

@@ -78,6 +78,9 @@ class Host:
     # A process holding the host's one mount namespace, which every later process joins (share_mounts):
     # a real node's kubelet mounts pod volumes that containerd and runc must see.
     mount_holder: int | None = None
+    # The binaries at /usr/local/bin when not the network's: a machine replaced onto another release's
+    # machine image (the staged upgrade, tests/e2e/test_upgrade.py).
+    binaries: Path | None = None
 
     @property
     def ip(self) -> str:
@@ -209,7 +212,7 @@ class TestNetwork:
             target = str(host.mount_holder)
             return ["nsenter", "-t", target, "-m", "-u", "-n", "sh", "-c", run, "sh", *argv]
         binds = [f"mkdir -p /{p} && mount --bind {shlex.quote(str(host.root / p))} /{p}" for p in MACHINE_PATHS]
-        binds.append(f"mount --bind {shlex.quote(str(self.binaries))} {BINARIES_PATH}")
+        binds.append(f"mount --bind {shlex.quote(str(host.binaries or self.binaries))} {BINARIES_PATH}")
         # Its own host name too (a UTS namespace): components name themselves after it (each apiserver's
         # identity Lease, the kubelet's node name), and on Azure every VM has its own.
         script = " && ".join([f"hostname {shlex.quote(host.name)}", *binds]) + " && " + run

@@ -23,36 +23,31 @@ import pytest
 import yaml
 
 from infra.etcd.spec import EVENTS, MAIN
-from tests.e2e.cluster import CONTROL_PLANE_UNITS, ETCD_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot, start_unit
+from tests.e2e.cluster import ETCD_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot, start_unit
 from tests.e2e.faults import (
-    LEASES,
-    WRITER_TIMEOUT_S,
-    BackgroundLoad,
-    bring_back,
+    FLEET_NODES,
+    QUIET_S,
+    SLO_MUTATING_S,
+    WRITER_WORKERS,
+    WRITES_PER_S,
+    assert_nothing_lost,
     fresh_disk,
     kill,
-    leader_election,
     lease_holder,
     load_balancer_changes,
-    lose,
+    lose_and_replace_apiserver,
+    record,
+    start_load,
+    steady,
     umount,
 )
-from tests.e2e.fleet import Fleet, fleet_pools, settle, split
 from tests.e2e.hosts import wait_for
 
 # The apiserver, etcd-leader and events-etcd scenarios run in scripts/test.sh's e2e stage (CI); the others
 # are marked ``faults`` and run by the command in docs/reliability.md.
 pytestmark = pytest.mark.e2e
 
-# The background load: a fleet this machine holds well inside the lease SLO while the rest of the box
-# runs (docs/reliability.md: measured), and a writer's steady ConfigMap creates.
-FLEET_NODES = int(os.environ.get("FAULTS_FLEET_NODES", "300"))
-WRITES_PER_S = 10.0
-WRITER_WORKERS = 4
-QUIET_S = 5.0  # how long a scenario lets the load run untouched before and after its fault
-STEADY_TIMEOUT_S = 120.0  # how long a scenario waits for the box to be steady again before it starts
 ELECTION_POLL_SLACK_S = 5.0
-SLO_MUTATING_S = 1.0  # Kubernetes' API call latency SLO, mutating calls (sig-scalability slos/api_call_latency.md)
 IN_FLIGHT_S = 1.0  # a request started this soon after a member dies may already be on its way to it
 
 
@@ -62,11 +57,7 @@ def box(binaries: Path, tmp_path_factory: pytest.TempPathFactory):
     cluster = boot("prod", workdir / "box", binaries, with_nodes=False)
     disks: list[Path] = []  # fresh disks a scenario mounted: unmounted once every process is stopped
     try:
-        fleet = Fleet(cluster, str(binaries / "fleet"), workdir, fleet_pools(cluster))
-        fleet.grow(split(fleet.pools, FLEET_NODES), prefix="faults", timeout=300)
-        settle(fleet, quiet=10, timeout=180)
-        load = BackgroundLoad.start_with_fleet(cluster, fleet, WRITES_PER_S, WRITER_WORKERS)
-        load.wait_writing(0, timeout=60)
+        load = start_load(cluster, binaries / "fleet", workdir, FLEET_NODES, WRITES_PER_S, WRITER_WORKERS)
         report: dict = {"fleet_nodes": FLEET_NODES, "writes_per_s": WRITES_PER_S}
         yield cluster, load, report, disks
         path = Path(os.environ.get("FAULTS_REPORT", workdir / "faults.json"))
@@ -76,30 +67,6 @@ def box(binaries: Path, tmp_path_factory: pytest.TempPathFactory):
         cluster.close()
         for disk in disks:
             umount(disk)
-
-
-def _steady(load: BackgroundLoad, report: dict) -> float:
-    """Waits until the fleet has reported a whole interval without a failed Lease renewal (the box has
-    recovered from the scenario before: the fleet counts renewals per report, so a window's first report
-    may be one interval old), lets the load run untouched for QUIET_S and records its figures there (the
-    baseline); returns now."""
-    load.wait_leases_steady(timeout=STEADY_TIMEOUT_S)
-    start = time.time()
-    time.sleep(QUIET_S)
-    report.setdefault("baseline", []).append(
-        {"writer": load.window(start, time.time()), "leases": load.leases(start, time.time())}
-    )
-    return time.time()
-
-
-def _record(report: dict, scenario: str, figures: dict) -> None:
-    report[scenario] = figures
-    print(f"\n{scenario}: {json.dumps(figures)}", flush=True)
-
-
-def _nothing_lost(load: BackgroundLoad) -> None:
-    missing = load.missing()
-    assert not missing, f"{len(missing)} acknowledged ConfigMaps are gone: {missing[:10]}"
 
 
 def _apiservers_ready(cluster: Cluster) -> bool:
@@ -113,79 +80,18 @@ def _apiservers_ready(cluster: Cluster) -> bool:
 
 def test_one_apiserver_vm_lost_under_load(box):
     cluster, load, report, _ = box
-    _steady(load, report)
+    steady(load, report)
     machines = [m for m, _, _ in cluster.control_plane]
-    holders = {lease: lease_holder(cluster, lease, machines[-1]) for lease in LEASES}
-    # The VM that leads the controller-manager: losing it also tests the lease failover.
-    index = next(i for i, m in enumerate(machines) if m.name == holders["kube-controller-manager"])
-    victim, host, _ = cluster.control_plane[index]
-    survivor = next(m for m in machines if m is not victim)
-    backend = f"{victim.ip}:6443"
-    probe = cluster.plan.load_balancer("control-plane-lb")["probes"][0]
-    # Marked down after probeThreshold failed probes, every intervalInSeconds; the first may come an
-    # interval after the loss, and each waits at most the probe timeout.
-    detect_budget = probe["intervalInSeconds"] * (probe["probeThreshold"] + 1) + 2
-
-    lost_at = lose(cluster, host)
-    figures: dict = {"victim": victim.name}
-    try:
-        failovers = {}
-        for lease, holder in holders.items():
-            timing = leader_election(victim, lease)
-            if holder != victim.name:
-                continue
-            new = wait_for(
-                f"{lease} to fail over from {victim.name}",
-                lambda lease=lease: (h := lease_holder(cluster, lease, survivor)) not in (None, victim.name) and h,
-                timeout=timing.failover_budget_s + 30,
-                interval=0.5,
-            )
-            failovers[lease] = {
-                "to": new,
-                "seconds": round(time.time() - lost_at, 1),
-                "budget_s": timing.failover_budget_s,
-            }
-        (down_at,) = wait_for(
-            f"the load balancer to take {backend} out",
-            lambda: load_balancer_changes(cluster.load_balancer, backend, False, lost_at),
-            timeout=detect_budget + 30,
-        )
-        # Requests already on a connection to the lost VM wait out their timeout; after that, none fails.
-        time.sleep(max(0.0, down_at + WRITER_TIMEOUT_S + QUIET_S - time.time()))
-        settled = time.time()
-        failed = load.failed(lost_at, settled)
-        late = [r for r in failed if r["t"] > down_at + 1]
-        figures = {
-            "victim": victim.name,
-            "detect_s": round(down_at - lost_at, 1),
-            "detect_budget_s": detect_budget,
-            "failovers": failovers,
-            "writer": load.window(lost_at, settled),
-            "leases": load.leases(lost_at, settled),
-            "writer_after": load.window(down_at + WRITER_TIMEOUT_S, settled),
-        }
-        _record(report, "apiserver_vm_lost", figures)
-    finally:
-        # The replacement VM (the runbook's: same rendered files, same address) joins again.
-        replaced_at = time.time()
-        bring_back(host)
-        processes = {unit: start_unit(cluster, victim, host, unit) for unit in CONTROL_PLANE_UNITS}
-        cluster.control_plane[index] = (victim, host, processes)
-        (back_at,) = wait_for(
-            f"the load balancer to take {backend} back",
-            lambda: load_balancer_changes(cluster.load_balancer, backend, True, lost_at),
-            timeout=120,
-            on_timeout=cluster.describe,
-        )
-        figures["replacement_in_lb_s"] = round(back_at - replaced_at, 1)
-
-    assert figures["detect_s"] <= detect_budget, figures
-    for lease, failover in failovers.items():
-        assert failover["seconds"] <= failover["budget_s"], (lease, failover)
-    assert "kube-controller-manager" in failovers
-    assert not late, f"writes failed after the load balancer took {backend} out: {late[:5]}"
-    assert figures["writer_after"]["create"]["requests"] > 0
-    _nothing_lost(load)
+    leader = lease_holder(cluster, "kube-controller-manager", machines[-1])
+    # The VM that leads the controller-manager: losing it also tests the lease failover. The runbook's
+    # replacement is a new VM with the same rendered files, on the same address.
+    index = next(i for i, m in enumerate(machines) if m.name == leader)
+    replaced = lose_and_replace_apiserver(cluster, load, index)
+    record(report, "apiserver_vm_lost", replaced.figures)
+    replaced.assert_within_budget()
+    assert "kube-controller-manager" in replaced.figures["failovers"]
+    assert replaced.figures["writer_after"]["create"]["requests"] > 0
+    assert_nothing_lost(load)
 
 
 # ------------------------------------------------------------------------------------ etcd
@@ -238,7 +144,7 @@ LEADER_LOSS = ("kube-controller-manager", "kube-scheduler")
 
 def test_etcd_leader_killed_under_load(box):
     cluster, load, report, _ = box
-    _steady(load, report)
+    steady(load, report)
     members = cluster.etcd[MAIN]
     leader = wait_for("a main etcd leader", lambda: _leader(cluster, MAIN, members), timeout=30)
     index = next(i for i, (m, _, _) in enumerate(members) if m.name == leader)
@@ -271,11 +177,11 @@ def test_etcd_leader_killed_under_load(box):
         "leases": load.leases(killed_at, healthy_at),
         "election_budget_s": election_budget_s,
     }
-    _record(report, "etcd_leader_killed", figures)
+    record(report, "etcd_leader_killed", figures)
     assert figures["elected_s"] <= election_budget_s, figures
     late = [r for r in failed if r["t"] > elected_at + 1]
     assert not late, f"writes failed after a new leader was elected: {late[:5]}"
-    _nothing_lost(load)
+    assert_nothing_lost(load)
 
 
 def _member_ids(cluster: Cluster, role: str) -> dict[str, int]:
@@ -286,7 +192,7 @@ def _member_ids(cluster: Cluster, role: str) -> dict[str, int]:
 @pytest.mark.faults
 def test_etcd_member_wiped_rejoins_through_the_member_tool_under_load(box):
     cluster, load, report, disks = box
-    _steady(load, report)
+    steady(load, report)
     members = cluster.etcd[MAIN]
     leader = wait_for("a main etcd leader", lambda: _leader(cluster, MAIN, members), timeout=30)
     index = next(i for i, (m, _, _) in enumerate(members) if m.name != leader)  # a follower
@@ -313,7 +219,7 @@ def test_etcd_member_wiped_rejoins_through_the_member_tool_under_load(box):
         "leases": load.leases(lost_at, healthy_at),
         "tool": prepared.stderr.strip().splitlines()[-1],
     }
-    _record(report, "etcd_member_wiped", figures)
+    record(report, "etcd_member_wiped", figures)
     assert new_id is not None and new_id != old_id, (old_id, new_id)
     # A follower lost: the other four keep quorum, so no write started after the loss may fail. One in flight
     # on the killed member's connection may: the apiserver's etcd client answers it Unavailable and does not
@@ -321,14 +227,14 @@ def test_etcd_member_wiped_rejoins_through_the_member_tool_under_load(box):
     # isSafeRetryMutableRPC), so the apiserver answers 500.
     late = [r for r in load.failed(lost_at + IN_FLIGHT_S, healthy_at) if r["op"] == "create"]
     assert not late, f"creates failed after the member was lost: {late[:5]}"
-    _nothing_lost(load)
+    assert_nothing_lost(load)
 
 
 @pytest.mark.faults
 @pytest.mark.restarts_expected(*LEADER_LOSS, reason="no lease can be renewed without quorum")
 def test_etcd_quorum_lost_then_restored_loses_nothing(box):
     cluster, load, report, _ = box
-    _steady(load, report)
+    steady(load, report)
     members = cluster.etcd[MAIN]
     down = [1, 2, 3]  # three of five: no quorum
     lost_at = time.time()
@@ -354,9 +260,9 @@ def test_etcd_quorum_lost_then_restored_loses_nothing(box):
         "writer": load.window(lost_at, ready_at),
         "leases": load.leases(lost_at, ready_at),
     }
-    _record(report, "etcd_quorum_lost", figures)
+    record(report, "etcd_quorum_lost", figures)
     assert figures["first_write_after_restore_s"] <= 60, figures
-    _nothing_lost(load)
+    assert_nothing_lost(load)
 
 
 # ------------------------------------------------------------------------------------ the events etcd
@@ -364,7 +270,7 @@ def test_etcd_quorum_lost_then_restored_loses_nothing(box):
 
 def test_events_etcd_lost_main_cluster_keeps_serving(box):
     cluster, load, report, _ = box
-    _steady(load, report)
+    steady(load, report)
     baseline = report["baseline"][-1]
     members = cluster.etcd[EVENTS]
     lost_at = time.time()
@@ -397,7 +303,7 @@ def test_events_etcd_lost_main_cluster_keeps_serving(box):
         "baseline_writer": baseline["writer"],
         "events_back_after_restore_s": round(time.time() - restored_at, 1),
     }
-    _record(report, "events_etcd_lost", figures)
+    record(report, "events_etcd_lost", figures)
     assert ready and not drained, "apiservers were not ready, or drained, while only the events etcd was down"
     assert "[-]" not in readyz and "[+]etcd-readiness ok" in readyz, readyz
     assert writer["create"]["errors"] == 0 and writer["get"]["errors"] == 0, writer
@@ -405,7 +311,7 @@ def test_events_etcd_lost_main_cluster_keeps_serving(box):
     # twice the p99 measured just before: the events etcd's loss must not slow the rest of the API.
     assert writer["create"]["p99_s"] <= max(SLO_MUTATING_S, 2 * (baseline["writer"]["create"]["p99_s"] or 0)), figures
     assert leases["errors"] == 0, leases
-    _nothing_lost(load)
+    assert_nothing_lost(load)
 
 
 @pytest.mark.faults
@@ -413,4 +319,4 @@ def test_every_acknowledged_write_of_the_whole_run_is_present(box):
     cluster, load, report, _ = box
     report["acknowledged_writes"] = len(load.acknowledged())
     assert report["acknowledged_writes"] > 0
-    _nothing_lost(load)
+    assert_nothing_lost(load)

@@ -18,7 +18,7 @@ from infra.addons.monitoring import NAMESPACE as MONITORING_NAMESPACE
 from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.control_plane import access, admission, cluster_objects, paths, pki
 from infra.node import cni
-from tests.helpers import doc_table_rows, load_yaml
+from tests.helpers import doc_table_rows, load_yaml, parsed
 from tests.infra.addon_fixtures import all_objects, groups_for
 from tests.infra.control_plane_files import component_flags, files, machines, spec
 
@@ -41,7 +41,11 @@ RBAC_KINDS = ("Role", "ClusterRole")
 @functools.cache
 def objects() -> list[dict]:
     """Everything applied to the cluster by the add-ons (both stacks) and the cluster bootstrap."""
-    return [*all_objects(groups_for("dev")), *all_objects(groups_for("prod")), *cluster_objects.cluster_objects()]
+    return [
+        *all_objects(groups_for("dev")),
+        *all_objects(groups_for("prod")),
+        *cluster_objects.cluster_objects(parsed("prod")),
+    ]
 
 
 def _rules() -> list[tuple[str, dict]]:

@@ -7,6 +7,7 @@ import pytest
 from infra.control_plane import cluster_objects, flowcontrol, pki, scheduler
 from infra.control_plane.apiserver import inflight_limits
 from tests import k8s_schema
+from tests.helpers import parsed
 
 VERSIONS = ("1.31", "1.34")
 
@@ -22,7 +23,7 @@ def _documents() -> list[dict]:
         "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
         "stringData": cluster_objects.bootstrap_token_data("abc123", "0123456789abcdef"),
     }
-    return [*cluster_objects.cluster_objects(), token]
+    return [*cluster_objects.cluster_objects(parsed("prod")), token]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -61,7 +62,7 @@ def test_level_seats_at_7500_nodes():
 def test_node_joins_have_their_own_lane_before_the_heartbeats():
     """A join burst's CSRs and Node creates queue in their own level, never in node-high."""
     level, schema = flowcontrol.node_joins()
-    rendered = {(d["kind"], d["metadata"]["name"]) for d in cluster_objects.cluster_objects()}
+    rendered = {(d["kind"], d["metadata"]["name"]) for d in cluster_objects.cluster_objects(parsed("prod"))}
     assert {("PriorityLevelConfiguration", flowcontrol.JOIN_LEVEL), ("FlowSchema", flowcontrol.JOIN_LEVEL)} <= rendered
     limited = level["spec"]["limited"]
     assert limited["borrowingLimitPercent"] == 0  # never takes the heartbeats' seats

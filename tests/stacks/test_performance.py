@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from infra.boot import cloudinit, yaml_text
-from plan.artifacts import custom_data_of, plan_files, write_plan
+from plan import artifacts
+from plan.artifacts import cloud_init_entries, custom_data_of, plan_files, write_plan
 from plan.diff import load_plan
 from plan.runner import run_declarations
 from tests.helpers import load_yaml
@@ -25,6 +26,36 @@ def test_libyaml_writes_every_cloud_init_byte_for_byte_as_the_python_emitter(dev
     assert len(texts) > 10, "every VM and pool of dev and prod"
     for text in texts:
         assert cloudinit.dump(load_yaml(text), dumper=pure_python) == text
+
+
+def test_every_cloud_init_reads_item_by_item_exactly_as_parsed_whole(dev_plan, prod_plan):
+    texts = {custom_data_of(r) for run in (dev_plan, prod_plan) for r in run.registrations} - {None}
+    for text in texts:
+        assert artifacts._write_files_items(text) is not None, "the plan's own cloud-inits take the short way"
+        whole = load_yaml(text)["write_files"]
+        assert cloud_init_entries(text) == {entry["path"]: entry for entry in whole}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "#cloud-config\nwrite_files:\n- &a {path: /a, content: x}\n- path: /b\n  content: *a\n",  # alias across items
+        "#cloud-config\nwrite_files: [{path: /a, content: x}]\nruncmd:\n- [ls]\n",  # flow style
+        "#cloud-config\nwrite_files:\n  - path: /a\n    content: x\n  - path: /b\n    content: |\n      y\n",
+        "#cloud-config\nwrite_files:\n- path: /a\n  content: x\n# a comment\n- path: /b\n  content: y\n",
+        "#cloud-config\nwrite_files:\n- path: /a\n  content: x\nwrite_files:\n- path: /b\n  content: y\n",
+        "#cloud-config\nruncmd:\n- [ls]\n",
+        "#cloud-config\n{}\n",
+        "  write_files:\n  - path: /a\n    content: x\n",  # the whole document indented
+        "",
+        '#cloud-config\n"write_files":\n- path: /a\n  content: x\n',
+    ],
+)
+def test_a_cloud_init_laid_out_otherwise_reads_as_parsed_whole(text):
+    whole = (load_yaml(text) or {}).get("write_files") or []
+    if isinstance(whole, dict):
+        whole = [whole]
+    assert cloud_init_entries(text) == {entry["path"]: entry for entry in whole}
 
 
 def test_a_run_pauses_cyclic_gc_only_while_it_runs():
