@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from infra.control_plane.admission import NODE_LABELS_POLICY
 from plan.__main__ import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_DANGER, EXIT_OK, main
 from plan.diff import diff_plans, load_plan
 
@@ -169,13 +170,21 @@ def test_a_rendered_file_change_names_exactly_the_pool_and_its_files(dev_plan_di
     report = capsys.readouterr().out
     assert code == EXIT_CHANGED
     diff = diff_plans(load_plan(dev_plan_dir), load_plan(tmp_path / "labelled"))
-    assert [(c.action, c.type) for c in diff.resources] == [("update", "azure-native:compute:VirtualMachineScaleSet")]
-    [scale_set] = diff.resources
+    # The pool's scale set, and the node-labels admission policy that admits only the labels each
+    # pool's kubelet registers with (infra/control_plane/admission.py): nothing else.
+    assert sorted((c.action, c.type) for c in diff.resources) == [
+        ("update", "azure-native:compute:VirtualMachineScaleSet"),
+        ("update", "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"),
+    ]
+    [policy] = [c for c in diff.resources if c.type.endswith("ValidatingAdmissionPolicy")]
+    assert policy.name.endswith(NODE_LABELS_POLICY)
+    [scale_set] = [c for c in diff.resources if c.type.endswith("VirtualMachineScaleSet")]
     assert "cpu-s000" in scale_set.name
     assert "virtualMachineProfile.osProfile.customData" in scale_set.changed
     assert sorted(diff.files_changed) == [
         f"{scale_set.name}/cloud-init.yaml",
         f"{scale_set.name}/etc/systemd/system/kubelet.service",
+        f"k8s/_cluster/ValidatingAdmissionPolicy-{NODE_LABELS_POLICY}.yaml",
     ]
     assert "+  --node-labels=" in report and "team=vision" in report
 
