@@ -60,6 +60,21 @@ def cluster_ids(cluster, members) -> set[int]:
     return ids
 
 
+def wait_names_published(cluster, members, timeout: float = 20) -> None:
+    """A started member publishes its name through raft a moment after it answers health checks, and a
+    snapshot records the membership by name (a member with none yet gets a stand-in name, so a restore
+    treats it as joined later). The CI run of 2026-11-26 19:13, on a loaded machine, backed up before
+    the fifth member's name was out; this waits for every name first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listing = cluster.etcdctl([members[0].client_url], "member", "list", "--write-out=json").stdout
+        names = sorted(m.get("name", "") for m in json.loads(listing)["members"])
+        if names == sorted(m.name for m in members):
+            return
+        assert time.monotonic() < deadline, f"member names not all published after {timeout:.0f} s: {names}"
+        time.sleep(0.2)
+
+
 def bootstrap(cluster, members) -> None:
     for result in cluster.tool_all("prepare", members=members):
         assert result.returncode == 0 and "first bootstrap" in result.stderr, result.stderr
@@ -98,6 +113,7 @@ def test_growing_three_to_five_one_member_per_deploy_then_restoring_keeps_one_cl
         grown.start()
         cluster.wait_healthy(members[: members.index(grown) + 1])
     assert len(cluster_ids(cluster, members)) == 1
+    wait_names_published(cluster, members)
 
     results = cluster.tool_all("backup")
     assert sum("uploaded" in r.stderr for r in results) == 1, [r.stderr for r in results]
