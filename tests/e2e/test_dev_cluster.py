@@ -27,7 +27,15 @@ from infra.control_plane.scheduler import SECURE_PORT as SCHEDULER_SECURE_PORT
 from infra.etcd.spec import EVENTS, MAIN
 from infra.facts.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
 from infra.network.security_groups import monitoring_pools
-from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install
+from tests.e2e.cluster import (
+    APISERVER_UNIT,
+    CONTROL_PLANE_UNITS,
+    KUBELET_UNIT,
+    Cluster,
+    apply_objects,
+    install,
+    unit_argv,
+)
 from tests.e2e.hosts import wait_for
 from tests.e2e.placement import unplaced
 
@@ -40,6 +48,8 @@ REFUSED = re.compile(
     re.I,
 )
 SETTLE_SECONDS = 60
+# The flag of each control-plane unit that names the machine's own address.
+ADDRESS_FLAG = dict(zip(CONTROL_PLANE_UNITS, ("--advertise-address", "--bind-address", "--bind-address"), strict=True))
 
 
 def node_labels_flag(argv: list[str]) -> dict[str, str]:
@@ -48,11 +58,14 @@ def node_labels_flag(argv: list[str]) -> dict[str, str]:
 
 
 def test_every_control_plane_process_runs_its_rendered_unit_with_no_refused_or_deprecated_flag(dev: Cluster):
-    for machine, _, processes in dev.control_plane:
+    for machine, host, processes in dev.control_plane:
         for unit in CONTROL_PLANE_UNITS:
             process = processes[unit]
             assert process.alive(), f"{machine.name} {unit} exited:\n{process.output()[-2000:]}"
-            assert process.argv == machine.unit(unit).exec_start, "the harness must run the rendered line verbatim"
+            assert process.argv == unit_argv(machine, host, unit), "the harness must run the rendered line as systemd"
+            # The address the machine's identity unit read from IMDS at boot: its own, in every flag that names it.
+            addresses = [a.split("=", 1)[1] for a in process.argv if a.split("=")[0] == ADDRESS_FLAG[unit]]
+            assert addresses == [machine.ip], (unit, addresses)
             log = process.output()  # a restart of any unit fails the test (tests/e2e/restarts.py)
             refused = [line for line in log.splitlines() if REFUSED.search(line)]
             assert not refused, f"{machine.name} {unit}:\n" + "\n".join(refused[:10])

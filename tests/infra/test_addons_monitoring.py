@@ -17,7 +17,7 @@ from infra.addons import images, monitoring
 from infra.addons.monitoring import alertmanager, exporters, rules, shards
 from infra.config import naming
 from infra.config.errors import ConfigError
-from infra.control_plane import controller_manager, paths, scheduler
+from infra.control_plane import controller_manager, machine_identity, paths, scheduler
 from infra.etcd import backup_metrics
 from infra.facts.labels import GPU_PRESENT_LABEL
 from tests.helpers import PROJECT_DIR, load_yaml, monitoring_tool, parsed
@@ -183,8 +183,10 @@ def test_the_control_plane_shard_scrapes_scheduler_and_controller_manager_where_
     with Prometheus's service-account token (they delegate authentication to the apiserver)."""
     port = {paths.SCHEDULER_UNIT: scheduler.SECURE_PORT, paths.CONTROLLER_MANAGER_UNIT: controller_manager.SECURE_PORT}
     (config,) = [j for j in _configs()["control-plane"]["scrape_configs"] if j["job_name"] == job]
-    served = [f"{component_flags(m, unit)['bind-address']}:{port[unit]}" for m in machines("prod")]
-    assert len(served) == 5
+    # Each binds the address its machine reads from IMDS at boot: its NIC's, the VM's planned static address.
+    assert {component_flags(m, unit)["bind-address"] for m in machines("prod")} == {machine_identity.ADDRESS}
+    served = [f"{m.ip}:{port[unit]}" for m in machines("prod")]
+    assert len(set(served)) == 5
     assert config["static_configs"] == [{"targets": served}]
     assert config["scheme"] == "https"
     assert config["authorization"] == {"credentials_file": f"{shards.ACCOUNT_DIR}/token"}
