@@ -6,7 +6,14 @@ the kube-dns service IP, so kubelet's ``clusterDNS`` stays the service IP and po
 change. Cluster names go to CoreDNS over TCP (``force_tcp``: no conntrack races on UDP);
 everything else goes to the node's own upstream resolvers, so external lookups spread over
 every VM's Azure DNS allowance instead of concentrating on the CoreDNS nodes.
-node-cache installs its own NOTRACK rules for both addresses, hence NET_ADMIN.
+
+node-cache (k8s.io/dns cmd/node-cache) runs as root with every capability dropped but the two it uses:
+NET_BIND_SERVICE to bind port 53, NET_ADMIN to add its interface's addresses over netlink and its
+NOTRACK/ACCEPT rules through the image's iptables (nft mode on these nodes, which needs no raw socket).
+Root because Kubernetes grants added capabilities to a non-root process only in its bounding set
+(no ambient capabilities), so as any other user node-cache could do neither. The root filesystem is
+read-only: the one file node-cache writes, the Corefile it derives from the ConfigMap's base one
+(``-conf``), goes to an emptyDir.
 """
 
 from __future__ import annotations
@@ -44,6 +51,11 @@ LOCAL_IP_ACCEPTED = (
 # node-cache replaces this token with the kube-dns-upstream service IP it reads from the
 # environment (-upstreamsvc); it is node-cache's own runtime syntax, not a template of ours.
 CLUSTER_DNS_TOKEN = "__PILLAR__CLUSTER__DNS__"
+# Where the ConfigMap's base Corefile is mounted (read-only), and the emptyDir node-cache writes the
+# Corefile it serves into.
+CONFIG_DIR = "/etc/coredns"
+BASE_COREFILE = "Corefile.base"
+RUNTIME_DIR = "/run/node-cache"
 
 
 @dataclass(frozen=True)
@@ -122,8 +134,10 @@ def objects(addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
         "args": [
             "-localip",
             f"{settings.local_ip},{dns_ip}",
+            "-basecorefile",
+            f"{CONFIG_DIR}/{BASE_COREFILE}",
             "-conf",
-            "/etc/Corefile",
+            f"{RUNTIME_DIR}/Corefile",
             "-upstreamsvc",
             UPSTREAM_SERVICE,
         ],
@@ -133,8 +147,8 @@ def objects(addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         "resources": k8s.resources("25m", "32Mi", "128Mi"),
-        # NET_ADMIN: node-cache creates its dummy interface and NOTRACK rules.
-        "securityContext": k8s.locked_down("NET_ADMIN", "NET_BIND_SERVICE", as_nobody=False, read_only_root=False),
+        # Root with only these two capabilities, on a read-only root (module docstring).
+        "securityContext": k8s.locked_down("NET_ADMIN", "NET_BIND_SERVICE", as_nobody=False),
         "livenessProbe": {
             "httpGet": {"host": settings.local_ip, "path": "/health", "port": HEALTH_PORT},
             "initialDelaySeconds": 60,
@@ -142,7 +156,8 @@ def objects(addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
         },
         "volumeMounts": [
             {"name": "xtables-lock", "mountPath": "/run/xtables.lock"},
-            {"name": "config", "mountPath": "/etc/coredns"},
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "runtime", "mountPath": RUNTIME_DIR},
             {"name": "upstream", "mountPath": coredns.UPSTREAM_RESOLV_DIR, "readOnly": True},
         ],
     }
@@ -156,7 +171,8 @@ def objects(addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
         tolerations=k8s.tolerate_everything(),
         volumes=[
             {"name": "xtables-lock", "hostPath": {"path": "/run/xtables.lock", "type": "FileOrCreate"}},
-            {"name": "config", "configMap": {"name": NAME, "items": [{"key": "Corefile", "path": "Corefile.base"}]}},
+            {"name": "config", "configMap": {"name": NAME, "items": [{"key": "Corefile", "path": BASE_COREFILE}]}},
+            {"name": "runtime", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
             {
                 "name": "upstream",
                 "hostPath": {"path": coredns.HOST_UPSTREAM_RESOLV_CONF.rsplit("/", 1)[0], "type": "Directory"},

@@ -94,6 +94,33 @@ def test_node_local_dns_listens_on_the_local_ip_and_the_service_ip():
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_node_local_dns_runs_on_a_read_only_root_with_only_the_capabilities_node_cache_uses(stack):
+    """node-cache (k8s.io/dns cmd/node-cache) binds port 53 (NET_BIND_SERVICE), adds its interface's addresses
+    over netlink and its NOTRACK/ACCEPT rules through iptables-nft (NET_ADMIN), and writes one file: the Corefile
+    it derives from the base one (``-conf``). That file is on an emptyDir; nothing else it mounts is writable
+    but the host's xtables lock."""
+    pod = find(groups_for(stack), "DaemonSet", node_local_dns.NAME)["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    context = container["securityContext"]
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["allowPrivilegeEscalation"] is False and not context.get("privileged")
+    assert context["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "NET_BIND_SERVICE"]}
+    args = container["args"]
+    flags = {args[i]: args[i + 1] for i in range(0, len(args), 2)}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    writable = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"] if not m.get("readOnly")}
+    assert {path: sorted(v) for path, v in writable.items()} == {
+        "/run/xtables.lock": ["hostPath", "name"],
+        node_local_dns.RUNTIME_DIR: ["emptyDir", "name"],
+    }
+    assert flags["-conf"].startswith(node_local_dns.RUNTIME_DIR + "/")
+    # The base Corefile it reads is the ConfigMap's, mounted read-only.
+    base_dir, _, base_name = flags["-basecorefile"].rpartition("/")
+    (config,) = [m for m in container["volumeMounts"] if m["mountPath"] == base_dir]
+    assert config["readOnly"] is True and volumes[config["name"]]["configMap"]["items"][0]["path"] == base_name
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_host_network_pod_resolves_cluster_names(stack):
     objects = all_objects(groups_for(stack, addons={"balloons": {"headroomNodes": {"cpu": 1}}}))
     host_network = [(w, pod) for w, pod in pod_templates(objects) if pod.get("hostNetwork")]
