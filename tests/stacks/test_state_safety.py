@@ -65,8 +65,12 @@ MUST_PROTECT = [
         r"control-plane-pki-service-account-key",
         "a new key invalidates every service-account token",
     ),
-    ("tls:index/privateKey:PrivateKey", r"etcd-pki-ca-key", "every etcd member and client certificate"),
-    ("tls:index/selfSignedCert:SelfSignedCert", r"etcd-pki-ca-cert", "every etcd member trusts it"),
+    (
+        "tls:index/privateKey:PrivateKey",
+        r"etcd-pki-(events-etcd-|client-)?ca-key",
+        "every etcd member's certificates, or the apiserver's etcd client certificate",
+    ),
+    ("tls:index/selfSignedCert:SelfSignedCert", r"etcd-pki-(events-etcd-|client-)?ca-cert", "etcd members trust it"),
     (
         "random:index/randomBytes:RandomBytes",
         r"control-plane-encryption-key",
