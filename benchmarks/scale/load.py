@@ -3,12 +3,13 @@
     python3 load.py events --server URL --ca CA --cert CRT --key KEY --count N --concurrency C
     python3 load.py pods   --server URL --ca CA --cert CRT --key KEY --file PODS.json --concurrency C
     python3 load.py list   --server URL --ca CA --token FILE --agents K --interval S --duration D --path P
+    python3 load.py patch  --server URL --ca CA --cert CRT --key KEY --file PATCHES.json --concurrency C
 
 Prints one JSON object: how many requests, how long, latency p50/p99, and the answers by status
 code (429s included). Standard library only, so it runs with the machine's python3 in any host.
 ``list`` is the per-node agent of the seed posts (Fluentd, Datadog): K agents, each repeating a
 LIST every S seconds for D seconds, as a service account (the identity the rendered API Priority
-and Fairness configuration classifies).
+and Fairness configuration classifies). ``patch`` sends JSON patches (``[{"path": ..., "patch": [...]}]``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ class Client:
             self.headers["Authorization"] = f"Bearer {token}"
         self.local = threading.local()
 
-    def request(self, method: str, path: str, body: object | None = None) -> tuple[int, float]:
+    def request(
+        self, method: str, path: str, body: object | None = None, content_type: str = "application/json"
+    ) -> tuple[int, float]:
         """``(status, seconds)``; the body is read and dropped (a LIST's size is the apiserver's cost, not ours)."""
         for attempt in range(2):
             connection = getattr(self.local, "connection", None)
@@ -51,7 +54,8 @@ class Client:
                 self.local.connection = connection
             started = time.monotonic()
             try:
-                connection.request(method, path, body=None if body is None else json.dumps(body), headers=self.headers)
+                headers = {**self.headers, "Content-Type": content_type}
+                connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
                 response = connection.getresponse()
                 while response.read(1 << 20):
                     pass
@@ -80,7 +84,7 @@ def summary(results: list[tuple[int, float]], seconds: float) -> dict:
     }
 
 
-def run_all(client: Client, calls: list[tuple[str, str, object | None]], concurrency: int) -> dict:
+def run_all(client: Client, calls: list[tuple], concurrency: int) -> dict:
     started = time.monotonic()
     with ThreadPoolExecutor(concurrency) as pool:
         results = list(pool.map(lambda call: client.request(*call), calls))
@@ -113,6 +117,11 @@ def pods(client: Client, documents: list[dict], concurrency: int) -> dict:
     return run_all(client, calls, concurrency)
 
 
+def patches(client: Client, documents: list[dict], concurrency: int) -> dict:
+    calls = [("PATCH", d["path"], d["patch"], "application/json-patch+json") for d in documents]
+    return run_all(client, calls, concurrency)
+
+
 def list_agents(client: Client, agents: int, interval: float, duration: float, path: str) -> dict:
     results: list[tuple[int, float]] = []
     lock = threading.Lock()
@@ -138,7 +147,7 @@ def list_agents(client: Client, agents: int, interval: float, duration: float, p
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["events", "pods", "list"])
+    parser.add_argument("mode", choices=["events", "pods", "list", "patch"])
     parser.add_argument("--server", required=True)
     parser.add_argument("--ca", required=True)
     parser.add_argument("--cert")
@@ -160,6 +169,9 @@ def main(argv: list[str]) -> None:
     elif args.mode == "pods":
         with open(args.file) as handle:
             result = pods(client, json.load(handle), args.concurrency)
+    elif args.mode == "patch":
+        with open(args.file) as handle:
+            result = patches(client, json.load(handle), args.concurrency)
     else:
         result = list_agents(client, args.agents, args.interval, args.duration, args.path)
     print(json.dumps(result), flush=True)

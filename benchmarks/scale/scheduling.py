@@ -51,6 +51,22 @@ def packing(bound_to: Iterable[str], fewest: int) -> dict[str, Any]:
     return {"nodes_used": used, "fewest_nodes": fewest, "packing_ratio": round(used / fewest, 2) if fewest else None}
 
 
+def lift_taint(nodes: Iterable[tuple[str, int]], key: str) -> list[dict[str, Any]]:
+    """JSON patches that remove taint ``key`` from each ``(node, taints it registered with)``: admission
+    appends it after the node's own taints, and the patch tests the key there first, so a node whose
+    taints are not as expected is refused (422), never changed."""
+    return [
+        {
+            "path": f"/api/v1/nodes/{name}",
+            "patch": [
+                {"op": "test", "path": f"/spec/taints/{index}/key", "value": key},
+                {"op": "remove", "path": f"/spec/taints/{index}"},
+            ],
+        }
+        for name, index in nodes
+    ]
+
+
 def quantity(value: str) -> float:
     """A Kubernetes quantity of the forms the benchmark's pools use: ``64``, ``500m``, ``256Gi``."""
     units = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}

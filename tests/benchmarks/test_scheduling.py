@@ -69,3 +69,28 @@ def test_table_has_a_row_per_run_with_its_load():
     text = scheduling.table([row, {**row, "sli_p99_s": None}])
     assert "| 2,500 | 0 | 750 of 2,000 | gang of 1000 | 41.5 | 12.30 s | 130 / 125 (1.04x) | 7.2 |" in text
     assert "| n/a |" in text
+
+
+def _apply(node: dict, patch: list[dict]) -> dict | None:
+    """RFC 6902's test and remove on ``/spec/taints/<i>`` (what the apiserver does): None if a test fails."""
+    taints = list(node["spec"]["taints"])
+    for op in patch:
+        index = int(op["path"].split("/")[3])
+        if op["op"] == "test" and (index >= len(taints) or taints[index]["key"] != op["value"]):
+            return None
+        if op["op"] == "remove":
+            del taints[index]
+    return {"spec": {"taints": taints}}
+
+
+def test_lifting_the_not_ready_taint_keeps_the_pools_own_and_refuses_any_other_layout():
+    gpu_taint = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    gpu, cpu = scheduling.lift_taint([("gpu-0", 1), ("cpu-0", 0)], not_ready["key"])
+    assert gpu["path"] == "/api/v1/nodes/gpu-0" and cpu["path"] == "/api/v1/nodes/cpu-0"
+    # Admission appends the not-ready taint after the node's own.
+    assert _apply({"spec": {"taints": [gpu_taint, not_ready]}}, gpu["patch"]) == {"spec": {"taints": [gpu_taint]}}
+    assert _apply({"spec": {"taints": [not_ready]}}, cpu["patch"]) == {"spec": {"taints": []}}
+    # Anywhere else, the node is left as it is.
+    assert _apply({"spec": {"taints": [not_ready, gpu_taint]}}, gpu["patch"]) is None
+    assert _apply({"spec": {"taints": [gpu_taint]}}, gpu["patch"]) is None

@@ -91,6 +91,11 @@ def test_a_written_plan_reads_back_exactly_with_identical_shards_linked(prod_pla
     assert os.readlink(root / "prod-pool-cpu-s001") == "prod-pool-cpu-s000"
     assert not (root / "prod-pool-h100b-s000").is_symlink(), "another pool's cloud-init differs"
     assert not any((root / f"prod-etcd-{i}-vm").is_symlink() for i in range(5)), "each member's files differ"
+    # Within a shard, what repeats the pool's first shard is linked: all but kubelet's unit and the cloud-init.
+    shard = root / "prod-pool-h100a-s029"
+    assert os.readlink(shard / "usr") == "../prod-pool-h100a-s000/usr"
+    assert os.readlink(shard / "etc" / "kubernetes") == "../../prod-pool-h100a-s000/etc/kubernetes"
+    assert not (shard / "etc" / "systemd" / "system").is_symlink(), "kubelet's unit names the InfiniBand domain"
     assert load_plan(tmp_path / "plan").files == {
         path.removeprefix("files/"): text for path, text in files.items() if path.startswith("files/")
     }
@@ -106,10 +111,17 @@ def test_only_identical_trees_are_linked(tmp_path):
         "files/c/x": "1",
         "files/c/y/z": "3",
         "files/d/x": "1",
+        "files/e/x": "4",
+        "files/e/y/z": "2",
+        "files/f/w/z": "2",
     }
     write_plan(tmp_path / "plan", files)
     root = tmp_path / "plan" / "files"
     assert [p.name for p in sorted(root.iterdir()) if p.is_symlink()] == ["b"]
+    # Below a resource, a directory repeating the same directory of an earlier resource is linked, no other.
+    assert os.readlink(root / "e" / "y") == "../a/y"
+    assert not (root / "c" / "y").is_symlink() and not (root / "f" / "w").is_symlink()
+    assert load_plan(tmp_path / "plan").files == {k.removeprefix("files/"): v for k, v in files.items() if "/" in k}
     assert (root / "c" / "y" / "z").read_text() == "3" and (root / "d" / "x").read_text() == "1"
     assert (root / "b" / "y" / "z").read_text() == "2"
 
