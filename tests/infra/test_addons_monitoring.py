@@ -15,6 +15,7 @@ import yaml
 
 from infra.addons import images, monitoring
 from infra.addons.monitoring import alertmanager, exporters, rules, shards
+from infra.cluster.cluster_spec import build_cluster_spec
 from infra.config import naming
 from infra.config.errors import ConfigError
 from infra.control_plane import controller_manager, paths, scheduler
@@ -273,6 +274,23 @@ def test_the_alertmanager_config_passes_amtool_and_routes_each_severity_to_the_r
     ]
     severity = failing["labels"]["severity"]
     assert routed("alertname=AlertmanagerFailedToSendNotifications", f"severity={severity}") == "oncall,team-chat,mail"
+
+
+def test_prods_own_alertmanager_config_passes_amtool_and_pages_each_severity(tmp_path):
+    """Prod's stack file (production: true) as rendered: critical alerts reach both receivers, warnings the one
+    that asked for every severity, and nothing goes only to ``nobody``."""
+    amtool = monitoring_tool("amtool")
+    spec = build_cluster_spec(raw_stack("prod"), "eastus")
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(alertmanager.config(spec.addons.monitoring.receivers, spec.config.cluster_name))
+    check = _run([amtool, "check-config", str(path)], 60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    def routed(*labels: str) -> str:
+        return _run([amtool, "config", "routes", "test", f"--config.file={path}", *labels], 60).stdout.strip()
+
+    assert routed("alertname=EtcdNoLeader", "severity=critical") == "oncall,team"
+    assert routed("alertname=NodeNotReady", "severity=warning") == "team"
 
 
 def test_amtool_refuses_an_alertmanager_config_it_cannot_load(tmp_path):
