@@ -47,6 +47,7 @@ NFT_PATH = "/etc/supercluster/pod-network.nft"
 UNIT = "supercluster-pod-network.service"
 # Azure's instance metadata service (link-local, learn.microsoft.com instance-metadata-service).
 IMDS_IP = "169.254.169.254"
+IMDS_PORT = 80  # its HTTP endpoint (same page); the drops below cover every port
 # Azure's host address (learn.microsoft.com/azure/virtual-network/what-is-ip-address-168-63-129-16):
 # WireServer on TCP 80 and the HostGAPlugin on TCP 32526 hold the VM's protected settings. AKS drops
 # both from pods in FORWARD and leaves the rest (UDP/TCP 53 DNS, probes) alone: Azure/AgentBaker

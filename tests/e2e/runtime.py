@@ -350,7 +350,9 @@ def start_outside_hosts(network: TestNetwork, address_space: ipaddress.IPv4Netwo
         host = network.add_host(name, [f"{address}/32"])
         network.run(host, ["ip", "route", "add", str(address_space), "dev", "eth0"])
         hosts[name] = host
-    network.start(hosts["azure-imds"], "imds", [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP])
+    network.start(
+        hosts["azure-imds"], "imds", [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP, str(cni.IMDS_PORT)]
+    )
     for port in cni.WIRESERVER_BLOCKED_TCP_PORTS:
         network.start(hosts["azure-platform"], f"probe-{port}", [f"{BINARIES}/probe", "serve", str(port)])
     for name in ("private-peer", "internet"):

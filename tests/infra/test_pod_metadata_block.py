@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 HOST_IP = "10.64.1.4"
 # (address, TCP port) -> whether a pod may reach it: AKS's split (infra/node/cni.py).
 PROBES = {
-    (cni.IMDS_IP, 80): False,
+    (cni.IMDS_IP, cni.IMDS_PORT): False,
     (cni.WIRESERVER_IP, 80): False,
     (cni.WIRESERVER_IP, 32526): False,
     (cni.WIRESERVER_IP, 53): True,  # DNS over TCP stays open
@@ -102,7 +102,7 @@ def test_pods_cannot_reach_the_nodes_identity_and_the_node_can(topology, dev_pla
     host.exec("nft", "delete", "table", "ip", cni.TABLE)
     listener = _listen(outside, [80])
     try:
-        assert _connects(pod, POD_IP, cni.IMDS_IP, 80)
+        assert _connects(pod, POD_IP, cni.IMDS_IP, cni.IMDS_PORT)
     finally:
         listener.terminate()
         listener.wait(timeout=10)
@@ -126,11 +126,11 @@ def test_only_root_on_the_node_reaches_its_identity(topology, dev_plan, tmp_path
     host.exec("nft", "-f", str(rules))
     listener = _listen(outside, [53, 80, 32526])
     try:
-        for address, port in ((cni.IMDS_IP, 80), (cni.WIRESERVER_IP, 80), (cni.WIRESERVER_IP, 32526)):
+        for address, port in ((cni.IMDS_IP, cni.IMDS_PORT), (cni.WIRESERVER_IP, 80), (cni.WIRESERVER_IP, 32526)):
             assert _connects(host, HOST_IP, address, port, uid=0), ("root", address, port)
             assert not _connects(host, HOST_IP, address, port, uid=NOBODY), ("nobody", address, port)
         assert _connects(host, HOST_IP, cni.WIRESERVER_IP, 53, uid=NOBODY), "DNS over TCP stays open to every user"
-        assert _connects(host, HOST_IP, cni.IMDS_IP, 80, uid=CLOUD_IDENTITY_UID) is (pool == "platform")
+        assert _connects(host, HOST_IP, cni.IMDS_IP, cni.IMDS_PORT, uid=CLOUD_IDENTITY_UID) is (pool == "platform")
     finally:
         listener.terminate()
         listener.wait(timeout=10)
