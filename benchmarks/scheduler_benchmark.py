@@ -277,10 +277,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    numbers = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
+    numbers = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     parser.add_argument("--sizes", type=numbers, default=[1000, 2500, 5000, 7500])
     parser.add_argument("--percentages", type=numbers, default=[100, 0, 10])
-    parser.add_argument("--bursts", type=numbers, default=[100, 500, 1000])
+    parser.add_argument(
+        "--bursts", type=numbers, default=[100, 500, 1000], help="pods per burst (empty: the gang only)"
+    )
     parser.add_argument("--gang", type=int, default=1000, help="one-GPU pods in the gang")
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each percentage and burst (the repeats take turns)"

@@ -7,11 +7,13 @@ engine and the providers are replaced by ``plan.mocks``.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
+import builtins
 import contextlib
+import functools
 import gc
 import json
-import runpy
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -91,12 +93,18 @@ def run_program(
 
     A StackReference the caller gives no outputs for (the hub of ``network.hub.stack``) is answered
     with example outputs that satisfy its contract, and the run says so (``example_stacks``)."""
-    program = str(PROJECT_DIR / "__main__.py")
+    program = PROJECT_DIR / "__main__.py"
     examples = {
         name: outputs for name, outputs in example_stack_outputs(config).items() if name not in (stack_outputs or {})
     }
+    # Run as `runpy.run_path(program, run_name="__main__")` runs it (as the Pulumi language host does), but
+    # called straight from the SDK's run_pulumi_func: runpy's three frames and a lambda's would otherwise be
+    # recorded with every resource's call stack (see run_declarations). The program reads no __file__ and
+    # imports no __main__, the two things runpy adds.
+    code = compile(program.read_bytes(), str(program), "exec")
+    namespace = {"__name__": "__main__", "__file__": str(program), "__builtins__": builtins}
     run = run_declarations(
-        lambda: runpy.run_path(program, run_name="__main__"),
+        functools.partial(exec, code, namespace),
         stack=stack,
         config=config,
         stack_outputs={**examples, **(stack_outputs or {})},
@@ -135,19 +143,21 @@ def run_declarations(
 
     The run gets a thread of its own: the SDK records the Python call stack of every resource it
     registers (``traceback.extract_stack``), and a caller's frames (a test runner's dozens) would be
-    walked again for each one, a sixth of a dev plan's time under pytest."""
+    walked again for each one, a sixth of a dev plan's time under pytest. A bare ``_thread`` thread:
+    ``threading.Thread`` would add three frames of its own to every resource's recorded stack."""
     outcome: dict[str, Any] = {}
+    finished = threading.Event()
 
     def run() -> None:
         try:
             outcome["run"] = _run_declarations(declare, stack, config or {}, stack_outputs)
         except BaseException as error:  # noqa: BLE001 - handed to the caller's thread, unchanged
             outcome["error"] = error
+        finally:
+            finished.set()
 
-    thread = threading.Thread(target=run, name="pulumi-program", daemon=True)
-    thread.start()
-    thread.join(PROGRAM_TIMEOUT_SECONDS)
-    if thread.is_alive():
+    _thread.start_new_thread(run, ())
+    if not finished.wait(PROGRAM_TIMEOUT_SECONDS):
         raise ProgramHung(
             f"the program did not finish within {PROGRAM_TIMEOUT_SECONDS} s (a registration or output never "
             "resolved); nothing was written"

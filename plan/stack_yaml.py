@@ -22,6 +22,8 @@ Go's encoding/json writes float64 1000 as ``1000``.
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import re
 from pathlib import Path
@@ -96,7 +98,16 @@ def where(source: str, mark: Any) -> str:
 
 
 def load_text(text: str, source: str) -> Any:
-    """The JSON value of one YAML document, or ``ConfigError`` (key ``source:line:column``)."""
+    """The JSON value of one YAML document, or ``ConfigError`` (key ``source:line:column``).
+
+    A text read before is not parsed again: the composer is pure Python (it keeps the marks that name a
+    line and column), and the test suite reads the same few files over a thousand times. The caller gets
+    its own copy, free to change."""
+    return copy.deepcopy(_parsed(text, source))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str, source: str) -> Any:
     try:
         node = yaml.compose(text, Loader=_Loader)
     except _Refused as refused:

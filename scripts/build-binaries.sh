@@ -8,6 +8,7 @@
 # build (docs/cluster-in-a-box.md gives the times). GOTOOLCHAIN=local: the machine's Go builds
 # these older releases; nothing else is downloaded but modules from the Go module proxy.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cache-folder.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/go"
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 command -v go >/dev/null || { echo "build-binaries: the Go toolchain is missing (https://go.dev/doc/install)" >&2; exit 1; }
@@ -16,19 +17,7 @@ cache=${SUPERCLUSTER_CACHE:-$HOME/.cache/supercluster}/bin
 key=$( { go env GOVERSION; find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 \
           | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
 out="$cache/$key"
-if [ -f "$out/.complete" ]; then
-  echo "$out"
-  exit 0
-fi
-mkdir -p "$out"
-# One build per cache folder at a time: a second clone (or CI beside a developer) waits for the first
-# and then finds the binaries, instead of compiling the same packages again on the same two cores.
-exec 9>"$out.lock"
-flock 9
-if [ -f "$out/.complete" ]; then
-  echo "$out"
-  exit 0
-fi
+claim_cache_folder "$out"
 
 # The version the binaries report (kubectl version, the apiserver's /version, kubelet's node info).
 k8s_version=$(cd kubernetes && go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' k8s.io/kubernetes)

@@ -11,6 +11,7 @@
 # a machine pays the build (docs/monitoring.md gives the time). GOTOOLCHAIN=local; nothing but
 # modules from the Go module proxy is downloaded.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cache-folder.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/../tests/tools/go"
 export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false"
 command -v go >/dev/null || { echo "build-monitoring-tools: the Go toolchain is missing (https://go.dev/doc/install)" >&2; exit 1; }
@@ -19,19 +20,7 @@ cache=${SUPERCLUSTER_CACHE:-$HOME/.cache/supercluster}/bin
 key=$( { echo monitoring-tools; go env GOVERSION; find prometheus alertmanager grafana -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 \
           | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
 out="$cache/$key"
-if [ -f "$out/.complete" ]; then
-  echo "$out"
-  exit 0
-fi
-mkdir -p "$out"
-# One build per cache folder at a time: a second clone (or CI beside a developer) waits for the first
-# and then finds the binaries, instead of compiling the same packages again on the same two cores.
-exec 9>"$out.lock"
-flock 9
-if [ -f "$out/.complete" ]; then
-  echo "$out"
-  exit 0
-fi
+claim_cache_folder "$out"
 started=$(date +%s)
 echo "build-monitoring-tools: building promtool, prometheus, amtool and dashboard-check into $out" >&2
 (cd prometheus && go build -trimpath -ldflags "-s -w" -o "$out/" \

@@ -8,6 +8,7 @@
 # Cached like scripts/build-binaries.sh, under its own key (a hash of this module and the Go
 # version) in ${SUPERCLUSTER_CACHE:-~/.cache/supercluster}/upgrade-bin.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cache-folder.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/go-upgrade/kubernetes"
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 command -v go >/dev/null || { echo "build-upgrade-binaries: the Go toolchain is missing (https://go.dev/doc/install)" >&2; exit 1; }
@@ -15,17 +16,7 @@ command -v go >/dev/null || { echo "build-upgrade-binaries: the Go toolchain is 
 cache=${SUPERCLUSTER_CACHE:-$HOME/.cache/supercluster}/upgrade-bin
 key=$( { go env GOVERSION; sha256sum go.mod go.sum; } | sha256sum | cut -c1-16)
 out="$cache/$key"
-if [ -f "$out/.complete" ]; then
-  echo "$out"
-  exit 0
-fi
-mkdir -p "$out"
-exec 9>"$out.lock"
-flock 9
-if [ -f "$out/.complete" ]; then
-  echo "$out"
-  exit 0
-fi
+claim_cache_folder "$out"
 
 k8s_version=$(go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' k8s.io/kubernetes)
 ldflags=$(bash ../../../../scripts/kubernetes-version-ldflags.sh "$k8s_version")

@@ -6,6 +6,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from plan.stackfile import PROJECT_DIR
 from plan.touched import PULL_REQUEST_STACKS, stacks_in, touched_stacks
 from tests.helpers import load_yaml, require_node_package
@@ -38,6 +40,7 @@ def steps_using(job: dict, action: str) -> list[dict]:
     return [step for step in job["steps"] if step.get("uses", "").split("@")[0] == action]
 
 
+@pytest.mark.slow  # a real tool in a subprocess, about a second: the slow stage
 def test_every_workflow_passes_actionlint():
     files = sorted(WORKFLOWS.glob("*.yml"))
     assert {"deploy.yml", "plan-diff-comment.yml", "preview.yml"} <= {f.name for f in files}
@@ -45,6 +48,7 @@ def test_every_workflow_passes_actionlint():
     assert errors == [] and code == 0
 
 
+@pytest.mark.slow  # a real tool in a subprocess, about a second: the slow stage
 def test_actionlint_fails_on_a_broken_workflow(tmp_path):
     broken = tmp_path / "preview.yml"
     text = (WORKFLOWS / "preview.yml").read_text()

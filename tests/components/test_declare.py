@@ -203,6 +203,7 @@ def test_absent_means_absent_and_undeclared_outputs_are_refused():
     assert run.named("routes").inputs == {"routeTableName": "r", "resourceGroupName": "g", "routes": [{"name": "a"}]}
 
 
+@pytest.mark.slow  # a fresh interpreter plans dev, about a second: the slow stage
 def test_the_program_imports_no_typed_sdk_module():
     """Importing them is the cost components/declare.py avoids; one stray import brings it back."""
     code = (

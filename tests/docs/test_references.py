@@ -82,10 +82,16 @@ def top_level_keys() -> frozenset[str]:
 
 
 @functools.cache
+@functools.cache
+def _tree(source: str) -> ast.Module:
+    """A module's syntax tree, parsed once for the names, the definitions and the docstrings alike."""
+    return ast.parse(source)
+
+
 def definitions(path: Path) -> dict[str, set[str]]:
     """``{name: members}`` of a module's top-level definitions (a class's members; empty for others)."""
     found: dict[str, set[str]] = {}
-    for node in ast.parse(path.read_text()).body:
+    for node in _tree(path.read_text()).body:
         for name, body in _defined(node):
             found.setdefault(name, set()).update(n for child in body for n, _ in _defined(child))
     return found
@@ -112,7 +118,7 @@ def all_names() -> frozenset[str]:
     label names, flags, file names)."""
     names = set(OTHER_PROGRAMS) | {path.stem for path in SOURCES}
     for path in SOURCES:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 names.add(node.name)
             elif isinstance(node, ast.Name | ast.arg | ast.keyword | ast.Attribute):
@@ -205,7 +211,7 @@ def _markdown_spans(text: str) -> tuple[str, list[str]]:
 
 def _python_prose(source: str) -> str:
     """A module's docstrings and comments, one per line."""
-    tree = ast.parse(source)
+    tree = _tree(source)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):

@@ -186,9 +186,16 @@ class Cluster:
         return int(status or 0), body
 
     def etcdctl(
-        self, role: str, *args: str, endpoints: list[str] | None = None, timeout: float = 30, check: bool = True
+        self,
+        role: str,
+        *args: str,
+        endpoints: list[str] | None = None,
+        cacert: str | None = None,
+        timeout: float = 30,
+        check: bool = True,
     ) -> subprocess.CompletedProcess:
-        """etcdctl on the first member of ``role``, with that member's own client certificate."""
+        """etcdctl on the first member of ``role``, with that member's own client certificate (verifying the
+        servers with ``cacert``, by default the CAs that member's client port trusts)."""
         machine, host, _ = self.etcd[role][0]
         config = yaml.safe_load((machine.files / RENDERED_ETCD_CONFIG).read_text())
         tls = config["client-transport-security"]
@@ -199,7 +206,7 @@ class Cluster:
             [
                 "/usr/local/bin/etcdctl",
                 f"--endpoints={','.join(urls)}",
-                f"--cacert={tls['trusted-ca-file']}",
+                f"--cacert={cacert or tls['trusted-ca-file']}",
                 f"--cert={tls['cert-file']}",
                 f"--key={tls['key-file']}",
                 "--command-timeout=10s",
@@ -261,7 +268,7 @@ def boot(
     plan = plan_stack(stack, workdir / "plan", overrides)
     spec = stack_cluster_spec(stack, overrides)
     config = spec.config
-    members = [m for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members]
+    members = {role: list(etcd_cluster_spec(spec, role).members) for role in (MAIN, EVENTS)}
     token_id = _bootstrap_token_id(plan)
     pki = issue_pki(
         config.cluster_name,

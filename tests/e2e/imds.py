@@ -11,7 +11,7 @@ without the ``Metadata: true`` header (learn.microsoft.com/azure/virtual-machine
 the box checks it. Without an answer, kubelet's run of the image credential provider waits out its
 one-minute exec deadline on every pod start (docs/cluster-in-a-box.md).
 
-Run on the box's platform host: ``python imds.py ADDRESS`` (port 80, IMDS's).
+Run on the box's IMDS host: ``python imds.py ADDRESS PORT`` (``infra.node.cni.IMDS_IP`` and ``IMDS_PORT``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlparse
 
-PORT = 80
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"  # a stand-in: no Azure subscription here
 RESOURCE_GROUP = "cluster-in-a-box"
 ACCESS_TOKEN = "cluster-in-a-box-imds-token"  # a stand-in, never a credential
@@ -65,4 +64,4 @@ class Handler(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
-    ThreadingHTTPServer((sys.argv[1], PORT), Handler).serve_forever()
+    ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Handler).serve_forever()

@@ -348,7 +348,7 @@ def start_imds(network: TestNetwork, address_space: ipaddress.IPv4Network) -> Ho
     for their address at boot, real nodes for their identity's token."""
     if IMDS_HOST not in network.hosts:
         host = _outside_host(network, IMDS_HOST, cni.IMDS_IP, address_space)
-        network.start(host, "imds", [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP])
+        network.start(host, "imds", [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP, str(cni.IMDS_PORT)])
     return network.hosts[IMDS_HOST]
 
 

@@ -21,7 +21,7 @@ from infra.facts.labels import HOSTNAME_LABEL
 from infra.network.addressing import CLUSTER_DOMAIN
 from infra.network.traffic_counters import COMMENT_PREFIX
 from infra.node import install
-from infra.node.cni import IMDS_IP, WIRESERVER_BLOCKED_TCP_PORTS, WIRESERVER_IP
+from infra.node.cni import IMDS_IP, IMDS_PORT, WIRESERVER_BLOCKED_TCP_PORTS, WIRESERVER_IP
 from tests.e2e.cluster import Cluster, boot
 from tests.e2e.dns import EXTERNAL_ADDRESS, EXTERNAL_NAME, rendered_node_local_dns
 from tests.e2e.hosts import wait_for
@@ -114,7 +114,7 @@ def test_pods_hold_their_nodes_nic_addresses_and_reach_each_other_across_nodes_u
 def test_a_tenant_pod_cannot_reach_the_metadata_service_or_wireserver_but_its_node_can(box: Cluster):
     cpu = _real(box, "cpu")
     client, _ = run_probe_pod(box, cpu)
-    blocked = [f"{IMDS_IP}:80", *(f"{WIRESERVER_IP}:{port}" for port in WIRESERVER_BLOCKED_TCP_PORTS)]
+    blocked = [f"{IMDS_IP}:{IMDS_PORT}", *(f"{WIRESERVER_IP}:{port}" for port in WIRESERVER_BLOCKED_TCP_PORTS)]
     for target in blocked:
         assert probe(box, client, "send", target, "1", check=False) == "", f"a pod reached {target}"
         # Any answer: the probe's from WireServer's ports, an HTTP one (a 400 to the probe's byte) from IMDS's.

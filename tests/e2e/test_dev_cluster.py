@@ -20,6 +20,7 @@ from benchmarks.scale.metrics import gauge, parse
 from infra.addons import monitoring
 from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, RUNTIME_DEFAULT_SECCOMP, locked_down
 from infra.addons.monitoring import rules
+from infra.boot.secret_names import etcd_ca_cert
 from infra.control_plane import flowcontrol
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
 from infra.control_plane.controller_manager import SECURE_PORT as CM_SECURE_PORT
@@ -137,6 +138,30 @@ def test_events_are_stored_in_the_events_etcd_and_never_in_the_main_etcd(dev: Cl
     assert dev.etcdctl(MAIN, "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip() == ""
     # ... while everything else lives in the main etcd.
     assert dev.etcdctl(MAIN, "get", "/registry/namespaces/default", "--keys-only").stdout.strip()
+
+
+def test_a_member_of_one_etcd_cluster_is_refused_by_the_other(dev: Cluster, tmp_path):
+    """Each etcd cluster has a CA of its own (infra/etcd/certificates.py): a member's client certificate
+    reads its own cluster and is refused by the other, which the apiserver's certificate reads (above)."""
+    for own, other in ((MAIN, EVENTS), (EVENTS, MAIN)):
+        other_ca = tmp_path / f"{other}-ca.crt"
+        other_ca.write_text(dev.pki.vault[etcd_ca_cert(other)])
+        read = ("get", "/registry/", "--prefix", "--keys-only", "--limit=1")
+        dev.etcdctl(other, *read, cacert=str(other_ca))  # the control: with the same trust, the owner reads
+        (own_member, _, _), (target, _, etcd) = dev.etcd[own][0], dev.etcd[other][0]
+        refused = dev.etcdctl(own, *read, endpoints=[target.ip], cacert=str(other_ca), timeout=40, check=False)
+        assert refused.returncode != 0, f"a {own} member read the {other} cluster: {refused.stdout}"
+        # The refusal is the server's, on the certificate (the client sees only a reset connection).
+        wait_for(
+            f"{target.name} to log the {own} member's certificate as refused",
+            lambda own_member=own_member, etcd=etcd: any(
+                "rejected connection on client endpoint" in line
+                and f'"remote-addr":"{own_member.ip}:' in line
+                and "certificate signed by unknown authority" in line
+                for line in etcd.output().splitlines()
+            ),
+            timeout=30,
+        )
 
 
 def test_secrets_are_encrypted_at_rest(dev: Cluster):

@@ -95,6 +95,7 @@ def test_units_are_enabled_after_the_fetch_unit_exists():
     ]
 
 
+@pytest.mark.slow  # a real tool in a subprocess, about a second: the slow stage
 def test_cloud_config_schema():
     cloud_init = require_tool("cloud-init")
     rendered = machines("prod")[0].cloud_init

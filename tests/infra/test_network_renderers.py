@@ -64,6 +64,7 @@ def test_nat_host_cloud_init_is_valid_and_forwards():
     assert "BEGIN" not in text and "PRIVATE" not in text, "customData never carries a secret"
 
 
+@pytest.mark.slow  # a real tool in a subprocess, about a second: the slow stage
 def test_nat_host_cloud_init_passes_cloud_init_schema(tmp_path):
     cloud_init = require_tool("cloud-init")
     path = tmp_path / "user-data.yaml"

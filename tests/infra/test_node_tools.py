@@ -22,6 +22,7 @@ from tests.infra.test_node_bootstrap import spec
 SCRIPTS = machine.PROGRAMS_DIR / "node"
 
 
+@pytest.mark.slow  # a real tool in a subprocess, about a second: the slow stage
 def test_every_rendered_node_cloud_init_passes_the_schema(dev_plan, prod_plan, tmp_path):
     from plan.artifacts import custom_data_of
 
@@ -43,6 +44,7 @@ def test_every_rendered_node_cloud_init_passes_the_schema(dev_plan, prod_plan, t
         assert result.returncode == 0, f"{name}: {result.stdout}{result.stderr}"
 
 
+@pytest.mark.slow  # a real tool in a subprocess, about a second: the slow stage
 def test_temp_disk_node_cloud_init_passes_the_schema(tmp_path):
     from infra.node.state_disk import LocalDisks
 

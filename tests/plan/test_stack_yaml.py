@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from infra.config.errors import ConfigError
 from plan.stack_yaml import load_file, load_text
@@ -247,3 +248,15 @@ def test_the_program_itself_refuses_a_misspelt_namespace():
     values["superclustr:addons"] = {"balloons": {"enabled": False}}
     with pytest.raises(ConfigError, match=r"^invalid config superclustr:addons = .*expected a known key"):
         run_program("dev", values)
+
+
+def test_a_text_read_again_is_not_composed_again_and_each_caller_owns_its_value(monkeypatch):
+    composed = []
+    compose = yaml.compose
+    monkeypatch.setattr(yaml, "compose", lambda *a, **k: composed.append(1) or compose(*a, **k))
+    text = "config:\n  supercluster:pools:\n    - name: cpu-a\n      maxNodes: 3\n"
+    first = load_text(text, "Pulumi.cache-test.yaml")
+    first["config"]["supercluster:pools"][0]["maxNodes"] = 99
+    second = load_text(text, "Pulumi.cache-test.yaml")
+    assert len(composed) == 1
+    assert second["config"]["supercluster:pools"][0]["maxNodes"] == 3

@@ -155,3 +155,21 @@ def test_a_run_walks_no_caller_frames_and_hands_back_its_errors_unchanged():
         assert any(isinstance(e, Boom) for e in chain)
     else:
         raise AssertionError("the program's error was swallowed")
+
+
+def test_the_stack_recorded_with_each_resource_holds_no_harness_thread_or_runpy_frames(monkeypatch):
+    """The SDK turns every frame below a resource's constructor into a source position, for every resource:
+    the plan runs the program on a bare thread, straight from the SDK's ``run_pulumi_func``."""
+    import pulumi.runtime.resource as sdk
+
+    from tests.conftest import plan_stack
+
+    recorded = []
+    original = sdk._get_stack_trace
+    monkeypatch.setattr(sdk, "_get_stack_trace", lambda: recorded.append(original()) or recorded[-1])
+    plan_stack("dev")
+    frames = [frame for trace in recorded for frame in trace.frames]
+    files = {frame.pc.uri.rsplit("/", 1)[-1] for frame in frames if frame.HasField("pc")}
+    assert {"__main__.py", "declare.py"} <= files
+    assert "threading.py" not in files, "threading.Thread's own frames"
+    assert all(frame.HasField("pc") for frame in frames), "runpy's frames (a frozen module: no position)"
