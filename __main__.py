@@ -171,9 +171,8 @@ etcd_pki = EtcdPki(
     f"{config.cluster_name}-etcd-pki",
     cluster_name=config.cluster_name,
     secrets=secrets,
-    ca_readers={
-        role: identities.principal_ids[role]
-        for role in (roles.ETCD.identity, roles.EVENTS_ETCD.identity, roles.APISERVER.identity)
+    member_principal_ids={
+        role.machine: identities.principal_ids[role.identity] for role in (roles.ETCD, roles.EVENTS_ETCD)
     },
     apiserver_principal_id=identities.principal_ids[roles.APISERVER.identity],
 )

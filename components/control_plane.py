@@ -96,7 +96,7 @@ class ControlPlane(pulumi.ComponentResource):
         self._image_id_of = image_id_of
         addresses = spec.addresses
         machines = apiservers
-        certificate_specs = pki.certificates(addresses, spec.config.control_plane.apiservers)
+        certificate_specs = pki.certificates()
         self.endpoint = apiserver_url(addresses.apiserver_lb_ip())
 
         issued = ClusterPki(f"{name}-pki", specs=certificate_specs, opts=pulumi.ResourceOptions(parent=self))

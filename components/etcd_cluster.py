@@ -1,6 +1,6 @@
 """One etcd cluster (used twice: main and Events): a dedicated VM per member, certificates, backups.
 
-Every member gets a server and a peer certificate from the etcd CA, stored in Key Vault for
+Every member gets a server and a peer certificate from its cluster's etcd CA, stored in Key Vault for
 its role's identity only; its cloud-init (rendered up front by ``infra.assembly.desired_cluster``) names those
 secrets but carries none. The VMs are protected and ignore changes to their cloud-init: a
 changed rendering shows up in the ``supercluster.io_cloud-init`` tag and is rolled out one
@@ -58,7 +58,7 @@ class EtcdCluster(pulumi.ComponentResource):
                 ("server", certificates.server_profile(member)),
                 ("peer", certificates.peer_profile(member)),
             ):
-                issued = etcd_pki.issue(self, f"{member_name}-{kind}", profile)
+                issued = etcd_pki.issue(self, cluster.role, f"{member_name}-{kind}", profile)
                 for part, value in (("crt", issued.cert_pem), ("key", issued.private_key_pem)):
                     secrets.add_secret(
                         self,

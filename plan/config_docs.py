@@ -49,6 +49,7 @@ def config_reads() -> list[Read]:
     prefix = f"{NAMESPACE}:"
     raw = {key[len(prefix) :]: decode_cli_value(v) for key, v in values.items() if key.startswith(prefix)}
     raw["addons"] = {}  # every add-on at its defaults, so no per-pool setting is read
+    raw.pop("production", None)  # at its default too: production needs a receiver, which the defaults lack
     with recording() as reads:
         parse_addon_settings(parse_config(raw, values[LOCATION_KEY]))
     location = Read(LOCATION_KEY, "string", MISSING, LOCATION_ACCEPTED, "the Azure region every resource is in")

@@ -32,7 +32,7 @@ from infra.etcd.member_machine import (
     TOOL_SETTINGS_PATH,
     member_cloud_init,
 )
-from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, EtcdClusterSpec, EtcdMember
+from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, ROLES, EtcdClusterSpec, EtcdMember
 from tests.fake_azure_blob import FakeBlobService
 from tests.helpers import load_yaml
 
@@ -176,23 +176,48 @@ class LocalMember:
         self.process = None
 
 
-class LocalCluster:
-    """The rendered members of ``cluster`` on loopback, backed by a fake Blob service."""
+class EtcdCas:
+    """The etcd CAs as components/etcd_pki.py issues them: one per etcd cluster, one for the apiserver's
+    client certificate (issued here too, as the only client both clusters admit)."""
 
-    def __init__(self, root: Path, cluster: EtcdClusterSpec, blobs: FakeBlobService) -> None:
+    def __init__(self, directory: Path, cluster_name: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.by_role = {
+            role: openssl_cert(directory, f"{role}-ca", certificates.ca_profile(cluster_name, role), "")
+            for role in ROLES
+        }
+        self.client_ca = openssl_cert(directory, "client-ca", certificates.client_ca_profile(cluster_name), "")
+        self.client = openssl_cert(directory, "client", certificates.apiserver_client_profile(), "", self.client_ca)
+
+    def member_trust(self, role: str) -> dict[str, str]:
+        """The CA files a member of ``role`` fetches, by file name, as their Key Vault secrets hold them."""
+        own = self.by_role[role][0].read_text()
+        return {
+            Path(certificates.CA_FILE).name: own,
+            Path(certificates.CLIENT_CAS_FILE).name: certificates.bundle(own, self.client_ca[0].read_text()),
+        }
+
+
+class LocalCluster:
+    """The rendered members of ``cluster`` on loopback, backed by a fake Blob service. ``cas``: the etcd CAs,
+    shared when a test runs both clusters."""
+
+    def __init__(
+        self, root: Path, cluster: EtcdClusterSpec, blobs: FakeBlobService, cas: EtcdCas | None = None
+    ) -> None:
         self.blobs = blobs
         self.members = [LocalMember(root / member.name, member) for member in cluster.members]
         self.tool = root / "etcd-member"
-        ca_dir = root / "ca"
-        ca_dir.mkdir(parents=True)
-        ca = openssl_cert(ca_dir, "ca", certificates.ca_profile(cluster.cluster_name), "")
-        client = openssl_cert(ca_dir, "client", certificates.apiserver_client_profile(), "", ca)
+        self.cas = cas or EtcdCas(root / "ca", cluster.cluster_name)
+        ca = self.cas.by_role[cluster.role]
+        client = self.cas.client
         self.client_tls = [f"--cacert={ca[0]}", f"--cert={client[0]}", f"--key={client[1]}"]
         for local in self.members:
             (local.root / "pki").mkdir(parents=True)
             (local.root / "disk").mkdir()
             self.install(local, cluster)
-            shutil.copy(ca[0], local.root / "pki" / "ca.crt")
+            for name, text in self.cas.member_trust(cluster.role).items():
+                (local.root / "pki" / name).write_text(text)
             openssl_cert(local.root / "pki", "server", certificates.server_profile(local.member), "127.0.0.1", ca)
             openssl_cert(local.root / "pki", "peer", certificates.peer_profile(local.member), "127.0.0.1", ca)
 

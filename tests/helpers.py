@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +68,20 @@ def pool_node_spec(spec: ClusterSpec, pool: NodePoolConfig, shard: int = 0, *, h
         registry_login_server=naming.container_registry_login_server(name),
         host_network_pods=host_network_pods,
     )
+
+
+@contextlib.contextmanager
+def loopback_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a free loopback port in a thread; yields its ``http://`` URL, stops it after."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def require_tool(binary: str) -> str:

@@ -140,6 +140,10 @@ def _check_dependencies(config: ClusterConfig) -> None:
     GPU pools without the health check are the whole-cluster check's (nothing lifts their start-up
     taint; tests/infra/test_whole_cluster.py)."""
     addons = config.addons
+    if config.production and not addons.monitoring.enabled:
+        raise ConfigError(
+            "addons.monitoring.enabled", False, "true while production is true (its alerts must page someone)"
+        )
     if addons.node_local_dns.enabled and not addons.coredns.enabled:
         raise ConfigError(
             "addons.nodeLocalDns.enabled",

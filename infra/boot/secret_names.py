@@ -10,10 +10,22 @@ from __future__ import annotations
 
 from infra.boot.secrets import SecretFile
 
-# etcd PKI: the apiserver's client identity towards both etcd clusters.
-ETCD_CA_CERT = "etcd-ca-crt"
+# etcd PKI (infra/etcd/certificates.py): each etcd cluster has a CA of its own, and the apiserver's client
+# certificate comes from a third. The apiserver verifies both clusters' members with the bundle of their CAs.
+APISERVER_ETCD_CAS = "apiserver-etcd-cas-crt"
 APISERVER_ETCD_CLIENT_CERT = "apiserver-etcd-client-crt"
 APISERVER_ETCD_CLIENT_KEY = "apiserver-etcd-client-key"
+
+
+def etcd_ca_cert(role: str) -> str:
+    """The CA of the etcd cluster ``role`` (``etcd``, ``events-etcd``): what its peer port trusts."""
+    return f"{role}-ca-crt"
+
+
+def etcd_client_cas(role: str) -> str:
+    """What the client port of the etcd cluster ``role`` trusts: its own CA and the apiserver's client CA."""
+    return f"{role}-client-cas-crt"
+
 
 # Cluster PKI and node join, read by every node (and NAT host, which joins as a tainted node).
 CLUSTER_CA_CERT = "cluster-ca-crt"
@@ -23,7 +35,7 @@ ETCD_PKI_DIR = "/etc/etcd/pki"
 KUBERNETES_PKI_DIR = "/etc/kubernetes/pki"
 
 APISERVER_ETCD_CLIENT_FILES = (
-    SecretFile(ETCD_CA_CERT, f"{KUBERNETES_PKI_DIR}/etcd/ca.crt", "0644"),
+    SecretFile(APISERVER_ETCD_CAS, f"{KUBERNETES_PKI_DIR}/etcd/ca.crt", "0644"),
     SecretFile(APISERVER_ETCD_CLIENT_CERT, f"{KUBERNETES_PKI_DIR}/apiserver-etcd-client.crt", "0644"),
     SecretFile(APISERVER_ETCD_CLIENT_KEY, f"{KUBERNETES_PKI_DIR}/apiserver-etcd-client.key", "0600"),
 )

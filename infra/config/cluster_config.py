@@ -184,6 +184,8 @@ class ClusterConfig:
     images: ImagesConfig = ImagesConfig()
     # The gallery image version every machine boots (infra/assembly/machine_image.py, docs/node-image.md).
     machine_image_version: str = "1.0.0"
+    # A cluster people depend on: its alerts must page someone (infra/addons/monitoring/__init__.py).
+    production: bool = False
 
     @property
     def max_nodes_total(self) -> int:
@@ -262,6 +264,12 @@ def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
         addons=_addons(top.section("addons", default={}, description="per add-on settings, each with enabled")),
         images=_images(top.section("images", default={}, description="images every node holds before kubelet starts")),
         machine_image_version=machine_image_version,
+        production=top.boolean(
+            "production",
+            False,
+            description="a cluster people depend on: monitoring must be enabled and name at least one receiver "
+            "(addons.monitoring.receivers), so its alerts page someone",
+        ),
     )
     top.done()
     _check_cross_field(config)

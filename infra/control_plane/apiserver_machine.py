@@ -1,10 +1,12 @@
-"""The whole cloud-init of one apiserver VM: a pure function of the config and the address plan.
+"""The whole cloud-init of the apiserver VMs: a pure function of the config and the address plan, the
+same on every apiserver (nothing in it names the machine's address).
 
 Order at boot: the Key Vault fetch (``infra.boot.secrets``) and the binary install run first, then
-kube-apiserver, kube-controller-manager and kube-scheduler. The components only ``Want`` the two
-preparation units: if Key Vault is not reachable yet (a fresh role assignment takes minutes to
-apply), the fetch keeps retrying and the components keep restarting until their files are there,
-instead of failing once and staying down.
+the machine's identity (its address from IMDS and its serving certificate,
+``infra.control_plane.machine_identity``), then kube-apiserver, kube-controller-manager and
+kube-scheduler. The components only ``Want`` the preparation units: if Key Vault is not reachable
+yet (a fresh role assignment takes minutes to apply), the fetch keeps retrying and the components
+keep restarting until their files are there, instead of failing once and staying down.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from infra.boot.cloudinit import CloudConfig, custom_data, fingerprint, render
 from infra.boot.secrets import FETCH_UNIT, add_secret_fetching
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.config import naming
-from infra.control_plane import admission, apiserver, binaries, paths, pki
+from infra.control_plane import admission, apiserver, binaries, machine_identity, paths, pki
 from infra.control_plane.controller_manager import controller_manager_flags
 from infra.control_plane.kubeconfig import file_kubeconfig
 from infra.control_plane.scheduler import render_scheduler_config, scheduler_flags
@@ -57,15 +59,14 @@ UNIT_FILE_MODE = "0600"
 
 def apiserver_machines(spec: ClusterSpec, etcd: Mapping[str, str]) -> tuple[ApiserverMachine, ...]:
     config, addresses = spec.config, spec.addresses
-    specs = pki.certificates(addresses, config.control_plane.apiservers)
-    shared = shared_files(spec)  # the same on every apiserver: rendered once
+    cloud_init = render(apiserver_cloud_config(spec, etcd))  # the same on every apiserver: rendered once
     return tuple(
         ApiserverMachine(
             index=index,
             vm_name=naming.apiserver(config.cluster_name, index),
             ip=ip,
             zone=ZONES[index % len(ZONES)],
-            cloud_init=render(apiserver_cloud_config(spec, ip, etcd, specs, shared)),
+            cloud_init=cloud_init,
         )
         for index, ip in enumerate(addresses.apiserver_ips(config.control_plane.apiservers))
     )
@@ -113,13 +114,14 @@ def _component_unit(
     after: Sequence[str] = (),
     service: dict[str, Any] | None = None,
 ) -> str:
-    prepared = [FETCH_UNIT, paths.INSTALL_UNIT]
+    prepared = [FETCH_UNIT, paths.INSTALL_UNIT, machine_identity.UNIT]
     return systemd.unit(
         description,
         [f"{paths.BIN_DIR}/{binary}", *systemd.flags(flags)],
         after=["network-online.target", *prepared, *after],
         wants=["network-online.target", *prepared],
-        service=service,
+        # The machine's address, decided at boot (machine_identity.ADDRESS in the flags).
+        service={"EnvironmentFile": machine_identity.ENVIRONMENT_FILE, **(service or {})},
     )
 
 
@@ -132,26 +134,23 @@ def _wait_for_local_apiserver() -> str:
     return "/bin/sh -c " + shlex.quote(f"until {check}; do sleep 2; done")
 
 
-def apiserver_cloud_config(
-    spec: ClusterSpec,
-    ip: str,
-    etcd: Mapping[str, str],
-    specs: tuple[pki.CertificateSpec, ...],
-    shared: tuple[tuple[str, str, str], ...],
-) -> CloudConfig:
-    """One apiserver's cloud-init: the ``shared`` files (``shared_files``) and its own units."""
+def apiserver_cloud_config(spec: ClusterSpec, etcd: Mapping[str, str]) -> CloudConfig:
+    """Every apiserver's cloud-init: the ``shared_files``, the identity unit and the component units,
+    whose flags name the machine's address as ``machine_identity.ADDRESS``."""
     config, addresses = spec.config, spec.addresses
+    address = machine_identity.ADDRESS
     cloud = CloudConfig()
     cloud.packages.extend(binaries.PACKAGES)
-    for path, content, permissions in shared:
+    for path, content, permissions in shared_files(spec):
         cloud.add(path, content, permissions=permissions)
+    machine_identity.add_identity_unit(cloud, addresses)
 
     cloud.add(
         f"/etc/systemd/system/{paths.APISERVER_UNIT}",
         _component_unit(
             "Kubernetes API server",
             "kube-apiserver",
-            apiserver.apiserver_flags(config, addresses, ip, etcd),
+            apiserver.apiserver_flags(config, addresses, address, etcd),
             service={
                 "LimitNOFILE": str(APISERVER_OPEN_FILES),
                 "LogsDirectory": paths.AUDIT_LOG_DIR.removeprefix("/var/log/"),
@@ -165,7 +164,7 @@ def apiserver_cloud_config(
         _component_unit(
             "Kubernetes controller manager",
             "kube-controller-manager",
-            controller_manager_flags(config, addresses, ip),
+            controller_manager_flags(config, addresses, address),
             after=[paths.APISERVER_UNIT],
             service={"ExecStartPre": _wait_for_local_apiserver()},
         ),
@@ -176,7 +175,7 @@ def apiserver_cloud_config(
         _component_unit(
             "Kubernetes scheduler (scheduler-plugins build: bin-packing and gang profiles)",
             "kube-scheduler",
-            scheduler_flags(ip),
+            scheduler_flags(address),
             after=[paths.APISERVER_UNIT],
             service={"ExecStartPre": _wait_for_local_apiserver()},
         ),
@@ -187,23 +186,27 @@ def apiserver_cloud_config(
     add_secret_fetching(
         cloud,
         naming.key_vault(config.cluster_name),
-        pki.apiserver_secret_files(specs),
-        before=[paths.INSTALL_UNIT, *paths.COMPONENT_UNITS],
+        pki.apiserver_secret_files(pki.certificates()),
+        before=[paths.INSTALL_UNIT, machine_identity.UNIT, *paths.COMPONENT_UNITS],
         identity_name=naming.role_identity(config.cluster_name, roles.APISERVER.identity),
     )
-    cloud.runcmd.append(["systemctl", "enable", "--now", paths.INSTALL_UNIT, *paths.COMPONENT_UNITS])
+    cloud.runcmd.append(
+        ["systemctl", "enable", "--now", paths.INSTALL_UNIT, machine_identity.UNIT, *paths.COMPONENT_UNITS]
+    )
     return cloud
 
 
 def readiness_command() -> str:
     """What the rollout runs on an apiserver VM (as a VM extension) before moving to the next one:
-    wait for cloud-init to finish, re-fetch the secrets and restart the components (so a rotated
-    certificate takes effect), then wait until the local apiserver answers /readyz."""
+    wait for cloud-init to finish, re-fetch the secrets, issue the serving certificate again and restart
+    the components (so a rotated certificate takes effect), then wait until the local apiserver answers
+    /readyz."""
     attempts = READY_TIMEOUT_SECONDS // 5
     units = " ".join(paths.COMPONENT_UNITS)
     script = (
         "cloud-init status --wait >/dev/null || true; "
         f"systemctl restart {FETCH_UNIT}; "
+        f"systemctl restart {machine_identity.UNIT}; "
         f"systemctl try-restart {units}; "
         f"for i in $(seq 1 {attempts}); do "
         f"curl -fsk --max-time 5 {LOCAL_APISERVER}/readyz >/dev/null && exit 0; "

@@ -5,8 +5,10 @@ CA signs every client and serving certificate and, through kube-controller-manag
 client certificates; the front-proxy CA signs only the aggregation layer's client certificate, so
 a front-proxy certificate can never authenticate as a user. Keys are ECDSA P-256.
 
-Every private key and certificate travels as a Key Vault secret (written by the control-plane
-component, fetched at boot by ``infra.boot.secrets``); customData only names them. Only the apiserver
+Every private key and certificate the program issues travels as a Key Vault secret (written by the
+control-plane component, fetched at boot by ``infra.boot.secrets``); customData only names them. The
+apiserver's serving certificate is the exception: each machine issues its own at boot, for its own
+address, with the cluster CA key it fetches (``infra.control_plane.machine_identity``). Only the apiserver
 identity reads them, except the cluster CA certificate, which nodes and NAT hosts read to join.
 """
 
@@ -17,7 +19,6 @@ from dataclasses import dataclass
 from infra.boot import secret_names
 from infra.boot.secrets import SecretFile
 from infra.control_plane import paths
-from infra.network.addressing import CLUSTER_DOMAIN, AddressPlan
 
 KEY_ALGORITHM = "ECDSA"
 KEY_CURVE = "P256"
@@ -36,7 +37,7 @@ CA_USAGES = ("cert_signing", "crl_signing", "digital_signature", "key_encipherme
 SERVER_USAGES = ("digital_signature", "key_encipherment", "server_auth")
 CLIENT_USAGES = ("digital_signature", "key_encipherment", "client_auth")
 
-APISERVER = "apiserver"
+APISERVER = "apiserver"  # the serving certificate: issued on the machine, named here for its files
 KUBELET_CLIENT = "apiserver-kubelet-client"
 FRONT_PROXY_CLIENT = "front-proxy-client"
 CONTROLLER_MANAGER = "controller-manager"
@@ -69,30 +70,10 @@ class CertificateSpec:
         return SERVER_USAGES if self.server else CLIENT_USAGES
 
 
-def apiserver_sans(addresses: AddressPlan, apiservers: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(dns_names, ip_addresses)`` every client may use to reach an apiserver: the load balancer,
-    each VM directly, loopback (the co-located controller-manager and scheduler), and the
-    ``kubernetes`` Service from inside the cluster."""
-    dns = (
-        "kubernetes",
-        "kubernetes.default",
-        "kubernetes.default.svc",
-        f"kubernetes.default.svc.{CLUSTER_DOMAIN}",
-        "localhost",
-    )
-    ips = (
-        addresses.apiserver_lb_ip(),
-        *addresses.apiserver_ips(apiservers),
-        addresses.kubernetes_service_ip,
-        "127.0.0.1",
-    )
-    return dns, ips
-
-
-def certificates(addresses: AddressPlan, apiservers: int) -> tuple[CertificateSpec, ...]:
-    dns, ips = apiserver_sans(addresses, apiservers)
+def certificates() -> tuple[CertificateSpec, ...]:
+    """The leaf certificates the program issues. The apiserver's serving certificate is not among them:
+    each apiserver machine issues its own at boot for its own address (``infra.control_plane.machine_identity``)."""
     return (
-        CertificateSpec(APISERVER, "kube-apiserver", server=True, dns_names=dns, ip_addresses=ips),
         CertificateSpec(KUBELET_CLIENT, KUBELET_CLIENT_USER),
         CertificateSpec(FRONT_PROXY_CLIENT, "front-proxy-client", signer=FRONT_PROXY_CA),
         CertificateSpec(CONTROLLER_MANAGER, CONTROLLER_MANAGER_USER),

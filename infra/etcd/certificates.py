@@ -1,24 +1,22 @@
-"""What the etcd CA issues, as plain profiles the component turns into pulumi-tls resources.
+"""What the etcd CAs issue, as plain profiles the component turns into pulumi-tls resources.
 
-One etcd CA, separate from the cluster CA (CIS Kubernetes Benchmark 2.7: "a unique Certificate
-Authority is used for etcd"), shared by both clusters so that the kube-apiserver's single
-client certificate is accepted by each. Every member has a server certificate (client port)
-and a peer certificate (peer port), each naming the member's IP.
-
-The CA is the trust boundary: any certificate it issued opens the client port of either
-cluster (etcd 3.5 cannot restrict peers or clients by name from its config file). What keeps
-an Events member away from the main cluster is the network (NSG rules let only apiservers and
-a cluster's own members reach its ports) and the distinct cluster tokens (a peer of the wrong
-cluster is rejected with "cluster ID mismatch").
+Three CAs, none of them the cluster CA (CIS Kubernetes Benchmark 2.7: "a unique Certificate Authority
+is used for etcd"): one per etcd cluster, which signs its members' server and peer certificates, and one
+for the kube-apiserver's client certificate. kube-apiserver has a single etcd TLS identity for every
+server it names (``--etcd-certfile`` serves ``--etcd-servers-overrides`` too), so the client CA is
+trusted on the client port of both clusters and on no peer port; each cluster's peer port trusts only
+its own CA. A certificate of one cluster therefore opens nothing of the other, whatever the network
+lets through, and the apiserver's certificate cannot join either cluster as a peer. Every member has a
+server certificate (client port) and a peer certificate (peer port), each naming the member's IP.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.boot.secret_names import ETCD_CA_CERT, ETCD_PKI_DIR
+from infra.boot.secret_names import ETCD_PKI_DIR, etcd_ca_cert, etcd_client_cas
 from infra.boot.secrets import SecretFile
-from infra.etcd.spec import EtcdMember
+from infra.etcd.spec import EtcdClusterSpec, EtcdMember
 
 KEY_ALGORITHM = "ECDSA"
 KEY_CURVE = "P256"
@@ -37,7 +35,8 @@ CA_USES = ("cert_signing", "crl_signing", "digital_signature")
 
 APISERVER_CLIENT_CN = "kube-apiserver-etcd-client"
 
-CA_FILE = f"{ETCD_PKI_DIR}/ca.crt"
+CA_FILE = f"{ETCD_PKI_DIR}/ca.crt"  # this cluster's CA: the peer port's trust
+CLIENT_CAS_FILE = f"{ETCD_PKI_DIR}/client-cas.crt"  # this cluster's CA and the apiserver's client CA
 SERVER_CERT_FILE = f"{ETCD_PKI_DIR}/server.crt"
 SERVER_KEY_FILE = f"{ETCD_PKI_DIR}/server.key"
 PEER_CERT_FILE = f"{ETCD_PKI_DIR}/peer.crt"
@@ -55,9 +54,19 @@ class CertProfile:
     dns_names: tuple[str, ...] = ()
 
 
-def ca_profile(cluster_name: str) -> CertProfile:
+def ca_profile(cluster_name: str, role: str) -> CertProfile:
+    """The CA of the etcd cluster ``role``; the main cluster's keeps the name the one shared CA had."""
+    return _ca(f"{cluster_name} {role} CA")
+
+
+def client_ca_profile(cluster_name: str) -> CertProfile:
+    """The CA of the apiserver's client certificate, the only client of both clusters."""
+    return _ca(f"{cluster_name} etcd client CA")
+
+
+def _ca(common_name: str) -> CertProfile:
     return CertProfile(
-        common_name=f"{cluster_name} etcd CA",
+        common_name=common_name,
         allowed_uses=CA_USES,
         validity_hours=CA_VALIDITY_HOURS,
         early_renewal_hours=0,
@@ -96,9 +105,17 @@ def member_secret_name(member: EtcdMember, kind: str, part: str) -> str:
     return f"{member.name}-{kind}-{part}"
 
 
-def member_secret_files(member: EtcdMember) -> tuple[SecretFile, ...]:
+def bundle(*pems: str) -> str:
+    """Certificates one after the other in one PEM file, as etcd's and the apiserver's CA files take them."""
+    return "".join(pem if pem.endswith("\n") else pem + "\n" for pem in pems)
+
+
+def member_secret_files(cluster: EtcdClusterSpec, member: EtcdMember) -> tuple[SecretFile, ...]:
     """What the member fetches from Key Vault at every boot, before etcd starts."""
-    files = [SecretFile(ETCD_CA_CERT, CA_FILE, "0644")]
+    files = [
+        SecretFile(etcd_ca_cert(cluster.role), CA_FILE, "0644"),
+        SecretFile(etcd_client_cas(cluster.role), CLIENT_CAS_FILE, "0644"),
+    ]
     for (kind, part), (path, mode) in MEMBER_FILES.items():
         files.append(SecretFile(member_secret_name(member, kind, part), path, mode))
     return tuple(files)

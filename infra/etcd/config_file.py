@@ -12,7 +12,14 @@ from datetime import timedelta
 from typing import Any
 
 from infra.boot import yaml_text
-from infra.etcd.certificates import CA_FILE, PEER_CERT_FILE, PEER_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE
+from infra.etcd.certificates import (
+    CA_FILE,
+    CLIENT_CAS_FILE,
+    PEER_CERT_FILE,
+    PEER_KEY_FILE,
+    SERVER_CERT_FILE,
+    SERVER_KEY_FILE,
+)
 from infra.etcd.spec import EtcdClusterSpec, EtcdMember
 
 # The local SSD is mounted here (machine.py); the WAL lives in the data dir on the same device.
@@ -79,11 +86,12 @@ def etcd_config(cluster: EtcdClusterSpec, member: EtcdMember) -> dict[str, Any]:
         "experimental-corrupt-check-time": nanoseconds(CORRUPT_CHECK_PERIOD),
         "experimental-compact-hash-check-enabled": True,
         "experimental-watch-progress-notify-interval": nanoseconds(WATCH_PROGRESS_NOTIFY_INTERVAL),
-        # TLS everywhere, and only certificates of the etcd CA get in (CIS 2.1-2.6).
+        # TLS everywhere (CIS 2.1-2.6). The client port admits this cluster's members and the apiserver's
+        # client certificate; the peer port this cluster's members only (certificates.py).
         "client-transport-security": {
             "cert-file": SERVER_CERT_FILE,
             "key-file": SERVER_KEY_FILE,
-            "trusted-ca-file": CA_FILE,
+            "trusted-ca-file": CLIENT_CAS_FILE,
             "client-cert-auth": True,
             "auto-tls": False,
         },

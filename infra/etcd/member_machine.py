@@ -231,7 +231,7 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
     add_secret_fetching(
         cloud,
         vault_name,
-        member_secret_files(member),
+        member_secret_files(cluster, member),
         before=[ETCD_UNIT],
         identity_name=naming.role_identity(cluster.cluster_name, cluster.role),
     )

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from infra.boot.secret_names import (
+    APISERVER_ETCD_CAS,
     APISERVER_ETCD_CLIENT_CERT,
     APISERVER_ETCD_CLIENT_FILES,
     APISERVER_ETCD_CLIENT_KEY,
-    ETCD_CA_CERT,
 )
 from infra.catalog.vm_sizes import VM_SIZES, VmSize
 from infra.config import naming
@@ -135,7 +135,7 @@ def apiserver_etcd_flags(main: EtcdClusterSpec, events: EtcdClusterSpec) -> dict
     return {
         "etcd-servers": etcd_servers(main),
         "etcd-servers-overrides": events_override(events),
-        "etcd-cafile": files[ETCD_CA_CERT],
+        "etcd-cafile": files[APISERVER_ETCD_CAS],
         "etcd-certfile": files[APISERVER_ETCD_CLIENT_CERT],
         "etcd-keyfile": files[APISERVER_ETCD_CLIENT_KEY],
         "etcd-compaction-interval": APISERVER_COMPACTION_INTERVAL,

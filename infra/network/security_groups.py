@@ -71,13 +71,18 @@ def monitoring_pools(config: ClusterConfig) -> tuple[str, ...]:
     return tuple(pool.name for pool in config.node_pools if pool.role == MONITORING_ROLE)
 
 
+def monitoring_subnets(plan: AddressPlan, monitoring_pools: Sequence[str]) -> tuple[str, ...]:
+    """Every subnet of the ``monitoring_pools``: Prometheus's and the rest of the monitoring stack's pod addresses."""
+    return tuple(str(s.cidr) for v in plan.vnets if v.pool in monitoring_pools for s in v.subnets)
+
+
 def security_groups(plan: AddressPlan, *, monitoring_pools: Sequence[str]) -> tuple[SecurityGroup, ...]:
     """One NSG per system subnet and one shared by every node-pool shard subnet. ``monitoring_pools``
     are the pools whose subnets (Prometheus's pod addresses) reach etcd's metrics port and the
     controller-manager's and scheduler's."""
     cluster = tuple(str(r) for r in plan.cluster_ranges)
     apiservers = str(plan.subnet("apiserver").cidr)
-    monitoring = tuple(str(s.cidr) for v in plan.vnets if v.pool in monitoring_pools for s in v.subnets)
+    monitoring = monitoring_subnets(plan, monitoring_pools)
     node_subnets = tuple(s.key for v in plan.vnets if v.pool is not None for s in v.subnets)
     groups = [
         SecurityGroup("etcd", ("etcd",), _etcd_rules(plan, "etcd", apiservers, monitoring)),

@@ -53,6 +53,8 @@ class NodeSpec:
     node_local_dns_ip: str | None = None  # routed via the host by the CNI (addons.nodeLocalDns.localIp)
     # The host users that may reach the metadata service (root; on system pools the autoscaler's user too).
     identity_uids: tuple[int, ...] = (0,)
+    # On system pools: the subnets that alone reach the monitoring stack's ports (infra/node/cni.py).
+    monitoring_sources: tuple[str, ...] = ()
 
     @property
     def node_taints(self) -> tuple[Taint, ...]:
@@ -73,7 +75,7 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     ]
     state_disk.add_local_disk(cloud, spec.local_disks)
     install.add_install(cloud, spec.kubernetes_version)
-    cni.add_pod_network(cloud, spec.cluster_cidr, spec.node_local_dns_ip, spec.identity_uids)
+    cni.add_pod_network(cloud, spec.cluster_cidr, spec.node_local_dns_ip, spec.identity_uids, spec.monitoring_sources)
     cloud.add(containerd.CONFIG_PATH, containerd.render_config(spec.images[0], gpu=spec.gpus > 0))
     cloud.add(f"/etc/systemd/system/{containerd.UNIT}", containerd.unit(rdma=spec.infiniband))
     pinned_images.add_preload(cloud, spec.registry_login_server, spec.images)

@@ -23,6 +23,13 @@ inside the cluster for MPI's launcher between pods (infra/network/security_group
 addresses of those subnets, so without it every pod could knock on its node's sshd. SSH to the node from
 the cluster's address space is dropped; the hub's break-glass SSH comes from outside it, and pods' own port
 22 is bridged or forwarded to them, never delivered to the host.
+
+On the system pools a fourth, in the forward hook (which bridged pod traffic passes too:
+``bridge-nf-call-iptables``), keeps the monitoring stack's unauthenticated ports (Prometheus, Alertmanager's
+API and gossip, Grafana, kube-state-metrics: ``monitoring.STACK_TCP_PORTS``) to the system pools' own
+subnets: no tenant pod, node, NAT host or the hub (whose service traffic the NAT hosts masquerade) gets
+there; people use ``kubectl port-forward``, which enters the pod from its node and is authorized by the
+apiserver. Only system pools carry it: tenants' pods may serve on the same ports.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from infra.addons import monitoring
 from infra.boot import systemd
 from infra.boot.cloudinit import CloudConfig
 from infra.facts import ports
@@ -72,9 +80,27 @@ def render_conflist(node_local_dns_ip: str | None) -> str:
     return json.dumps(conflist(node_local_dns_ip), indent=2) + "\n"
 
 
-def render_rules(cluster_cidr: str, identity_uids: tuple[int, ...] = (0,)) -> str:
+def _set(items: tuple[object, ...]) -> str:
+    return "{ " + ", ".join(map(str, items)) + " }"
+
+
+def monitoring_chain(sources: tuple[str, ...]) -> list[str]:
+    """Forwarded traffic to the monitoring stack's ports from anywhere but ``sources`` is dropped."""
+    return [
+        "  chain monitoring-stack {",
+        "    type filter hook forward priority filter; policy accept;",
+        f"    ip saddr != {_set(sources)} tcp dport {_set(monitoring.STACK_TCP_PORTS)} drop",
+        f"    ip saddr != {_set(sources)} udp dport {_set(monitoring.STACK_UDP_PORTS)} drop",
+        "  }",
+    ]
+
+
+def render_rules(
+    cluster_cidr: str, identity_uids: tuple[int, ...] = (0,), monitoring_sources: tuple[str, ...] = ()
+) -> str:
     """An nftables table of our own (kube-proxy keeps its own), replaced atomically on every load.
-    ``identity_uids``: the host users whose own traffic may reach the metadata service and WireServer."""
+    ``identity_uids``: the host users whose own traffic may reach the metadata service and WireServer;
+    ``monitoring_sources``: on a system pool, the subnets that alone reach the monitoring stack's ports."""
     allowed = ", ".join(map(str, identity_uids))
     blocked_ports = ", ".join(map(str, WIRESERVER_BLOCKED_TCP_PORTS))
     return (
@@ -104,6 +130,7 @@ def render_rules(cluster_cidr: str, identity_uids: tuple[int, ...] = (0,)) -> st
                 "    type filter hook input priority filter; policy accept;",
                 f'    iifname != "lo" ip saddr {cluster_cidr} tcp dport {ports.SSH} drop',
                 "  }",
+                *(monitoring_chain(monitoring_sources) if monitoring_sources else []),
                 "}",
             ]
         )
@@ -112,10 +139,14 @@ def render_rules(cluster_cidr: str, identity_uids: tuple[int, ...] = (0,)) -> st
 
 
 def add_pod_network(
-    cloud: CloudConfig, cluster_cidr: str, node_local_dns_ip: str | None, identity_uids: tuple[int, ...] = (0,)
+    cloud: CloudConfig,
+    cluster_cidr: str,
+    node_local_dns_ip: str | None,
+    identity_uids: tuple[int, ...] = (0,),
+    monitoring_sources: tuple[str, ...] = (),
 ) -> None:
     cloud.add(CONFLIST_PATH, render_conflist(node_local_dns_ip), permissions="0600")  # CIS 1.1.9, root's only
-    cloud.add(NFT_PATH, render_rules(cluster_cidr, identity_uids))
+    cloud.add(NFT_PATH, render_rules(cluster_cidr, identity_uids, monitoring_sources))
     cloud.add(
         f"/etc/systemd/system/{UNIT}",
         systemd.unit(

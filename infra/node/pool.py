@@ -21,8 +21,9 @@ from infra.config.errors import ConfigError
 from infra.config.sizing import Shard, shards
 from infra.facts import roles, tags
 from infra.facts.endpoints import apiserver_url
-from infra.facts.labels import CLOUD_IDENTITY_UID, GPU_RESOURCE, POOL_LABEL, ROLE_SYSTEM, node_labels
+from infra.facts.labels import CLOUD_IDENTITY_UID, GPU_RESOURCE, MONITORING_ROLE, POOL_LABEL, ROLE_SYSTEM, node_labels
 from infra.network.addressing import AddressPlan, pod_ip_configurations
+from infra.network.security_groups import monitoring_pools, monitoring_subnets
 from infra.node import NodeSpec
 from infra.node.state_disk import LocalDisks
 
@@ -61,6 +62,9 @@ def node_spec(
         taints=pool.taints,
         infiniband=pool.infiniband,
         identity_uids=(0, CLOUD_IDENTITY_UID) if pool.role == ROLE_SYSTEM else (0,),
+        monitoring_sources=(
+            monitoring_subnets(addresses, monitoring_pools(config)) if pool.role == MONITORING_ROLE else ()
+        ),
     )
 
 
@@ -79,6 +83,7 @@ def joining_node(
     taints: tuple[Taint, ...],
     infiniband: bool = False,
     identity_uids: tuple[int, ...] = (0,),
+    monitoring_sources: tuple[str, ...] = (),
 ) -> NodeSpec:
     """A machine that joins the cluster as a node: a pool's scale-set instance or a NAT host (``role``
     names the identity its boot scripts sign in as)."""
@@ -102,6 +107,7 @@ def joining_node(
         infiniband=infiniband,
         node_local_dns_ip=node_local_ip(config),
         identity_uids=identity_uids,
+        monitoring_sources=monitoring_sources,
     )
 
 

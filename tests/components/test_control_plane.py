@@ -126,7 +126,7 @@ def test_readiness_gate_waits_for_readyz_and_reruns_when_a_secret_changes(prod_p
     assert gate.type == EXTENSION
     assert (gate.inputs["publisher"], gate.inputs["type"]) == ("Microsoft.Azure.Extensions", "CustomScript")
     assert "https://127.0.0.1:6443/readyz" in gate.inputs["settings"]["commandToExecute"]
-    fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))}
+    fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates())}
     secrets = {
         r.inputs["secretName"]: r.urn
         for r in prod_plan.of_type("azure-native:keyvault:Secret")
@@ -153,7 +153,7 @@ def _readers(plan) -> dict[str, set[str]]:
 
 def test_only_the_ca_certificate_and_token_are_readable_beyond_apiservers(prod_plan):
     readers = {k: v for k, v in _readers(prod_plan).items()}
-    ours = pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))
+    ours = pki.apiserver_secret_files(pki.certificates())
     etcd_owned = {f.secret_name for f in APISERVER_ETCD_CLIENT_FILES}
     for secret in ours:
         if secret.secret_name in etcd_owned:
@@ -172,7 +172,7 @@ def test_every_fetched_secret_is_stored_by_the_control_plane_or_the_etcd_cluster
     stored = {
         r.inputs["secretName"] for r in prod_plan.of_type("azure-native:keyvault:Secret") if r.name.startswith(CP)
     }
-    fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))}
+    fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates())}
     assert fetched - stored == {f.secret_name for f in APISERVER_ETCD_CLIENT_FILES}
     assert stored - fetched == {NODE_BOOTSTRAP_TOKEN}  # for nodes, not apiservers
 
@@ -233,17 +233,14 @@ def test_no_output_or_resource_holds_a_masters_certificate_and_the_provider_name
     assert provider.options["dependsOn"] == []
 
 
-def test_apiserver_certificate_names_every_way_in(prod_plan):
-    csr = prod_plan.named(f"{CP}-pki-apiserver-csr")
-    addresses = spec("prod").addresses
-    assert set(csr.inputs["ipAddresses"]) == {
-        addresses.apiserver_lb_ip(),
-        *addresses.apiserver_ips(5),
-        addresses.kubernetes_service_ip,
-        "127.0.0.1",
-    }
-    assert "kubernetes.default.svc.cluster.local" in csr.inputs["dnsNames"]
-    assert prod_plan.named(f"{CP}-pki-apiserver-cert").inputs["validityPeriodHours"] == 365 * 24
+def test_no_apiserver_serving_certificate_is_issued_into_state(prod_plan):
+    """Each apiserver issues its own at boot (infra/control_plane/machine_identity.py): no key, certificate or
+    Key Vault secret of it is declared, and the other leaf certificates still are."""
+    names = {r.name for r in prod_plan.registrations}
+    assert not {f"{CP}-pki-apiserver-csr", f"{CP}-pki-apiserver-cert", f"{CP}-pki-apiserver-key"} & names
+    vault = {r.inputs["secretName"] for r in prod_plan.registrations if r.type == "azure-native:keyvault:Secret"}
+    assert not {pki.cert_secret(pki.APISERVER), pki.key_secret(pki.APISERVER)} & vault
+    assert prod_plan.named(f"{CP}-pki-controller-manager-cert").inputs["validityPeriodHours"] == 365 * 24
     front_proxy_client = prod_plan.named(f"{CP}-pki-front-proxy-client-cert")
     assert front_proxy_client.property_dependencies["caCertPem"] == [
         prod_plan.named(f"{CP}-pki-front-proxy-ca-cert").urn

@@ -7,7 +7,13 @@ import json
 
 import pytest
 
-from infra.boot.secret_names import APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY, ETCD_CA_CERT
+from infra.boot.secret_names import (
+    APISERVER_ETCD_CAS,
+    APISERVER_ETCD_CLIENT_CERT,
+    APISERVER_ETCD_CLIENT_KEY,
+    etcd_ca_cert,
+    etcd_client_cas,
+)
 from infra.catalog.vm_sizes import VM_SIZES
 from infra.etcd.backup import RETENTION_DAYS, SOFT_DELETE_DAYS, storage_account_name
 from plan.artifacts import collect_files, custom_data_of
@@ -117,19 +123,23 @@ def test_every_member_key_is_in_key_vault_for_its_role_only(prod_plan):
                     assert readers_of(prod_plan, secret) == {ids[role]}
 
 
-def test_etcd_ca_and_apiserver_client_certificate(prod_plan):
+def test_each_etcd_cluster_and_the_apiserver_client_have_a_ca_of_their_own(prod_plan):
     ids = _principal_ids(prod_plan)
     secrets = {r.inputs["secretName"]: r for r in prod_plan.of_type(SECRET_TYPE)}
-    assert readers_of(prod_plan, secrets[ETCD_CA_CERT]) == {ids["etcd"], ids["events-etcd"], ids["apiserver"]}
-    for name in (APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY):
+    for role in ("etcd", "events-etcd"):
+        for name in (etcd_ca_cert(role), etcd_client_cas(role)):
+            assert readers_of(prod_plan, secrets[name]) == {ids[role]}
+    for name in (APISERVER_ETCD_CAS, APISERVER_ETCD_CLIENT_CERT, APISERVER_ETCD_CLIENT_KEY):
         assert readers_of(prod_plan, secrets[name]) == {ids["apiserver"]}
-    ca_key = prod_plan.named("prod-etcd-pki-ca-key")
-    ca_cert = prod_plan.named("prod-etcd-pki-ca-cert")
-    assert ca_key.options["protect"] and ca_cert.options["protect"]
-    assert ca_cert.inputs["isCaCertificate"] is True
+    # The main cluster's CA keeps the logical names of the CA both clusters shared before.
+    for prefix in ("prod-etcd-pki", "prod-etcd-pki-events-etcd", "prod-etcd-pki-client"):
+        ca_key, ca_cert = prod_plan.named(f"{prefix}-ca-key"), prod_plan.named(f"{prefix}-ca-cert")
+        assert ca_key.options["protect"] and ca_cert.options["protect"]
+        assert ca_cert.inputs["isCaCertificate"] is True
     client = prod_plan.named("prod-etcd-pki-apiserver-client-cert")
     assert "client_auth" in client.inputs["allowedUses"] and "server_auth" not in client.inputs["allowedUses"]
     assert client.inputs["caPrivateKeyPem"] == SECRET
+    assert "tls:index/selfSignedCert:SelfSignedCert::prod-etcd-pki-client-ca-cert" in " ".join(client.dependencies)
 
 
 def test_member_certificates_name_the_member_ip(prod_plan):
@@ -141,7 +151,9 @@ def test_member_certificates_name_the_member_ip(prod_plan):
                 assert request.inputs["ipAddresses"] == [member.ip]
                 assert request.inputs["privateKeyPem"] == SECRET
                 cert = prod_plan.named(f"prod-{spec.role}-{member.index}-{kind}-cert")
-                assert "tls:index/selfSignedCert:SelfSignedCert::prod-etcd-pki-ca-cert" in " ".join(cert.dependencies)
+                signer = "prod-etcd-pki-ca-cert" if spec.role == "etcd" else f"prod-etcd-pki-{spec.role}-ca-cert"
+                cas = {d.rsplit("::", 1)[-1] for d in cert.dependencies if "SelfSignedCert" in d}
+                assert cas == {signer}, (cert.name, cas)
 
 
 def test_backup_account_is_private_keyless_versioned_and_protected(prod_plan):

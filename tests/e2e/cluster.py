@@ -12,8 +12,11 @@ What is substituted, and why (docs/cluster-in-a-box.md says the same):
 - systemd: units are not run by systemd (there is none in the sandbox); their ``ExecStart`` runs
   verbatim in the machine's namespace, with ``RuntimeDirectory``/``LogsDirectory`` created as
   systemd would. ``User=etcd`` is not applied (everything runs as root).
-- Key Vault and IMDS: the fetch script itself is not run (it needs Azure); each of its ``fetch``
-  lines is honoured by writing that secret, from the test PKI, at that path with that mode.
+- Key Vault: the fetch script itself is not run (it needs Azure); each of its ``fetch`` lines is
+  honoured by writing that secret, from the test PKI, at that path with that mode.
+- IMDS: a stand-in at its platform address (tests/e2e/imds.py) answers each machine about itself; an
+  apiserver's identity unit (its address and serving certificate) runs for real against it, and the
+  harness fills a unit's ``${VAR}`` from its ``EnvironmentFile`` as systemd would.
 - ``etcd-member prepare``: not run (it asks Azure Blob storage whether snapshots exist); on a
   first bootstrap it starts etcd from the rendered config unchanged, which is what happens here.
   The member tool runs for real in tests/infra/test_etcd_real.py.
@@ -45,12 +48,14 @@ from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.catalog.vm_sizes import VM_SIZES
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.control_plane import pki as cluster_pki
+from infra.control_plane.machine_identity import UNIT as IDENTITY_UNIT
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
 from infra.etcd.member_machine import ETCD_UNIT
 from infra.etcd.spec import CLIENT_PORT, EVENTS, MAIN, etcd_cluster_spec
 from infra.facts import labels
 from infra.facts.labels import GPU_RESOURCE, RDMA_RESOURCE
 from infra.node import kubelet
+from infra.node.cni import IMDS_IP
 from plan.stackfile import PROJECT_DIR, stack_cluster_spec
 from tests.e2e import dns, runtime
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
@@ -181,9 +186,16 @@ class Cluster:
         return int(status or 0), body
 
     def etcdctl(
-        self, role: str, *args: str, endpoints: list[str] | None = None, timeout: float = 30, check: bool = True
+        self,
+        role: str,
+        *args: str,
+        endpoints: list[str] | None = None,
+        cacert: str | None = None,
+        timeout: float = 30,
+        check: bool = True,
     ) -> subprocess.CompletedProcess:
-        """etcdctl on the first member of ``role``, with that member's own client certificate."""
+        """etcdctl on the first member of ``role``, with that member's own client certificate (verifying the
+        servers with ``cacert``, by default the CAs that member's client port trusts)."""
         machine, host, _ = self.etcd[role][0]
         config = yaml.safe_load((machine.files / RENDERED_ETCD_CONFIG).read_text())
         tls = config["client-transport-security"]
@@ -194,7 +206,7 @@ class Cluster:
             [
                 "/usr/local/bin/etcdctl",
                 f"--endpoints={','.join(urls)}",
-                f"--cacert={tls['trusted-ca-file']}",
+                f"--cacert={cacert or tls['trusted-ca-file']}",
                 f"--cert={tls['cert-file']}",
                 f"--key={tls['key-file']}",
                 "--command-timeout=10s",
@@ -256,11 +268,11 @@ def boot(
     plan = plan_stack(stack, workdir / "plan", overrides)
     spec = stack_cluster_spec(stack, overrides)
     config = spec.config
-    members = [m for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members]
+    members = {role: list(etcd_cluster_spec(spec, role).members) for role in (MAIN, EVENTS)}
     token_id = _bootstrap_token_id(plan)
     pki = issue_pki(
         config.cluster_name,
-        cluster_pki.certificates(spec.addresses, config.control_plane.apiservers),
+        cluster_pki.certificates(),
         members,
         token_id,
     )
@@ -270,6 +282,7 @@ def boot(
     cluster = None
     try:
         admin = network.add_host("operator", [f"{_operator_ip(spec)}/{prefix_length}"])
+        runtime.start_imds(network, config.network.address_space)
         cluster = Cluster(stack, spec, plan, network, pki, admin, workdir)
         _write_admin_credentials(cluster)
         vms = plan.vms()
@@ -390,8 +403,39 @@ def start_unit(
         [shlex.split(line) for line in unit.get("Service", "ExecStartPre")] if unit_name in CONTROL_PLANE_UNITS else []
     )
     return cluster.network.start(
-        host, unit_name.removesuffix(".service"), argv or unit.exec_start, restart_sec=unit.restart_sec, pre=pre
+        host,
+        unit_name.removesuffix(".service"),
+        argv or unit_argv(machine, host, unit_name),
+        restart_sec=unit.restart_sec,
+        pre=pre,
     )
+
+
+def unit_argv(machine: Machine, host: Host, unit_name: str) -> list[str]:
+    """The unit's ``ExecStart`` as systemd runs it: each ``${NAME}`` replaced by its value from the unit's
+    ``EnvironmentFile`` (on the machine; a missing file fails the start unless its name starts with ``-``)."""
+    unit = machine.unit(unit_name)
+    values: dict[str, str] = {}
+    for name in unit.get("Service", "EnvironmentFile"):
+        path = host.root / name.removeprefix("-").lstrip("/")
+        if not path.exists() and name.startswith("-"):
+            continue
+        for line in path.read_text().splitlines():
+            key, equals, value = line.partition("=")
+            if equals and not key.lstrip().startswith("#"):
+                values[key.strip()] = value.strip()
+    argv = unit.exec_start
+    for key, value in values.items():
+        argv = [word.replace(f"${{{key}}}", value) for word in argv]
+    return argv
+
+
+def start_control_plane_machine(cluster: Cluster, machine: Machine, host: Host) -> dict[str, Process]:
+    """An apiserver machine's boot, in systemd's order: its identity unit (the address from IMDS, the serving
+    certificate) to completion, then its component units. IMDS is on-link, as Azure's DHCP routes it."""
+    cluster.network.run(host, ["ip", "route", "replace", f"{IMDS_IP}/32", "dev", "eth0"])
+    cluster.network.run(host, machine.unit(IDENTITY_UNIT).exec_start, timeout=120)
+    return {unit: start_unit(cluster, machine, host, unit) for unit in CONTROL_PLANE_UNITS}
 
 
 def _start_etcd(cluster: Cluster) -> None:
@@ -415,8 +459,7 @@ def _start_etcd(cluster: Cluster) -> None:
 def _start_control_plane(cluster: Cluster) -> None:
     machines = [(m, cluster.network.hosts[m.name]) for m in cluster.plan.vms() if m.has_unit(APISERVER_UNIT)]
     for machine, host in machines:
-        processes = {unit: start_unit(cluster, machine, host, unit) for unit in CONTROL_PLANE_UNITS}
-        cluster.control_plane.append((machine, host, processes))
+        cluster.control_plane.append((machine, host, start_control_plane_machine(cluster, machine, host)))
     lb = cluster.plan.load_balancer("control-plane-lb")
     frontend = lb["frontendIPConfigurations"][0]["privateIPAddress"]
     probe = lb["probes"][0]

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.cluster import CONTROL_PLANE_UNITS, Cluster, install, start_unit
+from tests.e2e.cluster import Cluster, install, start_control_plane_machine
 from tests.e2e.fleet import Fleet, events, fleet_pools, settle, split
 from tests.e2e.hosts import MACHINE_PATHS, Host, Process, wait_for
 from tests.e2e.plan_machines import Machine
@@ -430,8 +430,7 @@ def lose_and_replace_apiserver(
         replaced_at = time.time()
         machine = replacement or victim
         new_vm(cluster, host, machine, binaries)
-        processes = {unit: start_unit(cluster, machine, host, unit) for unit in CONTROL_PLANE_UNITS}
-        cluster.control_plane[index] = (machine, host, processes)
+        cluster.control_plane[index] = (machine, host, start_control_plane_machine(cluster, machine, host))
         (back_at,) = wait_for(
             f"the load balancer to take {backend} back",
             lambda: load_balancer_changes(cluster.load_balancer, backend, True, lost_at),

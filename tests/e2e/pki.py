@@ -2,10 +2,11 @@
 
 The components issue every certificate with pulumi-tls from ``infra.control_plane.pki`` (cluster
 and front-proxy CAs, apiserver, controller-manager, scheduler, kubelet-client, admin) and
-``infra.etcd.certificates`` (etcd CA, each member's server and peer certificate, the apiserver's etcd
-client), and store them in Key Vault under the names those modules give. This module issues the
-same certificates (subject CN and O, SANs, key usages, ECDSA P-256, validity) with
-``cryptography``, and returns them as the vault the machines' rendered fetch scripts read from:
+``infra.etcd.certificates`` (each etcd cluster's CA and its members' server and peer certificates,
+the apiserver's etcd client CA and certificate), and store them in Key Vault under the names those
+modules give. This module issues the same certificates (subject CN and O, SANs, key usages, ECDSA
+P-256, validity) with ``cryptography``, and returns them as the vault the machines' rendered fetch
+scripts read from:
 ``{secret name: value}``. The harness then checks that every secret a machine fetches exists
 here and every Key Vault secret the plan declares is issued here, so a renamed secret fails.
 """
@@ -126,7 +127,7 @@ class TestPki:
 def issue_pki(
     cluster_name: str,
     certificate_specs: tuple[cluster_pki.CertificateSpec, ...],
-    etcd_members: list[EtcdMember],
+    etcd_clusters: dict[str, list[EtcdMember]],
     bootstrap_token_id: str,
 ) -> TestPki:
     vault: dict[str, str] = {}
@@ -174,15 +175,19 @@ def issue_pki(
     token = f"{bootstrap_token_id}.{_token_part(cluster_objects.TOKEN_SECRET_LENGTH)}"
     vault[secret_names.NODE_BOOTSTRAP_TOKEN] = token
 
-    etcd_ca_profile = etcd_pki.ca_profile(cluster_name)
-    etcd_ca = _issue_profile(etcd_ca_profile, None)
-    vault[secret_names.ETCD_CA_CERT] = etcd_ca.cert_pem
-    client = _issue_profile(etcd_pki.apiserver_client_profile(), etcd_ca)
+    # The etcd CAs as components/etcd_pki.py issues them: one per etcd cluster, one for the apiserver's client.
+    etcd_cas = {role: _issue_profile(etcd_pki.ca_profile(cluster_name, role), None) for role in etcd_clusters}
+    client_ca = _issue_profile(etcd_pki.client_ca_profile(cluster_name), None)
+    vault[secret_names.APISERVER_ETCD_CAS] = etcd_pki.bundle(*(ca.cert_pem for ca in etcd_cas.values()))
+    client = _issue_profile(etcd_pki.apiserver_client_profile(), client_ca)
     vault[secret_names.APISERVER_ETCD_CLIENT_CERT] = client.cert_pem
     vault[secret_names.APISERVER_ETCD_CLIENT_KEY] = client.key_pem
-    for member in etcd_members:
+    for role in etcd_clusters:
+        vault[secret_names.etcd_ca_cert(role)] = etcd_cas[role].cert_pem
+        vault[secret_names.etcd_client_cas(role)] = etcd_pki.bundle(etcd_cas[role].cert_pem, client_ca.cert_pem)
+    for role, member in ((role, member) for role, members in etcd_clusters.items() for member in members):
         for kind, profile in (("server", etcd_pki.server_profile(member)), ("peer", etcd_pki.peer_profile(member))):
-            issued = _issue_profile(profile, etcd_ca)
+            issued = _issue_profile(profile, etcd_cas[role])
             vault[etcd_pki.member_secret_name(member, kind, "crt")] = issued.cert_pem
             vault[etcd_pki.member_secret_name(member, kind, "key")] = issued.key_pem
     return TestPki(vault, cas[cluster_pki.CLUSTER_CA], admin, token)

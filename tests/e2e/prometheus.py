@@ -60,9 +60,11 @@ class Shard:
         return f"http://{self.address}:{monitoring.PORT}"
 
     def api(self, path: str) -> Any:
-        """``data`` of a GET on the API, asked from the operator's host over the box's bridge."""
+        """``data`` of a GET on the API, asked from the pod's node: people reach Prometheus through
+        ``kubectl port-forward`` (which enters the pod from its node), and a system node drops the monitoring
+        ports from everywhere but the system pools' subnets (infra/node/cni.py), the operator's host included."""
         result = self.cluster.network.run(
-            self.cluster.admin, ["curl", "-sf", "--max-time", "10", self.url + path], timeout=20
+            self.node.host, ["curl", "-sf", "--max-time", "10", self.url + path], timeout=20
         )
         answer = json.loads(result.stdout)
         assert answer["status"] == "success", answer
@@ -141,7 +143,7 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
         f"{running.pod} to answer /-/ready",
         lambda: (
             cluster.network.run(
-                cluster.admin, ["curl", "-sf", "--max-time", "5", running.url + "/-/ready"], check=False
+                node.host, ["curl", "-sf", "--max-time", "5", running.url + "/-/ready"], check=False
             ).returncode
             == 0
         ),

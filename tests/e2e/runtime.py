@@ -334,25 +334,37 @@ def start_real_node(
     return node, kubelet_process
 
 
+IMDS_HOST = "azure-imds"
+
+
+def _outside_host(network: TestNetwork, name: str, address: str, address_space: ipaddress.IPv4Network) -> Host:
+    host = network.add_host(name, [f"{address}/32"])
+    network.run(host, ["ip", "route", "add", str(address_space), "dev", "eth0"])
+    return host
+
+
+def start_imds(network: TestNetwork, address_space: ipaddress.IPv4Network) -> Host:
+    """The IMDS stand-in (tests/e2e/imds.py) on its platform address, started once per box: apiservers ask it
+    for their address at boot, real nodes for their identity's token."""
+    if IMDS_HOST not in network.hosts:
+        host = _outside_host(network, IMDS_HOST, cni.IMDS_IP, address_space)
+        network.start(host, "imds", [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP, str(cni.IMDS_PORT)])
+    return network.hosts[IMDS_HOST]
+
+
 def start_outside_hosts(network: TestNetwork, address_space: ipaddress.IPv4Network) -> dict[str, Host]:
     """The test hosts outside the cluster that nodes reach: Azure's metadata service (the IMDS stand-in,
     tests/e2e/imds.py), WireServer (the probe on the ports the pod rules block, so a test can tell a
     dropped packet from a refused one, and Azure's DNS as the test resolver), a private peer and an
     internet host. Each holds its address, routes the cluster's address space back, and reaches
     nothing else."""
-    hosts = {}
+    hosts = {IMDS_HOST: start_imds(network, address_space)}
     for name, address in (
-        ("azure-imds", cni.IMDS_IP),
         ("azure-platform", cni.WIRESERVER_IP),
         ("private-peer", PRIVATE_PEER),
         ("internet", INTERNET_HOST),
     ):
-        host = network.add_host(name, [f"{address}/32"])
-        network.run(host, ["ip", "route", "add", str(address_space), "dev", "eth0"])
-        hosts[name] = host
-    network.start(
-        hosts["azure-imds"], "imds", [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP, str(cni.IMDS_PORT)]
-    )
+        hosts[name] = _outside_host(network, name, address, address_space)
     for port in cni.WIRESERVER_BLOCKED_TCP_PORTS:
         network.start(hosts["azure-platform"], f"probe-{port}", [f"{BINARIES}/probe", "serve", str(port)])
     for name in ("private-peer", "internet"):

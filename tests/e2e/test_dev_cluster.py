@@ -20,6 +20,7 @@ from benchmarks.scale.metrics import gauge, parse
 from infra.addons import monitoring
 from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, RUNTIME_DEFAULT_SECCOMP, locked_down
 from infra.addons.monitoring import rules
+from infra.boot.secret_names import etcd_ca_cert
 from infra.control_plane import flowcontrol
 from infra.control_plane.admission import TEAM_TAINT_KEY, team_namespace
 from infra.control_plane.controller_manager import SECURE_PORT as CM_SECURE_PORT
@@ -27,7 +28,15 @@ from infra.control_plane.scheduler import SECURE_PORT as SCHEDULER_SECURE_PORT
 from infra.etcd.spec import EVENTS, MAIN
 from infra.facts.labels import GPU_STARTUP_TAINT_KEY, ROLE_CPU, ROLE_LABEL
 from infra.network.security_groups import monitoring_pools
-from tests.e2e.cluster import APISERVER_UNIT, CONTROL_PLANE_UNITS, KUBELET_UNIT, Cluster, apply_objects, install
+from tests.e2e.cluster import (
+    APISERVER_UNIT,
+    CONTROL_PLANE_UNITS,
+    KUBELET_UNIT,
+    Cluster,
+    apply_objects,
+    install,
+    unit_argv,
+)
 from tests.e2e.hosts import wait_for
 from tests.e2e.placement import unplaced
 
@@ -40,6 +49,8 @@ REFUSED = re.compile(
     re.I,
 )
 SETTLE_SECONDS = 60
+# The flag of each control-plane unit that names the machine's own address.
+ADDRESS_FLAG = dict(zip(CONTROL_PLANE_UNITS, ("--advertise-address", "--bind-address", "--bind-address"), strict=True))
 
 
 def node_labels_flag(argv: list[str]) -> dict[str, str]:
@@ -48,11 +59,14 @@ def node_labels_flag(argv: list[str]) -> dict[str, str]:
 
 
 def test_every_control_plane_process_runs_its_rendered_unit_with_no_refused_or_deprecated_flag(dev: Cluster):
-    for machine, _, processes in dev.control_plane:
+    for machine, host, processes in dev.control_plane:
         for unit in CONTROL_PLANE_UNITS:
             process = processes[unit]
             assert process.alive(), f"{machine.name} {unit} exited:\n{process.output()[-2000:]}"
-            assert process.argv == machine.unit(unit).exec_start, "the harness must run the rendered line verbatim"
+            assert process.argv == unit_argv(machine, host, unit), "the harness must run the rendered line as systemd"
+            # The address the machine's identity unit read from IMDS at boot: its own, in every flag that names it.
+            addresses = [a.split("=", 1)[1] for a in process.argv if a.split("=")[0] == ADDRESS_FLAG[unit]]
+            assert addresses == [machine.ip], (unit, addresses)
             log = process.output()  # a restart of any unit fails the test (tests/e2e/restarts.py)
             refused = [line for line in log.splitlines() if REFUSED.search(line)]
             assert not refused, f"{machine.name} {unit}:\n" + "\n".join(refused[:10])
@@ -124,6 +138,30 @@ def test_events_are_stored_in_the_events_etcd_and_never_in_the_main_etcd(dev: Cl
     assert dev.etcdctl(MAIN, "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip() == ""
     # ... while everything else lives in the main etcd.
     assert dev.etcdctl(MAIN, "get", "/registry/namespaces/default", "--keys-only").stdout.strip()
+
+
+def test_a_member_of_one_etcd_cluster_is_refused_by_the_other(dev: Cluster, tmp_path):
+    """Each etcd cluster has a CA of its own (infra/etcd/certificates.py): a member's client certificate
+    reads its own cluster and is refused by the other, which the apiserver's certificate reads (above)."""
+    for own, other in ((MAIN, EVENTS), (EVENTS, MAIN)):
+        other_ca = tmp_path / f"{other}-ca.crt"
+        other_ca.write_text(dev.pki.vault[etcd_ca_cert(other)])
+        read = ("get", "/registry/", "--prefix", "--keys-only", "--limit=1")
+        dev.etcdctl(other, *read, cacert=str(other_ca))  # the control: with the same trust, the owner reads
+        (own_member, _, _), (target, _, etcd) = dev.etcd[own][0], dev.etcd[other][0]
+        refused = dev.etcdctl(own, *read, endpoints=[target.ip], cacert=str(other_ca), timeout=40, check=False)
+        assert refused.returncode != 0, f"a {own} member read the {other} cluster: {refused.stdout}"
+        # The refusal is the server's, on the certificate (the client sees only a reset connection).
+        wait_for(
+            f"{target.name} to log the {own} member's certificate as refused",
+            lambda own_member=own_member, etcd=etcd: any(
+                "rejected connection on client endpoint" in line
+                and f'"remote-addr":"{own_member.ip}:' in line
+                and "certificate signed by unknown authority" in line
+                for line in etcd.output().splitlines()
+            ),
+            timeout=30,
+        )
 
 
 def test_secrets_are_encrypted_at_rest(dev: Cluster):

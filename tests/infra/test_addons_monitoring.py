@@ -15,12 +15,13 @@ import yaml
 
 from infra.addons import images, monitoring
 from infra.addons.monitoring import alertmanager, exporters, rules, shards
+from infra.cluster.cluster_spec import build_cluster_spec
 from infra.config import naming
 from infra.config.errors import ConfigError
-from infra.control_plane import controller_manager, paths, scheduler
+from infra.control_plane import controller_manager, machine_identity, paths, scheduler
 from infra.etcd import backup_metrics
 from infra.facts.labels import GPU_PRESENT_LABEL
-from tests.helpers import PROJECT_DIR, load_yaml, monitoring_tool, parsed
+from tests.helpers import PROJECT_DIR, load_yaml, monitoring_tool, parsed, raw_stack
 from tests.infra.addon_fixtures import (
     find,
     groups_for,
@@ -183,8 +184,10 @@ def test_the_control_plane_shard_scrapes_scheduler_and_controller_manager_where_
     with Prometheus's service-account token (they delegate authentication to the apiserver)."""
     port = {paths.SCHEDULER_UNIT: scheduler.SECURE_PORT, paths.CONTROLLER_MANAGER_UNIT: controller_manager.SECURE_PORT}
     (config,) = [j for j in _configs()["control-plane"]["scrape_configs"] if j["job_name"] == job]
-    served = [f"{component_flags(m, unit)['bind-address']}:{port[unit]}" for m in machines("prod")]
-    assert len(served) == 5
+    # Each binds the address its machine reads from IMDS at boot: its NIC's, the VM's planned static address.
+    assert {component_flags(m, unit)["bind-address"] for m in machines("prod")} == {machine_identity.ADDRESS}
+    served = [f"{m.ip}:{port[unit]}" for m in machines("prod")]
+    assert len(set(served)) == 5
     assert config["static_configs"] == [{"targets": served}]
     assert config["scheme"] == "https"
     assert config["authorization"] == {"credentials_file": f"{shards.ACCOUNT_DIR}/token"}
@@ -275,6 +278,23 @@ def test_the_alertmanager_config_passes_amtool_and_routes_each_severity_to_the_r
     assert routed("alertname=AlertmanagerFailedToSendNotifications", f"severity={severity}") == "oncall,team-chat,mail"
 
 
+def test_prods_own_alertmanager_config_passes_amtool_and_pages_each_severity(tmp_path):
+    """Prod's stack file (production: true) as rendered: critical alerts reach both receivers, warnings the one
+    that asked for every severity, and nothing goes only to ``nobody``."""
+    amtool = monitoring_tool("amtool")
+    spec = build_cluster_spec(raw_stack("prod"), "eastus")
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(alertmanager.config(spec.addons.monitoring.receivers, spec.config.cluster_name))
+    check = _run([amtool, "check-config", str(path)], 60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    def routed(*labels: str) -> str:
+        return _run([amtool, "config", "routes", "test", f"--config.file={path}", *labels], 60).stdout.strip()
+
+    assert routed("alertname=EtcdNoLeader", "severity=critical") == "oncall,team"
+    assert routed("alertname=NodeNotReady", "severity=warning") == "team"
+
+
 def test_amtool_refuses_an_alertmanager_config_it_cannot_load(tmp_path):
     amtool = monitoring_tool("amtool")
     path = _alertmanager_config(tmp_path)
@@ -316,6 +336,25 @@ def test_receiver_secrets_are_files_named_after_key_vault_secrets_never_values()
 def test_bad_receivers_are_refused_naming_the_key(receivers, key):
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
         spec_for("dev", addons={"monitoring": {"receivers": receivers}})
+
+
+def test_a_production_cluster_must_page_someone():
+    """``production: true`` (prod's stack file) refuses a monitoring stack that pages nobody, in one line
+    naming the key; the same config without it plans, as dev does."""
+    with pytest.raises(ConfigError, match=r"addons.monitoring.receivers = \[\]: expected at least one receiver"):
+        spec_for("prod", production=True)
+    with pytest.raises(ConfigError, match=r"addons.monitoring.enabled = False: expected true while production"):
+        spec_for("prod", addons={"monitoring": {"enabled": False, "receivers": RECEIVERS}}, production=True)
+    assert spec_for("prod", addons={"monitoring": {"receivers": RECEIVERS}}, production=True).config.production
+    assert not spec_for("prod").addons.monitoring.receivers
+
+
+def test_prods_stack_file_is_production_and_pages_two_receivers_of_different_types():
+    raw = raw_stack("prod")
+    assert raw["production"] is True
+    receivers = raw["addons"]["monitoring"]["receivers"]
+    assert len({r["type"] for r in receivers}) >= 2  # the failure of one is heard through the other
+    assert any("critical" in r.get("severities", alertmanager.SEVERITIES) for r in receivers)
 
 
 def test_too_few_node_shards_are_refused():

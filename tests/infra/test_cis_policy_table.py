@@ -20,7 +20,7 @@ from infra.control_plane import access, admission, cluster_objects, paths, pki
 from infra.node import cni
 from tests.helpers import doc_table_rows, load_yaml, parsed
 from tests.infra.addon_fixtures import all_objects, groups_for
-from tests.infra.control_plane_files import component_flags, files, machines, spec
+from tests.infra.control_plane_files import component_flags, files, machines
 
 DOC = "docs/cis-benchmark.md"
 SECTION_3 = [f"3.1.{n}" for n in range(1, 4)] + ["3.2.1", "3.2.2"]
@@ -80,12 +80,11 @@ def _admission() -> dict:
 def no_user_certificate_is_issued() -> None:
     """Every certificate the program issues is a component's; system:masters is minted on demand, for hours
     (infra/control_plane/access.py), never issued into state."""
-    certificates = pki.certificates(spec("prod").addresses, 3)
+    certificates = pki.certificates()
     assert [c for c in certificates if c.organization == pki.SUPERUSER_GROUP] == []
     assert access.MAX_HOURS <= 8 and access.DEPLOY_HOURS <= access.MAX_HOURS
     others = {c.common_name for c in certificates}
     assert others == {
-        "kube-apiserver",
         pki.KUBELET_CLIENT_USER,
         "front-proxy-client",
         pki.CONTROLLER_MANAGER_USER,

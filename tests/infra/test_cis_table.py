@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.control_plane import controller_manager, paths, scheduler
+from infra.control_plane import controller_manager, machine_identity, paths, scheduler
 from infra.network.security_groups import HUB, SecurityRule, monitoring_pools, security_groups
 from tests.helpers import doc_table_rows, load_yaml
 from tests.infra.control_plane_files import component_flags, files, machines, spec
@@ -85,7 +85,8 @@ def test_row_matches_rendered_files(check):
             key = claim[2:].partition("=")[0]
             for machine in machines("prod"):
                 flags = component_flags(machine, UNITS[section])
-                assert flags.get(key) == machine.ip, f"{check}: --{key} on {machine.vm_name} is {flags.get(key)}"
+                # The machine's own address, read from IMDS at boot (infra/control_plane/machine_identity.py).
+                assert flags.get(key) == machine_identity.ADDRESS, f"{check}: --{key} on {machine.vm_name}"
         else:
             _check_flag_claim(check, section, claim)
 

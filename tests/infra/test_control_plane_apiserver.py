@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
-from infra.control_plane import apiserver, paths, pki
+from infra.control_plane import apiserver, machine_identity, paths, pki
 from infra.control_plane.apiserver_machine import apiserver_machines
 from tests.helpers import load_yaml
 from tests.infra.control_plane_files import component_flags, etcd_flags, files, machines, spec
@@ -18,7 +19,7 @@ def prod_flags() -> dict[str, str]:
 
 
 PROD_FLAGS = {
-    "advertise-address": "10.0.0.70",  # apiserver 1's own static IP
+    "advertise-address": "${MACHINE_ADDRESS}",  # the machine's own address, read from IMDS at boot
     "allow-privileged": "true",
     "anonymous-auth": None,  # replaced by --authentication-config (the two are mutually exclusive)
     "audit-log-compress": "true",
@@ -129,10 +130,12 @@ def test_kubernetes_131_enables_anonymous_auth_conditions():
 
 
 def test_every_file_a_flag_names_is_delivered(prod_flags):
-    """Each path under /etc/kubernetes is written by cloud-init or fetched from Key Vault at boot."""
+    """Each path under /etc/kubernetes is written by cloud-init, fetched from Key Vault at boot, or issued on
+    the machine at boot (its serving certificate and key, by the identity unit)."""
     machine = machines("prod")[0]
-    written = set(files(machine))
-    fetched = {f.path for f in pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))}
+    identity = json.loads(files(machine)[machine_identity.CONFIG])
+    written = set(files(machine)) | {identity["cert"], identity["key"]}
+    fetched = {f.path for f in pki.apiserver_secret_files(pki.certificates())}
     named = {value for value in prod_flags.values() if value.startswith("/etc/kubernetes/")}
     assert named - written - fetched == set()
     assert named & written and named & fetched

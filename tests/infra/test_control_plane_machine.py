@@ -15,7 +15,7 @@ import pytest
 
 from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
-from infra.control_plane import apiserver_machine, binaries, paths, pki
+from infra.control_plane import apiserver_machine, binaries, machine_identity, paths, pki
 from infra.control_plane.scheduler import scheduler_image
 from infra.facts.endpoints import LOCAL_APISERVER
 from tests.e2e import plan_machines
@@ -28,7 +28,9 @@ def test_prod_has_five_apiservers_spread_over_three_zones():
     assert [m.vm_name for m in prod] == [f"prod-apiserver-{i}" for i in range(5)]
     assert [m.zone for m in prod] == ["1", "2", "3", "1", "2"]
     assert [m.ip for m in prod] == list(spec("prod").addresses.apiserver_ips(5))
-    assert len({m.fingerprint for m in prod}) == 5  # each advertises its own address
+    # Nothing per machine: each decides its address at boot (machine_identity), so any instance of one model fits.
+    assert len({m.cloud_init for m in prod}) == 1
+    assert not [ip for ip in spec("prod").addresses.apiserver_ips(5) if ip in prod[0].cloud_init]
 
 
 def test_cloud_init_stays_under_azures_limit():
@@ -45,20 +47,20 @@ def test_no_secret_in_cloud_init():
 def test_secrets_are_fetched_by_name_before_the_components_start():
     machine_files = files(machines("prod")[0])
     fetch = machine_files[FETCH_SCRIPT_PATH]
-    fetched = pki.apiserver_secret_files(pki.certificates(spec("prod").addresses, 5))
+    fetched = pki.apiserver_secret_files(pki.certificates())
     for secret in fetched:
         assert f"fetch {secret.secret_name} {secret.path} {secret.mode}" in fetch
     assert {f.mode for f in fetched if f.path.endswith(".key")} == {"0600"}
     fetch_unit = machine_files[f"/etc/systemd/system/{FETCH_UNIT}"]
     before = next(line for line in fetch_unit.splitlines() if line.startswith("Before="))
-    assert set(paths.COMPONENT_UNITS) <= set(before.removeprefix("Before=").split())
+    assert {machine_identity.UNIT, *paths.COMPONENT_UNITS} <= set(before.removeprefix("Before=").split())
 
 
 @pytest.mark.parametrize("unit", paths.COMPONENT_UNITS)
 def test_components_want_but_do_not_require_their_preparation(unit):
     """A late Key Vault role assignment must not leave a component failed for good."""
     text = files(machines("prod")[0])[f"/etc/systemd/system/{unit}"]
-    assert f"Wants=network-online.target {FETCH_UNIT} {paths.INSTALL_UNIT}" in text
+    assert f"Wants=network-online.target {FETCH_UNIT} {paths.INSTALL_UNIT} {machine_identity.UNIT}" in text
     assert "Requires=" not in text
     assert "Restart=always" in text
 
@@ -83,7 +85,14 @@ def test_the_controller_manager_and_scheduler_start_once_their_apiserver_is_read
 def test_units_are_enabled_after_the_fetch_unit_exists():
     runcmd = load_yaml(machines("prod")[0].cloud_init)["runcmd"]
     assert runcmd[0] == ["systemctl", "daemon-reload"]
-    assert runcmd[-1] == ["systemctl", "enable", "--now", paths.INSTALL_UNIT, *paths.COMPONENT_UNITS]
+    assert runcmd[-1] == [
+        "systemctl",
+        "enable",
+        "--now",
+        paths.INSTALL_UNIT,
+        machine_identity.UNIT,
+        *paths.COMPONENT_UNITS,
+    ]
 
 
 @pytest.mark.slow  # a real tool in a subprocess, about a second: the slow stage
@@ -113,6 +122,8 @@ def test_readiness_command_parses_and_waits_for_readyz():
     ).stdout
     assert subprocess.run([bash, "-n"], input=inner, capture_output=True, text=True).returncode == 0
     assert "https://127.0.0.1:6443/readyz" in inner and f"restart {FETCH_UNIT}" in inner
+    # A new serving certificate with the renewed ones, issued after the fetch brought the CA key.
+    assert inner.index(f"restart {FETCH_UNIT}") < inner.index(f"restart {machine_identity.UNIT}")
 
 
 def test_install_script_pins_versions():

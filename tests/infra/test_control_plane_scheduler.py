@@ -9,7 +9,7 @@ import pytest
 
 from infra.catalog.versions import SCHEDULER_PLUGINS_BY_KUBERNETES_MINOR
 from infra.config.cluster_config import KUBERNETES_VERSION_PATTERN
-from infra.control_plane import paths, scheduler
+from infra.control_plane import machine_identity, paths, scheduler
 from tests.helpers import load_yaml
 from tests.infra.control_plane_files import component_flags, files, machines
 
@@ -219,7 +219,8 @@ def test_scheduler_serves_on_its_vm_address_with_its_config_and_delegates_authn_
         assert flags == {
             "authentication-kubeconfig": paths.SCHEDULER_KUBECONFIG,
             "authorization-kubeconfig": paths.SCHEDULER_KUBECONFIG,
-            "bind-address": machine.ip,  # the VM's own private address: not 0.0.0.0, not 127.0.0.1
+            # The VM's own private address, read from IMDS at boot: not 0.0.0.0, not 127.0.0.1.
+            "bind-address": machine_identity.ADDRESS,
             "config": paths.SCHEDULER_CONFIG,
         }
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from infra.etcd.certificates import CA_FILE, PEER_CERT_FILE, PEER_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE
+from infra.etcd.certificates import (
+    CA_FILE,
+    CLIENT_CAS_FILE,
+    PEER_CERT_FILE,
+    PEER_KEY_FILE,
+    SERVER_CERT_FILE,
+    SERVER_KEY_FILE,
+)
 from infra.etcd.config_file import DATA_DIR, MOUNT_POINT, etcd_config, render_config
 from tests.etcd_specs import clusters
 from tests.helpers import load_yaml
@@ -80,14 +87,14 @@ def test_tls_everywhere_with_client_certificates(rendered):
     assert client == {
         "cert-file": SERVER_CERT_FILE,
         "key-file": SERVER_KEY_FILE,
-        "trusted-ca-file": CA_FILE,
+        "trusted-ca-file": CLIENT_CAS_FILE,  # its own CA and the apiserver's client CA
         "client-cert-auth": True,
         "auto-tls": False,
     }
     assert peer == {
         "cert-file": PEER_CERT_FILE,
         "key-file": PEER_KEY_FILE,
-        "trusted-ca-file": CA_FILE,
+        "trusted-ca-file": CA_FILE,  # its own CA only
         "client-cert-auth": True,
         "auto-tls": False,
     }

@@ -14,7 +14,7 @@ from infra.catalog import versions
 from infra.cluster.cluster_spec import build_cluster_spec
 from infra.config.errors import ConfigError
 from infra.control_plane import binaries as control_plane_install
-from infra.control_plane.apiserver_machine import apiserver_cloud_config, shared_files
+from infra.control_plane.apiserver_machine import apiserver_cloud_config
 from infra.etcd import member_machine as etcd_machine
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
 from infra.nat_hosts import nat_host_cloud_config
@@ -80,8 +80,7 @@ def test_the_images_carry_every_package_any_machine_declares():
                 for member in cluster.members
                 for package in etcd_machine.member_cloud_config(cluster, member, "kv").packages
             }
-        ip = spec.addresses.apiserver_ips(spec.config.control_plane.apiservers)[0]
-        declared |= set(apiserver_cloud_config(spec, ip, {}, (), shared_files(spec)).packages)
+        declared |= set(apiserver_cloud_config(spec, {}).packages)
         assert declared and declared <= set(machine_image.PACKAGES), declared - set(machine_image.PACKAGES)
         assert (
             f"apt-get install -y --no-install-recommends {' '.join(machine_image.PACKAGES)}"

@@ -16,10 +16,13 @@ import sys
 
 import pytest
 
+from infra.addons import monitoring
+from infra.addons.monitoring import alertmanager
 from infra.facts import ports
 from infra.facts.labels import CLOUD_IDENTITY_UID
 from infra.node import cni
 from plan.artifacts import collect_files
+from tests.etcd_specs import clusters
 from tests.helpers import require_tool
 from tests.infra.test_iptables_rules import POD_IP, Netns, namespaces, topology  # noqa: F401 (fixtures)
 
@@ -42,21 +45,21 @@ def _node_rules(run, pool: str = "cpu") -> str:
     return files[path]
 
 
-def _listen(ns: Netns, ports: list[int]) -> subprocess.Popen:
-    """Accepts TCP connections on every port for a bounded time."""
+def _listen(ns: Netns, ports: list[int], seconds: int = 20) -> subprocess.Popen:
+    """Accepts TCP connections on every port for ``seconds``."""
     code = (
         "import socket,sys,select,time\n"
         "socks=[]\n"
-        "for p in sys.argv[1:]:\n"
+        "for p in sys.argv[2:]:\n"
         "    s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1); s.bind(('0.0.0.0',int(p)))\n"
         "    s.listen(8); socks.append(s)\n"
         "print('ready',flush=True)\n"
-        "end=time.time()+20\n"
+        "end=time.time()+int(sys.argv[1])\n"
         "while time.time()<end:\n"
         "    for s in select.select(socks,[],[],0.5)[0]: s.accept()[0].close()\n"
     )
     process = subprocess.Popen(
-        ["ip", "netns", "exec", ns.name, sys.executable, "-c", code, *map(str, ports)],
+        ["ip", "netns", "exec", ns.name, sys.executable, "-c", code, str(seconds), *map(str, ports)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -163,3 +166,43 @@ def test_the_nodes_own_sshd_answers_only_from_outside_the_cluster(topology, dev_
         for listener in (sshd, pod_sshd):
             listener.terminate()
             listener.wait(timeout=10)
+
+
+def _host_in(cidr) -> str:
+    return str(cidr.network_address + 40)
+
+
+def test_only_the_system_pools_reach_the_monitoring_stack_on_a_system_node(topology, dev_plan, tmp_path):  # noqa: F811
+    """Prometheus, Alertmanager, Grafana and kube-state-metrics answer anyone who reaches them, and run only on
+    the system pools. A system-pool node's forward hook lets only the system pools' subnets (the stack itself)
+    reach their ports on its pods: a tenant pod, a NAT host (which masquerades the hub's service traffic) or
+    another node is dropped. A CPU node carries no such rule: tenants' own pods may serve on those ports."""
+    require_tool("nft")
+    outside, host, pod = topology["outside"], topology["host"], topology["pod"]
+    spec, _, _ = clusters("dev")
+    by_pool = {v.pool: v.subnets[0].cidr for v in spec.addresses.vnets if v.pool is not None}
+    sources = {
+        "a system-pool pod": (_host_in(by_pool["platform"]), True),
+        "a tenant pod": (_host_in(by_pool["cpu"]), False),
+        "a GPU pod": (_host_in(by_pool["gpu"]), False),
+        "a NAT host (the hub's service traffic)": (_host_in(spec.addresses.subnet("nat").cidr), False),
+    }
+    for address, _ in sources.values():
+        outside.exec("ip", "addr", "add", f"{address}/32", "dev", "o0")
+        host.exec("ip", "route", "add", address, "via", OTHER_MACHINE_IP)
+    host.exec("sysctl", "-w", "net.ipv4.ip_forward=1")
+    for pool, system in (("platform", True), ("cpu", False)):
+        rules = tmp_path / f"{pool}.nft"
+        rules.write_text(_node_rules(dev_plan, pool))
+        host.exec("nft", "-f", str(rules))
+        listener = _listen(pod, list(monitoring.STACK_TCP_PORTS), seconds=90)
+        try:
+            for who, (address, allowed) in sources.items():
+                for port in monitoring.STACK_TCP_PORTS:
+                    reached = _connects(outside, address, POD_IP, port)
+                    assert reached is (allowed or not system), (pool, who, port)
+        finally:
+            listener.terminate()
+            listener.wait(timeout=10)
+        host.exec("nft", "delete", "table", "ip", cni.TABLE)
+    assert f"udp dport {{ {alertmanager.CLUSTER_PORT} }} drop" in _node_rules(dev_plan, "platform")

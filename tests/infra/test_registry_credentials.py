@@ -7,16 +7,15 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 import machine
 from infra.node import kubelet, pinned_images
-from tests.helpers import load_yaml
+from tests.helpers import load_yaml, loopback_server
 from tests.infra.test_node_bootstrap import files, spec
 
 PLUGIN = machine.path("node/acr-credential-provider.py")
@@ -57,15 +56,8 @@ class _Exchange(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def exchange():
-    server = HTTPServer(("127.0.0.1", 0), _Exchange)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with loopback_server(_Exchange) as url:
+        yield url
 
 
 def run_plugin(tmp_path, exchange_url, image):

@@ -179,6 +179,11 @@ CASES: dict[str, tuple[Callable[[Path, Path], list[str]], str]] = {
     "image version with a Devanagari digit": (config("machineImageVersion=1.0.\u0967"), "machineImageVersion"),
     "count with a fullwidth digit": (config("nodePools[1].maxNodes=\uff13"), "nodePools[1].maxNodes"),
     "etcd quota at etcd's default": (config("etcd.quotaBackendBytes=2147483648"), "from 2147483649"),
+    # A production cluster's alerts page someone (issue 27).
+    "production with no receiver": (
+        config("production=true"),
+        "addons.monitoring.receivers = []: expected at least one receiver: production is true",
+    ),
     "events etcd quota at etcd's default": (
         config("eventsEtcd.quotaBackendBytes=2147483648"),
         "eventsEtcd.quotaBackendBytes",

@@ -65,8 +65,12 @@ MUST_PROTECT = [
         r"control-plane-pki-service-account-key",
         "a new key invalidates every service-account token",
     ),
-    ("tls:index/privateKey:PrivateKey", r"etcd-pki-ca-key", "every etcd member and client certificate"),
-    ("tls:index/selfSignedCert:SelfSignedCert", r"etcd-pki-ca-cert", "every etcd member trusts it"),
+    (
+        "tls:index/privateKey:PrivateKey",
+        r"etcd-pki-(events-etcd-|client-)?ca-key",
+        "every etcd member's certificates, or the apiserver's etcd client certificate",
+    ),
+    ("tls:index/selfSignedCert:SelfSignedCert", r"etcd-pki-(events-etcd-|client-)?ca-cert", "etcd members trust it"),
     (
         "random:index/randomBytes:RandomBytes",
         r"control-plane-encryption-key",
@@ -187,6 +191,7 @@ SWEEP = {
 
 # Keys the sweep does not run, each with where its behaviour is pinned down.
 NOT_SWEPT = {
+    "production": ("validation only: no resource reads it", "test_a_production_cluster_must_page_someone"),
     "network.serviceCidr": (
         "refused on a live cluster (docs/day2.md)",
         "test_changes_a_live_cluster_cannot_take_are_refused",

@@ -56,6 +56,19 @@ CONTROL_PLANE_SHARD = "control-plane"
 # A derived count is sized for this many times the pools' maxNodes (this project's choice): pools can then
 # grow by a quarter (prod: 7,500 -> 9,375 nodes) before a deploy must add shards and re-partition the nodes.
 SHARD_HEADROOM = 1.25
+# What the monitoring stack's pods listen on: Prometheus, Alertmanager's API and its gossip (TCP and UDP),
+# Grafana, kube-state-metrics and its own metrics. None of them authenticates, so only the system pools'
+# subnets (the stack itself) reach them: every system-pool node drops the rest in its forward hook
+# (infra/node/cni.py). People reach them with `kubectl port-forward`, which the apiserver authorizes.
+STACK_TCP_PORTS = (
+    PORT,
+    alertmanager.PORT,
+    alertmanager.CLUSTER_PORT,
+    grafana.PORT,
+    exporters.KUBE_STATE_METRICS_PORT,
+    exporters.KUBE_STATE_METRICS_TELEMETRY_PORT,
+)
+STACK_UDP_PORTS = (alertmanager.CLUSTER_PORT,)
 # Pod Security level of the monitoring namespace: the shards' hostPath data directory is refused under
 # "baseline" (the cluster default).
 PRIVILEGED = "privileged"
@@ -95,6 +108,10 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
     names = [r.name for r in settings.receivers]
     if len(set(names)) != len(names) or alertmanager.NULL_RECEIVER in names:
         raise ConfigError(s.key("receivers"), names, f"unique receiver names other than {alertmanager.NULL_RECEIVER!r}")
+    if config.production and not settings.receivers:
+        raise ConfigError(
+            s.key("receivers"), [], "at least one receiver: production is true, so alerts must page someone"
+        )
     smallest = min(
         (pool.size for pool in config.node_pools if pool.role == MONITORING_ROLE and not pool.size.nvme_disks),
         key=lambda size: size.temp_disk_gib,

@@ -22,6 +22,7 @@ NODE_EXPORTER = "node-exporter"
 DCGM_EXPORTER = "dcgm-exporter"
 KUBE_STATE_METRICS = "kube-state-metrics"
 KUBE_STATE_METRICS_PORT = 8080  # kube-state-metrics --port default
+KUBE_STATE_METRICS_TELEMETRY_PORT = 8081  # kube-state-metrics --telemetry-port default (its own metrics)
 # What kube-state-metrics exposes: the resources the rules and dashboards read, nothing else
 # (every extra resource is one more watch and more series at 7,500 nodes).
 KUBE_STATE_METRICS_RESOURCES = ("nodes", "pods", "deployments", "daemonsets", "statefulsets", "namespaces")
