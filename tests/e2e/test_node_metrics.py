@@ -67,16 +67,23 @@ def shard(box: Cluster) -> Shard:
 
 
 def make_room_for_the_node_shard(box: Cluster) -> None:
-    """The system pool's other workloads scaled to none: a real kubelet reports this machine's 2 cores, not
-    the VM size's, so one system node holds only one Prometheus replica and the first bound wins it."""
+    """The system pool's other workloads scaled to none and the node shard to its replica 0: a real kubelet
+    reports this machine's 2 cores, not the VM size's, so one system node holds only one Prometheus replica,
+    and both replicas are created at once, so replica 1 could otherwise take the node first."""
     workload = monitoring.shard_workload(NODE_SHARD)
     for _, document in box.plan.kubernetes_objects():
         template = document.get("spec", {}).get("template", {}).get("spec", {})
         on_system = template.get("nodeSelector", {}).get(ROLE_LABEL) == ROLE_SYSTEM
-        if document["kind"] in ("Deployment", "StatefulSet") and on_system and document["metadata"]["name"] != workload:
+        if document["kind"] in ("Deployment", "StatefulSet") and on_system:
             metadata = document["metadata"]
+            replicas = 1 if metadata["name"] == workload else 0
             box.kubectl(
-                "scale", document["kind"].lower(), metadata["name"], "-n", metadata["namespace"], "--replicas=0"
+                "scale",
+                document["kind"].lower(),
+                metadata["name"],
+                "-n",
+                metadata["namespace"],
+                f"--replicas={replicas}",
             )
 
 
