@@ -28,7 +28,7 @@ from plan.replacements import Replacement, covers, in_place_note, is_azure_id_in
 
 # Resources whose replacement loses something even when nobody protected them: a new private
 # key invalidates every certificate it signed (the whole PKI below it is re-issued).
-STATEFUL_TYPES = {"tls:index/privateKey:PrivateKey": "a new key re-issues everything it signed"}
+STATEFUL_TYPES = {"tls:index/privateKey:PrivateKey": "a private key: a new key re-issues everything it signed"}
 VM_TYPE = "azure-native:compute:VirtualMachine"
 SCALE_SET_TYPE = "azure-native:compute:VirtualMachineScaleSet"
 # Each action's symbol, as the report's table and the topology's marks show it.
@@ -216,6 +216,11 @@ def _stateful(resource: dict[str, Any]) -> str | None:
     return STATEFUL_TYPES.get(resource["type"])
 
 
+def _losing(verb: str, stateful: str) -> str:
+    """``deletes a protected resource``; a stateful type names itself (``replaces a private key: ...``)."""
+    return f"{verb} {stateful}" if stateful in STATEFUL_TYPES.values() else f"{verb} a {stateful} resource"
+
+
 def _created(resource: dict[str, Any]) -> ResourceChange:
     return ResourceChange("create", resource["urn"], resource["type"], resource["name"])
 
@@ -224,7 +229,7 @@ def _deleted(resource: dict[str, Any]) -> ResourceChange:
     stateful = _stateful(resource)
     danger = None
     if stateful:
-        danger = f"deletes a {stateful} resource" + (
+        danger = _losing("deletes", stateful) + (
             ": pulumi up stops here until it is unprotected on purpose" if stateful == "protected" else ""
         )
     return ResourceChange(
@@ -263,7 +268,7 @@ def _compare(old: dict[str, Any], new: dict[str, Any], aliased: bool) -> Resourc
     stateful = _stateful(old) or _stateful(new)
     danger = None
     if replaced and stateful:
-        danger = f"replaces a {stateful} resource"
+        danger = _losing("replaces", stateful)
     elif old["options"].get("protect") and not new["options"].get("protect"):
         danger = "removes protection: the next change may delete it"
     return ResourceChange(

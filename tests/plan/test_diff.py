@@ -14,7 +14,7 @@ from components import declare
 from infra.boot import cloudinit
 from plan.__main__ import EXIT_CHANGED, EXIT_DANGER, EXIT_OK, exit_code
 from plan.artifacts import plan_files, write_plan
-from plan.diff import changed_paths, diff_plans, load_plan
+from plan.diff import Plan, changed_paths, diff_plans, load_plan
 from plan.diff_report import render_diff
 from plan.replacements import covers, replacements
 from plan.runner import run_declarations
@@ -329,3 +329,13 @@ def test_a_program_that_never_finishes_is_stopped_with_one_line(monkeypatch):
     while not gc.isenabled() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert gc.isenabled(), "the abandoned run never put the collector back"
+
+
+def test_deleting_a_private_key_says_what_it_costs_in_one_sentence():
+    key = {"urn": "urn:pulumi:dev::supercluster::tls:index/privateKey:PrivateKey::dev-k", "name": "dev-k"}
+    resources = {key["urn"]: {**key, "type": "tls:index/privateKey:PrivateKey", "inputs": {}, "options": {}}}
+    before = Plan(resources, {}, {})
+    diff = diff_plans(before, Plan({}, {}, {}))
+    assert [(c.action, c.name, c.danger) for c in diff.dangers] == [
+        ("delete", "dev-k", "deletes a private key: a new key re-issues everything it signed")
+    ]
