@@ -11,7 +11,9 @@ the program itself imports nothing from this repository.
 - ``node/``: a node's boot programs (binary install, local disks, image preload, provider ID, GPU check).
 - ``addons/``: programs the add-on pods run on every node (GPU health, node taint, iptables exporter).
 - ``shared/``: used by every machine (the IMDS token helper of the secrets fetcher).
-- ``control_plane/``: sent to an apiserver VM by Azure Run Command, never installed (the on-demand admin credential).
+- ``control_plane/``: an apiserver's boot program (``serving_identity.py``: its address and serving
+  certificate) and the on-demand admin credential's signer (``sign_client.py``), which Azure Run Command
+  sends to an apiserver VM and never installs.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def _global_suffix(cluster: str, salt: str) -> str:
 
 
 def key_vault(cluster: str) -> str:
-    """Key Vault names are global, 3-24 characters (``KEY_VAULT``). A hyphen the truncation leaves at
+    """Key Vault names are global, 3-24 characters (``NAME_RULES["key vault"]``). A hyphen the truncation leaves at
     the end of the cluster's part is dropped: it would meet the ``-kv-`` hyphen."""
     return f"{cluster[:14].rstrip('-')}-kv-{_global_suffix(cluster, 'kv')}"
 

@@ -75,7 +75,7 @@ def identity_config(addresses: AddressPlan) -> str:
 
 def add_identity_unit(cloud: CloudConfig, addresses: AddressPlan) -> None:
     """The program, its settings and the oneshot unit that runs it after the secrets are fetched (it
-    signs with the fetched CA key) and before the components (``COMPONENT_ENVIRONMENT``)."""
+    signs with the fetched CA key) and before the components, which read ``ENVIRONMENT_FILE``."""
     cloud.add(SCRIPT, machine.source("control_plane/serving_identity.py"), permissions="0755")
     cloud.add(CONFIG, identity_config(addresses), permissions="0644")
     cloud.add(

@@ -42,9 +42,11 @@ CONFIG_KEY = re.compile(
 EXTENSIONS = {"py", "md", "yaml", "yml", "json", "toml", "txt", "go", "sh", "pyi", "lock", "in", "cfg", "ini", "rst"}
 # A file name's last part is not a config key (``etcd.yaml``, ``etcd.service``).
 FILE_SUFFIXES = EXTENSIONS | {"service", "socket", "timer", "target", "conf", "mount"}
-IDENTIFIER = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$")
+# A snake-case name (a function, a variable) or an upper-case constant (``ENVIRONMENT_FILE``).
+IDENTIFIER = re.compile(r"^(?:[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)$")
 # Names the prose uses that belong to other programs: Python's builtins, PromQL, the kernel, upstream
-# metrics, import-linter. Any other called or snake-case name the prose uses must be the code's.
+# metrics, import-linter, Linux capabilities, the Azure provider's environment. Any other called, snake-case or
+# upper-case name the prose uses must be the code's.
 OTHER_PROGRAMS = {
     *dir(builtins),
     "select",  # the system call
@@ -59,6 +61,10 @@ OTHER_PROGRAMS = {
     "prometheus_tsdb_head_series",
     "apiserver_flowcontrol_rejected_requests_total",
     "apiserver_storage_objects",  # upstream metrics
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "IPC_LOCK",  # Linux capabilities
+    "ARM_USE_OIDC",  # an environment variable of Pulumi's azure-native provider (OIDC sign-in)
 }
 # Keys under which the user names the entries (a pool's name, a label): any child is a key.
 OPEN_KEYS = ("addons.balloons.headroomNodes", "nodePools[].labels")
@@ -259,8 +265,9 @@ def test_every_reference_in_docstrings_and_comments_exists():
 def test_the_reference_check_catches_a_seeded_drift(tmp_path):
     page = tmp_path / "page.md"
     page.write_text(
-        "See `infra/node/gone.py`, `infra.node.pool.no_such_function`, `declare_addons(spec)`, `node_boot_steps`\n"
-        "and `images.machineImageVersion`; `infra/node/pool.py`, `infra.node.pool.node_spec`, `node_spec()`,\n"
+        "See `infra/node/gone.py`, `infra.node.pool.no_such_function`, `declare_addons(spec)`, `node_boot_steps`,\n"
+        "`NO_SUCH_CONSTANT` and `images.machineImageVersion`;\n"
+        "`infra/node/pool.py`, `infra.node.pool.node_spec`, `node_spec()`,\n"
         "`nodePools[0].maxNodes` and `etcd.yaml` exist.\n"
         "```\nscripts/in_a_code_block_is_not_checked.py\n```\n"
     )
@@ -269,6 +276,7 @@ def test_the_reference_check_catches_a_seeded_drift(tmp_path):
         "infra.node.pool.no_such_function: infra/node/pool.py defines no no_such_function",
         "declare_addons(spec): no function of that name",
         "node_boot_steps: no such name in the code",
+        "NO_SUCH_CONSTANT: no such name in the code",
         "images.machineImageVersion: no such config key",
     ]
     source = tmp_path / "module.py"
