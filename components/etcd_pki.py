@@ -56,19 +56,18 @@ class EtcdPki(pulumi.ComponentResource):
     ) -> None:
         """``member_principal_ids``: each etcd cluster's role (``etcd``, ``events-etcd``) -> its identity."""
         super().__init__("supercluster:etcd:EtcdPki", name, None, opts)
-        # The main cluster's CA keeps the logical names of the one CA both clusters shared, so an existing
-        # cluster's main members keep their certificates.
+        # The main cluster's resources keep the logical names of the one CA both clusters shared, so an
+        # existing cluster's main members keep their certificates.
+        prefixes = {role: name if role == MAIN else f"{name}-{role}" for role in member_principal_ids}
         self._cas = {
-            role: self._ca(
-                f"{name}-ca" if role == MAIN else f"{name}-{role}-ca", certificates.ca_profile(cluster_name, role)
-            )
-            for role in member_principal_ids
+            role: self._ca(f"{prefix}-ca", certificates.ca_profile(cluster_name, role))
+            for role, prefix in prefixes.items()
         }
         client_ca = self._ca(f"{name}-client-ca", certificates.client_ca_profile(cluster_name))
         for role, principal_id in member_principal_ids.items():
             readers = {role: principal_id}
             ca = self._cas[role].cert_pem
-            prefix = name if role == MAIN else f"{name}-{role}"
+            prefix = prefixes[role]
             secrets.add_secret(self, f"{prefix}-ca-cert-secret", etcd_ca_cert(role), ca, readers=readers)
             secrets.add_secret(
                 self, f"{prefix}-client-cas-secret", etcd_client_cas(role), _bundle(ca, client_ca.cert_pem), readers
