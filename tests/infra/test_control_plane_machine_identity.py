@@ -83,15 +83,20 @@ def _run_identity(tmp_path, endpoint: str) -> dict:
     with open(config["ca_key"], "w") as handle:
         handle.write(ca.key_pem)
     (tmp_path / "identity.json").write_text(json.dumps(config))
+    _run_program(tmp_path / "identity.json", endpoint)
+    return {"config": config, "ca": ca}
+
+
+def _run_program(config_path, endpoint: str) -> None:
+    """The shipped program on ``config_path``, asking the metadata service at ``endpoint``; it must succeed."""
     done = subprocess.run(
-        [sys.executable, str(programs.path("control_plane/serving_identity.py")), str(tmp_path / "identity.json")],
+        [sys.executable, str(programs.path("control_plane/serving_identity.py")), str(config_path)],
         env={**os.environ, "IMDS_ENDPOINT": endpoint},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    return {"config": config, "ca": ca}
 
 
 @pytest.mark.slow
@@ -139,13 +144,7 @@ def test_each_run_issues_a_new_key(tmp_path, metadata_service):
     first = _run_identity(tmp_path / "a", metadata_service)["config"]
     with open(first["key"]) as handle:
         key = handle.read()
-    subprocess.run(
-        [sys.executable, str(programs.path("control_plane/serving_identity.py")), str(tmp_path / "a/identity.json")],
-        env={**os.environ, "IMDS_ENDPOINT": metadata_service},
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    _run_program(tmp_path / "a/identity.json", metadata_service)
     with open(first["key"]) as handle:
         assert handle.read() != key
 
