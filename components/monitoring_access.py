@@ -1,5 +1,5 @@
-"""The monitoring stack's own credential (infra/addons/monitoring/access.py): made by the deploy, kept in state
-as Pulumi secrets, and handed to the cluster only as the Secret ``access.SECRET``, whose data the provider masks.
+"""The monitoring stack's own credential (infra/addons/monitoring/credential.py): made by the deploy, kept in state
+as Pulumi secrets, and handed to the cluster only as the Secret ``credential.SECRET``, whose data the provider masks.
 
 The bcrypt hash is the random provider's own (``bcryptHash``), so no password is hashed by the program.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pulumi
 
 from components import declare
-from infra.addons.monitoring import access
+from infra.addons.monitoring import credential
 
 
 class MonitoringAccess(pulumi.ComponentResource):
@@ -31,12 +31,12 @@ class MonitoringAccess(pulumi.ComponentResource):
         grafana = declare.random("RandomPassword", f"{name}-grafana-admin-password", charset, child, outputs=["result"])
         data = pulumi.Output.secret(
             pulumi.Output.all(api.output("result"), api.output("bcryptHash"), grafana.output("result")).apply(
-                lambda values: access.secret_data(*values)
+                lambda values: credential.secret_data(*values)
             )
         )
         secret = declare.kubernetes(
             f"{name}-secret",
-            access.secret(namespace, data),
+            credential.secret(namespace, data),
             pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
         )
         self.register_outputs({"secret": secret.urn})

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.addons import monitoring
-from infra.addons.monitoring import access, alertmanager
+from infra.addons.monitoring import alertmanager, credential
 from tests.e2e import pod_processes
 from tests.e2e.cluster import Cluster, Node
 from tests.e2e.hosts import Process, wait_for
-from tests.e2e.prometheus import credential
+from tests.e2e.prometheus import curl_credential
 from tests.helpers import monitoring_tool
 
 READY_TIMEOUT = 60
@@ -42,7 +42,7 @@ class Replica:
         """A GET on the v2 API with the credential, asked from the pod's node (as tests/e2e/prometheus.py's)."""
         result = self.cluster.network.run(
             self.node.host,
-            ["curl", "-sf", "--max-time", "10", *credential(self.cluster), f"{self.url}/api/v2{path}"],
+            ["curl", "-sf", "--max-time", "10", *curl_credential(self.cluster), f"{self.url}/api/v2{path}"],
             timeout=20,
         )
         return json.loads(result.stdout)
@@ -73,7 +73,9 @@ def start_replica(cluster: Cluster, replica: int, names: dict[str, str]) -> Repl
         pod_processes.write_config_map(
             cluster, alertmanager.NAME, monitoring.NAMESPACE, root / "config"
         ): alertmanager.CONFIG_DIR,
-        pod_processes.write_secret(cluster, access.SECRET, monitoring.NAMESPACE, root / "access"): access.MOUNT_DIR,
+        pod_processes.write_secret(
+            cluster, credential.SECRET, monitoring.NAMESPACE, root / "access"
+        ): credential.MOUNT_DIR,
         root / "data": DATA_DIR,
         hosts: "/etc/hosts",
     }
@@ -92,7 +94,7 @@ def start_replica(cluster: Cluster, replica: int, names: dict[str, str]) -> Repl
         lambda: (
             cluster.network.run(
                 node.host,
-                ["curl", "-sf", "--max-time", "5", *credential(cluster), running.url + "/-/ready"],
+                ["curl", "-sf", "--max-time", "5", *curl_credential(cluster), running.url + "/-/ready"],
                 check=False,
             ).returncode
             == 0

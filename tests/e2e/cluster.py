@@ -46,7 +46,7 @@ import yaml
 
 from infra.addons import monitoring
 from infra.addons.k8s import object_key
-from infra.addons.monitoring import access
+from infra.addons.monitoring import credential
 from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.catalog.vm_sizes import VM_SIZES
 from infra.cluster.cluster_spec import ClusterSpec
@@ -513,7 +513,7 @@ def apply_objects(cluster: Cluster) -> list[str]:
     for path, document in objects_in_apply_order(cluster.plan):
         if document.get("type") == "bootstrap.kubernetes.io/token":
             document = {**document, "stringData": cluster.pki.bootstrap_token_data()}
-        if object_key(document) == ("Secret", monitoring.NAMESPACE, access.SECRET):
+        if object_key(document) == ("Secret", monitoring.NAMESPACE, credential.SECRET):
             document = {**document, "stringData": cluster.pki.monitoring_access_data()}
         assert "[secret]" not in json.dumps(document), f"{path} holds a masked value the harness cannot fill"
         documents.append(document)

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from infra.addons.monitoring import access
+from infra.addons.monitoring import credential
 from infra.boot import secret_names
 from infra.control_plane import apiserver, cluster_objects
 from infra.control_plane import pki as cluster_pki
@@ -115,7 +115,7 @@ class TestPki:
     cluster_ca: Issued
     admin: Issued
     bootstrap_token: str  # "<id>.<secret>"
-    # The monitoring stack's credential (infra/addons/monitoring/access.py), which the deploy makes.
+    # The monitoring stack's credential (infra/addons/monitoring/credential.py), which the deploy makes.
     monitoring_password: str = field(default_factory=lambda: secrets.token_hex(16))
 
     @property
@@ -130,7 +130,7 @@ class TestPki:
     def monitoring_access_data(self) -> dict[str, str]:
         """The monitoring credential Secret's ``stringData``, which the plan masks (hashed by libcrypt here,
         by the random provider in a deploy)."""
-        return access.secret_data(
+        return credential.secret_data(
             self.monitoring_password, bcrypt_hash(self.monitoring_password), secrets.token_hex(16)
         )
 

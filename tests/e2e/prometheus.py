@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from infra.addons import monitoring
-from infra.addons.monitoring import access
+from infra.addons.monitoring import credential
 from infra.addons.monitoring.shards import ACCOUNT_DIR
 from tests.e2e import pod_processes
 from tests.e2e.cluster import Cluster, Node
@@ -66,7 +66,9 @@ class Shard:
         ``kubectl port-forward`` (which enters the pod from its node), and a system node drops the monitoring
         ports from everywhere but the system pools' subnets (infra/node/cni.py), the operator's host included."""
         result = self.cluster.network.run(
-            self.node.host, ["curl", "-sf", "--max-time", "10", *credential(self.cluster), self.url + path], timeout=20
+            self.node.host,
+            ["curl", "-sf", "--max-time", "10", *curl_credential(self.cluster), self.url + path],
+            timeout=20,
         )
         answer = json.loads(result.stdout)
         assert answer["status"] == "success", answer
@@ -82,9 +84,9 @@ class Shard:
         return self.api(f"/api/v1/query?query={quote(promql)}")["result"]
 
 
-def credential(cluster: Cluster) -> list[str]:
-    """curl's arguments for the monitoring stack's user and the box's password (access.py)."""
-    return ["--user", f"{access.USER}:{cluster.pki.monitoring_password}"]
+def curl_credential(cluster: Cluster) -> list[str]:
+    """curl's arguments for the monitoring stack's user and the box's password (credential.py)."""
+    return ["--user", f"{credential.USER}:{cluster.pki.monitoring_password}"]
 
 
 def status(cluster: Cluster, node: Node, url: str, *curl: str) -> int:
@@ -139,7 +141,9 @@ def start_shard(
         pod_processes.write_config_map(cluster, workload, monitoring.NAMESPACE, root / "config"): monitoring.CONFIG_DIR,
         rules_dir: monitoring.RULES_DIR,
         root / "data": monitoring.DATA_DIR,
-        pod_processes.write_secret(cluster, access.SECRET, monitoring.NAMESPACE, root / "access"): access.MOUNT_DIR,
+        pod_processes.write_secret(
+            cluster, credential.SECRET, monitoring.NAMESPACE, root / "access"
+        ): credential.MOUNT_DIR,
         pod_processes.write_service_account(cluster, pod, root / "account"): ACCOUNT_DIR,
         hosts: "/etc/hosts",
     }
@@ -164,7 +168,7 @@ def start_shard(
         lambda: (
             cluster.network.run(
                 node.host,
-                ["curl", "-sf", "--max-time", "5", *credential(cluster), running.url + "/-/ready"],
+                ["curl", "-sf", "--max-time", "5", *curl_credential(cluster), running.url + "/-/ready"],
                 check=False,
             ).returncode
             == 0

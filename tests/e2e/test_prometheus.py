@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from infra.addons import monitoring
-from infra.addons.monitoring import access, rules
+from infra.addons.monitoring import credential, rules
 from infra.addons.monitoring.shards import KUBELET_PORT
 from infra.etcd.spec import EVENTS, MAIN
 from infra.etcd.spec import METRICS_PORT as ETCD_METRICS_PORT
@@ -26,7 +26,7 @@ from tests.e2e.alertmanager import dns_name as alertmanager_dns_name
 from tests.e2e.alertmanager import pod_name as alertmanager_pod
 from tests.e2e.cluster import Cluster
 from tests.e2e.hosts import wait_for
-from tests.e2e.prometheus import Shard, credential, dns_name, replica_name, start_shard, status
+from tests.e2e.prometheus import Shard, curl_credential, dns_name, replica_name, start_shard, status
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +124,7 @@ def test_every_control_plane_target_the_box_runs_is_up(dev: Cluster, shards: dic
     config = yaml.safe_load((dev.workdir / "prometheus" / shard.pod / "config" / "prometheus.yml").read_text())
     configured = {job["job_name"] for job in config["scrape_configs"]}
     assert set(NOT_RUN) <= configured, "a job the box is said not to run is no longer configured"
-    # The replicas the box runs; their jobs authenticate (access.py), so each up target proves the credential.
+    # The replicas the box runs; their jobs authenticate (credential.py), so each up target proves the credential.
     run = {s.dns_name for s in shards.values()} | {alertmanager_dns_name(ALERTMANAGER_REPLICA)}
     replicas_jobs = (rules.JOB_PROMETHEUS, rules.JOB_PROMETHEUS_PEERS, rules.JOB_ALERTMANAGER)
 
@@ -195,9 +195,9 @@ def test_prometheus_and_alertmanager_answer_only_the_stacks_credential(
     """Asked from the pod's node, where port-forward enters. Before the stack had a credential, both answered
     anyone (200), and anyone could create a silence."""
     shard = shards[monitoring.CONTROL_PLANE_SHARD]
-    wrong = ["--user", f"{access.USER}:not-the-password"]
+    wrong = ["--user", f"{credential.USER}:not-the-password"]
     query = shard.url + "/api/v1/query?query=up"
-    assert [status(dev, shard.node, query, *c) for c in ([], wrong, credential(dev))] == [401, 401, 200]
+    assert [status(dev, shard.node, query, *c) for c in ([], wrong, curl_credential(dev))] == [401, 401, 200]
     silence = json.dumps(
         {
             "matchers": [{"name": "alertname", "value": PROBE_ALERT, "isRegex": False, "isEqual": True}],
@@ -213,7 +213,7 @@ def test_prometheus_and_alertmanager_answer_only_the_stacks_credential(
     assert status(dev, alertmanager.node, silences, *create, *wrong) == 401
     assert status(dev, alertmanager.node, silences) == 401
     assert alertmanager.api("/silences") == [], "a silence was created without the credential"
-    assert status(dev, alertmanager.node, silences, *create, *credential(dev)) == 200
+    assert status(dev, alertmanager.node, silences, *create, *curl_credential(dev)) == 200
     (created,) = alertmanager.api("/silences")
     assert created["createdBy"] == "box"
 

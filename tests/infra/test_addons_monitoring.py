@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.addons import images, monitoring
-from infra.addons.monitoring import access, alertmanager, exporters, grafana, rules, shards
+from infra.addons.monitoring import alertmanager, credential, exporters, grafana, rules, shards
 from infra.cluster.cluster_spec import build_cluster_spec
 from infra.config import naming
 from infra.config.errors import ConfigError
@@ -532,18 +532,20 @@ def test_every_client_of_prometheus_and_alertmanager_presents_the_stacks_credent
         rules.JOB_PROMETHEUS_PEERS,
         rules.JOB_ALERTMANAGER,
     }
-    expected = {"username": access.USER, "password_file": f"{access.MOUNT_DIR}/{access.PASSWORD}"}
+    expected = {"username": credential.USER, "password_file": f"{credential.MOUNT_DIR}/{credential.PASSWORD}"}
     for name, client in clients:
         assert client.get("basic_auth") == expected, name
     sources = load_yaml(find(groups, "ConfigMap", "grafana-datasources")["data"]["prometheus.yaml"])["datasources"]
     for source in sources:
-        assert (source["basicAuth"], source["basicAuthUser"]) == (True, access.USER), source["name"]
-        assert source["secureJsonData"] == {"basicAuthPassword": f"$__file{{{access.MOUNT_DIR}/{access.PASSWORD}}}"}
+        assert (source["basicAuth"], source["basicAuthUser"]) == (True, credential.USER), source["name"]
+        assert source["secureJsonData"] == {
+            "basicAuthPassword": f"$__file{{{credential.MOUNT_DIR}/{credential.PASSWORD}}}"
+        }
 
 
 def test_prometheus_alertmanager_and_grafana_serve_only_with_the_secret_mounted_and_no_anonymous_grafana():
     groups = groups_for("prod")
-    web_config = f"--web.config.file={access.MOUNT_DIR}/{access.WEB_CONFIG}"
+    web_config = f"--web.config.file={credential.MOUNT_DIR}/{credential.WEB_CONFIG}"
     workloads = [
         find(groups, "StatefulSet", monitoring.shard_workload(shard)) for shard in shard_names_of(spec_for("prod"))
     ]
@@ -552,12 +554,14 @@ def test_prometheus_alertmanager_and_grafana_serve_only_with_the_secret_mounted_
         pod = workload["spec"]["template"]["spec"]
         (container,) = pod["containers"]
         name = workload["metadata"]["name"]
-        assert {"name": "access", "secret": {"secretName": access.SECRET, "defaultMode": 0o444}} in pod["volumes"]
-        assert {"name": "access", "mountPath": access.MOUNT_DIR, "readOnly": True} in container["volumeMounts"]
+        assert {"name": "access", "secret": {"secretName": credential.SECRET, "defaultMode": 0o444}} in pod["volumes"]
+        assert {"name": "access", "mountPath": credential.MOUNT_DIR, "readOnly": True} in container["volumeMounts"]
         if name == grafana.NAME:
             env = {e["name"]: e["value"] for e in container["env"]}
             assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
-            assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"] == f"{access.MOUNT_DIR}/{access.GRAFANA_ADMIN_PASSWORD}"
+            assert (
+                env["GF_SECURITY_ADMIN_PASSWORD__FILE"] == f"{credential.MOUNT_DIR}/{credential.GRAFANA_ADMIN_PASSWORD}"
+            )
             continue
         assert web_config in container["args"], name
         # The kubelet's probes cannot present a credential over httpGet: each runs the image's own tool with it.
@@ -565,18 +569,18 @@ def test_prometheus_alertmanager_and_grafana_serve_only_with_the_secret_mounted_
             if probe in container:
                 command = container[probe]["exec"]["command"]
                 assert command[0] in ("promtool", "amtool") and command[-1] == (
-                    f"--http.config.file={access.MOUNT_DIR}/{access.CLIENT_CONFIG}"
+                    f"--http.config.file={credential.MOUNT_DIR}/{credential.CLIENT_CONFIG}"
                 ), (name, probe)
 
 
 def test_the_rendered_web_and_client_configs_pass_the_real_promtool(tmp_path: Path):
     """Prometheus and Alertmanager read the same web-config format (exporter-toolkit); promtool checks it."""
     promtool = monitoring_tool("promtool")
-    data = access.secret_data("a-password", bcrypt_hash("a-password"), "another")
-    for key in (access.WEB_CONFIG, access.CLIENT_CONFIG):
+    data = credential.secret_data("a-password", bcrypt_hash("a-password"), "another")
+    for key in (credential.WEB_CONFIG, credential.CLIENT_CONFIG):
         (tmp_path / key).write_text(data[key])
-    result = _run([promtool, "check", "web-config", str(tmp_path / access.WEB_CONFIG)], 60)
+    result = _run([promtool, "check", "web-config", str(tmp_path / credential.WEB_CONFIG)], 60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert load_yaml(data[access.CLIENT_CONFIG]) == {"basic_auth": access.basic_auth()}
-    (tmp_path / "unknown.yml").write_text(data[access.WEB_CONFIG].replace("basic_auth_users", "basic_auth_user"))
+    assert load_yaml(data[credential.CLIENT_CONFIG]) == {"basic_auth": credential.basic_auth()}
+    (tmp_path / "unknown.yml").write_text(data[credential.WEB_CONFIG].replace("basic_auth_users", "basic_auth_user"))
     assert _run([promtool, "check", "web-config", str(tmp_path / "unknown.yml")], 60).returncode != 0

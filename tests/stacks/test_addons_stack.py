@@ -6,7 +6,7 @@ import pytest
 
 from infra.addons import cluster_autoscaler, monitoring
 from infra.addons.k8s import object_key
-from infra.addons.monitoring import access
+from infra.addons.monitoring import credential
 from plan.artifacts import kubernetes_object
 from tests.conftest import plan_stack
 from tests.infra.addon_fixtures import groups_of, spec_for
@@ -24,8 +24,8 @@ def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan
     without = plan_stack("dev", "addons.monitoring.enabled=false")
     monitoring = {object_key(o) for o in groups_of(spec_for("dev"))["monitoring"]}
     # ... and the stack's credential, which the deploy declares beside them (components/monitoring_access.py).
-    credential = ("Secret", monitoring.NAMESPACE, access.SECRET)
-    assert _objects(dev_plan) - _objects(without) == monitoring | {credential}
+    secret = ("Secret", monitoring.NAMESPACE, credential.SECRET)
+    assert _objects(dev_plan) - _objects(without) == monitoring | {secret}
     assert _objects(without) < _objects(dev_plan)
 
 
@@ -77,6 +77,6 @@ def test_the_monitoring_credential_is_a_secret_whose_every_value_the_plan_masks(
     (secret,) = [
         o
         for o in map(kubernetes_object, prod_plan.registrations)
-        if o is not None and object_key(o) == ("Secret", monitoring.NAMESPACE, access.SECRET)
+        if o is not None and object_key(o) == ("Secret", monitoring.NAMESPACE, credential.SECRET)
     ]
-    assert secret["stringData"] == {key: "[secret]" for key in access.secret_data("p", "h", "g")}
+    assert secret["stringData"] == {key: "[secret]" for key in credential.secret_data("p", "h", "g")}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
-from infra.addons.monitoring import access, alertmanager, exporters, grafana, rules, shards
+from infra.addons.monitoring import alertmanager, credential, exporters, grafana, rules, shards
 from infra.addons.monitoring.alertmanager import Receiver
 from infra.addons.settings import check_go_duration, duration, section
 from infra.addons.shared_names import MONITORING_NAMESPACE, SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
@@ -58,7 +58,7 @@ CONTROL_PLANE_SHARD = "control-plane"
 SHARD_HEADROOM = 1.25
 # What the monitoring stack's pods listen on: Prometheus, Alertmanager's API and its gossip (TCP and UDP),
 # Grafana, kube-state-metrics and its own metrics. Prometheus, Alertmanager and Grafana ask for the stack's
-# own credential (access.py); kube-state-metrics does not, and every one of them is also reached only from the
+# own credential (credential.py); kube-state-metrics does not, and every one of them is also reached only from the
 # system pools' subnets (the stack itself): every system-pool node drops the rest in its forward hook
 # (infra/node/cni.py). People reach them with `kubectl port-forward`, which the apiserver authorizes.
 STACK_TCP_PORTS = (
@@ -299,7 +299,7 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
                 "alerting": {
                     "alertmanagers": [
                         {
-                            "basic_auth": access.basic_auth(),
+                            "basic_auth": credential.basic_auth(),
                             "static_configs": [
                                 {"targets": alertmanager.api_addresses(NAMESPACE, ALERTMANAGER_REPLICAS)}
                             ],
@@ -338,7 +338,7 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
             f"--storage.tsdb.retention.time={settings.retention}",
             # Leave room below the disk budget so the node's disk never fills.
             f"--storage.tsdb.retention.size={int(settings.storage_gib * 0.85)}GB",
-            f"--web.config.file={access.path(access.WEB_CONFIG)}",
+            f"--web.config.file={credential.path(credential.WEB_CONFIG)}",
         ],
         "ports": [{"name": "web", "containerPort": PORT, "protocol": "TCP"}],
         "resources": k8s.resources("1", f"{settings.memory_gib}Gi"),
@@ -352,7 +352,7 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
         },
         "volumeMounts": [
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-            access.volume_mount(),
+            credential.volume_mount(),
             {"name": "rules", "mountPath": RULES_DIR, "readOnly": True},
             {"name": "data", "mountPath": DATA_DIR},
         ],
@@ -383,7 +383,7 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
         volumes=[
             {"name": "config", "configMap": {"name": name}},
             {"name": "rules", "configMap": {"name": f"{name}-rules"}},
-            access.volume(),
+            credential.volume(),
             {"name": "data", "hostPath": {"path": f"{HOST_DATA_DIR}/{shard}", "type": "DirectoryOrCreate"}},
         ],
     )
@@ -407,7 +407,7 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
 def _probe(*command: str) -> k8s.Obj:
     """A probe that runs one of the image's own tools against the API with the stack's credential."""
     return {
-        "exec": {"command": [*command, f"--http.config.file={access.path(access.CLIENT_CONFIG)}"]},
+        "exec": {"command": [*command, f"--http.config.file={credential.path(credential.CLIENT_CONFIG)}"]},
         "timeoutSeconds": 5,
     }
 
@@ -465,7 +465,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
         "args": [
             f"--config.file={alertmanager.CONFIG_DIR}/alertmanager.yml",
             "--storage.path=/alertmanager",
-            f"--web.config.file={access.path(access.WEB_CONFIG)}",
+            f"--web.config.file={credential.path(credential.WEB_CONFIG)}",
             f"--cluster.listen-address=0.0.0.0:{alertmanager.CLUSTER_PORT}",
             *(f"--cluster.peer={peer}" for peer in alertmanager.peer_addresses(ns, ALERTMANAGER_REPLICAS)),
         ],
@@ -481,7 +481,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
         ),
         "volumeMounts": [
             {"name": "config", "mountPath": alertmanager.CONFIG_DIR, "readOnly": True},
-            access.volume_mount(),
+            credential.volume_mount(),
             {"name": "secrets", "mountPath": alertmanager.SECRETS_DIR, "readOnly": True},
             {"name": "data", "mountPath": "/alertmanager"},
         ],
@@ -508,7 +508,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
             {"name": "config", "configMap": {"name": name}},
             # Never declared by the plan (the receivers' secrets): see docs/monitoring.md "Receivers".
             {"name": "secrets", "secret": {"secretName": alertmanager.RECEIVER_SECRET, "optional": True}},
-            access.volume(),
+            credential.volume(),
             # Silences and notification log: replicated between the two replicas by gossip.
             {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
         ],

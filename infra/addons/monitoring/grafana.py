@@ -2,7 +2,7 @@
 provisioned from files, read-only.
 
 No anonymous access: its one user is the admin, whose password is the stack's Secret's
-(access.py), and every data source asks Prometheus with the stack's credential, read from the same
+(credential.py), and every data source asks Prometheus with the stack's credential, read from the same
 Secret by Grafana's ``$__file{}`` provisioning expansion, so no password is in a ConfigMap. The
 provisioned dashboards cannot be edited, so Grafana holds no state worth keeping (an emptyDir). It is
 reached with ``kubectl port-forward`` (a ClusterIP Service).
@@ -11,7 +11,7 @@ reached with ``kubectl port-forward`` (a ClusterIP Service).
 from __future__ import annotations
 
 from infra.addons import images, k8s
-from infra.addons.monitoring import access, dashboards
+from infra.addons.monitoring import credential, dashboards
 from infra.addons.monitoring.rules import dump
 from infra.addons.shared_names import SYSTEM_PRIORITY
 
@@ -33,8 +33,8 @@ def datasources(namespace: str, shards: list[str], prometheus: str, port: int) -
                     "access": "proxy",
                     "url": f"http://{prometheus}-{shard}.{namespace}.svc:{port}",
                     "basicAuth": True,
-                    "basicAuthUser": access.USER,
-                    "secureJsonData": {"basicAuthPassword": f"$__file{{{access.path(access.PASSWORD)}}}"},
+                    "basicAuthUser": credential.USER,
+                    "secureJsonData": {"basicAuthPassword": f"$__file{{{credential.path(credential.PASSWORD)}}}"},
                     "editable": False,
                     "isDefault": index == 0,
                 }
@@ -70,9 +70,9 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
             {"name": name, "value": value}
             for name, value in (
                 ("GF_AUTH_ANONYMOUS_ENABLED", "false"),
-                ("GF_SECURITY_ADMIN_USER", access.GRAFANA_ADMIN),
+                ("GF_SECURITY_ADMIN_USER", credential.GRAFANA_ADMIN),
                 # Grafana reads a setting's value from the file a variable ending in __FILE names.
-                ("GF_SECURITY_ADMIN_PASSWORD__FILE", access.path(access.GRAFANA_ADMIN_PASSWORD)),
+                ("GF_SECURITY_ADMIN_PASSWORD__FILE", credential.path(credential.GRAFANA_ADMIN_PASSWORD)),
                 ("GF_USERS_ALLOW_SIGN_UP", "false"),
                 ("GF_ANALYTICS_REPORTING_ENABLED", "false"),
                 ("GF_ANALYTICS_CHECK_FOR_UPDATES", "false"),
@@ -88,7 +88,7 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
             {"name": "providers", "mountPath": f"{PROVISIONING_DIR}/dashboards", "readOnly": True},
             {"name": "dashboards", "mountPath": DASHBOARDS_DIR, "readOnly": True},
             {"name": "data", "mountPath": "/var/lib/grafana"},
-            access.volume_mount(),
+            credential.volume_mount(),
         ],
     }
     pod = k8s.pod_spec(
@@ -103,7 +103,7 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
             {"name": "providers", "configMap": {"name": f"{NAME}-dashboard-provider"}},
             {"name": "dashboards", "configMap": {"name": f"{NAME}-dashboards"}},
             {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
-            access.volume(),
+            credential.volume(),
         ],
     )
     labels = {"app.kubernetes.io/name": NAME}

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from infra.addons.monitoring import access, rules
+from infra.addons.monitoring import credential, rules
 from infra.facts.labels import GPU_PRESENT_LABEL, POOL_LABEL, ROLE_LABEL
 
 ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -179,8 +179,8 @@ def peer_scrape_config(targets: dict[str, list[str]]) -> dict[str, Any]:
 
 
 def authenticated(job: dict[str, Any]) -> dict[str, Any]:
-    """``job`` scraping the monitoring stack itself, whose APIs ask for its credential (access.py)."""
-    return {**job, "basic_auth": access.basic_auth()}
+    """``job`` scraping the monitoring stack itself, whose APIs ask for its credential (credential.py)."""
+    return {**job, "basic_auth": credential.basic_auth()}
 
 
 def etcd_backup_scrape_config(targets: list[str]) -> dict[str, Any]:
