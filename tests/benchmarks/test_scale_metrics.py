@@ -72,3 +72,36 @@ def test_the_report_compares_each_figure_with_its_slo():
     assert "1.500 s (**over**)" in table
     assert "kube-apiserver 1.20, etcd 0.40, fleet 0.10" in table
     assert heap_slope([step, {**step, "nodes": 3000, "apiserver_heap_gib_mean": 2.0}]) == pytest.approx(0.5)
+
+
+def test_watches_are_counted_per_resource_from_the_long_running_requests_gauge():
+    snapshot = metrics.parse(
+        'apiserver_longrunning_requests{component="apiserver",resource="pods",scope="cluster",verb="WATCH"} 40\n'
+        'apiserver_longrunning_requests{component="apiserver",resource="pods",scope="namespace",verb="WATCH"} 2\n'
+        'apiserver_longrunning_requests{component="apiserver",resource="secrets",scope="namespace",verb="WATCH"} 7\n'
+        'apiserver_longrunning_requests{component="apiserver",resource="pods",scope="namespace",verb="CONNECT"} 3\n'
+        'apiserver_longrunning_requests{component="apiserver",resource="nodes",scope="cluster",verb="WATCH"} 0\n'
+    )
+    assert metrics.watches_by_resource(snapshot) == {"pods": 42, "secrets": 7}
+
+
+def test_the_growth_table_names_the_watches_per_apiserver():
+    step = {
+        "nodes": 1000,
+        "registration": {"p99": 0.2},
+        "lease_update_p99_s": 0.1,
+        "worst_mutating": ("PUT leases", 0.1),
+        "worst_get": ("GET nodes", 0.01),
+        "worst_cluster_list": ("", None),
+        "http_429": 0,
+        "requests_per_s": 100.0,
+        "apiserver_heap_gib_mean": 1.0,
+        "etcd_db_mib": 10.0,
+        "etcd_commit_p99_ms": 5.0,
+        "main_etcd_puts_per_s": 100.0,
+        "cores_busy": {},
+        "watchers_per_apiserver": [1000, 1200, 1400],
+        "watchers_by_resource": {"pods": 1300, "nodes": 1100, "services": 1000, "secrets": 200, "leases": 1},
+    }
+    table = render({"machine": "2 cores", "steps": [step]})
+    assert "| 1,200 (1,000-1,400): pods 1,300, nodes 1,100, services 1,000, secrets 200 in all |" in table
