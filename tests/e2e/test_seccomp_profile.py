@@ -1,6 +1,7 @@
 """The NUMA Localhost profile every node carries, applied by the real runc the nodes run (no cluster is
 booted): a container under it makes the NUMA calls training needs and is refused the calls that lead off
-the container, which the same container without the profile makes.
+the container, which the same container without the profile makes, and a call the profile does not list
+(``pidfd_getfd``, which no list of refused calls named: the denylist profile before this one let it through).
 
 Substituted: containerd's translation of the profile into the OCI spec. The profile's format is the OCI
 runtime spec's seccomp fields (which containerd copies across), so it is written into the bundle's
@@ -29,11 +30,15 @@ def call(nr, *args):
     done = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
     return 0 if done >= 0 else ctypes.get_errno()
 ring = ctypes.create_string_buffer(120)
+node0 = ctypes.c_ulong(1)  # a node mask holding node 0
+pidfd = libc.syscall(ctypes.c_long(434), ctypes.c_long(os.getpid()), ctypes.c_long(0))  # pidfd_open(self)
 print(json.dumps({
     "set_mempolicy": call(238, 0, 0, 0),  # MPOL_DEFAULT
     "get_mempolicy": call(239, 0, 0, 0, 0, 0),
     "mbind": call(237, 0, 0, 0, 0, 0, 0),  # an empty range
     "move_pages": call(279, 0, 0, 0, 0, 0, 0),  # no pages, this process
+    "migrate_pages": call(256, 0, 64, ctypes.addressof(node0), ctypes.addressof(node0)),  # node 0 to node 0
+    "pidfd_getfd": call(438, pidfd, 0, 0),  # a copy of its own stdin, through its own pidfd
     "keyctl": call(250, 0, -3, 0),  # KEYCTL_GET_KEYRING_ID of the session keyring
     "unshare": call(272, 0x10000000),  # CLONE_NEWUSER
     "userfaultfd": call(323, 1),  # UFFD_USER_MODE_ONLY
@@ -41,8 +46,8 @@ print(json.dumps({
     "kcmp": call(312, os.getpid(), os.getpid(), 0, 0, 0),  # KCMP_FILE 0 against itself
 }))
 """
-NUMA = ("set_mempolicy", "get_mempolicy", "mbind", "move_pages")
-REFUSED = ("keyctl", "unshare", "userfaultfd", "io_uring_setup", "kcmp")
+NUMA = ("set_mempolicy", "get_mempolicy", "mbind", "move_pages", "migrate_pages")
+REFUSED = ("keyctl", "unshare", "userfaultfd", "io_uring_setup", "kcmp", "pidfd_getfd")
 EPERM = 1
 
 
@@ -77,7 +82,9 @@ def bundle(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_the_numa_profile_allows_numa_calls_and_refuses_what_leads_off_the_container(binaries: Path, bundle: Path):
+def test_the_numa_profile_allows_numa_calls_and_refuses_what_leads_off_the_container_or_it_does_not_list(
+    binaries: Path, bundle: Path
+):
     runc = binaries / "runc"
     unconfined = run_probe(runc, bundle, None)
     confined = run_probe(runc, bundle, seccomp.numa_profile())

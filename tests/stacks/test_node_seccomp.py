@@ -49,24 +49,34 @@ def test_every_kubelet_defaults_to_the_runtime_profile_and_has_the_numa_profile_
     assert checked >= 3
 
 
-def test_the_numa_profile_refuses_the_escape_calls_and_never_the_numa_ones():
+def test_the_numa_profile_is_an_allowlist_with_the_numa_calls_and_without_the_escape_calls():
+    """Today's design failed here: it allowed by default and refused a list (a call newer than the list passed)."""
     profile = seccomp.numa_profile()
-    assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
+    assert (profile["defaultAction"], profile["defaultErrnoRet"]) == ("SCMP_ACT_ERRNO", seccomp.EPERM)
     rules = profile["syscalls"]
-    refused_always = {n for r in rules if r["action"] == "SCMP_ACT_ERRNO" and not r.get("args") for n in r["names"]}
-    assert set(seccomp.REFUSED) | {"clone3"} == refused_always
-    assert {
+    assert all(r["action"] == "SCMP_ACT_ALLOW" for r in rules if r["names"] != ["clone3"])
+    always = {n for r in rules if not r.get("args") and r["action"] == "SCMP_ACT_ALLOW" for n in r["names"]}
+    assert set(seccomp.NUMA_SYSCALLS) <= always
+    escapes = {
         "unshare",
         "setns",
         "mount",
+        "pivot_root",
         "keyctl",
+        "add_key",
         "bpf",
+        "perf_event_open",
         "init_module",
         "kexec_load",
         "open_by_handle_at",
-    } <= refused_always
-    assert not set(seccomp.NUMA_SYSCALLS) & {n for r in rules for n in r["names"]}
-    # clone: refused exactly when a namespace flag is set, one rule per flag (rules on one call are ORed).
-    clone = [r["args"] for r in rules if r["names"] == ["clone"]]
-    assert sorted(a["value"] for (a,) in clone) == sorted(seccomp.CLONE_NAMESPACE_FLAGS.values())
-    assert all(a["op"] == "SCMP_CMP_MASKED_EQ" and a["valueTwo"] == a["value"] and a["index"] == 0 for (a,) in clone)
+        "kcmp",
+        "userfaultfd",
+        "io_uring_setup",
+        "pidfd_getfd",
+    }
+    assert not escapes & {n for r in rules for n in r["names"]}
+    # clone: allowed exactly when no namespace flag is set.
+    (clone,) = [r["args"] for r in rules if r["names"] == ["clone"]]
+    assert clone == [
+        {"index": 0, "value": sum(seccomp.CLONE_NAMESPACE_FLAGS.values()), "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}
+    ]
