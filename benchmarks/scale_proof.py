@@ -48,7 +48,14 @@ from benchmarks.scale import joins, metrics, plots  # noqa: E402
 from benchmarks.scale.metrics import Snapshot  # noqa: E402
 from benchmarks.scale.report import SLO_MUTATING_S, render  # noqa: E402
 from infra.facts.labels import GPU_RESOURCE, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
-from tests.e2e.cluster import APISERVER_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot, objects_in_apply_order  # noqa: E402
+from tests.e2e.cluster import (  # noqa: E402
+    APISERVER_UNIT,
+    FIELD_MANAGER,
+    RENDERED_ETCD_CONFIG,
+    Cluster,
+    boot,
+    objects_in_apply_order,
+)
 from tests.e2e.fleet import Fleet, fleet_pools, settle, split  # noqa: E402
 from tests.e2e.hosts import wait_for  # noqa: E402
 
@@ -467,7 +474,10 @@ def watch_flags(args: argparse.Namespace) -> list[str]:
 def set_join_level(cluster: Cluster, level: list, present: bool) -> None:
     """Applies the rendered join FlowSchema and priority level, or deletes them."""
     if present:
-        cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(level))
+        # As the box applied them (its field manager): the same manager may re-apply without conflicts.
+        cluster.kubectl(
+            "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-", input=yaml.safe_dump_all(level)
+        )
     else:
         for document in level:
             cluster.kubectl("delete", "--ignore-not-found", document["kind"].lower(), document["metadata"]["name"])
