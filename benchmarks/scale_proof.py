@@ -580,6 +580,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "registration": registration,
                 **figures,
                 "fleet": (fleet.reports() or [{}])[-1],
+                "load_1m": os.getloadavg()[0],  # the machine is shared: its load beside every figure
             }
             results["steps"].append(step)
             print(json.dumps(step), flush=True)
