@@ -213,6 +213,14 @@ class Plan:
             for i in range(int(vmss["inputs"]["sku"]["capacity"]))
         ]
 
+    def repair_probe(self) -> dict[str, Any]:
+        """The apiserver scale set's health signal, as rendered: its Application Health extension's settings
+        (``requestPath``, ``intervalInSeconds``, ``numberOfProbes``, ...), which automatic repairs act on."""
+        (vmss,) = [r for r in self.of_type(SCALE_SET) if tags.MACHINE_ROLE in (r["inputs"].get("tags") or {})]
+        extensions = vmss["inputs"]["virtualMachineProfile"]["extensionProfile"]["extensions"]
+        (health,) = [e for e in extensions if e["type"] == "ApplicationHealthLinux"]
+        return health["settings"]
+
     def free_addresses(self, subnet: ipaddress.IPv4Network) -> list[str]:
         """``subnet``'s addresses Azure may hand out (from the fifth, never the broadcast) that no static address
         of the plan holds, lowest first."""
