@@ -94,9 +94,9 @@ class RollingUpgrade:
         if self.latest is None:
             return None
         code = _text(self.latest, "runningStatus", "code")
-        progress = self.latest.get("progress") if isinstance(self.latest.get("progress"), Mapping) else {}
         left = {
-            key: progress.get(key) for key in ("failedInstanceCount", "inProgressInstanceCount", "pendingInstanceCount")
+            key: _at(self.latest, "progress", key)
+            for key in ("failedInstanceCount", "inProgressInstanceCount", "pendingInstanceCount")
         }
         if code != "Completed" or any(left.values()):
             counts = ", ".join(f"{key} {value}" for key, value in left.items() if value)
