@@ -13,8 +13,6 @@ addresses, and no other: a node's request for another node's address stays unapp
 
 from __future__ import annotations
 
-import base64
-import ipaddress
 import json
 import os
 import uuid
@@ -22,10 +20,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from infra.addons import monitoring
 from infra.addons.monitoring import rules
@@ -35,6 +29,7 @@ from infra.control_plane.csr_approval import UNIT as CSR_APPROVER_UNIT
 from infra.facts.labels import ROLE_LABEL, ROLE_SYSTEM
 from tests.e2e.cluster import Cluster, boot, plan_stack
 from tests.e2e.hosts import wait_for
+from tests.e2e.pki import node_csr
 from tests.e2e.prometheus import Shard, replica_name, start_shard
 from tests.e2e.test_prometheus import NODE_SHARD, SCRAPE_TIMEOUT, _describe
 
@@ -201,31 +196,8 @@ def _node_kubeconfig(box: Cluster, node) -> Path:
 
 
 def _serving_request(box: Cluster, kubeconfig: Path, node: str, ips: list[str], usages: list[str]) -> str:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
-            x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node}"),
-        ]
-    )
-    names = [x509.DNSName(node), *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips)]
-    request = (
-        x509.CertificateSigningRequestBuilder()
-        .subject_name(subject)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(key, hashes.SHA256())
-    )
     name = f"crafted-{uuid.uuid4().hex[:8]}"
-    csr = {
-        "apiVersion": "certificates.k8s.io/v1",
-        "kind": "CertificateSigningRequest",
-        "metadata": {"name": name},
-        "spec": {
-            "request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
-            "signerName": KUBELET_SERVING_SIGNER,
-            "usages": usages,
-        },
-    }
+    _, csr = node_csr(node, name, KUBELET_SERVING_SIGNER, usages, tuple(ips))
     box.kubectl("create", "-f", "-", input=json.dumps(csr), kubeconfig=kubeconfig)
     return name
 

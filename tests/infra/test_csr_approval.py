@@ -1,5 +1,5 @@
 """Kubelet serving certificates: the approver's decision, the files and unit every apiserver receives, and the
-RBAC it runs with. Against the real apiserver and kubelets: tests/e2e/test_kubelet_serving.py."""
+RBAC it runs with. Against the real apiserver and kubelets: tests/e2e/test_node_metrics.py."""
 
 from __future__ import annotations
 
