@@ -11,7 +11,6 @@ import base64
 import binascii
 import functools
 import hashlib
-import json
 import os
 import posixpath
 import re
@@ -22,6 +21,7 @@ import yaml
 
 from infra.assembly import machine_image
 from infra.boot import yaml_text
+from plan.json_text import json_text
 from plan.mocks import SECRET, Registration
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
@@ -205,8 +205,8 @@ def _file_content(entry: dict[str, Any]) -> str:
 def plan_files(registrations: list[Registration], outputs: dict[str, Any], summary: str) -> dict[str, str]:
     """Every file of the plan directory, by relative path."""
     files = {
-        "resources.json": json.dumps([recorded(r) for r in registrations], indent=2, sort_keys=False) + "\n",
-        "outputs.json": json.dumps(outputs, indent=2, sort_keys=True) + "\n",
+        "resources.json": json_text([recorded(r) for r in registrations]) + "\n",
+        "outputs.json": json_text(outputs, sort_keys=True) + "\n",
         "summary.md": summary,
     }
     files.update({f"files/{relative}": text for relative, text in collect_files(registrations).items()})

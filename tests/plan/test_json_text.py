@@ -1,0 +1,65 @@
+"""The plan's JSON files are written by orjson (plan/json_text.py) and must read exactly as Python's own
+``json.dumps(value, indent=2)`` wrote them: the same text for any JSON value, including the spellings
+where the two encoders differ (non-ASCII characters, small floats, integers beyond 64 bits)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plan.json_text import json_text
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_VALUES, st.booleans())
+def test_any_json_value_is_written_as_json_dumps_writes_it(value, sort_keys):
+    assert json_text(value, sort_keys=sort_keys) == json.dumps(value, indent=2, sort_keys=sort_keys)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"note": "café ☃ 😀", "del": "\x7f", "control": "\x00\x1f", "separator": "\u2028"},
+        [1e-05, 3e-07, 1e-10, 0.0001, -2.5e-06, 1e16, 1e22, -0.0, 0.1],
+        [2**63, -(2**63), 2**64, -(2**70)],
+        {"text that looks like a small float": "0.00001 and 3e-7"},
+        {"b": {"d": [], "c": {}}, "a": [{}]},
+    ],
+)
+def test_the_spellings_orjson_differs_in_are_json_dumps_own(value):
+    for sort_keys in (False, True):
+        assert json_text(value, sort_keys=sort_keys) == json.dumps(value, indent=2, sort_keys=sort_keys)
+
+
+@dataclasses.dataclass
+class _NotJson:
+    field: int
+
+
+@pytest.mark.parametrize("value", [{"a": _NotJson(1)}, [datetime.date(2026, 1, 1)], {1: "int key"}])
+def test_what_json_refuses_or_converts_is_left_to_json(value):
+    try:
+        expected = json.dumps(value, indent=2)
+    except TypeError as error:
+        with pytest.raises(TypeError, match=str(error)):
+            json_text(value)
+    else:
+        assert json_text(value) == expected
