@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from benchmarks.scale import metrics, plots  # noqa: E402
+from benchmarks.scale import joins, metrics, plots  # noqa: E402
 from benchmarks.scale.metrics import Snapshot  # noqa: E402
 from benchmarks.scale.report import SLO_MUTATING_S, render  # noqa: E402
 from infra.facts.labels import GPU_RESOURCE, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
@@ -172,6 +172,13 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
             (labels.get("verb"), labels.get("resource"), labels.get("scope")) == ("PUT", "leases", "resource")
         ),
     )
+    node_high_wait = metrics.histogram_delta(
+        before.control_plane,
+        after.control_plane,
+        "apiserver_flowcontrol_request_wait_duration_seconds",
+        lambda labels: labels.get("priority_level") == "node-high" and labels.get("execute") == "true",
+    )
+    watches = [metrics.watches_by_resource(snapshot) for snapshot in after.apiservers]
     rss = [metrics.gauge(s, "process_resident_memory_bytes") for s in after.apiservers]
     heap = [metrics.gauge(s, "go_memstats_heap_inuse_bytes") for s in after.apiservers]
     cpu = {name: round((after.cpu.get(name, 0.0) - before.cpu.get(name, 0.0)) / seconds, 2) for name in after.cpu}
@@ -191,9 +198,16 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
         "lease_update_p99_s": p99.get(("PUT", "leases", "resource")),
         # The median beside it: the plots draw each pattern's spread from the p50 to the p99.
         "lease_update_p50_s": metrics.quantile(0.5, leases) if ("PUT", "leases", "resource") in p99 else None,
+        # How long heartbeats and status updates queued in API Priority and Fairness before running.
+        "node_high_wait_p99_s": metrics.quantile(0.99, node_high_wait),
         "worst_mutating": worst(mutating),
         "worst_get": worst(gets),
         "worst_cluster_list": worst(lists),
+        # Watches open on each apiserver when the window ended, and all of them by resource.
+        "watchers_per_apiserver": [sum(w.values()) for w in watches],
+        "watchers_by_resource": {
+            resource: sum(w.get(resource, 0) for w in watches) for resource in sorted({r for w in watches for r in w})
+        },
         "apiserver_rss_gib_mean": round(sum(rss) / len(rss) / 2**30, 2) if rss else None,
         "apiserver_heap_gib_mean": round(sum(heap) / len(heap) / 2**30, 2) if heap else None,
         "etcd_db_mib": round(metrics.gauge(after.etcd["etcd"][0], "etcd_mvcc_db_total_size_in_bytes") / 2**20, 1),
@@ -399,6 +413,122 @@ def fresh_workdir(out: str | None, prefix: str) -> Path:
     return workdir
 
 
+def join_bursts(
+    cluster: Cluster, fleet: Fleet, args: argparse.Namespace, baseline: float | None, deadline: float
+) -> list[dict[str, Any]]:
+    """``--join-runs`` bursts of ``--join-burst`` nodes, with the rendered pacing and without it in turn, from
+    ``--join-first``. Paced: fleet registers at the autoscaler's rendered pace
+    (``joins.Pacing.fleet_flags``) and the rendered join priority level is in place. Unpaced: all at once, with
+    that level deleted (Node creates then fall to the built-in ``node-high``, with the heartbeats). Each burst is
+    measured over ``--window`` seconds from its start, and the cluster settles (``settle_back``) before the next
+    one. The nodes stay: each burst starts ``--join-burst`` nodes above the last, so a run's order decides its
+    size, and runs in the opposite order (``--join-first``) give each mode the same sizes."""
+    documents = [d for _, d in objects_in_apply_order(cluster.plan)]
+    pacing, level = joins.rendered_pacing(documents), joins.join_level(documents)
+    runs = []
+    for index, mode in enumerate(joins.order(args.join_first, args.join_runs)):
+        if time.monotonic() + args.window + 180 > deadline:
+            print(json.dumps({"join_burst": index + 1, "skipped": f"--max-minutes {args.max_minutes} reached"}))
+            break
+        paced = mode == joins.PACED
+        set_join_level(cluster, level, present=paced)
+        nodes_before = fleet.nodes
+        before, started = scrape(cluster), time.monotonic()
+        registration = fleet.grow(
+            split(fleet.pools, args.join_burst),
+            prefix=f"join{index + 1}-{mode}",
+            extra_args=[*watch_flags(args), *(pacing.fleet_flags() if paced else [])],
+        )
+        time.sleep(max(0.0, started + args.window - time.monotonic()))
+        after = scrape(cluster)
+        run = {
+            "mode": mode,
+            "nodes_before": nodes_before,
+            "burst": args.join_burst,
+            "pacing": f"{pacing.per_scaleup} nodes per {pacing.interval_s:g} s" if paced else "all at once",
+            "registration": registration,
+            **window_figures(cluster, before, after),
+            "load_1m": os.getloadavg()[0],
+        }
+        run["settle"] = settle_back(fleet, cluster, baseline)
+        runs.append(run)
+        print(json.dumps({"join_burst": index + 1, **run}), flush=True)
+    set_join_level(cluster, level, present=True)
+    return runs
+
+
+def watch_flags(args: argparse.Namespace) -> list[str]:
+    """``--fleet-watches kubelet``: each simulated node holds a kubelet's watches (fleet's ``--kubelet-watches``);
+    ``shared``: one node and one pod watch per fleet process, as the scale proof measured before."""
+    return ["--kubelet-watches"] if args.fleet_watches == "kubelet" else []
+
+
+def set_join_level(cluster: Cluster, level: list, present: bool) -> None:
+    """Applies the rendered join FlowSchema and priority level, or deletes them."""
+    if present:
+        cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(level))
+    else:
+        for document in level:
+            cluster.kubectl("delete", "--ignore-not-found", document["kind"].lower(), document["metadata"]["name"])
+
+
+def settle_back(fleet: Fleet, cluster: Cluster, baseline: float | None, timeout: float = 120) -> dict[str, Any]:
+    """After a join burst: waits until its nodes' DaemonSet pods run (``settle``), then until the lease p99,
+    over 20-s windows, is back within 1.5x of ``baseline`` (or 0.2 s). Both waits are bounded; ``settled``
+    says whether the lease p99 got back."""
+    started = time.monotonic()
+    settle(fleet, timeout=150)
+    threshold = max(1.5 * (baseline or 0.0), 0.2)
+    deadline = time.monotonic() + timeout
+    while True:
+        _, figures = measured(cluster, lambda: time.sleep(20))
+        lease = figures["lease_update_p99_s"]
+        if (lease is not None and lease <= threshold) or time.monotonic() > deadline:
+            break
+    return {
+        "seconds": round(time.monotonic() - started),
+        "lease_update_p99_s": lease,
+        "settled": lease is not None and lease <= threshold,
+    }
+
+
+def other_patterns(cluster: Cluster, workdir: Path, args: argparse.Namespace, gpu_nodes: int, patterns: dict) -> None:
+    """The job burst, the Event storm and the per-node agents, each with the rendered setting and without it."""
+    patterns["job_burst"], figures = measured(cluster, lambda: job_burst(cluster, workdir, gpu_nodes, args.cpu_pods))
+    patterns["job_burst"].update(figures)
+    for label, on in (("override_on", True), ("override_off", False)):
+        if not on:
+            set_events_override(cluster, False)
+        storm, figures = measured(
+            cluster, lambda: load(cluster, "events", "--count", str(args.events), "--concurrency", "32")
+        )
+        patterns[f"event_storm_{label}"] = {"storm": storm, **figures}
+    set_events_override(cluster, True)
+    token = agent_token(cluster)
+    for label in ("apf_rendered", "apf_removed"):
+        if label == "apf_removed":
+            for document in rendered_apf(cluster):
+                cluster.kubectl("delete", document["kind"].lower(), document["metadata"]["name"])
+        agents, figures = measured(
+            cluster,
+            lambda: load(
+                cluster,
+                "list",
+                "--agents",
+                str(args.agents),
+                "--interval",
+                "2",
+                "--duration",
+                str(args.window),
+                "--path",
+                "/api/v1/pods",
+                token=token,
+                timeout=args.window + 300,
+            ),
+        )
+        patterns[f"list_agents_{label}"] = {"agents": agents, **figures}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     binaries = built_binaries()
     workdir = fresh_workdir(args.out, "scale-proof-")
@@ -419,7 +549,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             increment = {name: wanted[name] - fleet.created.get(name, 0) for name in wanted}
             try:
                 registration = fleet.grow(
-                    increment, prefix=f"step{len(results['steps'])}", timeout=max(60.0, deadline - time.monotonic())
+                    increment,
+                    prefix=f"step{len(results['steps'])}",
+                    timeout=max(60.0, deadline - time.monotonic()),
+                    extra_args=watch_flags(args),
                 )
             except (TimeoutError, RuntimeError) as error:
                 results["stopped"] = f"growing to {target} nodes failed: {error}"
@@ -443,49 +576,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for name, n in fleet.created.items()
             if next(p for p in fleet.pools if p["name"] == name)["labels"].get(ROLE_LABEL) == ROLE_GPU
         )
-        for label, qps in (("unpaced", 0.0), ("paced", args.paced_qps)):
-            registration, figures = measured(
-                cluster,
-                lambda q=qps, name=label: fleet.grow(
-                    split(fleet.pools, args.join_burst), prefix=f"join-{name}", register_qps=q
-                ),
-            )
-            patterns[f"join_burst_{label}"] = {"registration": registration, **figures}
-        patterns["job_burst"], figures = measured(
-            cluster, lambda: job_burst(cluster, workdir, gpu_nodes, args.cpu_pods)
-        )
-        patterns["job_burst"].update(figures)
-        for label, on in (("override_on", True), ("override_off", False)):
-            if not on:
-                set_events_override(cluster, False)
-            storm, figures = measured(
-                cluster, lambda: load(cluster, "events", "--count", str(args.events), "--concurrency", "32")
-            )
-            patterns[f"event_storm_{label}"] = {"storm": storm, **figures}
-        set_events_override(cluster, True)
-        token = agent_token(cluster)
-        for label in ("apf_rendered", "apf_removed"):
-            if label == "apf_removed":
-                for document in rendered_apf(cluster):
-                    cluster.kubectl("delete", document["kind"].lower(), document["metadata"]["name"])
-            agents, figures = measured(
-                cluster,
-                lambda: load(
-                    cluster,
-                    "list",
-                    "--agents",
-                    str(args.agents),
-                    "--interval",
-                    "2",
-                    "--duration",
-                    str(args.window),
-                    "--path",
-                    "/api/v1/pods",
-                    token=token,
-                    timeout=args.window + 300,
-                ),
-            )
-            patterns[f"list_agents_{label}"] = {"agents": agents, **figures}
+        baseline = results["steps"][-1]["lease_update_p99_s"] if results["steps"] else None
+        runs = join_bursts(cluster, fleet, args, baseline, deadline)
+        patterns["join_bursts"] = runs
+        for mode in (joins.PACED, joins.UNPACED):
+            median = joins.median_run(runs, mode)
+            if median:
+                patterns[f"join_burst_{mode}"] = median
+        if args.patterns == "all":
+            other_patterns(cluster, workdir, args, gpu_nodes, patterns)
         results["patterns"] = patterns
     finally:
         cluster.close()
@@ -515,7 +614,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 2500, 5000, 7500])
     parser.add_argument("--window", type=float, default=60, help="seconds each step and pattern is measured over")
     parser.add_argument("--join-burst", type=int, default=500, help="nodes joining at once")
-    parser.add_argument("--paced-qps", type=float, default=25, help="registrations per second when paced")
+    parser.add_argument("--join-runs", type=int, default=6, help="join bursts in all, paced and unpaced in turn")
+    parser.add_argument("--join-first", choices=[joins.PACED, joins.UNPACED], default=joins.PACED)
+    parser.add_argument(
+        "--patterns", choices=["all", "join"], default="all", help="join: the join bursts only (one lock hold)"
+    )
+    parser.add_argument(
+        "--fleet-watches",
+        choices=["kubelet", "shared"],
+        default="kubelet",
+        help="kubelet: each simulated node holds a kubelet's watches; shared: one node and one pod watch per process",
+    )
     parser.add_argument("--cpu-pods", type=int, default=500)
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--agents", type=int, default=100)

@@ -107,3 +107,14 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
 
 def observations(buckets: list[tuple[float, float]]) -> float:
     return buckets[-1][1] if buckets else 0.0
+
+
+def watches_by_resource(snapshot: Snapshot) -> dict[str, int]:
+    """Watches an apiserver serves now, by resource: its ``apiserver_longrunning_requests`` gauge, verb WATCH."""
+    found: dict[str, int] = {}
+    for labels, value in snapshot.get("apiserver_longrunning_requests").items():
+        label = dict(labels)
+        if label.get("verb") == "WATCH" and value:
+            resource = label.get("resource", "")
+            found[resource] = found.get(resource, 0) + int(value)
+    return found

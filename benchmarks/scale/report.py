@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.scale import joins
 from infra.catalog.vm_sizes import VM_SIZES
 
 # Kubernetes scalability SLOs (kubernetes/community sig-scalability/slos/slos.md), p99 over a window.
@@ -27,6 +28,19 @@ def _busiest(figures: dict[str, Any], top: int = 3) -> str:
     """The components that kept the most cores busy over the window: where the machine saturates."""
     cores = figures.get("cores_busy") or {}
     return ", ".join(f"{name} {value:.2f}" for name, value in list(cores.items())[:top])
+
+
+def _watches(figures: dict[str, Any]) -> str:
+    """Watches open on each apiserver (mean, lowest-highest), and the resources most watched in all."""
+    per = figures.get("watchers_per_apiserver")
+    if not per:
+        return "n/a"
+    top = sorted((figures.get("watchers_by_resource") or {}).items(), key=lambda item: -item[1])[:4]
+    return (
+        f"{sum(per) / len(per):,.0f} ({min(per):,}-{max(per):,}): "
+        + ", ".join(f"{resource} {count:,}" for resource, count in top)
+        + " in all"
+    )
 
 
 def _ratio(with_setting: float | None, without: float | None) -> str:
@@ -56,8 +70,8 @@ def render(results: dict[str, Any]) -> str:
     lines += [
         "| nodes | join p99 | lease update p99 (SLO 1 s) | worst mutating p99 | worst GET p99 | "
         "worst cluster LIST p99 (SLO 30 s) | 429s | req/s | apiserver heap (mean) | etcd DB | "
-        "etcd commit p99 | main etcd puts/s | busiest (cores) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "etcd commit p99 | main etcd puts/s | watches per apiserver | busiest (cores) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for step in results.get("steps", []):
         registration = step.get("registration") or {}
@@ -67,7 +81,7 @@ def render(results: dict[str, Any]) -> str:
             f"{_s(step['worst_mutating'][1])} | {step['worst_get'][0]} {_s(step['worst_get'][1])} | "
             f"{step['worst_cluster_list'][0]} {_s(step['worst_cluster_list'][1])} | {int(step['http_429'])} | "
             f"{step['requests_per_s']} | {step['apiserver_heap_gib_mean']} GiB | {step['etcd_db_mib']} MiB | "
-            f"{step['etcd_commit_p99_ms']} ms | {step['main_etcd_puts_per_s']} | {_busiest(step)} |"
+            f"{step['etcd_commit_p99_ms']} ms | {step['main_etcd_puts_per_s']} | {_watches(step)} | {_busiest(step)} |"
         )
     slope = heap_slope(results.get("steps", []))
     if slope is not None:
@@ -82,17 +96,8 @@ def render(results: dict[str, Any]) -> str:
             f"benchmark's, so this is a floor.",
         ]
     patterns = results.get("patterns") or {}
-    if patterns:
+    if any(key in patterns for key in ("job_burst", "event_storm_override_on", "list_agents_apf_rendered")):
         lines += ["", "| pattern | with the rendered setting | without it | measured difference |", "|---|---|---|---|"]
-        on, off = patterns.get("join_burst_paced"), patterns.get("join_burst_unpaced")
-        if on and off:
-            lines.append(
-                f"| join burst, {on['registration'].get('nodes')} nodes | paced: join p99 "
-                f"{_s(on['registration'].get('p99'))}, lease p99 {_s(on['lease_update_p99_s'])}, 429s "
-                f"{int(on['http_429'])} | unpaced: join p99 {_s(off['registration'].get('p99'))}, lease p99 "
-                f"{_s(off['lease_update_p99_s'])}, 429s {int(off['http_429'])} | lease p99 paced/unpaced "
-                f"{_ratio(on['lease_update_p99_s'], off['lease_update_p99_s'])} |"
-            )
         job = patterns.get("job_burst")
         if job:
             lines.append(
@@ -119,4 +124,6 @@ def render(results: dict[str, Any]) -> str:
                 f"LIST p99 {off['agents']['p99_ms']} ms, 429s {off['agents']['codes'].get('429', 0)} | lease p99 "
                 f"with/without {_ratio(on['lease_update_p99_s'], off['lease_update_p99_s'])} |"
             )
+    if patterns.get("join_bursts"):
+        lines += ["", "Join bursts, in the order run:", "", joins.render(patterns["join_bursts"])]
     return "\n".join(lines) + "\n"

@@ -52,8 +52,9 @@ def test_quantile_in_the_infinite_bucket_is_the_highest_finite_bound():
     assert metrics.quantile(0.99, [(0.1, 1), (1.0, 1), (float("inf"), 100)]) == 1.0
 
 
-def test_the_report_compares_each_figure_with_its_slo():
-    step = {
+def _step(**changes) -> dict:
+    """One growth step's figures, as the scale proof records them."""
+    return {
         "nodes": 1000,
         "registration": {"p99": 0.2},
         "lease_update_p99_s": 1.5,
@@ -67,8 +68,33 @@ def test_the_report_compares_each_figure_with_its_slo():
         "etcd_commit_p99_ms": 5.0,
         "main_etcd_puts_per_s": 100.0,
         "cores_busy": {"kube-apiserver": 1.2, "etcd": 0.4, "fleet": 0.1},
+        **changes,
     }
+
+
+def test_the_report_compares_each_figure_with_its_slo():
+    step = _step()
     table = render({"machine": "2 cores", "steps": [step, {**step, "nodes": 3000, "apiserver_heap_gib_mean": 2.0}]})
     assert "1.500 s (**over**)" in table
     assert "kube-apiserver 1.20, etcd 0.40, fleet 0.10" in table
     assert heap_slope([step, {**step, "nodes": 3000, "apiserver_heap_gib_mean": 2.0}]) == pytest.approx(0.5)
+
+
+def test_watches_are_counted_per_resource_from_the_long_running_requests_gauge():
+    snapshot = metrics.parse(
+        'apiserver_longrunning_requests{component="apiserver",resource="pods",scope="cluster",verb="WATCH"} 40\n'
+        'apiserver_longrunning_requests{component="apiserver",resource="pods",scope="namespace",verb="WATCH"} 2\n'
+        'apiserver_longrunning_requests{component="apiserver",resource="secrets",scope="namespace",verb="WATCH"} 7\n'
+        'apiserver_longrunning_requests{component="apiserver",resource="pods",scope="namespace",verb="CONNECT"} 3\n'
+        'apiserver_longrunning_requests{component="apiserver",resource="nodes",scope="cluster",verb="WATCH"} 0\n'
+    )
+    assert metrics.watches_by_resource(snapshot) == {"pods": 42, "secrets": 7}
+
+
+def test_the_growth_table_names_the_watches_per_apiserver():
+    step = _step(
+        watchers_per_apiserver=[1000, 1200, 1400],
+        watchers_by_resource={"pods": 1300, "nodes": 1100, "services": 1000, "secrets": 200, "leases": 1},
+    )
+    table = render({"machine": "2 cores", "steps": [step]})
+    assert "| 1,200 (1,000-1,400): pods 1,300, nodes 1,100, services 1,000, secrets 200 in all |" in table

@@ -28,8 +28,9 @@ type options struct {
 	statusUpdate  time.Duration // kubelet's nodeStatusUpdateFrequency
 	statusReport  time.Duration // kubelet's nodeStatusReportFrequency
 
-	runPods    bool
-	podWorkers int
+	runPods        bool
+	kubeletWatches bool // each node holds a kubelet's watches (watches.go) instead of one shared node and pod watch
+	podWorkers     int
 
 	nodeCIDR netip.Prefix
 	podCIDR  netip.Prefix
@@ -58,6 +59,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.statusUpdate, "status-update", 10*time.Second, "how often each node computes its status (kubelet's nodeStatusUpdateFrequency)")
 	fs.DurationVar(&o.statusReport, "status-report", 5*time.Minute, "how often an unchanged status is sent anyway (kubelet's nodeStatusReportFrequency)")
 	fs.BoolVar(&o.runPods, "run-pods", true, "report the pods bound to this process's nodes running, and delete those being deleted")
+	fs.BoolVar(&o.kubeletWatches, "kubelet-watches", false, "each node holds the watches a kubelet holds (its Node, its pods, Services, RuntimeClasses, CSIDrivers, its pods' Secrets and ConfigMaps) instead of one node and one pod watch for the whole process")
 	fs.IntVar(&o.podWorkers, "pod-workers", 200, "pod status updates and deletions in flight at most")
 	fs.StringVar(&nodeCIDR, "node-cidr", "100.64.0.0/11", "node addresses: pool p's node i is the prefix's address (p<<16)+i+1")
 	fs.StringVar(&podCIDR, "pod-cidr", "100.96.0.0/11", "pod addresses (hostNetwork pods get their node's), handed out in order; give each process its own if they must be unique")

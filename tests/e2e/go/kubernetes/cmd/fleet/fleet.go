@@ -65,6 +65,9 @@ type job struct {
 type simNode struct {
 	simnode.Node
 	client kubernetes.Interface // its connection
+	// With --kubelet-watches, the node's own watches (started with its first registration
+	// attempt, as kubelet starts them before it registers); nil otherwise.
+	watches *kubeletWatches
 
 	// Set by the registration, before its lease and status jobs are scheduled.
 	uid             types.UID
@@ -105,7 +108,8 @@ type fleet struct {
 	// scheduled jobs go first, so a join burst does not starve the joined nodes' heartbeats.
 	fresh chan job
 
-	nodeLister corelisters.NodeLister // every Node of the cluster (one shared watch)
+	nodeLister corelisters.NodeLister // every Node of the cluster (one shared watch); nil with --kubelet-watches
+	pods       *podRunner             // nil without --run-pods
 	st         *stats
 	out        *emitter
 	logf       func(string, ...any)
@@ -136,6 +140,9 @@ func newFleet(ctx context.Context, fail context.CancelCauseFunc, o options, node
 	}
 	for i, n := range nodes {
 		sn := &simNode{Node: n, client: c.nodes[i%len(c.nodes)]}
+		if o.kubeletWatches {
+			sn.watches = newKubeletWatches(f, sn)
+		}
 		f.nodes = append(f.nodes, sn)
 		f.byName[n.Name] = sn
 	}
@@ -214,6 +221,9 @@ func (f *fleet) do(j job) {
 func (f *fleet) register(n *simNode) {
 	if n.registerStarted.IsZero() {
 		n.registerStarted = time.Now()
+		if n.watches != nil {
+			n.watches.start(f.ctx)
+		}
 	}
 	ctx, cancel := context.WithTimeout(forNode(f.ctx, n.Name), requestTimeout)
 	defer cancel()
@@ -344,7 +354,7 @@ func (f *fleet) setLease(n *simNode, lease *coordinationv1.Lease, now metav1.Mic
 // conditions' heartbeat times.
 func (f *fleet) updateStatus(n *simNode) {
 	existing := n.last
-	if cached, err := f.nodeLister.Get(n.Name); err == nil {
+	if cached := f.cachedNode(n); cached != nil {
 		existing = cached
 	}
 	now := time.Now()
@@ -367,6 +377,21 @@ func (f *fleet) updateStatus(n *simNode) {
 	}
 	n.statusBackoff = 0
 	f.after(jitter(rand.Float64(), f.o.statusUpdate), job{node: n, kind: statusJob})
+}
+
+// cachedNode is the node's Node as its watch last delivered it: its own watch's with
+// --kubelet-watches, else the process's shared one's; nil when it has none (yet).
+func (f *fleet) cachedNode(n *simNode) *v1.Node {
+	if n.watches != nil {
+		if obj, exists, err := n.watches.node.GetByKey(n.Name); err == nil && exists {
+			return obj.(*v1.Node)
+		}
+		return nil
+	}
+	if cached, err := f.nodeLister.Get(n.Name); err == nil {
+		return cached
+	}
+	return nil
 }
 
 func (f *fleet) patchStatus(ctx context.Context, n *simNode, existing, wanted *v1.Node) (*v1.Node, error) {

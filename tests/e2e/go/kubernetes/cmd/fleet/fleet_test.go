@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -593,5 +595,78 @@ func TestRequestsForANodeImpersonateIt(t *testing.T) {
 func TestNodesReportTheKubernetesReleaseTheyAreBuiltWith(t *testing.T) {
 	if v := kubeletVersion(); !strings.HasPrefix(v, "v1.") || strings.Contains(v, "master") {
 		t.Errorf("kubeletVersion %q", v)
+	}
+}
+
+// With --kubelet-watches a node lists and watches what kubelet does, with kubelet's field
+// selectors, and one Secret or ConfigMap at a time for as long as a pod of it references it.
+func TestEachNodeWatchesWhatItsKubeletWatches(t *testing.T) {
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
+		Spec: v1.PodSpec{
+			NodeName: "n1",
+			Volumes:  []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s1"}}}},
+			Containers: []v1.Container{{Name: "c", EnvFrom: []v1.EnvFromSource{
+				{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "c1"}}}}}},
+		},
+	}
+	client := fake.NewSimpleClientset(pod)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t.Cleanup(func() { cancel(nil) })
+	o := mustFlags(t, "--kubeconfig=k", "--profile=p", "--kubelet-watches")
+	st := &stats{registrationStarted: time.Now()}
+	f := newFleet(ctx, cancel, o, []simnode.Node{{Name: "n1"}}, clients{nodes: []kubernetes.Interface{client}}, st,
+		&emitter{out: &bytes.Buffer{}}, t.Logf)
+	pods, err := newPodRunner(f, client, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pods = pods
+	f.nodes[0].watches.start(ctx)
+
+	watched := func() map[string]string {
+		got := map[string]string{}
+		for _, a := range client.Actions() {
+			if w, ok := a.(k8stesting.WatchAction); ok {
+				key := a.GetResource().Resource
+				if a.GetNamespace() != "" && (key == "secrets" || key == "configmaps") {
+					key += " " + a.GetNamespace()
+				}
+				got[key] = w.GetWatchRestrictions().Fields.String()
+			}
+		}
+		return got
+	}
+	want := map[string]string{
+		"nodes":          "metadata.name=n1",
+		"pods":           "spec.nodeName=n1",
+		"services":       "spec.clusterIP!=None",
+		"runtimeclasses": "",
+		"csidrivers":     "",
+		"secrets ns":     "metadata.name=s1",
+		"configmaps ns":  "metadata.name=c1",
+	}
+	eventually(t, "a kubelet's watches", func() bool { return reflect.DeepEqual(watched(), want) && st.watches.Load() == 7 },
+		func() string { return fmt.Sprintf("%v, %d running", watched(), st.watches.Load()) })
+	if _, err := pods.lister.Pods("ns").Get("p"); err != nil {
+		t.Errorf("the pod runner does not have the node's pod: %v", err)
+	}
+
+	// The pod goes: nothing references s1 and c1 any more, so their watches stop.
+	if err := client.CoreV1().Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod's references unwatched", func() bool { return st.watches.Load() == 5 },
+		func() string { return fmt.Sprintf("%d running", st.watches.Load()) })
+}
+
+func eventually(t *testing.T, what string, ok func() bool, state func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s: %s", what, state())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -59,10 +59,12 @@
 // report's throttled count includes. A refusal no retry changes (401, 403, an invalid object, a
 // server certificate that does not verify) ends the process: exit 1, one line on stderr.
 //
-// What kubelets do and fleet does not: each real kubelet holds its own connection and its own
-// watches (its pods, its Node, every Service, the ConfigMaps and Secrets its pods mount), where
-// fleet holds one pod watch and one node watch for all its nodes; no pod is ever probed, and no
-// event is recorded.
+// Watches: by default fleet holds one pod watch and one node watch for all its nodes. With
+// --kubelet-watches each node holds its own, as a kubelet does: its Node, its pods, Services,
+// RuntimeClasses, CSIDrivers and each Secret and ConfigMap its pods reference (watches.go names
+// the kubelet source of each), as that node. What kubelets do and fleet does not: each real
+// kubelet holds its own connection (fleet's nodes share --connections); no pod is ever probed,
+// and no event is recorded.
 //
 // # Output
 //
@@ -154,16 +156,18 @@ func run(ctx context.Context, stopSignals func(), o options, nodes []simnode.Nod
 	out := &emitter{out: stdout}
 	f := newFleet(runCtx, fail, o, nodes, c, st, out, logf)
 
-	// One watch on every Node serves all the nodes' status loops, as each kubelet's watch on its
-	// own Node serves its loop.
-	nodeInformers := informers.NewSharedInformerFactory(c.watch, 0)
-	nodeInformer := nodeInformers.Core().V1().Nodes()
-	if err := nodeInformer.Informer().SetTransform(stripManagedFields); err != nil {
-		return err
+	// Without --kubelet-watches, one watch on every Node serves all the nodes' status loops, as
+	// each kubelet's watch on its own Node serves its loop.
+	if !o.kubeletWatches {
+		nodeInformers := informers.NewSharedInformerFactory(c.watch, 0)
+		nodeInformer := nodeInformers.Core().V1().Nodes()
+		if err := nodeInformer.Informer().SetTransform(stripManagedFields); err != nil {
+			return err
+		}
+		f.nodeLister = nodeInformer.Lister()
+		nodeInformers.Start(runCtx.Done())
+		defer nodeInformers.Shutdown()
 	}
-	f.nodeLister = nodeInformer.Lister()
-	nodeInformers.Start(runCtx.Done())
-	defer nodeInformers.Shutdown()
 
 	var loops sync.WaitGroup
 	start := func(loop func()) {
@@ -174,15 +178,16 @@ func run(ctx context.Context, stopSignals func(), o options, nodes []simnode.Nod
 		}()
 	}
 	if o.runPods {
-		pods, err := newPodRunner(f, c.watch)
+		pods, err := newPodRunner(f, c.watch, !o.kubeletWatches)
 		if err != nil {
 			return err
 		}
+		f.pods = pods
 		start(pods.run)
 	}
-	logf("%d nodes (%s to %s), %d workers on %d connections, lease renewed every %s, status every %s (sent every %s or on change), pods %v, as nodes %v",
+	logf("%d nodes (%s to %s), %d workers on %d connections, lease renewed every %s, status every %s (sent every %s or on change), pods %v, as nodes %v, kubelet watches %v",
 		len(nodes), nodes[0].Name, nodes[len(nodes)-1].Name, o.workers, o.connections, f.renewInterval,
-		o.statusUpdate, o.statusReport, o.runPods, o.asNodes)
+		o.statusUpdate, o.statusReport, o.runPods, o.asNodes, o.kubeletWatches)
 
 	st.registrationStarted = time.Now()
 	for i := 0; i < o.workers; i++ {

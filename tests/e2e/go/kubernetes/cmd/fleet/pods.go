@@ -32,12 +32,27 @@ type podRunner struct {
 	client  kubernetes.Interface
 	factory informers.SharedInformerFactory
 	lister  corelisters.PodLister
+	pods    cache.Indexer // with --kubelet-watches: the pods the nodes' own watches deliver
 	synced  cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string] // pod keys; failures retried with backoff
 	ips     *addressPool
 }
 
-func newPodRunner(f *fleet, client kubernetes.Interface) (*podRunner, error) {
+func newPodRunner(f *fleet, client kubernetes.Interface, shared bool) (*podRunner, error) {
+	r := &podRunner{
+		f:      f,
+		client: client,
+		queue: workqueue.NewTypedRateLimitingQueue(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second)),
+		ips: newAddressPool(f.o.podCIDR),
+	}
+	if !shared {
+		// --kubelet-watches: each node's own pod watch feeds this cache (seen, gone).
+		r.pods = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+		r.lister = corelisters.NewPodLister(r.pods)
+		r.synced = func() bool { return true }
+		return r, nil
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
 	}))
@@ -46,16 +61,7 @@ func newPodRunner(f *fleet, client kubernetes.Interface) (*podRunner, error) {
 	if err := informer.SetTransform(stripManagedFields); err != nil {
 		return nil, err
 	}
-	r := &podRunner{
-		f:       f,
-		client:  client,
-		factory: factory,
-		lister:  pods.Lister(),
-		synced:  informer.HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueue(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second)),
-		ips: newAddressPool(f.o.podCIDR),
-	}
+	r.factory, r.lister, r.synced = factory, pods.Lister(), informer.HasSynced
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.enqueue,
 		UpdateFunc: func(_, pod any) { r.enqueue(pod) },
@@ -79,6 +85,19 @@ func (r *podRunner) enqueue(obj any) {
 	}
 }
 
+// seen is a pod a node's own watch delivered (--kubelet-watches).
+func (r *podRunner) seen(pod *v1.Pod) {
+	pod.ManagedFields = nil
+	_ = r.pods.Update(pod) // a thread-safe store: adds or replaces, never fails
+	r.enqueue(pod)
+}
+
+// gone is a pod a node's own watch no longer has.
+func (r *podRunner) gone(pod *v1.Pod) {
+	_ = r.pods.Delete(pod)
+	r.forget(pod)
+}
+
 // forget frees a deleted pod's address.
 func (r *podRunner) forget(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -91,8 +110,10 @@ func (r *podRunner) forget(obj any) {
 
 // run handles pods with --pod-workers workers until the run ends.
 func (r *podRunner) run() {
-	defer r.factory.Shutdown()
-	r.factory.Start(r.f.ctx.Done())
+	if r.factory != nil {
+		defer r.factory.Shutdown()
+		r.factory.Start(r.f.ctx.Done())
+	}
 	if !cache.WaitForCacheSync(r.f.ctx.Done(), r.synced) {
 		return
 	}

@@ -24,6 +24,9 @@ type stats struct {
 	statusUpdates, statusErrors atomic.Int64
 	podsStarted, podsDeleted    atomic.Int64
 	podErrors                   atomic.Int64
+	// --kubelet-watches: the list-and-watches running now, and the objects and events they
+	// have delivered (a relist's objects included).
+	watches, watchEvents atomic.Int64
 
 	registrationStarted time.Time // set before any worker starts
 
@@ -127,6 +130,8 @@ type reportEvent struct {
 	RenewP50Ms     *float64 `json:"renewP50Ms"`   // lease write latency over the interval; null: none
 	RenewP99Ms     *float64 `json:"renewP99Ms"`
 	LagP99Ms       *float64 `json:"lagP99Ms"` // how late renewals started: the fleet's own saturation
+	Watches        int64    `json:"watches"`  // --kubelet-watches: list-and-watches running now
+	WatchEvents    int64    `json:"watchEvents"`
 	CPUSeconds     float64  `json:"cpuSeconds"`
 	MaxRSSMB       float64  `json:"maxRssMB"`
 }
@@ -155,6 +160,8 @@ func (s *stats) report(now time.Time, final bool) reportEvent {
 		RenewP50Ms:     rounded(percentile(renew, 0.5)),
 		RenewP99Ms:     rounded(percentile(renew, 0.99)),
 		LagP99Ms:       rounded(percentile(lag, 0.99)),
+		Watches:        s.watches.Load(),
+		WatchEvents:    s.watchEvents.Load(),
 	}
 	var usage syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &usage) == nil {
