@@ -206,12 +206,12 @@ def _declared(declare: Callable[[], Any]) -> BaseException | None:
     """Runs the program's body straight from this thread's frame, before the event loop runs, and returns
     what it raised. The SDK turns every frame below a resource's constructor into a source position
     (``traceback.extract_stack``, then a file URI per frame), for every resource: run inside
-    ``run_pulumi_func``, the body sat below six frames of the loop's (``_sync_await``,
-    ``run_until_complete``, ``run_forever``, ``_run_once``, ``Handle._run``, ``run_pulumi_func``) on top of
-    its own. Nothing is lost by running it first: the body is synchronous (no registration runs before it
-    returns either way; a synchronous invoke pumps the loop as ``_sync_await`` does in a running one), the
-    tasks it creates run when ``run_pulumi_func`` waits for every RPC, and ``_raise`` hands
-    ``run_pulumi_func`` its error, which it re-raises once those have settled, as it does its ``func``'s."""
+    ``run_pulumi_func``, the body sat below six frames of the SDK's and the event loop's (from ``_sync_await``
+    down to ``run_pulumi_func``) on top of its own. Nothing is lost by running it first: the body is
+    synchronous (no registration runs before it returns either way; a synchronous invoke pumps the loop as
+    ``_sync_await`` does in a running one), the tasks it creates run when ``run_pulumi_func`` waits for every
+    RPC, and ``_raise`` hands ``run_pulumi_func`` its error, which it re-raises once those have settled, as
+    it does its ``func``'s."""
     try:
         declare()
     except BaseException as error:  # noqa: BLE001 - re-raised by run_pulumi_func, as if raised inside it
