@@ -14,6 +14,7 @@ from components.hub import Hub, HubPeerings
 from components.identities import RoleIdentities, grant_autoscaler
 from components.image_registry import ImageRegistry
 from components.machine_images import MachineImages
+from components.monitoring_access import MonitoringAccess
 from components.nat_hosts import NatHosts
 from components.network import ClusterNetwork
 from components.node_pool import NodePool
@@ -223,7 +224,7 @@ ClusterBootstrap(
     token_id=control_plane.bootstrap_token_id,
     token_secret=control_plane.bootstrap_token_secret,
 )
-ClusterAddons(
+addons = ClusterAddons(
     f"{config.cluster_name}-addons",
     groups=cluster.addons,
     provider=control_plane.kubernetes_provider,
@@ -232,6 +233,13 @@ ClusterAddons(
         DeployTime.AUTOSCALER_CLIENT_ID: identities.client_ids[roles.AUTOSCALER_IDENTITY],
     },
 )
+if config.addons.monitoring.enabled:
+    MonitoringAccess(
+        f"{config.cluster_name}-monitoring-access",
+        namespace=monitoring.NAMESPACE,
+        provider=control_plane.kubernetes_provider,
+        depends_on=[addons.resources[("Namespace", "", monitoring.NAMESPACE)]],
+    )
 
 # Outputs: the versioned contract other teams read (docs/outputs-contract.md).
 export_cluster_contract(

@@ -139,7 +139,9 @@ class PlanMocks(pulumi.runtime.Mocks):
             length = int(args.inputs.get("length", 32))
             state["result"] = hashlib.sha256(name.encode()).hexdigest()[:length]
             if typ.endswith(":RandomPassword"):
-                self.secret_values.add(state["result"])
+                # bcrypt's shape ($2a$, cost, 53 characters of salt and hash), made from the name like the result.
+                state["bcryptHash"] = "$2a$10$" + hashlib.sha256(f"bcrypt-{name}".encode()).hexdigest()[:53]
+                self.secret_values.update((state["result"], state["bcryptHash"]))
             if typ.endswith(":RandomBytes"):
                 raw = hashlib.sha256(name.encode()).digest()[:length]
                 state.update(base64=base64.b64encode(raw).decode(), hex=raw.hex())

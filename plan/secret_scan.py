@@ -26,9 +26,10 @@ _PATTERNS = {
     "SAS signature": re.compile(r"sig=(?<=[?&]sig=)[A-Za-z0-9%+/=]{20,}"),
 }
 # Matched in the lower-cased text (a case-insensitive pattern cannot open with a fast literal).
-# Not inside a longer name: the type token random:index/randomPassword:RandomPassword is no leak.
+# Not inside a longer name: the type token random:index/randomPassword:RandomPassword is no leak;
+# nor is a masked value, quoted either way (JSON's "[secret]", YAML's '[secret]').
 _CASELESS_PATTERNS = {
-    "password": re.compile(r"password(?<![a-z]password)\"?\s*[:=]\s*\"?(?!\[secret\])[^\s\"]{6,}"),
+    "password": re.compile(r"password(?<![a-z]password)[\"']?\s*[:=]\s*[\"']?(?!\[secret\])[^\s\"']{6,}"),
 }
 # Patterns that cannot match without this literal are skipped when it is absent.
 _REQUIRED_LITERAL = {"kubeconfig token": "token:"}

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds promtool, prometheus, amtool and dashboard-check (tests/tools/go/grafana) from their Go
+# Builds promtool, prometheus, amtool, alertmanager and dashboard-check (tests/tools/go/grafana) from their Go
 # modules, at the versions tests/tools/go/*/go.mod pin
 # (the Prometheus and Alertmanager releases infra/addons/images.py runs), and prints the folder
 # that holds them. Debian's promtool is built without Kubernetes service discovery, so it cannot
-# check the rendered scrape configuration; this one can. prometheus runs the Prometheus shards in
-# the cluster in a box (tests/e2e/prometheus.py).
+# check the rendered scrape configuration; this one can. prometheus and alertmanager run the Prometheus
+# shards and Alertmanager in the cluster in a box (tests/e2e/prometheus.py, tests/e2e/alertmanager.py).
 #
 # Cached by content like scripts/build-binaries.sh: the folder's name hashes the Go modules and
 # the Go version, under ${SUPERCLUSTER_CACHE:-~/.cache/supercluster}/bin, so only the first run on
@@ -22,10 +22,11 @@ key=$( { echo monitoring-tools; go env GOVERSION; find prometheus alertmanager g
 out="$cache/$key"
 claim_cache_folder "$out"
 started=$(date +%s)
-echo "build-monitoring-tools: building promtool, prometheus, amtool and dashboard-check into $out" >&2
+echo "build-monitoring-tools: building promtool, prometheus, amtool, alertmanager and dashboard-check into $out" >&2
 (cd prometheus && go build -trimpath -ldflags "-s -w" -o "$out/" \
    github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus/cmd/prometheus)
-(cd alertmanager && go build -trimpath -ldflags "-s -w" -o "$out/amtool" github.com/prometheus/alertmanager/cmd/amtool)
+(cd alertmanager && go build -trimpath -ldflags "-s -w" -o "$out/" \
+   github.com/prometheus/alertmanager/cmd/amtool github.com/prometheus/alertmanager/cmd/alertmanager)
 (cd grafana && go build -trimpath -ldflags "-s -w" -o "$out/dashboard-check" ./cmd/dashboard-check)
 echo "build-monitoring-tools: built in $(( $(date +%s) - started )) s" >&2
 touch "$out/.complete"

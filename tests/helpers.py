@@ -177,3 +177,17 @@ def monitoring_tool(binary: str) -> str:
     path = Path(folder) / binary
     assert path.is_file(), f"{path} missing"
     return str(path)
+
+
+def bcrypt_hash(password: str) -> str:
+    """``password``'s bcrypt hash (``$2b$``, cost 10) by the system's libcrypt (libxcrypt), as Prometheus's and
+    Alertmanager's web configs take it; the deploy's comes from the random provider's ``bcryptHash``."""
+    import ctypes
+
+    libcrypt = ctypes.CDLL("libcrypt.so.1")
+    libcrypt.crypt_gensalt.restype = ctypes.c_char_p
+    libcrypt.crypt.restype = ctypes.c_char_p
+    setting = libcrypt.crypt_gensalt(b"$2b$", 10, None, 0)
+    hashed = libcrypt.crypt(password.encode(), setting)
+    assert setting and hashed and hashed.startswith(b"$2b$10$"), "libcrypt made no bcrypt hash"
+    return str(hashed.decode())

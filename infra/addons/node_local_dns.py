@@ -36,6 +36,11 @@ NAME = "node-local-dns"
 UPSTREAM_SERVICE = "kube-dns-upstream"
 METRICS_PORT = 9253
 HEALTH_PORT = 8080  # node-cache's default health port
+# node-cache's own metrics (its set-up error counters; the DNS metrics are CoreDNS's, on METRICS_PORT): its
+# -metrics-listen-address flag defaults to 0.0.0.0:9353 (k8s.io/dns cmd/node-cache/main.go), every address of
+# the node's host network and so reachable from every pod. Nothing scrapes them, so they listen on the
+# node's loopback only, which no pod shares.
+OWN_METRICS_ADDRESS = "127.0.0.1:9353"
 # The conventional NodeLocal DNSCache address (kubernetes.io/docs/tasks/administer-cluster/nodelocaldns);
 # Azure CNI routes it via the host ("ipsToRouteViaHost" in azure-linux.conflist).
 DEFAULT_LOCAL_IP = "169.254.20.10"
@@ -140,6 +145,8 @@ def objects(addresses: AddressPlan, settings: Settings) -> list[k8s.Obj]:
             f"{RUNTIME_DIR}/Corefile",
             "-upstreamsvc",
             UPSTREAM_SERVICE,
+            "-metrics-listen-address",
+            OWN_METRICS_ADDRESS,
         ],
         "ports": [
             {"name": "dns", "containerPort": 53, "protocol": "UDP"},

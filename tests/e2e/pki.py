@@ -17,18 +17,20 @@ import base64
 import datetime
 import ipaddress
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from infra.addons.monitoring import credential
 from infra.boot import secret_names
 from infra.control_plane import apiserver, cluster_objects
 from infra.control_plane import pki as cluster_pki
 from infra.etcd import certificates as etcd_pki
 from infra.etcd.spec import EtcdMember
+from tests.helpers import bcrypt_hash
 
 # pulumi-tls's allowed_uses, as X.509 key usages and extended key usages.
 _KEY_USAGES = {"digital_signature", "key_encipherment", "cert_signing", "crl_signing"}
@@ -113,6 +115,8 @@ class TestPki:
     cluster_ca: Issued
     admin: Issued
     bootstrap_token: str  # "<id>.<secret>"
+    # The monitoring stack's credential (infra/addons/monitoring/credential.py), which the deploy makes.
+    monitoring_password: str = field(default_factory=lambda: secrets.token_hex(16))
 
     @property
     def bootstrap_token_id(self) -> str:
@@ -122,6 +126,13 @@ class TestPki:
         """The bootstrap-token Secret's ``stringData``, which the plan masks."""
         token_id, token_secret = self.bootstrap_token.split(".", 1)
         return cluster_objects.bootstrap_token_data(token_id, token_secret)
+
+    def monitoring_access_data(self) -> dict[str, str]:
+        """The monitoring credential Secret's ``stringData``, which the plan masks (hashed by libcrypt here,
+        by the random provider in a deploy)."""
+        return credential.secret_data(
+            self.monitoring_password, bcrypt_hash(self.monitoring_password), secrets.token_hex(16)
+        )
 
 
 def issue_pki(

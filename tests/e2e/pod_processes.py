@@ -3,13 +3,14 @@
 For add-ons whose image the box does not build (Prometheus, the GPU health check): the process runs
 in the node's network and mount namespaces with the container's command or arguments verbatim,
 its environment resolved as the kubelet would (``fieldRef`` included), and the pod's volumes
-bound at their mount paths (ConfigMaps written out from the running cluster, a service-account
-token bound to the pod). docs/cluster-in-a-box.md states what this does not do (no image, no
+bound at their mount paths (ConfigMaps and Secrets written out from the running cluster, a
+service-account token bound to the pod). docs/cluster-in-a-box.md states what this does not do (no image, no
 cgroup limits, no security context).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 from pathlib import Path
@@ -78,6 +79,14 @@ def write_config_map(cluster: Cluster, name: str, namespace: str, folder: Path) 
     folder.mkdir(parents=True, exist_ok=True)
     for key, text in cluster.get_json("configmap", name, "-n", namespace)["data"].items():
         (folder / key).write_text(text)
+    return folder
+
+
+def write_secret(cluster: Cluster, name: str, namespace: str, folder: Path) -> Path:
+    """A Secret volume: each key of the running Secret, decoded, as a file in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, encoded in cluster.get_json("secret", name, "-n", namespace)["data"].items():
+        (folder / key).write_bytes(base64.b64decode(encoded))
     return folder
 
 

@@ -4,7 +4,8 @@ Prometheus (built from its Go module by scripts/build-monitoring-tools.sh, the r
 cluster runs) runs as a process in the network namespace of the node its pod is bound to (the
 box reports that node's address as the pod's). Everything it reads comes from the running
 cluster, as the pod's mounts would: the shard's StatefulSet container arguments verbatim, its
-config and rules ConfigMaps at ``/etc/prometheus`` and ``/etc/prometheus/rules``, and a
+config and rules ConfigMaps at ``/etc/prometheus`` and ``/etc/prometheus/rules``, the monitoring
+credential Secret at its mount path (its values the box's, docs/cluster-in-a-box.md), and a
 service-account token bound to its pod with the cluster CA at the service-account path.
 
 Substituted (docs/cluster-in-a-box.md says why): no container runs it (the Prometheus image is
@@ -30,6 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from infra.addons import monitoring
+from infra.addons.monitoring import credential
 from infra.addons.monitoring.shards import ACCOUNT_DIR
 from tests.e2e import pod_processes
 from tests.e2e.cluster import Cluster, Node
@@ -64,7 +66,9 @@ class Shard:
         ``kubectl port-forward`` (which enters the pod from its node), and a system node drops the monitoring
         ports from everywhere but the system pools' subnets (infra/node/cni.py), the operator's host included."""
         result = self.cluster.network.run(
-            self.node.host, ["curl", "-sf", "--max-time", "10", self.url + path], timeout=20
+            self.node.host,
+            ["curl", "-sf", "--max-time", "10", *curl_credential(self.cluster), self.url + path],
+            timeout=20,
         )
         answer = json.loads(result.stdout)
         assert answer["status"] == "success", answer
@@ -80,6 +84,19 @@ class Shard:
         return self.api(f"/api/v1/query?query={quote(promql)}")["result"]
 
 
+def curl_credential(cluster: Cluster) -> list[str]:
+    """curl's arguments for the monitoring stack's user and the box's password (credential.py)."""
+    return ["--user", f"{credential.USER}:{cluster.pki.monitoring_password}"]
+
+
+def status(cluster: Cluster, node: Node, url: str, *curl: str) -> int:
+    """The HTTP status of a request from ``node`` (``curl``: more of curl's arguments, a credential or a method)."""
+    result = cluster.network.run(
+        node.host, ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", *curl, url], timeout=20
+    )
+    return int(result.stdout)
+
+
 def replica_name(shard: str, replica: int) -> str:
     return f"{monitoring.shard_workload(shard)}-{replica}"
 
@@ -89,8 +106,11 @@ def dns_name(shard: str, replica: int) -> str:
     return monitoring.replica_addresses(shard, replica + 1)[replica].rsplit(":", 1)[0]
 
 
-def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str]) -> Shard:
-    """Runs ``replica`` of ``shard`` on its pod's node; ``names``: the hosts file (``{name: address}``)."""
+def start_shard(
+    cluster: Cluster, shard: str, replica: int, names: dict[str, str], extra_rules: dict[str, str] | None = None
+) -> Shard:
+    """Runs ``replica`` of ``shard`` on its pod's node; ``names``: the hosts file (``{name: address}``);
+    ``extra_rules``: rule files a test adds beside the rendered ones (``{file name: text}``)."""
     workload = monitoring.shard_workload(shard)
     pod = pod_processes.bound_pod(cluster, monitoring.NAMESPACE, replica_name(shard, replica))
     node = pod_processes.pod_node(cluster, pod)
@@ -114,12 +134,16 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
     (root / "data").mkdir(parents=True, exist_ok=True)
     hosts = root / "hosts"
     hosts.write_text("127.0.0.1 localhost\n" + "".join(f"{ip} {name}\n" for name, ip in names.items()))
+    rules_dir = pod_processes.write_config_map(cluster, f"{workload}-rules", monitoring.NAMESPACE, root / "rules")
+    for file, text in (extra_rules or {}).items():
+        (rules_dir / file).write_text(text)
     mounts = {
         pod_processes.write_config_map(cluster, workload, monitoring.NAMESPACE, root / "config"): monitoring.CONFIG_DIR,
-        pod_processes.write_config_map(
-            cluster, f"{workload}-rules", monitoring.NAMESPACE, root / "rules"
-        ): monitoring.RULES_DIR,
+        rules_dir: monitoring.RULES_DIR,
         root / "data": monitoring.DATA_DIR,
+        pod_processes.write_secret(
+            cluster, credential.SECRET, monitoring.NAMESPACE, root / "access"
+        ): credential.MOUNT_DIR,
         pod_processes.write_service_account(cluster, pod, root / "account"): ACCOUNT_DIR,
         hosts: "/etc/hosts",
     }
@@ -143,7 +167,9 @@ def start_shard(cluster: Cluster, shard: str, replica: int, names: dict[str, str
         f"{running.pod} to answer /-/ready",
         lambda: (
             cluster.network.run(
-                node.host, ["curl", "-sf", "--max-time", "5", running.url + "/-/ready"], check=False
+                node.host,
+                ["curl", "-sf", "--max-time", "5", *curl_credential(cluster), running.url + "/-/ready"],
+                check=False,
             ).returncode
             == 0
         ),

@@ -1,25 +1,32 @@
 """Behaviour 8: the control-plane Prometheus shard scrapes the control plane with its rendered config,
-and a node shard the nodes.
+and a node shard the nodes; Prometheus and Alertmanager answer only the stack's own credential, and
+alerts still reach Alertmanager with it.
 
 The dev plan booted (its own cluster); one replica of the control-plane shard and one of the
-node shard run as tests/e2e/prometheus.py describes. Every assertion reads the running
-Prometheus's own API: its active targets and its rule groups.
+node shard run as tests/e2e/prometheus.py describes, and Alertmanager's replica 0 as
+tests/e2e/alertmanager.py does. Every assertion reads the running Prometheus's or Alertmanager's
+own API: active targets, rule groups, alerts and silences.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import yaml
 
 from infra.addons import monitoring
-from infra.addons.monitoring import rules
+from infra.addons.monitoring import credential, rules
 from infra.addons.monitoring.shards import KUBELET_PORT
 from infra.etcd.spec import EVENTS, MAIN
 from infra.etcd.spec import METRICS_PORT as ETCD_METRICS_PORT
 from tests.e2e import pod_processes
+from tests.e2e.alertmanager import Replica, start_replica
+from tests.e2e.alertmanager import dns_name as alertmanager_dns_name
+from tests.e2e.alertmanager import pod_name as alertmanager_pod
 from tests.e2e.cluster import Cluster
 from tests.e2e.hosts import wait_for
-from tests.e2e.prometheus import Shard, dns_name, replica_name, start_shard
+from tests.e2e.prometheus import Shard, curl_credential, dns_name, replica_name, start_shard, status
 
 pytestmark = pytest.mark.e2e
 
@@ -32,23 +39,56 @@ NOT_RUN = {
     rules.JOB_AUTOSCALER: "cluster-autoscaler is not served by the Go module proxy",
     rules.JOB_KUBE_STATE_METRICS: "kube-state-metrics is not built in the box",
     rules.JOB_COREDNS: "CoreDNS's pods are simulated (no container runs)",
-    rules.JOB_ALERTMANAGER: "Alertmanager is not run in the box",
 }
+# A rule the test adds beside the rendered ones on the control-plane replica: an alert that fires at its
+# first evaluation, so Prometheus sends one to Alertmanager at once (the rendered alerts wait minutes).
+PROBE_ALERT = "BoxAlertReachesAlertmanager"
+PROBE_RULES = {
+    "box-probe.yaml": yaml.safe_dump(
+        {"groups": [{"name": "box-probe", "rules": [{"alert": PROBE_ALERT, "expr": "vector(1)"}]}]}
+    )
+}
+ALERTMANAGER_REPLICA = 0  # the other replica does not run: its name resolves nowhere
+
+
+def _pod(dev: Cluster, name: str) -> dict:
+    return pod_processes.bound_pod(dev, monitoring.NAMESPACE, name)
 
 
 @pytest.fixture(scope="module")
-def shards(dev: Cluster) -> dict[str, Shard]:
-    """Replica 0 of the control-plane shard, and a replica of the node shard on another node (a
-    pod's address is its node's here, so two shards on one node would share a port)."""
+def running(dev: Cluster) -> dict[str, int]:
+    """``{shard: replica}``: replica 0 of the control-plane shard, and a replica of the node shard on another
+    node (a pod's address is its node's here, so two shards on one node would share a port)."""
+    control_node = _pod(dev, replica_name(monitoring.CONTROL_PLANE_SHARD, 0))["spec"]["nodeName"]
+    node_replica = next(
+        r for r in range(2) if _pod(dev, replica_name(NODE_SHARD, r))["spec"]["nodeName"] != control_node
+    )
+    return {monitoring.CONTROL_PLANE_SHARD: 0, NODE_SHARD: node_replica}
 
-    def pod(shard: str, replica: int) -> dict:
-        return pod_processes.bound_pod(dev, monitoring.NAMESPACE, replica_name(shard, replica))
 
-    control_node = pod(monitoring.CONTROL_PLANE_SHARD, 0)["spec"]["nodeName"]
-    node_replica = next(r for r in range(2) if pod(NODE_SHARD, r)["spec"]["nodeName"] != control_node)
-    running = {monitoring.CONTROL_PLANE_SHARD: 0, NODE_SHARD: node_replica}
-    names = {dns_name(shard, replica): pod(shard, replica)["status"]["podIP"] for shard, replica in running.items()}
-    return {shard: start_shard(dev, shard, replica, names) for shard, replica in running.items()}
+@pytest.fixture(scope="module")
+def names(dev: Cluster, running: dict[str, int]) -> dict[str, str]:
+    """The hosts file of every process the module runs: the shards' replicas and Alertmanager's replica 0
+    (its ports differ from Prometheus's, so it may share a node with one)."""
+    found = {dns_name(shard, r): _pod(dev, replica_name(shard, r))["status"]["podIP"] for shard, r in running.items()}
+    found[alertmanager_dns_name(ALERTMANAGER_REPLICA)] = _pod(dev, alertmanager_pod(ALERTMANAGER_REPLICA))["status"][
+        "podIP"
+    ]
+    return found
+
+
+@pytest.fixture(scope="module")
+def alertmanager(dev: Cluster, names: dict[str, str]) -> Replica:
+    return start_replica(dev, ALERTMANAGER_REPLICA, names)
+
+
+@pytest.fixture(scope="module")
+def shards(dev: Cluster, running: dict[str, int], names: dict[str, str], alertmanager: Replica) -> dict[str, Shard]:
+    """The control-plane replica carries the probe alert (``PROBE_RULES``)."""
+    return {
+        shard: start_shard(dev, shard, r, names, PROBE_RULES if shard == monitoring.CONTROL_PLANE_SHARD else None)
+        for shard, r in running.items()
+    }
 
 
 def _by_job(shard: Shard) -> dict[str, list[dict]]:
@@ -84,8 +124,9 @@ def test_every_control_plane_target_the_box_runs_is_up(dev: Cluster, shards: dic
     config = yaml.safe_load((dev.workdir / "prometheus" / shard.pod / "config" / "prometheus.yml").read_text())
     configured = {job["job_name"] for job in config["scrape_configs"]}
     assert set(NOT_RUN) <= configured, "a job the box is said not to run is no longer configured"
-    run = {s.dns_name for s in shards.values()}  # the replicas the box runs
-    replicas_jobs = (rules.JOB_PROMETHEUS, rules.JOB_PROMETHEUS_PEERS)
+    # The replicas the box runs; their jobs authenticate (credential.py), so each up target proves the credential.
+    run = {s.dns_name for s in shards.values()} | {alertmanager_dns_name(ALERTMANAGER_REPLICA)}
+    replicas_jobs = (rules.JOB_PROMETHEUS, rules.JOB_PROMETHEUS_PEERS, rules.JOB_ALERTMANAGER)
 
     def must_be_up(job: str, target: dict) -> bool:
         if job in replicas_jobs:
@@ -146,3 +187,48 @@ def test_the_node_shard_discovers_every_node_for_the_kubelet_with_its_labels(dev
     targets = wait_for("the node shard to discover every node", discovered, timeout=SCRAPE_TIMEOUT, interval=5)
     for name, target in targets.items():
         assert target["scrapeUrl"] == f"https://{nodes[name]}:{KUBELET_PORT}/metrics", target
+
+
+def test_prometheus_and_alertmanager_answer_only_the_stacks_credential(
+    dev: Cluster, shards: dict[str, Shard], alertmanager: Replica
+):
+    """Asked from the pod's node, where port-forward enters. Before the stack had a credential, both answered
+    anyone (200), and anyone could create a silence."""
+    shard = shards[monitoring.CONTROL_PLANE_SHARD]
+    wrong = ["--user", f"{credential.USER}:not-the-password"]
+    query = shard.url + "/api/v1/query?query=up"
+    assert [status(dev, shard.node, query, *c) for c in ([], wrong, curl_credential(dev))] == [401, 401, 200]
+    silence = json.dumps(
+        {
+            "matchers": [{"name": "alertname", "value": PROBE_ALERT, "isRegex": False, "isEqual": True}],
+            "startsAt": "2020-01-01T00:00:00Z",
+            "endsAt": "2999-01-01T00:00:00Z",
+            "createdBy": "box",
+            "comment": "refused without the credential",
+        }
+    )
+    create = ["-X", "POST", "-H", "Content-Type: application/json", "--data", silence]
+    silences = alertmanager.url + "/api/v2/silences"
+    assert status(dev, alertmanager.node, silences, *create) == 401
+    assert status(dev, alertmanager.node, silences, *create, *wrong) == 401
+    assert status(dev, alertmanager.node, silences) == 401
+    assert alertmanager.api("/silences") == [], "a silence was created without the credential"
+    assert status(dev, alertmanager.node, silences, *create, *curl_credential(dev)) == 200
+    (created,) = alertmanager.api("/silences")
+    assert created["createdBy"] == "box"
+
+
+def test_alerts_reach_alertmanager_with_the_credential(dev: Cluster, shards: dict[str, Shard], alertmanager: Replica):
+    """The control-plane replica's probe alert arrives, labelled by its shard: Prometheus's alerting client
+    presents the credential (without it, Alertmanager answers 401 and the alert is dropped)."""
+
+    def arrived() -> list[dict] | None:
+        alerts = [a for a in alertmanager.api("/alerts") if a["labels"].get("alertname") == PROBE_ALERT]
+        return alerts or None
+
+    try:
+        (alert,) = wait_for("the probe alert to reach Alertmanager", arrived, timeout=SCRAPE_TIMEOUT, interval=5)
+    except TimeoutError:
+        shard = shards[monitoring.CONTROL_PLANE_SHARD]
+        pytest.fail(f"no alert arrived; Prometheus's alertmanagers: {shard.api('/api/v1/alertmanagers')}")
+    assert alert["labels"]["shard"] == monitoring.CONTROL_PLANE_SHARD

@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from infra.addons import images, monitoring
-from infra.addons.monitoring import alertmanager, exporters, rules, shards
+from infra.addons.monitoring import alertmanager, credential, exporters, grafana, rules, shards
 from infra.cluster.cluster_spec import build_cluster_spec
 from infra.config import naming
 from infra.config.errors import ConfigError
 from infra.control_plane import controller_manager, machine_identity, paths, scheduler
 from infra.etcd import backup_metrics
 from infra.facts.labels import GPU_PRESENT_LABEL
-from tests.helpers import PROJECT_DIR, load_yaml, monitoring_tool, parsed, raw_stack
+from tests.helpers import PROJECT_DIR, bcrypt_hash, load_yaml, monitoring_tool, parsed, raw_stack
 from tests.infra.addon_fixtures import (
     find,
     groups_for,
@@ -312,7 +312,7 @@ def test_receiver_secrets_are_files_named_after_key_vault_secrets_never_values()
     }
     assert by_name["mail"]["email_configs"][0]["auth_password_file"].endswith("/alerting-smtp-password")
     pod = find(groups, "StatefulSet", "alertmanager")["spec"]["template"]["spec"]
-    (secret,) = [v for v in pod["volumes"] if "secret" in v]
+    (secret,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == alertmanager.RECEIVER_SECRET]
     assert secret["secret"] == {"secretName": alertmanager.RECEIVER_SECRET, "optional": True}
     assert not [o for objs in groups.values() for o in objs if o["kind"] == "Secret"]
 
@@ -522,3 +522,82 @@ def test_every_kubelet_scrape_verifies_the_kubelet_with_the_cluster_ca(stack):
     for job in jobs:
         assert job["scheme"] == "https" and job["tls_config"] == {"ca_file": shards.ACCOUNT_CA}, job["job_name"]
     assert f"{shards.ACCOUNT_DIR}/ca.crt" == shards.ACCOUNT_CA
+
+
+def _stack_clients(groups) -> list[tuple[str, dict]]:
+    """Every client configuration the program renders that calls Prometheus or Alertmanager: each shard's
+    alerting and every scrape job whose targets are the stack's own Services, and Grafana's data sources."""
+    stack_host = re.compile(rf"\.{monitoring.NAMESPACE}\.svc:({monitoring.PORT}|{alertmanager.PORT})$")
+    found = []
+    for shard, document in _configs().items():
+        for index, sender in enumerate(document["alerting"]["alertmanagers"]):
+            found.append((f"{shard} alerting[{index}]", sender))
+        for job in document["scrape_configs"]:
+            targets = [t for group in job.get("static_configs", []) for t in group["targets"]]
+            if any(stack_host.search(t) for t in targets):
+                found.append((f"{shard} {job['job_name']}", job))
+    return found
+
+
+def test_every_client_of_prometheus_and_alertmanager_presents_the_stacks_credential():
+    """Today's design failed here: no client carried a credential (the APIs asked for none)."""
+    groups = groups_for("prod")
+    clients = _stack_clients(groups)
+    assert {name.split(" ", 1)[1] for name, _ in clients} >= {
+        "alerting[0]",
+        rules.JOB_PROMETHEUS,
+        rules.JOB_PROMETHEUS_PEERS,
+        rules.JOB_ALERTMANAGER,
+    }
+    expected = {"username": credential.USER, "password_file": f"{credential.MOUNT_DIR}/{credential.PASSWORD}"}
+    for name, client in clients:
+        assert client.get("basic_auth") == expected, name
+    sources = load_yaml(find(groups, "ConfigMap", "grafana-datasources")["data"]["prometheus.yaml"])["datasources"]
+    for source in sources:
+        assert (source["basicAuth"], source["basicAuthUser"]) == (True, credential.USER), source["name"]
+        assert source["secureJsonData"] == {
+            "basicAuthPassword": f"$__file{{{credential.MOUNT_DIR}/{credential.PASSWORD}}}"
+        }
+
+
+def test_prometheus_alertmanager_and_grafana_serve_only_with_the_secret_mounted_and_no_anonymous_grafana():
+    groups = groups_for("prod")
+    web_config = f"--web.config.file={credential.MOUNT_DIR}/{credential.WEB_CONFIG}"
+    workloads = [
+        find(groups, "StatefulSet", monitoring.shard_workload(shard)) for shard in shard_names_of(spec_for("prod"))
+    ]
+    workloads += [find(groups, "StatefulSet", alertmanager.NAME), find(groups, "Deployment", grafana.NAME)]
+    for workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        name = workload["metadata"]["name"]
+        assert {"name": "access", "secret": {"secretName": credential.SECRET, "defaultMode": 0o444}} in pod["volumes"]
+        assert {"name": "access", "mountPath": credential.MOUNT_DIR, "readOnly": True} in container["volumeMounts"]
+        if name == grafana.NAME:
+            env = {e["name"]: e["value"] for e in container["env"]}
+            assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+            assert (
+                env["GF_SECURITY_ADMIN_PASSWORD__FILE"] == f"{credential.MOUNT_DIR}/{credential.GRAFANA_ADMIN_PASSWORD}"
+            )
+            continue
+        assert web_config in container["args"], name
+        # The kubelet's probes cannot present a credential over httpGet: each runs the image's own tool with it.
+        for probe in ("readinessProbe", "livenessProbe"):
+            if probe in container:
+                command = container[probe]["exec"]["command"]
+                assert command[0] in ("promtool", "amtool") and command[-1] == (
+                    f"--http.config.file={credential.MOUNT_DIR}/{credential.CLIENT_CONFIG}"
+                ), (name, probe)
+
+
+def test_the_rendered_web_and_client_configs_pass_the_real_promtool(tmp_path: Path):
+    """Prometheus and Alertmanager read the same web-config format (exporter-toolkit); promtool checks it."""
+    promtool = monitoring_tool("promtool")
+    data = credential.secret_data("a-password", bcrypt_hash("a-password"), "another")
+    for key in (credential.WEB_CONFIG, credential.CLIENT_CONFIG):
+        (tmp_path / key).write_text(data[key])
+    result = _run([promtool, "check", "web-config", str(tmp_path / credential.WEB_CONFIG)], 60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert load_yaml(data[credential.CLIENT_CONFIG]) == {"basic_auth": credential.basic_auth()}
+    (tmp_path / "unknown.yml").write_text(data[credential.WEB_CONFIG].replace("basic_auth_users", "basic_auth_user"))
+    assert _run([promtool, "check", "web-config", str(tmp_path / "unknown.yml")], 60).returncode != 0

@@ -15,6 +15,7 @@ LEAKS = {
     "storage key": "DefaultEndpointsProtocol=https;AccountKey=abcdefghijklmnopqrstuvwxyz0123==",
     "sas": "https://x.blob.core.windows.net/c?sv=2022&sig=abcdefghijklmnopqrstuvwxyz%3D",
     "password": '"password": "hunter2hunter2"',
+    "yaml password": "admin-password: 'hunter2hunter2'",
 }
 
 
@@ -28,6 +29,7 @@ def test_leaks_are_found(text):
     [
         "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
         '"value": "[secret]"',
+        "password: '[secret]'",
         "fetch node-bootstrap-token /etc/kubernetes/bootstrap-token 0600",
         "10.0.0.0/8 image: registry.k8s.io/pause:3.10",
         '"type": "random:index/randomPassword:RandomPassword"',

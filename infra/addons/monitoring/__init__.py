@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infra.addons import cluster_autoscaler, images, k8s, node_local_dns, traffic_accounting
-from infra.addons.monitoring import alertmanager, exporters, grafana, rules, shards
+from infra.addons.monitoring import alertmanager, credential, exporters, grafana, rules, shards
 from infra.addons.monitoring.alertmanager import Receiver
 from infra.addons.settings import check_go_duration, duration, section
 from infra.addons.shared_names import MONITORING_NAMESPACE, SAFE_TO_EVICT, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
@@ -57,8 +57,9 @@ CONTROL_PLANE_SHARD = "control-plane"
 # grow by a quarter (prod: 7,500 -> 9,375 nodes) before a deploy must add shards and re-partition the nodes.
 SHARD_HEADROOM = 1.25
 # What the monitoring stack's pods listen on: Prometheus, Alertmanager's API and its gossip (TCP and UDP),
-# Grafana, kube-state-metrics and its own metrics. None of them authenticates, so only the system pools'
-# subnets (the stack itself) reach them: every system-pool node drops the rest in its forward hook
+# Grafana, kube-state-metrics and its own metrics. Prometheus, Alertmanager and Grafana ask for the stack's
+# own credential (credential.py); kube-state-metrics does not, and every one of them is also reached only from the
+# system pools' subnets (the stack itself): every system-pool node drops the rest in its forward hook
 # (infra/node/cni.py). People reach them with `kubectl port-forward`, which the apiserver authorizes.
 STACK_TCP_PORTS = (
     PORT,
@@ -264,20 +265,30 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
             ]
             # The monitoring stack itself: Alertmanager here, and every node shard's liveness.
             jobs += [
-                shards.static_scrape_config(
-                    rules.JOB_ALERTMANAGER, alertmanager.api_addresses(NAMESPACE, ALERTMANAGER_REPLICAS)
+                shards.authenticated(
+                    shards.static_scrape_config(
+                        rules.JOB_ALERTMANAGER, alertmanager.api_addresses(NAMESPACE, ALERTMANAGER_REPLICAS)
+                    )
                 ),
-                shards.peer_scrape_config({n: replica_addresses(n, settings.replicas) for n in names[1:]}),
+                shards.authenticated(
+                    shards.peer_scrape_config({n: replica_addresses(n, settings.replicas) for n in names[1:]})
+                ),
             ]
         else:
             jobs = [shards.node_scrape_config(job, index - 1, node_count) for job in _node_jobs(config)]
             jobs.append(
-                shards.peer_scrape_config(
-                    {CONTROL_PLANE_SHARD: replica_addresses(CONTROL_PLANE_SHARD, settings.replicas)}
+                shards.authenticated(
+                    shards.peer_scrape_config(
+                        {CONTROL_PLANE_SHARD: replica_addresses(CONTROL_PLANE_SHARD, settings.replicas)}
+                    )
                 )
             )
         # Every replica of this shard, so a replica that cannot reach Alertmanager is reported by its twin.
-        jobs.append(shards.static_scrape_config(rules.JOB_PROMETHEUS, replica_addresses(name, settings.replicas)))
+        jobs.append(
+            shards.authenticated(
+                shards.static_scrape_config(rules.JOB_PROMETHEUS, replica_addresses(name, settings.replicas))
+            )
+        )
         documents[name] = rules.dump(
             {
                 "global": {
@@ -287,7 +298,12 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
                 },
                 "alerting": {
                     "alertmanagers": [
-                        {"static_configs": [{"targets": alertmanager.api_addresses(NAMESPACE, ALERTMANAGER_REPLICAS)}]}
+                        {
+                            "basic_auth": credential.basic_auth(),
+                            "static_configs": [
+                                {"targets": alertmanager.api_addresses(NAMESPACE, ALERTMANAGER_REPLICAS)}
+                            ],
+                        }
                     ]
                 },
                 "rule_files": [f"{RULES_DIR}/*.yaml"],
@@ -322,14 +338,21 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
             f"--storage.tsdb.retention.time={settings.retention}",
             # Leave room below the disk budget so the node's disk never fills.
             f"--storage.tsdb.retention.size={int(settings.storage_gib * 0.85)}GB",
+            f"--web.config.file={credential.path(credential.WEB_CONFIG)}",
         ],
         "ports": [{"name": "web", "containerPort": PORT, "protocol": "TCP"}],
         "resources": k8s.resources("1", f"{settings.memory_gib}Gi"),
         "securityContext": k8s.locked_down(),
-        "readinessProbe": {"httpGet": {"path": "/-/ready", "port": PORT}},
-        "livenessProbe": {"httpGet": {"path": "/-/healthy", "port": PORT}, "initialDelaySeconds": 300},
+        # The API asks every caller for the credential, the kubelet's probes included: promtool (in the image)
+        # asks with it.
+        "readinessProbe": _probe("promtool", "check", "ready", f"--url=http://localhost:{PORT}"),
+        "livenessProbe": {
+            **_probe("promtool", "check", "healthy", f"--url=http://localhost:{PORT}"),
+            "initialDelaySeconds": 300,
+        },
         "volumeMounts": [
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            credential.volume_mount(),
             {"name": "rules", "mountPath": RULES_DIR, "readOnly": True},
             {"name": "data", "mountPath": DATA_DIR},
         ],
@@ -360,6 +383,7 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
         volumes=[
             {"name": "config", "configMap": {"name": name}},
             {"name": "rules", "configMap": {"name": f"{name}-rules"}},
+            credential.volume(),
             {"name": "data", "hostPath": {"path": f"{HOST_DATA_DIR}/{shard}", "type": "DirectoryOrCreate"}},
         ],
     )
@@ -378,6 +402,14 @@ def _shard_objects(settings: Settings, shard: str, config_text: str, rule_texts:
         ),
         headless_service(name, NAMESPACE, labels, [("web", PORT)], app=NAME),
     ]
+
+
+def _probe(*command: str) -> k8s.Obj:
+    """A probe that runs one of the image's own tools against the API with the stack's credential."""
+    return {
+        "exec": {"command": [*command, f"--http.config.file={credential.path(credential.CLIENT_CONFIG)}"]},
+        "timeoutSeconds": 5,
+    }
 
 
 def stateful_set(
@@ -433,6 +465,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
         "args": [
             f"--config.file={alertmanager.CONFIG_DIR}/alertmanager.yml",
             "--storage.path=/alertmanager",
+            f"--web.config.file={credential.path(credential.WEB_CONFIG)}",
             f"--cluster.listen-address=0.0.0.0:{alertmanager.CLUSTER_PORT}",
             *(f"--cluster.peer={peer}" for peer in alertmanager.peer_addresses(ns, ALERTMANAGER_REPLICAS)),
         ],
@@ -442,9 +475,13 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
         ],
         "resources": k8s.resources("100m", "256Mi"),
         "securityContext": k8s.locked_down(),
-        "readinessProbe": {"httpGet": {"path": "/-/ready", "port": alertmanager.PORT}},
+        # amtool (in the image) asks the API for the cluster's status with the credential.
+        "readinessProbe": _probe(
+            "amtool", f"--alertmanager.url=http://localhost:{alertmanager.PORT}", "cluster", "show"
+        ),
         "volumeMounts": [
             {"name": "config", "mountPath": alertmanager.CONFIG_DIR, "readOnly": True},
+            credential.volume_mount(),
             {"name": "secrets", "mountPath": alertmanager.SECRETS_DIR, "readOnly": True},
             {"name": "data", "mountPath": "/alertmanager"},
         ],
@@ -471,6 +508,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
             {"name": "config", "configMap": {"name": name}},
             # Never declared by the plan (the receivers' secrets): see docs/monitoring.md "Receivers".
             {"name": "secrets", "secret": {"secretName": alertmanager.RECEIVER_SECRET, "optional": True}},
+            credential.volume(),
             # Silences and notification log: replicated between the two replicas by gossip.
             {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
         ],

@@ -1,15 +1,17 @@
 """Grafana: the rendered dashboards (dashboards.py) and one data source per Prometheus shard,
 provisioned from files, read-only.
 
-Nobody logs in: anonymous users are Viewers, the login form and basic auth are off, and the
-provisioned dashboards cannot be edited, so Grafana holds no credential and no state worth
-keeping (an emptyDir). It is reached with ``kubectl port-forward`` (a ClusterIP Service).
+No anonymous access: its one user is the admin, whose password is the stack's Secret's
+(credential.py), and every data source asks Prometheus with the stack's credential, read from the same
+Secret by Grafana's ``$__file{}`` provisioning expansion, so no password is in a ConfigMap. The
+provisioned dashboards cannot be edited, so Grafana holds no state worth keeping (an emptyDir). It is
+reached with ``kubectl port-forward`` (a ClusterIP Service).
 """
 
 from __future__ import annotations
 
 from infra.addons import images, k8s
-from infra.addons.monitoring import dashboards
+from infra.addons.monitoring import credential, dashboards
 from infra.addons.monitoring.rules import dump
 from infra.addons.shared_names import SYSTEM_PRIORITY
 
@@ -30,6 +32,9 @@ def datasources(namespace: str, shards: list[str], prometheus: str, port: int) -
                     "type": "prometheus",
                     "access": "proxy",
                     "url": f"http://{prometheus}-{shard}.{namespace}.svc:{port}",
+                    "basicAuth": True,
+                    "basicAuthUser": credential.USER,
+                    "secureJsonData": {"basicAuthPassword": f"$__file{{{credential.path(credential.PASSWORD)}}}"},
                     "editable": False,
                     "isDefault": index == 0,
                 }
@@ -64,10 +69,11 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
         "env": [
             {"name": name, "value": value}
             for name, value in (
-                ("GF_AUTH_ANONYMOUS_ENABLED", "true"),
-                ("GF_AUTH_ANONYMOUS_ORG_ROLE", "Viewer"),
-                ("GF_AUTH_DISABLE_LOGIN_FORM", "true"),
-                ("GF_AUTH_BASIC_ENABLED", "false"),
+                ("GF_AUTH_ANONYMOUS_ENABLED", "false"),
+                ("GF_SECURITY_ADMIN_USER", credential.GRAFANA_ADMIN),
+                # Grafana reads a setting's value from the file a variable ending in __FILE names.
+                ("GF_SECURITY_ADMIN_PASSWORD__FILE", credential.path(credential.GRAFANA_ADMIN_PASSWORD)),
+                ("GF_USERS_ALLOW_SIGN_UP", "false"),
                 ("GF_ANALYTICS_REPORTING_ENABLED", "false"),
                 ("GF_ANALYTICS_CHECK_FOR_UPDATES", "false"),
                 ("GF_PATHS_PROVISIONING", PROVISIONING_DIR),
@@ -82,6 +88,7 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
             {"name": "providers", "mountPath": f"{PROVISIONING_DIR}/dashboards", "readOnly": True},
             {"name": "dashboards", "mountPath": DASHBOARDS_DIR, "readOnly": True},
             {"name": "data", "mountPath": "/var/lib/grafana"},
+            credential.volume_mount(),
         ],
     }
     pod = k8s.pod_spec(
@@ -96,6 +103,7 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
             {"name": "providers", "configMap": {"name": f"{NAME}-dashboard-provider"}},
             {"name": "dashboards", "configMap": {"name": f"{NAME}-dashboards"}},
             {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
+            credential.volume(),
         ],
     )
     labels = {"app.kubernetes.io/name": NAME}

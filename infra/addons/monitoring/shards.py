@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from infra.addons.monitoring import rules
+from infra.addons.monitoring import credential, rules
 from infra.facts.labels import GPU_PRESENT_LABEL, POOL_LABEL, ROLE_LABEL
 
 ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -178,6 +178,11 @@ def peer_scrape_config(targets: dict[str, list[str]]) -> dict[str, Any]:
         "static_configs": [{"targets": t, "labels": {"shard": shard}} for shard, t in targets.items()],
         "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": ".+", "action": "drop"}],
     }
+
+
+def authenticated(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` scraping the monitoring stack itself, whose APIs ask for its credential (credential.py)."""
+    return {**job, "basic_auth": credential.basic_auth()}
 
 
 def etcd_backup_scrape_config(targets: list[str]) -> dict[str, Any]:
