@@ -118,9 +118,9 @@ def run_program(
         name: outputs for name, outputs in example_stack_outputs(config).items() if name not in (stack_outputs or {})
     }
     # Run as `runpy.run_path(program, run_name="__main__")` runs it (as the Pulumi language host does), but
-    # called straight from the SDK's run_pulumi_func: runpy's three frames and a lambda's would otherwise be
-    # recorded with every resource's call stack (see run_declarations). The program reads no __file__ and
-    # imports no __main__, the two things runpy adds.
+    # called straight from the runner's thread (``_declared``): runpy's three frames and a lambda's would
+    # otherwise be recorded with every resource's call stack (see run_declarations). The program reads no
+    # __file__ and imports no __main__, the two things runpy adds.
     stack_config.rolling_upgrade_reader = lambda resource_group, scale_set: rolling_upgrade
     code = compile(program.read_bytes(), str(program), "exec")
     namespace = {"__name__": "__main__", "__file__": str(program), "__builtins__": builtins}
@@ -207,7 +207,7 @@ def _run_declarations(
     settings.SETTINGS.outputs.clear()
     try:
         with _cyclic_gc_paused():
-            _sync_await(run_pulumi_func(declare))
+            _sync_await(run_pulumi_func(functools.partial(_raise, _declared(declare))))
             outputs = _sync_await(_resolve_outputs())
     except Exception as error:  # noqa: BLE001 - only re-raised, as the ConfigError it wraps if it wraps one
         _finish_pending(loop)
@@ -221,6 +221,28 @@ def _run_declarations(
     # Monitor calls run on worker threads and may arrive in any order; declaration order does not.
     ordered = sorted(monitor.registrations, key=lambda r: declared.get((r.type, r.name), len(declared)))
     return ProgramRun(stack, config, ordered, outputs, monitor)
+
+
+def _declared(declare: Callable[[], Any]) -> BaseException | None:
+    """Runs the program's body straight from this thread's frame, before the event loop runs, and returns
+    what it raised. The SDK turns every frame below a resource's constructor into a source position
+    (``traceback.extract_stack``, then a file URI per frame), for every resource: run inside
+    ``run_pulumi_func``, the body sat below six frames of the SDK's and the event loop's (from ``_sync_await``
+    down to ``run_pulumi_func``) on top of its own. Nothing is lost by running it first: the body is
+    synchronous (no registration runs before it returns either way; a synchronous invoke pumps the loop as
+    ``_sync_await`` does in a running one), the tasks it creates run when ``run_pulumi_func`` waits for every
+    RPC, and ``_raise`` hands ``run_pulumi_func`` its error, which it re-raises once those have settled, as
+    it does its ``func``'s."""
+    try:
+        declare()
+    except BaseException as error:  # noqa: BLE001 - re-raised by run_pulumi_func, as if raised inside it
+        return error
+    return None
+
+
+def _raise(error: BaseException | None) -> None:
+    if error is not None:
+        raise error
 
 
 @contextlib.contextmanager
