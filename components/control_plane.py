@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pulumi
@@ -282,20 +283,13 @@ class ControlPlane(pulumi.ComponentResource):
                 *[secret.output("properties").apply(lambda p: p["secretUriWithVersion"]) for secret in fetched]
             ).apply(_digest)
         )
-        self.scale_set = self._scale_set(apiservers, subnet_id, backend_pool_id, identity_id, secrets_version, fetched)
+        where = _Placement(subnet_id, backend_pool_id, identity_id, secrets_version, fetched)
+        self.scale_set = self._scale_set(apiservers, where)
         self.vms, self.ready = [], []
         for m in retiring:
-            self._retiring_vm(m, subnet_id, backend_pool_id, identity_id, secrets_version, fetched)
+            self._retiring_vm(m, where)
 
-    def _scale_set(
-        self,
-        apiservers: ApiserverScaleSet,
-        subnet_id: pulumi.Input[str],
-        backend_pool_id: pulumi.Input[str],
-        identity_id: pulumi.Input[str],
-        secrets_version: pulumi.Output[str],
-        fetched: list[declare.Declared],
-    ) -> declare.Declared:
+    def _scale_set(self, apiservers: ApiserverScaleSet, where: _Placement) -> declare.Declared:
         """Every apiserver, from one model, in the load balancer's pool. Azure replaces an instance whose
         ``/livez?exclude=etcd`` stays failed and rolls a model change out one instance at a time
         (infra/control_plane/scale_set.py). Its readiness extension runs at every instance's creation and again,
@@ -307,7 +301,7 @@ class ControlPlane(pulumi.ComponentResource):
             **CUSTOM_SCRIPT,
             "autoUpgradeMinorVersion": True,
             "settings": {"commandToExecute": apiserver_machine.readiness_command()},
-            "forceUpdateTag": secrets_version,
+            "forceUpdateTag": where.secrets_version,
         }
         return declare.azure(
             "compute:VirtualMachineScaleSet",
@@ -323,7 +317,7 @@ class ControlPlane(pulumi.ComponentResource):
                 "overprovision": False,
                 "upgradePolicy": scale_set.upgrade_policy(apiservers.capacity),
                 "automaticRepairsPolicy": scale_set.automatic_repairs_policy(),
-                "identity": {"type": "UserAssigned", "userAssignedIdentities": [identity_id]},
+                "identity": {"type": "UserAssigned", "userAssignedIdentities": [where.identity_id]},
                 "virtualMachineProfile": {
                     "osProfile": {
                         "computerNamePrefix": apiservers.computer_name_prefix,
@@ -350,8 +344,8 @@ class ControlPlane(pulumi.ComponentResource):
                                     {
                                         "name": "primary",
                                         "primary": True,
-                                        "subnet": {"id": subnet_id},
-                                        "loadBalancerBackendAddressPools": [{"id": backend_pool_id}],
+                                        "subnet": {"id": where.subnet_id},
+                                        "loadBalancerBackendAddressPools": [{"id": where.backend_pool_id}],
                                     }
                                 ],
                             }
@@ -367,19 +361,11 @@ class ControlPlane(pulumi.ComponentResource):
                 protect=True,
                 # Its first boot must find its secrets; the load balancer (and its frontend's static address,
                 # the subnet's first) exists before any instance takes an address from the subnet.
-                depends_on=[*fetched, self.load_balancer],
+                depends_on=[*where.fetched, self.load_balancer],
             ),
         )
 
-    def _retiring_vm(
-        self,
-        m: DedicatedMachine,
-        subnet_id: pulumi.Input[str],
-        backend_pool_id: pulumi.Input[str],
-        identity_id: pulumi.Input[str],
-        secrets_version: pulumi.Output[str],
-        fetched: list[declare.Declared],
-    ) -> None:
+    def _retiring_vm(self, m: DedicatedMachine, where: _Placement) -> None:
         """An apiserver VM of a stack moving to the scale set, kept as it runs (HELD) until its deploy retires
         it (infra/assembly/desired_cluster.py). Its readiness gate runs after the previous one's, as before."""
         vm = DedicatedVm(
@@ -389,23 +375,23 @@ class ControlPlane(pulumi.ComponentResource):
                 location=self._config.location,
                 vm_name=m.name,
                 vm_size=m.size,
-                subnet_id=subnet_id,
+                subnet_id=where.subnet_id,
                 private_ip=m.address,
-                identity_id=identity_id,
+                identity_id=where.identity_id,
                 custom_data=m.custom_data,
                 custom_data_fingerprint=m.fingerprint,
                 admin_ssh_public_key=self._config.admin_ssh_public_key,
                 image_id=self._image_id_of(m.image_version),
                 zone=m.zone,
                 os_disk_gb=OS_DISK_GB,
-                backend_pool_ids=[backend_pool_id],
+                backend_pool_ids=[where.backend_pool_id],
                 tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
                 lifecycle=m.lifecycle,
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=where.fetched),
         )
         force_update_tag: pulumi.Output[str] = (
-            after(self.ready[-1].output("name"), secrets_version) if self.ready else secrets_version
+            after(self.ready[-1].output("name"), where.secrets_version) if self.ready else where.secrets_version
         )
         gate = declare.azure(
             "compute:VirtualMachineExtension",
@@ -424,6 +410,18 @@ class ControlPlane(pulumi.ComponentResource):
         )
         self.vms.append(vm)
         self.ready.append(gate)
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """What every apiserver, instance or VM, is given: its subnet, the load balancer's pool, the apiserver
+    identity, the fetched secrets' version (its readiness re-runs when it changes) and the secrets themselves."""
+
+    subnet_id: pulumi.Input[str]
+    backend_pool_id: pulumi.Input[str]
+    identity_id: pulumi.Input[str]
+    secrets_version: pulumi.Output[str]
+    fetched: list[declare.Declared]
 
 
 def after(signal: pulumi.Output[Any], value: pulumi.Input[T]) -> pulumi.Output[T]:
