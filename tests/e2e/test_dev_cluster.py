@@ -114,7 +114,7 @@ def test_scheduler_and_controller_manager_answer_prometheus_at_the_vm_address_an
     # Found as the apiservers are: each apiserver's address in the kubernetes Service's EndpointSlice, the
     # port rewritten by the job's relabelling (Prometheus's own reading is test_prometheus.py's).
     slices = dev.get_json("endpointslices", "-n", "default", "-l", "kubernetes.io/service-name=kubernetes")
-    advertised = sorted(a for s in slices["items"] for e in s["endpoints"] for a in e["addresses"])
+    advertised = sorted(a for s in slices["items"] for e in s.get("endpoints") or [] for a in e["addresses"])
     targets = {}
     for job in shard["scrape_configs"]:
         if job["job_name"] in (rules.JOB_SCHEDULER, rules.JOB_CONTROLLER_MANAGER):
