@@ -51,6 +51,7 @@ from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.catalog.vm_sizes import VM_SIZES
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.control_plane import pki as cluster_pki
+from infra.control_plane.csr_approval import UNIT as CSR_APPROVER_UNIT
 from infra.control_plane.machine_identity import UNIT as IDENTITY_UNIT
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
 from infra.etcd.member_machine import ETCD_UNIT
@@ -435,10 +436,11 @@ def unit_argv(machine: Machine, host: Host, unit_name: str) -> list[str]:
 
 def start_control_plane_machine(cluster: Cluster, machine: Machine, host: Host) -> dict[str, Process]:
     """An apiserver machine's boot, in systemd's order: its identity unit (the address from IMDS, the serving
-    certificate) to completion, then its component units. IMDS is on-link, as Azure's DHCP routes it."""
+    certificate) to completion, then its component units and the kubelet-serving CSR approver. IMDS is on-link,
+    as Azure's DHCP routes it."""
     cluster.network.run(host, ["ip", "route", "replace", f"{IMDS_IP}/32", "dev", "eth0"])
     cluster.network.run(host, machine.unit(IDENTITY_UNIT).exec_start, timeout=120)
-    return {unit: start_unit(cluster, machine, host, unit) for unit in CONTROL_PLANE_UNITS}
+    return {unit: start_unit(cluster, machine, host, unit) for unit in (*CONTROL_PLANE_UNITS, CSR_APPROVER_UNIT)}
 
 
 def _start_etcd(cluster: Cluster) -> None:

@@ -507,6 +507,23 @@ def test_every_job_a_rule_reads_is_scraped_by_the_shard_that_evaluates_it():
         assert jobs and jobs <= scraped, (kind, sorted(jobs - scraped))
 
 
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_kubelet_scrape_verifies_the_kubelet_with_the_cluster_ca(stack):
+    """Kubelets serve certificates from the cluster CA (serverTLSBootstrap, approved for the Node's own
+    addresses): the scrape checks them against the CA the service-account volume carries. Skipping the check
+    (the old self-signed design) fails here."""
+    jobs = [
+        job
+        for document in _configs(stack).values()
+        for job in document["scrape_configs"]
+        if job["job_name"] in (rules.JOB_KUBELET, rules.JOB_CADVISOR)
+    ]
+    assert jobs
+    for job in jobs:
+        assert job["scheme"] == "https" and job["tls_config"] == {"ca_file": shards.ACCOUNT_CA}, job["job_name"]
+    assert f"{shards.ACCOUNT_DIR}/ca.crt" == shards.ACCOUNT_CA
+
+
 def _stack_clients(groups) -> list[tuple[str, dict]]:
     """Every client configuration the program renders that calls Prometheus or Alertmanager: each shard's
     alerting and every scrape job whose targets are the stack's own Services, and Grafana's data sources."""

@@ -23,6 +23,8 @@ from infra.addons.monitoring import credential, rules
 from infra.facts.labels import GPU_PRESENT_LABEL, POOL_LABEL, ROLE_LABEL
 
 ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# The cluster CA, which the service-account volume carries next to the token (--root-ca-file).
+ACCOUNT_CA = f"{ACCOUNT_DIR}/ca.crt"
 # Ports: node-exporter's registered default (prometheus/prometheus wiki "Default port allocations");
 # the kubelet's HTTPS port (kubelet --port default 10250); dcgm-exporter's default listen address :9400.
 NODE_EXPORTER_PORT = 9100
@@ -138,9 +140,9 @@ def node_scrape_config(job: NodeJob, shard: int, shards: int) -> dict[str, Any]:
     if job.https:
         config["scheme"] = "https"
         config["authorization"] = {"credentials_file": f"{ACCOUNT_DIR}/token"}
-        # The kubelet serves a self-signed certificate (no serverTLSBootstrap in the kubelet
-        # config), so there is no CA to check it against; the token only reaches node addresses.
-        config["tls_config"] = {"insecure_skip_verify": True}
+        # The kubelet's serving certificate is from the cluster CA (serverTLSBootstrap), for its Node's
+        # addresses only (infra/control_plane/csr_approval.py): the target, a node address, is verified.
+        config["tls_config"] = {"ca_file": ACCOUNT_CA}
     if job.keep:
         config["metric_relabel_configs"] = [{"source_labels": ["__name__"], "regex": job.keep, "action": "keep"}]
     return config
@@ -221,7 +223,7 @@ def apiserver_scrape_config() -> dict[str, Any]:
         "scheme": "https",
         "kubernetes_sd_configs": [{"role": "endpointslice", "namespaces": {"names": ["default"]}}],
         "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
-        "tls_config": {"ca_file": f"{ACCOUNT_DIR}/ca.crt"},
+        "tls_config": {"ca_file": ACCOUNT_CA},
         "relabel_configs": [
             {
                 "source_labels": ["__meta_kubernetes_service_name", "__meta_kubernetes_endpointslice_port_name"],
