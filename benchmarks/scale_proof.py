@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,14 @@ from benchmarks.scale import joins, metrics, plots  # noqa: E402
 from benchmarks.scale.metrics import Snapshot  # noqa: E402
 from benchmarks.scale.report import SLO_MUTATING_S, render  # noqa: E402
 from infra.facts.labels import GPU_RESOURCE, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
-from tests.e2e.cluster import APISERVER_UNIT, RENDERED_ETCD_CONFIG, Cluster, boot, objects_in_apply_order  # noqa: E402
+from tests.e2e.cluster import (  # noqa: E402
+    APISERVER_UNIT,
+    FIELD_MANAGER,
+    RENDERED_ETCD_CONFIG,
+    Cluster,
+    boot,
+    objects_in_apply_order,
+)
 from tests.e2e.fleet import Fleet, fleet_pools, settle, split  # noqa: E402
 from tests.e2e.hosts import wait_for  # noqa: E402
 
@@ -67,12 +75,13 @@ class Scrape:
     cpu: dict[str, float]  # CPU seconds so far per component (all its machines together)
     at: float = field(default_factory=time.monotonic)
 
-    @property
+    @cached_property  # every apiserver's samples together, summed once: window_figures reads it often
     def control_plane(self) -> Snapshot:
         return metrics.combine(self.apiservers)
 
 
-def scrape(cluster: Cluster) -> Scrape:
+def scrape(cluster: Cluster, etcd_too: bool = True) -> Scrape:
+    """Every apiserver's and (``etcd_too``) every etcd member's metrics, and the CPU each component used so far."""
     apiservers = []
     for machine, _, _ in cluster.control_plane:
         # A loaded apiserver takes seconds to render its metrics; a missing scrape would read as zeros.
@@ -80,8 +89,8 @@ def scrape(cluster: Cluster) -> Scrape:
         if status != 200:
             raise RuntimeError(f"{machine.name} /metrics answered {status}")
         apiservers.append(metrics.parse(body))
-    etcd = {}
-    for role, members in cluster.etcd.items():
+    etcd: dict[str, list[Snapshot]] = {}
+    for role, members in cluster.etcd.items() if etcd_too else ():
         etcd[role] = []
         for machine, _, _ in members:
             url = yaml.safe_load((machine.files / RENDERED_ETCD_CONFIG).read_text())["listen-metrics-urls"]
@@ -116,35 +125,49 @@ def cpu_by_component(cluster: Cluster) -> dict[str, float]:
 
 def request_p99s(before: Scrape, after: Scrape, minimum: int = 20) -> dict[tuple[str, str, str], float]:
     """p99 seconds per (verb, resource[/subresource], scope) with at least ``minimum`` requests."""
-    name = "apiserver_request_duration_seconds"
-    keys = {
-        (
-            dict(labels).get("verb", ""),
-            dict(labels).get("resource", ""),
-            dict(labels).get("subresource", ""),
-            dict(labels).get("scope", ""),
-        )
-        for labels in after.control_plane.get(f"{name}_bucket")
-    }
-    result = {}
-    for verb, resource, subresource, scope in keys:
+
+    def call(labels: dict[str, str]) -> tuple[str, str, str] | None:
+        verb = labels.get("verb", "")
         if verb in ("WATCH", "CONNECT", ""):
-            continue
-        buckets = metrics.histogram_delta(
-            before.control_plane,
-            after.control_plane,
-            name,
-            lambda labels, k=(verb, resource, subresource, scope): (
-                (labels.get("verb"), labels.get("resource"), labels.get("subresource", ""), labels.get("scope")) == k
-            ),
-        )
-        if metrics.observations(buckets) >= minimum:
-            label = f"{resource}/{subresource}" if subresource else resource
-            result[(verb, label, scope)] = metrics.quantile(0.99, buckets)
-    return result
+            return None
+        resource, subresource = labels.get("resource", ""), labels.get("subresource", "")
+        return verb, f"{resource}/{subresource}" if subresource else resource, labels.get("scope", "")
+
+    groups = metrics.histogram_deltas(
+        before.control_plane, after.control_plane, "apiserver_request_duration_seconds", call
+    )
+    return {
+        key: metrics.quantile(0.99, buckets)
+        for key, buckets in groups.items()
+        if metrics.observations(buckets) >= minimum
+    }
+
+
+def apiserver_figures(before: Scrape, after: Scrape) -> dict[str, Any]:
+    """The figures the apiservers' metrics alone give (no etcd scrape: a cheaper window while settling)."""
+    seconds = after.at - before.at
+    p99 = request_p99s(before, after)
+    watches = [metrics.watches_by_resource(snapshot) for snapshot in after.apiservers]
+    heap = [metrics.gauge(s, "go_memstats_heap_inuse_bytes") for s in after.apiservers]
+    cpu = {name: round((after.cpu.get(name, 0.0) - before.cpu.get(name, 0.0)) / seconds, 2) for name in after.cpu}
+    return {
+        "seconds": round(seconds, 1),
+        "cores_busy": dict(sorted(cpu.items(), key=lambda item: -item[1])),
+        "requests_per_s": round(
+            metrics.counter_delta(before.control_plane, after.control_plane, "apiserver_request_total") / seconds, 1
+        ),
+        "lease_update_p99_s": p99.get(("PUT", "leases", "resource")),
+        # Watches open on each apiserver when the window ended, and all of them by resource.
+        "watchers_per_apiserver": [sum(w.values()) for w in watches],
+        "watchers_by_resource": {
+            resource: sum(w.get(resource, 0) for w in watches) for resource in sorted({r for w in watches for r in w})
+        },
+        "apiserver_heap_gib_mean": round(sum(heap) / len(heap) / 2**30, 2) if heap else None,
+    }
 
 
 def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str, Any]:
+    """Everything a window shows: the apiservers' figures (``apiserver_figures``), etcd's, and the worst calls."""
     seconds = after.at - before.at
     p99 = request_p99s(before, after)
     mutating = {k: v for k, v in p99.items() if k[0] in MUTATING}
@@ -178,38 +201,23 @@ def window_figures(cluster: Cluster, before: Scrape, after: Scrape) -> dict[str,
         "apiserver_flowcontrol_request_wait_duration_seconds",
         lambda labels: labels.get("priority_level") == "node-high" and labels.get("execute") == "true",
     )
-    watches = [metrics.watches_by_resource(snapshot) for snapshot in after.apiservers]
     rss = [metrics.gauge(s, "process_resident_memory_bytes") for s in after.apiservers]
-    heap = [metrics.gauge(s, "go_memstats_heap_inuse_bytes") for s in after.apiservers]
-    cpu = {name: round((after.cpu.get(name, 0.0) - before.cpu.get(name, 0.0)) / seconds, 2) for name in after.cpu}
     return {
-        "seconds": round(seconds, 1),
-        # Cores each component kept busy over the window (of the machine's few): the bottleneck's share.
-        "cores_busy": dict(sorted(cpu.items(), key=lambda item: -item[1])),
-        "requests_per_s": round(
-            metrics.counter_delta(before.control_plane, after.control_plane, "apiserver_request_total") / seconds, 1
-        ),
+        **apiserver_figures(before, after),
         "http_429": metrics.counter_delta(
             before.control_plane,
             after.control_plane,
             "apiserver_request_total",
             lambda labels: labels.get("code") == "429",
         ),
-        "lease_update_p99_s": p99.get(("PUT", "leases", "resource")),
-        # The median beside it: the plots draw each pattern's spread from the p50 to the p99.
+        # The median beside the p99: the plots draw each pattern's spread from the p50 to the p99.
         "lease_update_p50_s": metrics.quantile(0.5, leases) if ("PUT", "leases", "resource") in p99 else None,
         # How long heartbeats and status updates queued in API Priority and Fairness before running.
         "node_high_wait_p99_s": metrics.quantile(0.99, node_high_wait),
         "worst_mutating": worst(mutating),
         "worst_get": worst(gets),
         "worst_cluster_list": worst(lists),
-        # Watches open on each apiserver when the window ended, and all of them by resource.
-        "watchers_per_apiserver": [sum(w.values()) for w in watches],
-        "watchers_by_resource": {
-            resource: sum(w.get(resource, 0) for w in watches) for resource in sorted({r for w in watches for r in w})
-        },
         "apiserver_rss_gib_mean": round(sum(rss) / len(rss) / 2**30, 2) if rss else None,
-        "apiserver_heap_gib_mean": round(sum(heap) / len(heap) / 2**30, 2) if heap else None,
         "etcd_db_mib": round(metrics.gauge(after.etcd["etcd"][0], "etcd_mvcc_db_total_size_in_bytes") / 2**20, 1),
         "etcd_commit_p99_ms": _ms(metrics.quantile(0.99, commit)),
         "main_etcd_puts_per_s": round(metrics.counter_delta(*main, "etcd_mvcc_put_total") / seconds, 1),
@@ -466,7 +474,10 @@ def watch_flags(args: argparse.Namespace) -> list[str]:
 def set_join_level(cluster: Cluster, level: list, present: bool) -> None:
     """Applies the rendered join FlowSchema and priority level, or deletes them."""
     if present:
-        cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(level))
+        # As the box applied them (its field manager): the same manager may re-apply without conflicts.
+        cluster.kubectl(
+            "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-", input=yaml.safe_dump_all(level)
+        )
     else:
         for document in level:
             cluster.kubectl("delete", "--ignore-not-found", document["kind"].lower(), document["metadata"]["name"])
@@ -481,7 +492,9 @@ def settle_back(fleet: Fleet, cluster: Cluster, baseline: float | None, timeout:
     threshold = max(1.5 * (baseline or 0.0), 0.2)
     deadline = time.monotonic() + timeout
     while True:
-        _, figures = measured(cluster, lambda: time.sleep(20))
+        before = scrape(cluster, etcd_too=False)
+        time.sleep(20)
+        figures = apiserver_figures(before, scrape(cluster, etcd_too=False))
         lease = figures["lease_update_p99_s"]
         if (lease is not None and lease <= threshold) or time.monotonic() > deadline:
             break
@@ -489,6 +502,9 @@ def settle_back(fleet: Fleet, cluster: Cluster, baseline: float | None, timeout:
         "seconds": round(time.monotonic() - started),
         "lease_update_p99_s": lease,
         "settled": lease is not None and lease <= threshold,
+        # The last 20-s window, the cluster settled at its new size: a growth step of its own (watches, heap, CPU).
+        "nodes": fleet.nodes,
+        "window": figures,
     }
 
 
@@ -564,6 +580,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "registration": registration,
                 **figures,
                 "fleet": (fleet.reports() or [{}])[-1],
+                "load_1m": os.getloadavg()[0],  # the machine is shared: its load beside every figure
             }
             results["steps"].append(step)
             print(json.dumps(step), flush=True)

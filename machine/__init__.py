@@ -12,8 +12,9 @@ the program itself imports nothing from this repository.
 - ``addons/``: programs the add-on pods run on every node (GPU health, node taint, iptables exporter).
 - ``shared/``: used by every machine (the IMDS token helper of the secrets fetcher).
 - ``control_plane/``: an apiserver's boot program (``serving_identity.py``: its address and serving
-  certificate) and the on-demand admin credential's signer (``sign_client.py``), which Azure Run Command
-  sends to an apiserver VM and never installs.
+  certificate), the kubelet-serving CSR approver every apiserver runs (``csr_approver.py``) and the
+  on-demand admin credential's signer (``sign_client.py``), which Azure Run Command sends to an apiserver
+  VM and never installs.
 """
 
 from __future__ import annotations

@@ -24,7 +24,10 @@ from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components import stack_config
 from infra.config.errors import NAMESPACE, ConfigError
+from infra.day2.deploy_rules import RollingUpgrade
+from infra.facts import tags
 from infra.network.hub import example_hub_outputs
 from plan.mocks import PlanMocks, RecordingMonitor, Registration, plain, struct_value
 from plan.stackfile import PROJECT_DIR
@@ -59,12 +62,22 @@ class ProgramRun:
     def of_type(self, typ: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == typ]
 
+    def node_scale_sets(self) -> list[Registration]:
+        """The node pools' scale sets: every scale set but the apiservers' (the one with a machine role tag)."""
+        return [r for r in self.of_type(SCALE_SET) if tags.MACHINE_ROLE not in (r.inputs.get("tags") or {})]
+
     def named(self, name: str, typ: str | None = None) -> Registration:
         """The one resource with this logical name (and type, when names are shared)."""
         found = [r for r in self.registrations if r.name == name and (typ is None or r.type == typ)]
         if len(found) != 1:
             raise KeyError(f"{len(found)} resources named {name!r}" + (f" of type {typ}" if typ else ""))
         return found[0]
+
+
+SCALE_SET = "azure-native:compute:VirtualMachineScaleSet"
+# What the offline plan takes the apiserver scale set's rollout to be (below): no rolling upgrade under way,
+# no instance behind its model.
+ROLLOUT_FINISHED = RollingUpgrade(latest=None, latest_model_applied=())
 
 
 def own_stack_name(stack: str) -> str:
@@ -87,9 +100,16 @@ def encode_config(values: dict[str, Any]) -> dict[str, str]:
 
 
 def run_program(
-    stack: str, config: dict[str, Any], stack_outputs: dict[str, dict[str, Any]] | None = None
+    stack: str,
+    config: dict[str, Any],
+    stack_outputs: dict[str, dict[str, Any]] | None = None,
+    rolling_upgrade: RollingUpgrade = ROLLOUT_FINISHED,
 ) -> ProgramRun:
     """Runs ``__main__.py`` once; raises ``ConfigError`` for bad config, as the program does.
+
+    The offline plan cannot ask Azure where the apiserver scale set's rollout stands (a real deploy does,
+    components/stack_config.py): it takes ``rolling_upgrade``, by default finished (every instance on the
+    last deploy's model).
 
     A StackReference the caller gives no outputs for (the hub of ``network.hub.stack``) is answered
     with example outputs that satisfy its contract, and the run says so (``example_stacks``)."""
@@ -98,9 +118,10 @@ def run_program(
         name: outputs for name, outputs in example_stack_outputs(config).items() if name not in (stack_outputs or {})
     }
     # Run as `runpy.run_path(program, run_name="__main__")` runs it (as the Pulumi language host does), but
-    # called straight from the SDK's run_pulumi_func: runpy's three frames and a lambda's would otherwise be
-    # recorded with every resource's call stack (see run_declarations). The program reads no __file__ and
-    # imports no __main__, the two things runpy adds.
+    # called straight from the runner's thread (``_declared``): runpy's three frames and a lambda's would
+    # otherwise be recorded with every resource's call stack (see run_declarations). The program reads no
+    # __file__ and imports no __main__, the two things runpy adds.
+    stack_config.rolling_upgrade_reader = lambda resource_group, scale_set: rolling_upgrade
     code = compile(program.read_bytes(), str(program), "exec")
     namespace = {"__name__": "__main__", "__file__": str(program), "__builtins__": builtins}
     run = run_declarations(
@@ -186,7 +207,7 @@ def _run_declarations(
     settings.SETTINGS.outputs.clear()
     try:
         with _cyclic_gc_paused():
-            _sync_await(run_pulumi_func(declare))
+            _sync_await(run_pulumi_func(functools.partial(_raise, _declared(declare))))
             outputs = _sync_await(_resolve_outputs())
     except Exception as error:  # noqa: BLE001 - only re-raised, as the ConfigError it wraps if it wraps one
         _finish_pending(loop)
@@ -200,6 +221,28 @@ def _run_declarations(
     # Monitor calls run on worker threads and may arrive in any order; declaration order does not.
     ordered = sorted(monitor.registrations, key=lambda r: declared.get((r.type, r.name), len(declared)))
     return ProgramRun(stack, config, ordered, outputs, monitor)
+
+
+def _declared(declare: Callable[[], Any]) -> BaseException | None:
+    """Runs the program's body straight from this thread's frame, before the event loop runs, and returns
+    what it raised. The SDK turns every frame below a resource's constructor into a source position
+    (``traceback.extract_stack``, then a file URI per frame), for every resource: run inside
+    ``run_pulumi_func``, the body sat below six frames of the SDK's and the event loop's (from ``_sync_await``
+    down to ``run_pulumi_func``) on top of its own. Nothing is lost by running it first: the body is
+    synchronous (no registration runs before it returns either way; a synchronous invoke pumps the loop as
+    ``_sync_await`` does in a running one), the tasks it creates run when ``run_pulumi_func`` waits for every
+    RPC, and ``_raise`` hands ``run_pulumi_func`` its error, which it re-raises once those have settled, as
+    it does its ``func``'s."""
+    try:
+        declare()
+    except BaseException as error:  # noqa: BLE001 - re-raised by run_pulumi_func, as if raised inside it
+        return error
+    return None
+
+
+def _raise(error: BaseException | None) -> None:
+    if error is not None:
+        raise error
 
 
 @contextlib.contextmanager

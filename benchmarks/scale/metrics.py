@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 Labels = tuple[tuple[str, str], ...]  # sorted (name, value) pairs
@@ -75,15 +75,24 @@ def histogram_delta(
 ) -> list[tuple[float, float]]:
     """``[(upper bound, cumulative count)]`` of the observations made between the snapshots, summed
     over the selected series (the ``le`` label aside), sorted by bound, ``+Inf`` last."""
-    buckets: dict[float, float] = defaultdict(float)
+    groups = histogram_deltas(before, after, name, lambda labels: True if where is None or where(labels) else None)
+    return groups.get(True, [])
+
+
+def histogram_deltas(
+    before: Snapshot, after: Snapshot, name: str, group: Callable[[dict[str, str]], Hashable | None]
+) -> dict[Hashable, list[tuple[float, float]]]:
+    """``histogram_delta`` of every group at once, in one pass over the series: ``group`` maps a series'
+    labels (``le`` aside) to its group, or to None to leave the series out."""
+    groups: dict[Hashable, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     old = before.get(f"{name}_bucket")
     for labels, value in after.get(f"{name}_bucket").items():
         label_map = dict(labels)
         bound = float(label_map.pop("le"))
-        if where is not None and not where(label_map):
-            continue
-        buckets[bound] += value - old.get(labels, 0.0)
-    return sorted(buckets.items())
+        key = group(label_map)
+        if key is not None:
+            groups[key][bound] += value - old.get(labels, 0.0)
+    return {key: sorted(buckets.items()) for key, buckets in groups.items()}
 
 
 def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:

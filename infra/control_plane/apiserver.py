@@ -92,6 +92,9 @@ def apiserver_flags(
         # (the default since 1.11; --apiserver-count is deprecated).
         "endpoint-reconciler-type": "lease",
         **etcd,
+        # Every kubelet serves a certificate from the cluster CA (serverTLSBootstrap), approved only for its
+        # Node's own addresses (infra/control_plane/csr_approval.py): logs, exec and port-forward verify it.
+        "kubelet-certificate-authority": pki.cert_path(pki.CLUSTER_CA),
         "kubelet-client-certificate": pki.cert_path(pki.KUBELET_CLIENT),
         "kubelet-client-key": pki.key_path(pki.KUBELET_CLIENT),
         # Node host names do not resolve across peered VNets (Azure-provided DNS is per VNet).

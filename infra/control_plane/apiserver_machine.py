@@ -21,7 +21,7 @@ from infra.boot.cloudinit import CloudConfig, custom_data, fingerprint, render
 from infra.boot.secrets import FETCH_UNIT, add_secret_fetching
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.config import naming
-from infra.control_plane import admission, apiserver, binaries, machine_identity, paths, pki
+from infra.control_plane import admission, apiserver, binaries, csr_approval, machine_identity, paths, pki
 from infra.control_plane.controller_manager import controller_manager_flags
 from infra.control_plane.kubeconfig import file_kubeconfig
 from infra.control_plane.scheduler import render_scheduler_config, scheduler_flags
@@ -144,6 +144,7 @@ def apiserver_cloud_config(spec: ClusterSpec, etcd: Mapping[str, str]) -> CloudC
     for path, content, permissions in shared_files(spec):
         cloud.add(path, content, permissions=permissions)
     machine_identity.add_identity_unit(cloud, addresses)
+    csr_approval.add_approver_unit(cloud)
 
     cloud.add(
         f"/etc/systemd/system/{paths.APISERVER_UNIT}",
@@ -187,11 +188,19 @@ def apiserver_cloud_config(spec: ClusterSpec, etcd: Mapping[str, str]) -> CloudC
         cloud,
         naming.key_vault(config.cluster_name),
         pki.apiserver_secret_files(pki.certificates()),
-        before=[paths.INSTALL_UNIT, machine_identity.UNIT, *paths.COMPONENT_UNITS],
+        before=[paths.INSTALL_UNIT, machine_identity.UNIT, *paths.COMPONENT_UNITS, csr_approval.UNIT],
         identity_name=naming.role_identity(config.cluster_name, roles.APISERVER.identity),
     )
     cloud.runcmd.append(
-        ["systemctl", "enable", "--now", paths.INSTALL_UNIT, machine_identity.UNIT, *paths.COMPONENT_UNITS]
+        [
+            "systemctl",
+            "enable",
+            "--now",
+            paths.INSTALL_UNIT,
+            machine_identity.UNIT,
+            *paths.COMPONENT_UNITS,
+            csr_approval.UNIT,
+        ]
     )
     return cloud
 

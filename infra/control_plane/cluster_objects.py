@@ -15,6 +15,7 @@ from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
 from infra.config.sizing import shards
 from infra.control_plane import admission, flowcontrol, pki
+from infra.control_plane.csr_approval import KUBELET_SERVING_SIGNER
 from infra.control_plane.scheduler import POD_GROUP_LABEL
 from infra.nat_hosts import NAT_HOST_LABELS
 from infra.node.pool import pool_labels
@@ -78,6 +79,37 @@ def node_join_rbac() -> list[dict[str, Any]]:
         # kubectl logs/exec/port-forward: the apiserver's client identity towards kubelets.
         _binding("supercluster:apiserver-kubelet-client", "system:kubelet-api-admin", "User", pki.KUBELET_CLIENT_USER),
     ]
+
+
+CSR_APPROVER_ROLE = "supercluster:csr-approver"
+CERTIFICATES = "certificates.k8s.io"
+
+
+def csr_approver_rbac() -> list[dict[str, Any]]:
+    """The kubelet-serving approver's (infra/control_plane/csr_approval.py): read requests and Nodes, and approve
+    or deny for that one signer: the approval subresource's ``update`` and ``approve`` on the signer by name
+    (kubernetes.io "Certificate Signing Requests", "Authorization"). No create, no delete, no other signer."""
+    role = {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": CSR_APPROVER_ROLE},
+        "rules": [
+            {
+                "apiGroups": [CERTIFICATES],
+                "resources": ["certificatesigningrequests"],
+                "verbs": ["get", "list", "watch"],
+            },
+            {"apiGroups": [CERTIFICATES], "resources": ["certificatesigningrequests/approval"], "verbs": ["update"]},
+            {
+                "apiGroups": [CERTIFICATES],
+                "resources": ["signers"],
+                "resourceNames": [KUBELET_SERVING_SIGNER],
+                "verbs": ["approve"],
+            },
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        ],
+    }
+    return [role, _binding(CSR_APPROVER_ROLE, CSR_APPROVER_ROLE, "User", pki.CSR_APPROVER_USER)]
 
 
 def pod_group_crd() -> dict[str, Any]:
@@ -189,6 +221,7 @@ def cluster_objects(config: ClusterConfig) -> list[dict[str, Any]]:
     """Every non-secret object, in apply order (the CRD before anything could use it)."""
     return [
         *node_join_rbac(),
+        *csr_approver_rbac(),
         pod_group_crd(),
         *gang_scheduling_rbac(),
         *flowcontrol.objects(),

@@ -51,6 +51,7 @@ from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.catalog.vm_sizes import VM_SIZES
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.control_plane import pki as cluster_pki
+from infra.control_plane.csr_approval import UNIT as CSR_APPROVER_UNIT
 from infra.control_plane.machine_identity import UNIT as IDENTITY_UNIT
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
 from infra.etcd.member_machine import ETCD_UNIT
@@ -288,7 +289,7 @@ def boot(
         runtime.start_imds(network, config.network.address_space)
         cluster = Cluster(stack, spec, plan, network, pki, admin, workdir)
         _write_admin_credentials(cluster)
-        vms = plan.vms()
+        vms = plan.vms() + plan.apiserver_instances()
         etcd_roles = {m.name: role for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members}
         for machine in vms:
             host = network.add_host(machine.name, [f"{machine.ip}/{prefix_length}"])
@@ -322,7 +323,7 @@ def _check_vault(plan: Plan, pki: TestPki) -> None:
     declared = plan.key_vault_secret_names()
     missing = declared - set(pki.vault)
     assert not missing, f"Key Vault secrets of the plan that the test PKI does not issue: {sorted(missing)}"
-    for machine in plan.vms() + [s.instance(0) for s in plan.scale_sets()]:
+    for machine in plan.vms() + plan.apiserver_instances()[:1] + [s.instance(0) for s in plan.scale_sets()]:
         fetched = {name for name, _, _ in machine.fetched_secrets()}
         assert fetched <= declared, f"{machine.name} fetches secrets no resource declares: {sorted(fetched - declared)}"
 
@@ -435,10 +436,11 @@ def unit_argv(machine: Machine, host: Host, unit_name: str) -> list[str]:
 
 def start_control_plane_machine(cluster: Cluster, machine: Machine, host: Host) -> dict[str, Process]:
     """An apiserver machine's boot, in systemd's order: its identity unit (the address from IMDS, the serving
-    certificate) to completion, then its component units. IMDS is on-link, as Azure's DHCP routes it."""
+    certificate) to completion, then its component units and the kubelet-serving CSR approver. IMDS is on-link,
+    as Azure's DHCP routes it."""
     cluster.network.run(host, ["ip", "route", "replace", f"{IMDS_IP}/32", "dev", "eth0"])
     cluster.network.run(host, machine.unit(IDENTITY_UNIT).exec_start, timeout=120)
-    return {unit: start_unit(cluster, machine, host, unit) for unit in CONTROL_PLANE_UNITS}
+    return {unit: start_unit(cluster, machine, host, unit) for unit in (*CONTROL_PLANE_UNITS, CSR_APPROVER_UNIT)}
 
 
 def _start_etcd(cluster: Cluster) -> None:
@@ -460,7 +462,11 @@ def _start_etcd(cluster: Cluster) -> None:
 
 
 def _start_control_plane(cluster: Cluster) -> None:
-    machines = [(m, cluster.network.hosts[m.name]) for m in cluster.plan.vms() if m.has_unit(APISERVER_UNIT)]
+    machines = [
+        (m, cluster.network.hosts[m.name])
+        for m in cluster.plan.vms() + cluster.plan.apiserver_instances()
+        if m.has_unit(APISERVER_UNIT)
+    ]
     for machine, host in machines:
         cluster.control_plane.append((machine, host, start_control_plane_machine(cluster, machine, host)))
     lb = cluster.plan.load_balancer("control-plane-lb")

@@ -220,3 +220,27 @@ def _token_part(length: int) -> str:
     """``[a-z0-9]``, as the components' RandomString/RandomPassword make it."""
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def node_csr(
+    node: str, csr_name: str, signer: str, usages: list[str], ips: tuple[str, ...] = ()
+) -> tuple[ec.EllipticCurvePrivateKey, dict]:
+    """A fresh key and a CertificateSigningRequest object for ``system:node:<node>`` (O ``system:nodes``), as a
+    kubelet (or someone holding its credentials) sends one; with ``ips``, it names the node and those addresses."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = x509.CertificateSigningRequestBuilder().subject_name(_name(f"system:node:{node}", "system:nodes"))
+    if ips:
+        names = [x509.DNSName(node), *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips)]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    request = builder.sign(key, hashes.SHA256())
+    csr = {
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"name": csr_name},
+        "spec": {
+            "request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
+            "signerName": signer,
+            "usages": usages,
+        },
+    }
+    return key, csr

@@ -381,12 +381,17 @@ def start_node_agents(
     upstream_ip: str,
 ) -> None:
     """Once the node has registered: kube-proxy (its rendered ``ExecStartPre`` waits for kubelet's client
-    certificate, which it signs in with) and NodeLocal DNS (tests/e2e/dns.py)."""
-    # A symlink to the dated file, by its path on the machine: seen from here, it dangles.
-    certificate = node.host.root / "var/lib/kubelet/pki/kubelet-client-current.pem"
+    certificate, which it signs in with) and NodeLocal DNS (tests/e2e/dns.py). Before returning, the kubelet
+    holds its serving certificate too (approved on the apiserver VMs): until then the apiserver's exec and
+    logs and Prometheus's scrape of it fail their TLS handshake, as on Azure."""
+    # Symlinks to the dated files, by their paths on the machine: seen from here, they dangle.
+    pki_dir = node.host.root / "var/lib/kubelet/pki"
+    certificate = pki_dir / "kubelet-client-current.pem"
     wait_for(f"{node.host.name}'s kubelet client certificate", certificate.is_symlink, timeout=120)
     start_unit(kube_proxy.UNIT)
     dns.start_node_local_dns(network, node.host, node_local, upstream_ip, network.workdir)
+    serving = pki_dir / "kubelet-server-current.pem"
+    wait_for(f"{node.host.name}'s kubelet serving certificate", serving.is_symlink, timeout=120)
 
 
 def import_image(network: TestNetwork, node: RealNode, image: Image) -> None:

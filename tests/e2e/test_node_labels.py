@@ -13,10 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 
 from infra.control_plane.admission import TEAM_TAINT_KEY
 from infra.control_plane.cluster_objects import rendered_node_labels
@@ -24,6 +21,7 @@ from infra.facts.labels import POOL_LABEL
 from tests.e2e.cluster import Cluster, boot
 from tests.e2e.fleet import Fleet, fleet_pools
 from tests.e2e.hosts import wait_for
+from tests.e2e.pki import node_csr
 
 pytestmark = pytest.mark.e2e
 REFUSED = "a node may carry only the labels rendered for its pool"
@@ -57,25 +55,10 @@ def _kubeconfig(cluster: Cluster, name: str, user: dict[str, str]) -> Path:
 def _node_certificate(cluster: Cluster, node: str) -> Path:
     """What a bootstrap token's holder does: a key, a CSR for ``system:node:<node>`` sent with the token, and
     the certificate the controller-manager approves and signs; returns a kubeconfig that acts as that node."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
-            x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node}"),
-        ]
-    )
-    request = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
     csr_name = f"fake-{uuid.uuid4().hex[:8]}"
-    csr = {
-        "apiVersion": "certificates.k8s.io/v1",
-        "kind": "CertificateSigningRequest",
-        "metadata": {"name": csr_name},
-        "spec": {
-            "request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
-            "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
-            "usages": ["digital signature", "client auth"],
-        },
-    }
+    key, csr = node_csr(
+        node, csr_name, "kubernetes.io/kube-apiserver-client-kubelet", ["digital signature", "client auth"]
+    )
     bootstrap = _kubeconfig(cluster, "bootstrap", {"token": cluster.pki.bootstrap_token})
     cluster.kubectl("create", "-f", "-", input=json.dumps(csr), kubeconfig=bootstrap)
     issued = wait_for(

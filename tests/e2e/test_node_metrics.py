@@ -5,10 +5,18 @@ rendered config in its real pod's network namespace (tests/e2e/prometheus.py). E
 answers the shard's scrape over HTTPS only with the pod's service-account token, which the kubelet
 has the apiserver check (webhook authentication and authorization, ``nodes/metrics``). The kubelet
 jobs the shard runs are checked to authenticate exactly as prod's rendered node shard does, so the
-box proves prod's setting: without it every kubelet answers 401 and no target is up.
+box proves prod's setting: without it every kubelet answers 401 and no target is up. The shard verifies each
+kubelet's serving certificate with the cluster CA: every real kubelet asked for it (``serverTLSBootstrap``) and
+the approver on the apiserver VMs (``machine/control_plane/csr_approver.py``) approved it for the Node's own
+addresses, and no other: a node's request for another node's address stays unapproved.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,9 +24,12 @@ import yaml
 from infra.addons import monitoring
 from infra.addons.monitoring import rules
 from infra.addons.monitoring.shards import KUBELET_PORT
+from infra.control_plane.csr_approval import KUBELET_SERVING_SIGNER
+from infra.control_plane.csr_approval import UNIT as CSR_APPROVER_UNIT
 from infra.facts.labels import ROLE_LABEL, ROLE_SYSTEM
 from tests.e2e.cluster import Cluster, boot, plan_stack
 from tests.e2e.hosts import wait_for
+from tests.e2e.pki import node_csr
 from tests.e2e.prometheus import Shard, replica_name, start_shard
 from tests.e2e.test_prometheus import NODE_SHARD, SCRAPE_TIMEOUT, _describe
 
@@ -115,3 +126,108 @@ def test_the_node_shard_scrapes_every_real_kubelet(box: Cluster, shard: Shard, p
     # The samples were kept and stored: each kubelet names its own node.
     series = shard.query(f'kubelet_node_name{{job="{rules.JOB_KUBELET}"}}')
     assert {s["metric"]["node"] for s in series} == set(nodes), series
+
+
+SERVING_TIMEOUT = 120  # a kubelet asks once its Node has registered; the approver relists every few seconds
+
+
+def _serving_requests(box: Cluster) -> list[dict]:
+    return [c for c in box.get_json("csr")["items"] if c["spec"]["signerName"] == KUBELET_SERVING_SIGNER]
+
+
+def _condition(csr: dict) -> dict | None:
+    return next(iter(csr.get("status", {}).get("conditions") or []), None)
+
+
+def test_every_real_kubelet_serves_a_certificate_the_cluster_ca_verifies_for_its_address(box: Cluster):
+    """Its serving CSR was approved by the approver for the Node's own addresses and signed by the
+    controller-manager; the kubelet's port presents that certificate, which curl verifies against the cluster
+    CA for the node's IP (exit 0; 60 on the old self-signed certificate). Unauthenticated, the kubelet answers
+    401."""
+    for node in box.real_nodes:
+        user = f"system:node:{node.machine.name}"
+
+        def approved(user=user) -> dict | None:
+            mine = [c for c in _serving_requests(box) if c["spec"]["username"] == user]
+            return next(
+                (c for c in mine if (_condition(c) or {}).get("type") == "Approved" and c["status"].get("certificate")),
+                None,
+            )
+
+        csr = wait_for(
+            f"{user}'s serving certificate to be approved and signed", approved, timeout=SERVING_TIMEOUT, interval=2
+        )
+        assert _condition(csr)["reason"] == "SuperclusterNodeAddresses", csr["status"]
+
+        def verified(ip=node.machine.ip) -> bool:
+            argv = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"]
+            argv += ["--cacert", str(box.workdir / "ca.crt"), f"https://{ip}:{KUBELET_PORT}/healthz"]
+            result = box.network.run(box.admin, argv, check=False, timeout=20)
+            return result.returncode == 0 and result.stdout == "401"
+
+        wait_for(
+            f"{node.machine.name}'s kubelet to serve a certificate the cluster CA verifies",
+            verified,
+            timeout=SERVING_TIMEOUT,
+            interval=2,
+        )
+
+
+def _node_kubeconfig(box: Cluster, node) -> Path:
+    """A kubeconfig with the node's own client certificate (kubelet's current one, a symlink on the machine)."""
+    link = node.host.root / "var/lib/kubelet/pki/kubelet-client-current.pem"
+    pem = node.host.root / os.readlink(link).lstrip("/")
+    path = box.workdir / f"{node.machine.name}-as-node.conf"
+    server = {"server": box.apiserver_url, "certificate-authority": str(box.workdir / "ca.crt")}
+    user = {"client-certificate": str(pem), "client-key": str(pem)}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "box", "cluster": server}],
+                "users": [{"name": "node", "user": user}],
+                "contexts": [{"name": "box", "context": {"cluster": "box", "user": "node"}}],
+                "current-context": "box",
+            }
+        )
+    )
+    return path
+
+
+def _serving_request(box: Cluster, kubeconfig: Path, node: str, ips: list[str], usages: list[str]) -> str:
+    name = f"crafted-{uuid.uuid4().hex[:8]}"
+    _, csr = node_csr(node, name, KUBELET_SERVING_SIGNER, usages, tuple(ips))
+    box.kubectl("create", "-f", "-", input=json.dumps(csr), kubeconfig=kubeconfig)
+    return name
+
+
+def test_a_node_gets_no_serving_certificate_for_another_nodes_address(box: Cluster):
+    """A real node, with its own certificate, asks for a serving certificate naming another node's IP (to
+    answer the apiserver and Prometheus as that node): the approver leaves it pending and says why, and it is
+    never approved; one asking for client auth too is denied."""
+    node, other = box.real_nodes[0], box.real_nodes[1]
+    kubeconfig = _node_kubeconfig(box, node)
+    serving = ["digital signature", "key encipherment", "server auth"]
+    crafted = _serving_request(box, kubeconfig, node.machine.name, [node.machine.ip, other.machine.ip], serving)
+    overreaching = _serving_request(box, kubeconfig, node.machine.name, [node.machine.ip], [*serving, "client auth"])
+    approvers = [processes[CSR_APPROVER_UNIT] for _, _, processes in box.control_plane]
+    reason = f"{other.machine.ip} not among Node {node.machine.name}'s addresses"
+    wait_for(
+        "an approver to say why it leaves the crafted request pending",
+        lambda: any(
+            f"{crafted} (system:node:{node.machine.name}) left pending: {reason}" in a.output() for a in approvers
+        ),
+        timeout=SERVING_TIMEOUT,
+        interval=2,
+    )
+    denied = wait_for(
+        "the request for client auth to be denied",
+        lambda: (_condition(box.get_json("csr", overreaching)) or {}).get("type") == "Denied",
+        timeout=SERVING_TIMEOUT,
+        interval=2,
+    )
+    assert denied
+    # Looked at, and again at each relist: still not approved, and no certificate.
+    assert _condition(box.get_json("csr", crafted)) is None
+    assert not box.get_json("csr", crafted).get("status", {}).get("certificate")

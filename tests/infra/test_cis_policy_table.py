@@ -16,7 +16,7 @@ import pytest
 from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, pod_templates
 from infra.addons.monitoring import NAMESPACE as MONITORING_NAMESPACE
 from infra.addons.shared_names import SYSTEM_NAMESPACE
-from infra.control_plane import access, admission, cluster_objects, paths, pki
+from infra.control_plane import access, admission, cluster_objects, csr_approval, paths, pki
 from infra.node import cni
 from tests.helpers import doc_table_rows, load_yaml, parsed
 from tests.infra.addon_fixtures import all_objects, groups_for
@@ -89,6 +89,7 @@ def no_user_certificate_is_issued() -> None:
         "front-proxy-client",
         pki.CONTROLLER_MANAGER_USER,
         pki.SCHEDULER_USER,
+        pki.CSR_APPROVER_USER,
     }, others
     authentication = load_yaml(files(machines("prod")[0])[paths.AUTHENTICATION_CONFIG])
     assert "jwt" not in authentication  # no identity provider: researchers' access is an operator's to grant
@@ -112,8 +113,12 @@ def bootstrap_tokens_only_join_nodes() -> None:
     assert not [
         o["metadata"]["name"] for o in bindings if any(s["name"] == "system:bootstrappers" for s in o["subjects"])
     ], "only our narrower group"
-    assert not _grants({"approve"}, {"signers"}, {"certificates.k8s.io"})
-    assert not _grants({"update", "patch"}, {"certificatesigningrequests/approval"}, {"certificates.k8s.io"})
+    # Besides the controller-manager (built in), only the kubelet-serving approver approves, for that signer alone.
+    approver = [cluster_objects.CSR_APPROVER_ROLE]
+    assert _grants({"approve"}, {"signers"}, {"certificates.k8s.io"}) == approver
+    assert _grants({"update", "patch"}, {"certificatesigningrequests/approval"}, {"certificates.k8s.io"}) == approver
+    (signers,) = [rule for name, rule in _rules() if name in approver and "signers" in rule["resources"]]
+    assert signers["resourceNames"] == [csr_approval.KUBELET_SERVING_SIGNER]
 
 
 def _audit_level(policy: dict, *, verb: str, group: str, resource: str, user: str = "alice") -> str:

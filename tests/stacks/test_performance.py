@@ -159,7 +159,7 @@ def test_a_run_walks_no_caller_frames_and_hands_back_its_errors_unchanged():
 
 def test_the_stack_recorded_with_each_resource_holds_no_harness_thread_or_runpy_frames(monkeypatch):
     """The SDK turns every frame below a resource's constructor into a source position, for every resource:
-    the plan runs the program on a bare thread, straight from the SDK's ``run_pulumi_func``."""
+    the plan runs the program's body on a bare thread, before the event loop runs (``runner._declared``)."""
     import pulumi.runtime.resource as sdk
 
     from tests.conftest import plan_stack
@@ -172,4 +172,5 @@ def test_the_stack_recorded_with_each_resource_holds_no_harness_thread_or_runpy_
     files = {frame.pc.uri.rsplit("/", 1)[-1] for frame in frames if frame.HasField("pc")}
     assert {"__main__.py", "declare.py"} <= files
     assert "threading.py" not in files, "threading.Thread's own frames"
+    assert not files & {"base_events.py", "events.py", "sync_await.py", "stack.py"}, "the event loop's frames"
     assert all(frame.HasField("pc") for frame in frames), "runpy's frames (a frozen module: no position)"

@@ -23,6 +23,8 @@ from infra.addons.monitoring import credential, rules
 from infra.facts.labels import GPU_PRESENT_LABEL, POOL_LABEL, ROLE_LABEL
 
 ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# The cluster CA, which the service-account volume carries next to the token (--root-ca-file).
+ACCOUNT_CA = f"{ACCOUNT_DIR}/ca.crt"
 # Ports: node-exporter's registered default (prometheus/prometheus wiki "Default port allocations");
 # the kubelet's HTTPS port (kubelet --port default 10250); dcgm-exporter's default listen address :9400.
 NODE_EXPORTER_PORT = 9100
@@ -138,9 +140,9 @@ def node_scrape_config(job: NodeJob, shard: int, shards: int) -> dict[str, Any]:
     if job.https:
         config["scheme"] = "https"
         config["authorization"] = {"credentials_file": f"{ACCOUNT_DIR}/token"}
-        # The kubelet serves a self-signed certificate (no serverTLSBootstrap in the kubelet
-        # config), so there is no CA to check it against; the token only reaches node addresses.
-        config["tls_config"] = {"insecure_skip_verify": True}
+        # The kubelet's serving certificate is from the cluster CA (serverTLSBootstrap), for its Node's
+        # addresses only (infra/control_plane/csr_approval.py): the target, a node address, is verified.
+        config["tls_config"] = {"ca_file": ACCOUNT_CA}
     if job.keep:
         config["metric_relabel_configs"] = [{"source_labels": ["__name__"], "regex": job.keep, "action": "keep"}]
     return config
@@ -196,22 +198,45 @@ def etcd_backup_scrape_config(targets: list[str]) -> dict[str, Any]:
     }
 
 
-def component_scrape_config(job: str, targets: list[str]) -> dict[str, Any]:
-    """kube-scheduler or kube-controller-manager on each apiserver VM (``targets``: the VMs' plan
-    addresses and the component's secure port). Authentication and authorization are delegated to
-    the apiserver (``--authentication-kubeconfig``, ``--authorization-kubeconfig``): Prometheus's
-    service-account token, and its ClusterRole's get on /metrics, let it in."""
+# The apiservers' endpoints: the ``kubernetes`` Service's EndpointSlice in ``default``, its ``https`` port.
+_KUBERNETES_SERVICE_HTTPS = [
+    {
+        "source_labels": ["__meta_kubernetes_service_name", "__meta_kubernetes_endpointslice_port_name"],
+        "regex": "kubernetes;https",
+        "action": "keep",
+    }
+]
+
+
+def component_scrape_config(job: str, port: int) -> dict[str, Any]:
+    """kube-scheduler or kube-controller-manager on each apiserver machine, found as the apiserver is: each
+    apiserver's address in the ``kubernetes`` Service's EndpointSlice (its --advertise-address, the machine's
+    own; the lease endpoint reconciler keeps only live apiservers there), on the component's secure port.
+    Scale-set instances come and go with repairs and rolling upgrades: nothing here names one. Authentication
+    and authorization are delegated to the apiserver (``--authentication-kubeconfig``,
+    ``--authorization-kubeconfig``): Prometheus's service-account token, and its ClusterRole's get on /metrics,
+    let it in."""
     return {
         "job_name": job,
         "scheme": "https",
-        "static_configs": [{"targets": targets}],
+        "kubernetes_sd_configs": [{"role": "endpointslice", "namespaces": {"names": ["default"]}}],
         "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
         # Neither is given a certificate (infra/control_plane/pki.py issues none for serving): with no
         # --tls-cert-file and an empty certificate directory (their options.go) each generates one in
         # memory at every start, signed by a CA of its own made at the same time (k8s.io/apiserver
         # pkg/server/options/serving.go MaybeDefaultWithSelfSignedCerts), so there is no stable CA to
-        # check against. The token only goes to the plan's apiserver addresses.
+        # check against. The token only goes to the apiservers' own addresses, which only apiservers
+        # (and cluster admins) write into that EndpointSlice.
         "tls_config": {"insecure_skip_verify": True},
+        "relabel_configs": [
+            *_KUBERNETES_SERVICE_HTTPS,
+            {
+                "source_labels": ["__address__"],
+                "regex": "(.+):[0-9]+",
+                "target_label": "__address__",
+                "replacement": f"${{1}}:{port}",
+            },
+        ],
     }
 
 
@@ -221,12 +246,6 @@ def apiserver_scrape_config() -> dict[str, Any]:
         "scheme": "https",
         "kubernetes_sd_configs": [{"role": "endpointslice", "namespaces": {"names": ["default"]}}],
         "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
-        "tls_config": {"ca_file": f"{ACCOUNT_DIR}/ca.crt"},
-        "relabel_configs": [
-            {
-                "source_labels": ["__meta_kubernetes_service_name", "__meta_kubernetes_endpointslice_port_name"],
-                "regex": "kubernetes;https",
-                "action": "keep",
-            }
-        ],
+        "tls_config": {"ca_file": ACCOUNT_CA},
+        "relabel_configs": _KUBERNETES_SERVICE_HTTPS,
     }
