@@ -28,7 +28,7 @@ from infra.assembly.machine_image import DEDICATED_KIND, kind_of_pool
 from infra.catalog.image_refs import cache_prefixes
 from infra.config import naming
 from infra.config.sizing import shards
-from infra.day2.deploy_rules import MONITORING_OUTPUT, ROLLOUT_OUTPUT
+from infra.day2.deploy_rules import APISERVER_SCALE_SET_RECORD, MONITORING_OUTPUT, ROLLOUT_OUTPUT
 from infra.etcd.backup import account_url
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
 from infra.etcd.spec import MAIN
@@ -213,7 +213,8 @@ control_plane = ControlPlane(
     subnet_id=network.subnet_ids[roles.APISERVER.subnet],
     identities=identities,
     secrets=secrets,
-    apiservers=cluster.machines_of(roles.APISERVER),
+    apiservers=cluster.apiservers,
+    retiring=cluster.machines_of(roles.APISERVER),
     image_id_of=lambda version: machine_images.version_id(DEDICATED_KIND, version),
 )
 # In the cluster, through the control plane's kubernetes provider.
@@ -271,6 +272,7 @@ pulumi.export(
     ROLLOUT_OUTPUT,
     {
         "machines": cluster.rollout(),
+        APISERVER_SCALE_SET_RECORD: cluster.apiservers.record(),
         "nodeKubernetesVersion": spec.node_kubernetes_version,
         "nodeMachineImageVersion": spec.node_machine_image_version,
     },

@@ -1,25 +1,23 @@
-"""The control plane: dedicated apiserver VMs outside the cluster, behind an internal load balancer.
+"""The control plane: the apiservers, outside the cluster, as one scale set behind an internal load balancer.
 
-Each VM runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
-(``infra.control_plane.apiserver_machine``). The VMs are created in parallel (none waits for another). A later
-change to their cloud-init or size reaches one VM per deploy (``infra.day2.deploy_rules.stage``, docs/day2.md): the
-first VM that lacks it is replaced (or resized; the assembly decides which), the others ignore their customData
-and keep their size,
-never a `pulumi up` that takes every apiserver down at once (a VM to replace by hand:
-docs/runbooks/replace-an-apiserver.md). Each VM has a readiness gate, a
-CustomScript extension that re-fetches the secrets, restarts the components and waits for the local
-``/readyz``. The gates run in a chain, gate ``i`` after gate ``i-1``: when a secret the apiservers
-read gets a new version (a renewed certificate) every gate runs again, one apiserver at a time, and
-one that does not come back ready stops the rest, instead of every apiserver restarting at once
-under the reconnecting watches of every node. The kubernetes provider (and so every in-cluster
-object) waits for the first gate. Both orders are kept without a dependency in Pulumi's graph
-(``after``): replacing an apiserver by the runbook (``pulumi destroy --target <vm>
---target-dependents``) takes its gate with it and nothing else, where a recorded dependency would
-also take the other gates, the provider and every object in the cluster.
+Each instance runs kube-apiserver, kube-controller-manager and kube-scheduler as systemd services
+(``infra.control_plane.apiserver_machine``), and every instance boots the same cloud-init: each decides its
+address and serving certificate at boot. The scale set heals and rolls itself
+(``infra.control_plane.scale_set``): Azure replaces an instance whose ``/livez?exclude=etcd`` stays failed,
+and rolls a model change (cloud-init, size, release, machine image, a rotated secret) one instance at a time,
+the next only once the last is healthy, so one ``pulumi up`` makes a change and never takes every apiserver
+down at once. Each instance's readiness extension (a CustomScript) re-fetches the secrets, restarts the
+components and waits for the local ``/readyz``; it runs when the instance is created and, rolled, when a
+secret the apiservers read gets a new version. The kubernetes provider (and so every in-cluster object) waits
+for the scale set.
+
+A stack deployed with individual apiserver VMs keeps them beside the scale set and retires one per deploy
+(infra/assembly/desired_cluster.py, docs/day2.md); each such VM keeps its readiness gate, the gates in a chain
+(gate ``i`` after gate ``i-1``) without a dependency in Pulumi's graph (``after``).
 
 Outputs: ``endpoint`` (the load balancer), ``ca_cert_pem`` and ``kubernetes_provider`` for everything applied
 inside the cluster. The provider's kubeconfig holds no credential: it names the command that mints a
-short-lived one on an apiserver VM at deploy time (``infra.control_plane.access``), so no administrator
+short-lived one on an apiserver instance at deploy time (``infra.control_plane.access``), so no administrator
 credential is kept in state or handed out.
 """
 
@@ -27,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pulumi
@@ -34,16 +33,18 @@ import pulumi
 from components import declare
 from components.cluster_pki import ClusterPki
 from components.identities import RoleIdentities
-from components.machines import DedicatedVm, VmArgs
+from components.machines import ADMIN_USERNAME, DedicatedVm, VmArgs, linux_ssh_only
 from components.secret_store import SecretStore
-from infra.assembly.desired_cluster import DedicatedMachine
+from infra.assembly.desired_cluster import ApiserverScaleSet, DedicatedMachine
 from infra.boot import secret_names
+from infra.catalog.vm_sizes import VM_SIZES
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.config import naming
-from infra.control_plane import access, apiserver, apiserver_machine, cluster_objects, pki
+from infra.control_plane import access, apiserver, apiserver_machine, cluster_objects, pki, scale_set
 from infra.day2.deploy_rules import APISERVER_ROLE, MACHINE_ROLE_TAG
 from infra.facts import ports, roles
 from infra.facts.endpoints import apiserver_url
+from infra.facts.tags import CLOUD_INIT as CLOUD_INIT_TAG
 
 if TYPE_CHECKING:
     from azure_inputs import ComputeVirtualMachineExtensionProps  # typings/azure_inputs.pyi
@@ -70,8 +71,9 @@ class ControlPlane(pulumi.ComponentResource):
     bootstrap_token_id: pulumi.Output[str]
     bootstrap_token_secret: pulumi.Output[str]
     load_balancer: declare.Declared
-    vms: list[DedicatedVm]
-    ready: list[declare.Declared]  # each apiserver's readiness gate (a CustomScript extension)
+    scale_set: declare.Declared  # every apiserver (infra/control_plane/scale_set.py)
+    vms: list[DedicatedVm]  # the apiserver VMs a stack moving to the scale set still has
+    ready: list[declare.Declared]  # each such VM's readiness gate (a CustomScript extension)
 
     def __init__(
         self,
@@ -83,41 +85,43 @@ class ControlPlane(pulumi.ComponentResource):
         subnet_id: pulumi.Input[str],
         identities: RoleIdentities,
         secrets: SecretStore,
-        apiservers: Sequence[DedicatedMachine],
+        apiservers: ApiserverScaleSet,
+        retiring: Sequence[DedicatedMachine],
         image_id_of: Callable[[str], pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """``apiservers``: each apiserver as the assembly decided it (``Cluster.machines_of(roles.APISERVER)``:
-        address, cloud-init, what it runs, its rollout); ``image_id_of``: the id of a machine image version
-        (cpu kind)."""
+        """``apiservers``: the scale set as the assembly decided it (``Cluster.apiservers``); ``retiring``: the
+        apiserver VMs a stack moving to it still has (``Cluster.machines_of(roles.APISERVER)``, each as it runs);
+        ``image_id_of``: the id of a machine image version (cpu kind)."""
         super().__init__("supercluster:control_plane:ControlPlane", name, None, opts)
         self._name, self._config = name, spec.config
         self._resource_group_name = resource_group_name
         self._image_id_of = image_id_of
         addresses = spec.addresses
-        machines = apiservers
         certificate_specs = pki.certificates()
         self.endpoint = apiserver_url(addresses.apiserver_lb_ip())
 
         issued = ClusterPki(f"{name}-pki", specs=certificate_specs, opts=pulumi.ResourceOptions(parent=self))
         self.ca_cert_pem = issued.cas[pki.CLUSTER_CA].cert_pem
-        vm_names = [m.name for m in machines]
+        vm_names = [m.name for m in retiring]
         deploy_kubeconfig = pulumi.Output.all(self.ca_cert_pem, resource_group_name).apply(
-            lambda values: access.deploy_kubeconfig(self.endpoint, values[0], values[1], vm_names)
+            lambda values: access.deploy_kubeconfig(self.endpoint, values[0], values[1], apiservers.name, vm_names)
         )
         self._bootstrap_token()
         fetched = self._store_secrets(issued, certificate_specs, identities, secrets)
         backend_pool_id = self._load_balancer(addresses.apiserver_lb_ip(), subnet_id, subscription_id)
-        self._apiservers(machines, subnet_id, backend_pool_id, identities.ids[roles.APISERVER.identity], fetched)
+        self._apiservers(
+            apiservers, retiring, subnet_id, backend_pool_id, identities.ids[roles.APISERVER.identity], fetched
+        )
 
         # Replaced only if the cluster itself changes; a changed kubeconfig is an update. In-cluster
-        # objects go through the load balancer, so one ready apiserver is enough to apply them: nodes can
-        # join while the others are still coming up.
+        # objects go through the load balancer: once the scale set is created (each instance's readiness
+        # extension saw its /readyz) or updated, they are applied.
         self.kubernetes_provider = declare.provider(
             "kubernetes",
             f"{name}-k8s",
             {
-                "kubeconfig": after(self.ready[0].output("name"), deploy_kubeconfig),
+                "kubeconfig": after(self.scale_set.output("name"), deploy_kubeconfig),
                 "clusterIdentifier": self._config.cluster_name,
             },
             pulumi.ResourceOptions(parent=self),
@@ -126,7 +130,7 @@ class ControlPlane(pulumi.ComponentResource):
             {
                 "endpoint": self.endpoint,
                 "caCertPem": self.ca_cert_pem,
-                "apiserverIps": [m.address for m in machines],
+                "apiserverScaleSet": apiservers.name,
             }
         )
 
@@ -265,68 +269,159 @@ class ControlPlane(pulumi.ComponentResource):
 
     def _apiservers(
         self,
-        machines: Sequence[DedicatedMachine],
+        apiservers: ApiserverScaleSet,
+        retiring: Sequence[DedicatedMachine],
         subnet_id: pulumi.Input[str],
         backend_pool_id: pulumi.Input[str],
         identity_id: pulumi.Input[str],
         fetched: list[declare.Declared],
     ) -> None:
-        """The VMs, created in parallel, each with its readiness gate; the gates run one after another.
-        A cloud-init, size or image change reaches one VM per deploy (``infra.day2.deploy_rules.stage``, below), never
-        every apiserver at once; a VM to replace by hand: docs/runbooks/replace-an-apiserver.md."""
-        config = self._config
-        # Changes whenever a secret the apiservers fetch gets a new version: the gates then re-run.
+        """The scale set, and the VMs a stack moving to it still has, each with its readiness gate."""
+        # Changes whenever a secret the apiservers fetch gets a new version: the readiness extensions re-run.
         secrets_version = pulumi.Output.unsecret(
             pulumi.Output.all(
                 *[secret.output("properties").apply(lambda p: p["secretUriWithVersion"]) for secret in fetched]
             ).apply(_digest)
         )
+        where = _Placement(subnet_id, backend_pool_id, identity_id, secrets_version, fetched)
+        self.scale_set = self._scale_set(apiservers, where)
         self.vms, self.ready = [], []
-        for m in machines:
-            vm = DedicatedVm(
-                f"{self._name}-vm-{m.index}",
-                VmArgs(
-                    resource_group_name=self._resource_group_name,
-                    location=config.location,
-                    vm_name=m.name,
-                    vm_size=m.size,
-                    subnet_id=subnet_id,
-                    private_ip=m.address,
-                    identity_id=identity_id,
-                    custom_data=m.custom_data,
-                    custom_data_fingerprint=m.fingerprint,
-                    admin_ssh_public_key=config.admin_ssh_public_key,
-                    image_id=self._image_id_of(m.image_version),
-                    zone=m.zone,
-                    os_disk_gb=OS_DISK_GB,
-                    backend_pool_ids=[backend_pool_id],
-                    tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
-                    lifecycle=m.lifecycle,
-                ),
-                # The first boot must find its secrets (no VM waits for another VM).
-                opts=pulumi.ResourceOptions(parent=self, depends_on=fetched),
-            )
-            force_update_tag: pulumi.Output[str] = (
-                after(self.ready[-1].output("name"), secrets_version) if self.ready else secrets_version
-            )
-            gate = declare.azure(
-                "compute:VirtualMachineExtension",
-                f"{self._name}-ready-{m.index}",
-                {
-                    "vmExtensionName": "apiserver-ready",
-                    "vmName": vm.vm.output("name"),  # a property dependency: the gate is replaced with its VM
-                    "resourceGroupName": self._resource_group_name,
-                    "location": config.location,
-                    "autoUpgradeMinorVersion": True,
-                    "settings": {"commandToExecute": apiserver_machine.readiness_command()},
-                    # Registered once the previous gate has run (created, or updated for new secrets).
-                    "forceUpdateTag": force_update_tag,
-                    **CUSTOM_SCRIPT,
+        for m in retiring:
+            self._retiring_vm(m, where)
+
+    def _scale_set(self, apiservers: ApiserverScaleSet, where: _Placement) -> declare.Declared:
+        """Every apiserver, from one model, in the load balancer's pool. Azure replaces an instance whose
+        ``/livez?exclude=etcd`` stays failed and rolls a model change out one instance at a time
+        (infra/control_plane/scale_set.py). Its readiness extension runs at every instance's creation and again,
+        rolled, when a fetched secret gets a new version (``forceUpdateTag``). Protected: replacing or deleting
+        it takes every apiserver at once."""
+        config, state = self._config, apiservers.state
+        readiness = {
+            "name": scale_set.READINESS_EXTENSION_NAME,
+            **CUSTOM_SCRIPT,
+            "autoUpgradeMinorVersion": True,
+            "settings": {"commandToExecute": apiserver_machine.readiness_command()},
+            "forceUpdateTag": where.secrets_version,
+        }
+        return declare.azure(
+            "compute:VirtualMachineScaleSet",
+            f"{self._name}-apiservers",
+            {
+                "vmScaleSetName": apiservers.name,
+                "resourceGroupName": self._resource_group_name,
+                "location": config.location,
+                "zones": list(apiservers.zones),
+                "sku": {"name": state.vm_size, "tier": "Standard", "capacity": apiservers.capacity},
+                "orchestrationMode": "Uniform",
+                # Overprovisioned extra VMs would boot, take leases and join the load balancer, then vanish.
+                "overprovision": False,
+                "upgradePolicy": scale_set.upgrade_policy(apiservers.capacity),
+                "automaticRepairsPolicy": scale_set.automatic_repairs_policy(),
+                "identity": {"type": "UserAssigned", "userAssignedIdentities": [where.identity_id]},
+                "virtualMachineProfile": {
+                    "osProfile": {
+                        "computerNamePrefix": apiservers.computer_name_prefix,
+                        "adminUsername": ADMIN_USERNAME,
+                        "customData": apiservers.custom_data,
+                        "linuxConfiguration": linux_ssh_only(config.admin_ssh_public_key),
+                    },
+                    "storageProfile": {
+                        "imageReference": {"id": self._image_id_of(state.image_version)},
+                        "osDisk": {
+                            "createOption": "FromImage",
+                            "caching": "ReadWrite",
+                            "diskSizeGB": OS_DISK_GB,
+                            "managedDisk": {"storageAccountType": "Premium_LRS"},
+                        },
+                    },
+                    "networkProfile": {
+                        "networkInterfaceConfigurations": [
+                            {
+                                "name": "nic",
+                                "primary": True,
+                                "enableAcceleratedNetworking": True,
+                                "ipConfigurations": [
+                                    {
+                                        "name": "primary",
+                                        "primary": True,
+                                        "subnet": {"id": where.subnet_id},
+                                        "loadBalancerBackendAddressPools": [{"id": where.backend_pool_id}],
+                                    }
+                                ],
+                            }
+                        ]
+                    },
+                    "securityProfile": {"encryptionAtHost": VM_SIZES[state.vm_size].encryption_at_host},
+                    "extensionProfile": {"extensions": [readiness, scale_set.health_extension()]},
                 },
-                pulumi.ResourceOptions(parent=self),
-            )
-            self.vms.append(vm)
-            self.ready.append(gate)
+                "tags": {MACHINE_ROLE_TAG: APISERVER_ROLE, CLOUD_INIT_TAG: state.cloud_init},
+            },
+            pulumi.ResourceOptions(
+                parent=self,
+                protect=True,
+                # Its first boot must find its secrets; the load balancer (and its frontend's static address,
+                # the subnet's first) exists before any instance takes an address from the subnet.
+                depends_on=[*where.fetched, self.load_balancer],
+            ),
+        )
+
+    def _retiring_vm(self, m: DedicatedMachine, where: _Placement) -> None:
+        """An apiserver VM of a stack moving to the scale set, kept as it runs (HELD) until its deploy retires
+        it (infra/assembly/desired_cluster.py). Its readiness gate runs after the previous one's, as before."""
+        vm = DedicatedVm(
+            f"{self._name}-vm-{m.index}",
+            VmArgs(
+                resource_group_name=self._resource_group_name,
+                location=self._config.location,
+                vm_name=m.name,
+                vm_size=m.size,
+                subnet_id=where.subnet_id,
+                private_ip=m.address,
+                identity_id=where.identity_id,
+                custom_data=m.custom_data,
+                custom_data_fingerprint=m.fingerprint,
+                admin_ssh_public_key=self._config.admin_ssh_public_key,
+                image_id=self._image_id_of(m.image_version),
+                zone=m.zone,
+                os_disk_gb=OS_DISK_GB,
+                backend_pool_ids=[where.backend_pool_id],
+                tags={MACHINE_ROLE_TAG: APISERVER_ROLE},
+                lifecycle=m.lifecycle,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=where.fetched),
+        )
+        force_update_tag: pulumi.Output[str] = (
+            after(self.ready[-1].output("name"), where.secrets_version) if self.ready else where.secrets_version
+        )
+        gate = declare.azure(
+            "compute:VirtualMachineExtension",
+            f"{self._name}-ready-{m.index}",
+            {
+                "vmExtensionName": scale_set.READINESS_EXTENSION_NAME,
+                "vmName": vm.vm.output("name"),  # a property dependency: the gate is replaced with its VM
+                "resourceGroupName": self._resource_group_name,
+                "location": self._config.location,
+                "autoUpgradeMinorVersion": True,
+                "settings": {"commandToExecute": apiserver_machine.readiness_command()},
+                "forceUpdateTag": force_update_tag,
+                **CUSTOM_SCRIPT,
+            },
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.vms.append(vm)
+        self.ready.append(gate)
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """What every apiserver, instance or VM, is given: its subnet, the load balancer's pool, the apiserver
+    identity, the fetched secrets' version (its readiness re-runs when it changes) and the secrets themselves."""
+
+    subnet_id: pulumi.Input[str]
+    backend_pool_id: pulumi.Input[str]
+    identity_id: pulumi.Input[str]
+    secrets_version: pulumi.Output[str]
+    fetched: list[declare.Declared]
 
 
 def after(signal: pulumi.Output[Any], value: pulumi.Input[T]) -> pulumi.Output[T]:

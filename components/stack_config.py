@@ -6,14 +6,18 @@ place that knows, so ``infra/`` sees plain Python values and never imports Pulum
 
 from __future__ import annotations
 
+import json
+import subprocess
 from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
 
 from infra.assembly.desired_cluster import Cluster, assemble
+from infra.cluster.cluster_spec import RollingUpgradeReader
 from infra.config.cluster_config import LOCATION_KEY, check_config_keys, decode_cli_value
 from infra.config.errors import NAMESPACE, ConfigError
+from infra.day2.deploy_rules import RollingUpgrade
 
 
 def raw_stack_config() -> tuple[dict[str, Any], Any]:
@@ -57,12 +61,40 @@ def previous_outputs() -> dict[str, Any]:
     return dict(outputs) if isinstance(outputs, dict) else {}
 
 
+# `az` answers within this or the deploy stops: it is the deploy's own signed-in Azure CLI (azure/login).
+AZ_TIMEOUT_SECONDS = 120
+
+
+def _az_json(command: list[str], missing: Any = ...) -> Any:
+    """The command's JSON; ``missing`` when Azure answers NotFound and the caller allows it."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=AZ_TIMEOUT_SECONDS)
+    if done.returncode != 0:
+        if missing is not ... and "NotFound" in done.stderr:
+            return missing
+        raise pulumi.RunError(f"{' '.join(command[:4])}: {done.stderr.strip() or done.returncode}")
+    return json.loads(done.stdout or "null")
+
+
+def az_rolling_upgrade(resource_group: str, scale_set: str) -> RollingUpgrade:
+    """Where the apiserver scale set's rollout stands, from Azure, before anything is declared: its latest
+    rolling upgrade (``az vmss rolling-upgrade get-latest``; none yet when every instance was created from
+    the model) and each instance's ``latestModelApplied`` (``az vmss list-instances``)."""
+    where = ["--resource-group", resource_group, "--name", scale_set, "--output", "json"]
+    latest = _az_json(["az", "vmss", "rolling-upgrade", "get-latest", *where], missing=None)
+    applied = _az_json(["az", "vmss", "list-instances", *where, "--query", "[].latestModelApplied"]) or []
+    return RollingUpgrade(latest if isinstance(latest, dict) else None, tuple(bool(a) for a in applied))
+
+
+# The offline plan puts its stand-in here (plan/runner.py): it cannot ask Azure.
+rolling_upgrade_reader: RollingUpgradeReader = az_rolling_upgrade
+
+
 def load_cluster() -> Cluster:
     """The desired cluster (``infra.assembly.desired_cluster``), or a ``pulumi.RunError`` (printed without a
     traceback) naming
     the key."""
     raw, location = raw_stack_config()
     try:
-        return assemble(raw, location, previous_outputs())
+        return assemble(raw, location, previous_outputs(), rolling_upgrade_reader)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from error

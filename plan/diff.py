@@ -298,6 +298,8 @@ def _role(resource: dict[str, Any] | None) -> str | None:
 
 def _disruption(change: ResourceChange) -> str | None:
     """How this change takes a VM down, if it does: replaced, deleted, or restarted by an in-place change."""
+    if change.type == SCALE_SET_TYPE and change.action in ("replace", "delete"):
+        return change.action + "d (every instance)"
     if change.type != VM_TYPE:
         return None
     if change.action in ("replace", "delete"):
@@ -315,13 +317,17 @@ def _flag_machine_wide_restarts(result: PlanDiff, old: Plan, new: Plan) -> None:
         if role and _disruption(change):
             by_role.setdefault(role, []).append(index)
     for role, indexes in by_role.items():
-        if len(indexes) < 2:
+        whole_set = any(result.resources[i].type == SCALE_SET_TYPE for i in indexes)
+        if len(indexes) < 2 and not whole_set:
             continue
         names = ", ".join(f"{result.resources[i].name} {_disruption(result.resources[i])}" for i in indexes)
         for i in indexes:
             change = result.resources[i]
             danger = (
-                f"{len(indexes)} {role} machines go down in one deploy ({names}); roll them one per "
+                f"every {role} machine goes down in one deploy ({names}); change its model instead, which "
+                f"Azure rolls one instance at a time (docs/day2.md)"
+                if whole_set
+                else f"{len(indexes)} {role} machines go down in one deploy ({names}); roll them one per "
                 f"deploy (docs/day2.md)"
             )
             result.resources[i] = dataclasses.replace(
@@ -336,7 +342,7 @@ def _flag_capacity_sent(result: PlanDiff, new: Plan) -> None:
         if change.type != SCALE_SET_TYPE or change.action not in ("update", "replace"):
             continue
         capacity = (new.resources[change.urn]["inputs"].get("sku") or {}).get("capacity")
-        if capacity is None:
+        if capacity is None or _role(new.resources[change.urn]):  # the apiservers': no autoscaler owns it
             continue
         danger = (
             f"sends sku.capacity={capacity} to a live scale set: Azure scales the pool to it, deleting "

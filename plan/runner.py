@@ -24,7 +24,10 @@ from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components import stack_config
 from infra.config.errors import NAMESPACE, ConfigError
+from infra.day2.deploy_rules import RollingUpgrade
+from infra.facts import tags
 from infra.network.hub import example_hub_outputs
 from plan.mocks import PlanMocks, RecordingMonitor, Registration, plain, struct_value
 from plan.stackfile import PROJECT_DIR
@@ -59,12 +62,22 @@ class ProgramRun:
     def of_type(self, typ: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == typ]
 
+    def node_scale_sets(self) -> list[Registration]:
+        """The node pools' scale sets: every scale set but the apiservers' (the one with a machine role tag)."""
+        return [r for r in self.of_type(SCALE_SET) if tags.MACHINE_ROLE not in (r.inputs.get("tags") or {})]
+
     def named(self, name: str, typ: str | None = None) -> Registration:
         """The one resource with this logical name (and type, when names are shared)."""
         found = [r for r in self.registrations if r.name == name and (typ is None or r.type == typ)]
         if len(found) != 1:
             raise KeyError(f"{len(found)} resources named {name!r}" + (f" of type {typ}" if typ else ""))
         return found[0]
+
+
+SCALE_SET = "azure-native:compute:VirtualMachineScaleSet"
+# What the offline plan takes the apiserver scale set's rollout to be (below): no rolling upgrade under way,
+# no instance behind its model.
+ROLLOUT_FINISHED = RollingUpgrade(latest=None, latest_model_applied=())
 
 
 def own_stack_name(stack: str) -> str:
@@ -87,9 +100,16 @@ def encode_config(values: dict[str, Any]) -> dict[str, str]:
 
 
 def run_program(
-    stack: str, config: dict[str, Any], stack_outputs: dict[str, dict[str, Any]] | None = None
+    stack: str,
+    config: dict[str, Any],
+    stack_outputs: dict[str, dict[str, Any]] | None = None,
+    rolling_upgrade: RollingUpgrade = ROLLOUT_FINISHED,
 ) -> ProgramRun:
     """Runs ``__main__.py`` once; raises ``ConfigError`` for bad config, as the program does.
+
+    The offline plan cannot ask Azure where the apiserver scale set's rollout stands (a real deploy does,
+    components/stack_config.py): it takes ``rolling_upgrade``, by default finished (every instance on the
+    last deploy's model).
 
     A StackReference the caller gives no outputs for (the hub of ``network.hub.stack``) is answered
     with example outputs that satisfy its contract, and the run says so (``example_stacks``)."""
@@ -101,6 +121,7 @@ def run_program(
     # called straight from the runner's thread (``_declared``): runpy's three frames and a lambda's would
     # otherwise be recorded with every resource's call stack (see run_declarations). The program reads no
     # __file__ and imports no __main__, the two things runpy adds.
+    stack_config.rolling_upgrade_reader = lambda resource_group, scale_set: rolling_upgrade
     code = compile(program.read_bytes(), str(program), "exec")
     namespace = {"__name__": "__main__", "__file__": str(program), "__builtins__": builtins}
     run = run_declarations(

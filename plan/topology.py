@@ -218,16 +218,20 @@ def _index(d: _Drawing) -> _Index:
     pool_of: dict[tuple[str, str], str] = {}
     for scale_set in d.of(SCALE_SET_TYPE):
         inputs = scale_set["inputs"]
-        profile = (inputs.get("virtualMachineProfile") or {}).get("networkProfile") or {}
-        key = _subnet_of(
-            _first(_first(profile.get("networkInterfaceConfigurations")).get("ipConfigurations")).get("subnet")
-        )
-        if key:
+        key = _subnet_of(_primary_ip_configuration(scale_set).get("subnet"))
+        if key and tags.MACHINE_ROLE in (inputs.get("tags") or {}):  # the apiservers: machines of a role
+            held.setdefault(key, []).append(("scale set", scale_set))
+        elif key:
             pool = (inputs.get("tags") or {}).get(pool_tag, scale_set["name"])
             scale_sets.setdefault((key[0], pool), []).append(scale_set)
             pool_of[key] = pool
     nsgs = {r["inputs"].get("networkSecurityGroupName"): r["urn"] for r in d.of(NSG_TYPE)}
     return _Index(nics, nsgs, held, scale_sets, pool_of)
+
+
+def _primary_ip_configuration(scale_set: Resource) -> Mapping[str, Any]:
+    profile = (scale_set["inputs"].get("virtualMachineProfile") or {}).get("networkProfile") or {}
+    return _first(_first(profile.get("networkInterfaceConfigurations")).get("ipConfigurations"))
 
 
 def _draw(d: _Drawing) -> str:
@@ -335,6 +339,18 @@ def _draw_subnet(d: _Drawing, index: _Index, subnet: _Subnet) -> None:
             box = _Box(node, {resource["urn"], nic["urn"]})
             text = d.label(box, f"{inputs.get('vmName', resource['name'])} ({role})", where, size, own=resource["urn"])
             d.lines.append(f"        {node}[({text})]" if "etcd" in role else f"        {node}[{text}]")
+        elif kind == "scale set":
+            name = inputs.get("vmScaleSetName", resource["name"])
+            node = index.ids[name] = _id("m_", resource["name"])
+            role = (inputs.get("tags") or {}).get(tags.MACHINE_ROLE, "")
+            sku = inputs.get("sku") or {}
+            zones = ", ".join(inputs.get("zones") or [])
+            shape = f"{sku.get('capacity', '?')} x {sku.get('name', '')}"
+            box = _Box(node, {resource["urn"]})
+            text = d.label(
+                box, f"{name} ({role} scale set)", f"zones {zones}" if zones else "", shape, own=resource["urn"]
+            )
+            d.lines.append(f"        {node}[{text}]")
     if endpoints:
         node = _id("e_", subnet.vnet, subnet.name)
         links = [c for e in endpoints for c in e["inputs"].get("privateLinkServiceConnections") or []]
@@ -431,6 +447,12 @@ def _draw_links(d: _Drawing, index: _Index) -> None:
             match = re.search(r"/loadBalancers/([^/]+)/", backend.get("id") or "")
             if match and match.group(1) in index.ids and nic_name in index.ids:
                 d.link(_Box(""), f"{index.ids[match.group(1)]} --> {index.ids[nic_name]}")
+    for scale_set in d.of(SCALE_SET_TYPE):
+        name = scale_set["inputs"].get("vmScaleSetName", "")
+        for backend in _primary_ip_configuration(scale_set).get("loadBalancerBackendAddressPools") or []:
+            match = re.search(r"/loadBalancers/([^/]+)/", backend.get("id") or "")
+            if match and match.group(1) in index.ids and name in index.ids:
+                d.link(_Box(""), f"{index.ids[match.group(1)]} --> {index.ids[name]}")
     tables = {
         _name((s["inputs"].get("routeTable") or {}).get("id")): index.ids.get(
             f"{s['inputs'].get('virtualNetworkName')}/{s['inputs'].get('subnetName')}"

@@ -114,12 +114,32 @@ def _one_machine_per_role(args: StackValidationArgs, report_violation: ReportVio
             )
         elif role in (APISERVER_ROLE, NAT_HOST_ROLE) and not ignores:
             taking.setdefault(role, []).append(resource.name)
+    for resource in args.resources:
+        if resource.resource_type == SCALE_SET and _role(resource.props) == APISERVER_ROLE:
+            problem = _more_than_one_per_batch(resource.props)
+            if problem:
+                report_violation(f"{resource.name}: {problem}", resource.urn)
     for role, names in taking.items():
         if len(names) > 1:
             report_violation(
                 f"{len(names)} {role} machines would take a new cloud-init in one deploy "
                 f"({', '.join(sorted(names))}): roll one per deploy"
             )
+
+
+def _more_than_one_per_batch(props: Mapping[str, Any]) -> str | None:
+    """The apiserver scale set's rolling policy must take one instance per batch and stop on an unhealthy one
+    (infra/control_plane/scale_set.py): a model change reaches every apiserver in the one deploy."""
+    policy = props.get("upgradePolicy") or {}
+    rolling = policy.get("rollingUpgradePolicy") or {}
+    capacity = (props.get("sku") or {}).get("capacity") or 0
+    if policy.get("mode") != "Rolling":
+        return f"upgradePolicy.mode is {policy.get('mode')!r}: apiservers roll one at a time (Rolling)"
+    if capacity > 1 and rolling.get("maxBatchInstancePercent", 20) * capacity > 100:
+        return f"maxBatchInstancePercent {rolling.get('maxBatchInstancePercent', 20)} takes more than one of {capacity}"
+    if rolling.get("maxUnhealthyUpgradedInstancePercent", 20) != 0:
+        return "maxUnhealthyUpgradedInstancePercent must be 0: an unhealthy upgraded apiserver stops the rollout"
+    return None
 
 
 PROTECTED_STATEFUL = ResourceValidationPolicy(
@@ -142,7 +162,7 @@ NO_PUBLIC_IPS = ResourceValidationPolicy(
 )
 NO_MACHINE_WIDE_RESTARTS = StackValidationPolicy(
     name="no-machine-wide-restarts",
-    description="At most one apiserver or NAT host rolled per deploy.",
+    description="At most one apiserver or NAT host rolled at a time.",
     validate=_one_machine_per_role,
     enforcement_level=EnforcementLevel.MANDATORY,
 )

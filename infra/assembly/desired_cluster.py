@@ -24,13 +24,15 @@ from infra.addons import AzureAccess, build_addon_objects
 from infra.addons.k8s import Obj
 from infra.assembly import machine_image
 from infra.boot.cloudinit import custom_data, fingerprint, render
-from infra.cluster.cluster_spec import ClusterSpec, build_cluster_spec
+from infra.cluster.cluster_spec import ClusterSpec, RollingUpgradeReader, build_cluster_spec
 from infra.cluster.node_checks import check_nodes
 from infra.config import naming
 from infra.config.cluster_config import NodePoolConfig
+from infra.config.errors import ConfigError
 from infra.config.sizing import Shard, shards
 from infra.contract import OUTPUT_NAME
-from infra.control_plane.apiserver_machine import apiserver_machines
+from infra.control_plane.apiserver_machine import ZONES as APISERVER_ZONES
+from infra.control_plane.apiserver_machine import apiserver_cloud_config
 from infra.day2.deploy_rules import APISERVER_ROLE, NAT_HOST_ROLE, Lifecycle, MachineState, previous_machines, stage
 from infra.day2.node_group import check_scale_sets_stay
 from infra.day2.pool_retirement import check_pool_removals
@@ -41,6 +43,7 @@ from infra.facts import roles
 from infra.facts.roles import Role
 from infra.nat_hosts import nat_host_cloud_config
 from infra.network import traffic_counters
+from infra.network.addressing import AZURE_RESERVED_PER_SUBNET
 from infra.node import node_cloud_configs
 from infra.node.pool import check_custom_data, node_spec, scale_set_tags
 
@@ -87,6 +90,22 @@ class DedicatedMachine:
 
 
 @dataclass(frozen=True)
+class ApiserverScaleSet:
+    """The apiservers: one scale set that heals and rolls itself (infra/control_plane/scale_set.py)."""
+
+    name: str  # its Azure name
+    computer_name_prefix: str
+    capacity: int  # ``controlPlane.apiservers``: always sent (no autoscaler owns it)
+    zones: tuple[str, ...]
+    cloud_init: str  # every instance's (the same on each: address and certificate are decided at boot)
+    custom_data: str
+    state: MachineState  # its model: cloud-init, size, release, image (the ``rollout`` output's record)
+
+    def record(self) -> dict[str, str]:
+        return self.state.record(self.name)
+
+
+@dataclass(frozen=True)
 class ScaleSetShard:
     """One scale set of a node pool."""
 
@@ -106,7 +125,9 @@ class ScaleSetShard:
 class Cluster:
     spec: ClusterSpec  # config, address plan, add-on settings, the last deploy, the nodes' release and image
     etcd: Mapping[str, EtcdClusterSpec]  # MAIN and EVENTS
+    # etcd members, NAT hosts and, on a stack moving to the scale set, the apiserver VMs it still has
     machines: tuple[DedicatedMachine, ...]
+    apiservers: ApiserverScaleSet
     shards: tuple[ScaleSetShard, ...]
     addons: Mapping[str, list[Obj]]  # every enabled add-on's objects, by group (infra/addons)
 
@@ -128,16 +149,23 @@ class Cluster:
         return tuple(shard for shard in self.shards if shard.pool.name == pool.name)
 
     def rollout(self) -> dict[str, list[dict[str, str]]]:
-        """The rolled machines' records, by machine role (the ``rollout`` output's ``machines``)."""
+        """The rolled machines' records, by machine role (the ``rollout`` output's ``machines``): the NAT hosts
+        and the apiserver VMs not yet retired (the scale set's model is ``apiservers.record()``)."""
         return {
             role.machine: [machine.record() for machine in self.machines_of(role)]
             for role in (roles.APISERVER, roles.NAT_HOST)
         }
 
 
-def assemble(raw: Mapping[str, Any], location: Any, previous_outputs: Mapping[str, Any] | None = None) -> Cluster:
-    """``previous_outputs``: the stack's outputs from its last deploy (``{}``/None before the first)."""
-    spec = build_cluster_spec(raw, location, previous_outputs)
+def assemble(
+    raw: Mapping[str, Any],
+    location: Any,
+    previous_outputs: Mapping[str, Any] | None = None,
+    read_rolling_upgrade: RollingUpgradeReader | None = None,
+) -> Cluster:
+    """``previous_outputs``: the stack's outputs from its last deploy (``{}``/None before the first);
+    ``read_rolling_upgrade``: where the apiserver scale set's rollout stands (``build_cluster_spec``)."""
+    spec = build_cluster_spec(raw, location, previous_outputs, read_rolling_upgrade)
     check_last_deploy(spec, previous_outputs or {})
     etcd = {role: etcd_cluster_spec(spec, role) for role in (MAIN, EVENTS)}
     addons = build_addon_objects(
@@ -154,10 +182,12 @@ def assemble(raw: Mapping[str, Any], location: Any, previous_outputs: Mapping[st
     # Host ports, pod budget and the cluster as a whole (infra/cluster/whole_cluster.py), from what every node and
     # add-on renders; kubelet's maxPods counts each pool's host-network DaemonSet pods.
     host_network_pods = check_nodes(spec.config, spec.addresses, spec.addons, addons, spec.node_kubernetes_version)
+    apiservers = _apiserver_scale_set(spec, etcd)
     return Cluster(
         spec=spec,
         etcd=etcd,
-        machines=(*_etcd_members(spec, etcd), *_apiservers(spec, etcd), *_nat_hosts(spec)),
+        machines=(*_etcd_members(spec, etcd), *_retiring_apiserver_vms(spec, apiservers), *_nat_hosts(spec)),
+        apiservers=apiservers,
         shards=_shards(spec, host_network_pods),
         addons=addons,
     )
@@ -194,25 +224,63 @@ def _etcd_members(spec: ClusterSpec, etcd: Mapping[str, EtcdClusterSpec]) -> lis
     return found
 
 
-def _apiservers(spec: ClusterSpec, etcd: Mapping[str, EtcdClusterSpec]) -> list[DedicatedMachine]:
-    """Rolled one per deploy (infra/day2/deploy_rules.py): a new cloud-init (a Kubernetes release, a flag), size or
-    machine
-    image reaches the first VM that lacks it; the others keep running what they run."""
+def _apiserver_scale_set(spec: ClusterSpec, etcd: Mapping[str, EtcdClusterSpec]) -> ApiserverScaleSet:
+    """One model for every apiserver, at the config's release, size and image: Azure rolls a change out one
+    instance at a time (infra/control_plane/scale_set.py)."""
     config = spec.config
-    rendered = apiserver_machines(spec, apiserver_etcd_flags(etcd[MAIN], etcd[EVENTS]))
-    want = [
-        MachineState(
-            m.fingerprint, config.control_plane.vm_size, config.kubernetes_version, config.machine_image_version
-        )
-        for m in rendered
-    ]
-    staged = stage(previous_machines(spec.last_deploy, APISERVER_ROLE), want)
+    text = render(apiserver_cloud_config(spec, apiserver_etcd_flags(etcd[MAIN], etcd[EVENTS])))
+    name = naming.apiserver_scale_set(config.cluster_name)
+    return ApiserverScaleSet(
+        name=name,
+        computer_name_prefix=naming.apiserver_computer_name_prefix(config.cluster_name),
+        capacity=config.control_plane.apiservers,
+        zones=APISERVER_ZONES,
+        cloud_init=text,
+        custom_data=custom_data(text, name),
+        state=MachineState(
+            fingerprint(text), config.control_plane.vm_size, config.kubernetes_version, config.machine_image_version
+        ),
+    )
+
+
+def _retiring_apiserver_vms(spec: ClusterSpec, apiservers: ApiserverScaleSet) -> list[DedicatedMachine]:
+    """A stack deployed with individual apiserver VMs moves to the scale set without losing its control plane
+    (docs/day2.md): the deploy that creates the scale set keeps every VM as it is, beside it in the load
+    balancer's pool; each deploy after it removes one VM, the last first, while the scale set serves. Each VM
+    keeps what it runs (HELD: its cloud-init, image and size as recorded). A stack from before the ``rollout``
+    record has the config's count of VMs, taken to run what the config wants."""
+    last = spec.last_deploy
+    if not last.exists:
+        return []
+    recorded = previous_machines(last, APISERVER_ROLE)
+    if recorded is None:
+        recorded = (apiservers.state,) * spec.config.control_plane.apiservers
+    if last.apiserver_scale_set is None and recorded:
+        _check_room_beside(spec, len(recorded), apiservers.capacity)
+    keep = len(recorded) - (1 if last.apiserver_scale_set is not None and recorded else 0)
+    cluster, ips = spec.config.cluster_name, spec.addresses.apiserver_ips(len(recorded))
     return [
         DedicatedMachine(
-            roles.APISERVER, m.index, m.vm_name, m.ip, m.zone, m.cloud_init, m.custom_data, s.state, Lifecycle.of(s)
+            roles.APISERVER, index, naming.apiserver(cluster, index), ips[index],
+            APISERVER_ZONES[index % len(APISERVER_ZONES)], apiservers.cloud_init,
+            custom_data(apiservers.cloud_init, naming.apiserver(cluster, index)), recorded[index], Lifecycle.HELD,
         )
-        for m, s in zip(rendered, staged, strict=True)
-    ]
+        for index in range(keep)
+    ]  # fmt: skip
+
+
+def _check_room_beside(spec: ClusterSpec, vms: int, capacity: int) -> None:
+    """The scale set is created beside the VMs, in the same subnet: refused, before anything is declared, when
+    both do not fit in it (Azure keeps AZURE_RESERVED_PER_SUBNET addresses; the load balancer frontend takes one)."""
+    subnet = spec.addresses.subnet(roles.APISERVER.subnet).cidr
+    room = subnet.num_addresses - AZURE_RESERVED_PER_SUBNET - 1 - vms
+    if capacity > room:
+        raise ConfigError(
+            "controlPlane.apiservers",
+            capacity,
+            f"at most {room} while the stack moves from its {vms} apiserver VMs to the scale set (both share "
+            f"{subnet}): move with at most {room}, then raise it once the VMs are retired (docs/day2.md)",
+        )
 
 
 def _nat_hosts(spec: ClusterSpec) -> list[DedicatedMachine]:

@@ -10,14 +10,17 @@ the add-on objects from it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from infra.addons import AddonSettings, parse_addon_settings
+from infra.config import naming
 from infra.config.cluster_config import ClusterConfig, parse_config
 from infra.day2.deploy_rules import (
     LastDeploy,
+    RollingUpgrade,
     check_kubernetes_upgrade,
     check_live_changes,
     last_deploy,
@@ -41,14 +44,28 @@ class ClusterSpec:
     node_machine_image_version: str  # the image version node models and NAT hosts boot (infra/day2/deploy_rules.py)
 
 
+# Reads the apiserver scale set's rolling-upgrade state from Azure: (resource group, scale set name).
+RollingUpgradeReader = Callable[[str, str], RollingUpgrade]
+
+
 def build_cluster_spec(
-    raw: Mapping[str, Any], location: Any, previous_outputs: Mapping[str, Any] | None = None
+    raw: Mapping[str, Any],
+    location: Any,
+    previous_outputs: Mapping[str, Any] | None = None,
+    read_rolling_upgrade: RollingUpgradeReader | None = None,
 ) -> ClusterSpec:
-    """``previous_outputs``: the stack's outputs from its last deploy (``{}``/None before the first)."""
+    """``previous_outputs``: the stack's outputs from its last deploy (``{}``/None before the first);
+    ``read_rolling_upgrade``: asked only when the last deploy had the apiserver scale set (without it, the
+    upgrade gate takes the rollout as unfinished)."""
     config = parse_config(raw, location)
     check_pool_tags(config)
     last = last_deploy(check_previous_outputs(previous_outputs or {}, "pulumi:pulumi:readStackOutputs"))
     check_live_changes(last, config)
+    if last.apiserver_scale_set is not None and read_rolling_upgrade is not None:
+        state = read_rolling_upgrade(
+            naming.resource_group(config.cluster_name), naming.apiserver_scale_set(config.cluster_name)
+        )
+        last = dataclasses.replace(last, apiserver_rolling_upgrade=state)
     check_kubernetes_upgrade(last, config)
     node_version = node_kubernetes_version(last, config)
     return ClusterSpec(

@@ -39,6 +39,16 @@ def apiserver(cluster: str, index: int) -> str:
     return f"{cluster}-apiserver-{index}"
 
 
+def apiserver_scale_set(cluster: str) -> str:
+    """The apiservers' scale set (infra/control_plane/scale_set.py), e.g. ``prod-apiservers``."""
+    return f"{cluster}-apiservers"
+
+
+def apiserver_computer_name_prefix(cluster: str) -> str:
+    """Its instances' host names, e.g. ``prod-apiserver000000`` (never an individual VM's ``prod-apiserver-0``)."""
+    return f"{cluster}-apiserver"
+
+
 def apiserver_load_balancer(cluster: str) -> str:
     return f"{cluster}-apiserver-lb"
 
@@ -363,6 +373,8 @@ def derived_names(cluster: str, pools: Iterable[str]) -> list[tuple[str, str, st
         (c, apiserver(cluster, _WIDEST["apiserver"]), "virtual machine"),
         (c, nat_host(cluster, _WIDEST["nat"]), "virtual machine"),
         (c, etcd_member(f"{cluster}-events-etcd", _WIDEST["etcd"]), "virtual machine"),
+        (c, apiserver_scale_set(cluster), "scale set"),
+        (c, apiserver_computer_name_prefix(cluster), "computer name prefix"),
         (c, apiserver_load_balancer(cluster), "network resource"),
         (c, nat_load_balancer(cluster), "network resource"),
         (c, service_route(cluster), "network resource"),

@@ -3,10 +3,12 @@
 The program stores no administrator credential. Whoever needs ``system:masters`` (the deploy's kubernetes
 provider, an operator in break-glass) makes a key pair where they are, and an apiserver VM signs its CSR
 with the cluster CA through Azure Run Command (``machine/control_plane/sign_client.py``, sent with the
-request, never installed). The CA key stays where it already is (Key Vault, and the apiserver VMs, whose
-identity alone reads it); the private key never leaves the requester. Running a command on an apiserver VM
-already means root next to the CA key, so the credential gives nobody more than they had: the deployer is
-Contributor, an operator needs Virtual Machine Contributor on the apiserver VMs.
+request, never installed): on an instance of the apiserver scale set (whichever answers first; instances come
+and go with repairs, so they are listed at the time) or, on a stack still retiring them, an apiserver VM. The
+CA key stays where it already is (Key Vault, and the apiservers, whose identity alone reads it); the private
+key never leaves the requester. Running a command on an apiserver already means root next to the CA key, so
+the credential gives nobody more than they had: the deployer is Contributor, an operator needs Virtual
+Machine Contributor on the apiserver scale set.
 
 The kubernetes provider's kubeconfig names the command (``exec``), not a credential, so the state holds
 the server, the CA certificate and a command line: nothing to steal. Pure: the shell is ``plan/credential.py``.
@@ -71,24 +73,26 @@ def signing_script(
 
 
 def run_command(resource_group: str, vm_name: str, script: str) -> list[str]:
-    """``az vm run-command invoke`` (RunShellScript runs as root; learn.microsoft.com "Run scripts in your
-    Linux VM by using action Run Commands")."""
-    return [
-        "az",
-        "vm",
-        "run-command",
-        "invoke",
-        "--resource-group",
-        resource_group,
-        "--name",
-        vm_name,
-        "--command-id",
-        "RunShellScript",
-        "--scripts",
-        script,
-        "--output",
-        "json",
-    ]
+    """``az vm run-command invoke`` on a VM (RunShellScript runs as root; learn.microsoft.com "Run scripts in
+    your Linux VM by using action Run Commands")."""
+    return ["az", "vm", "run-command", "invoke", "--resource-group", resource_group, "--name", vm_name,
+            *_shell_script(script)]  # fmt: skip
+
+
+def instance_run_command(resource_group: str, scale_set: str, instance_id: str, script: str) -> list[str]:
+    """``az vmss run-command invoke`` on one scale-set instance (the same action Run Command)."""
+    return ["az", "vmss", "run-command", "invoke", "--resource-group", resource_group, "--name", scale_set,
+            "--instance-id", instance_id, *_shell_script(script)]  # fmt: skip
+
+
+def list_instances(resource_group: str, scale_set: str) -> list[str]:
+    """``az vmss list-instances``, the instance ids only, as a JSON list."""
+    return ["az", "vmss", "list-instances", "--resource-group", resource_group, "--name", scale_set,
+            "--query", "[].instanceId", "--output", "json"]  # fmt: skip
+
+
+def _shell_script(script: str) -> list[str]:
+    return ["--command-id", "RunShellScript", "--scripts", script, "--output", "json"]
 
 
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----\n.+?\n-----END CERTIFICATE-----\n?", re.DOTALL)
@@ -101,7 +105,7 @@ def certificates_from(run_command_output: str) -> tuple[str, str]:
     stdout, _, stderr = message.partition("[stderr]")
     found = [pem.strip() + "\n" for pem in _PEM.findall(stdout)]
     if len(found) != 2:
-        raise ValueError(f"the apiserver VM signed nothing: {stderr.strip() or message.strip()}")
+        raise ValueError(f"the apiserver signed nothing: {stderr.strip() or message.strip()}")
     return found[0], found[1]
 
 
@@ -120,10 +124,13 @@ def exec_credential(cert_pem: str, key_pem: str, expires: datetime.datetime) -> 
     )
 
 
-def deploy_kubeconfig(server: str, ca_pem: str, resource_group: str, vm_names: Sequence[str]) -> str:
+def deploy_kubeconfig(
+    server: str, ca_pem: str, resource_group: str, scale_set: str, vm_names: Sequence[str] = ()
+) -> str:
     """The kubernetes provider's kubeconfig: the server, its CA and the command that mints the deploy's
-    credential from any of ``vm_names`` (the first that answers). No credential: safe in state and plans."""
-    args = ["-m", CREDENTIAL_MODULE, "exec", "--resource-group", resource_group]
+    credential on an instance of ``scale_set`` or any of ``vm_names`` (the first that answers). No credential:
+    safe in state and plans."""
+    args = ["-m", CREDENTIAL_MODULE, "exec", "--resource-group", resource_group, "--scale-set", scale_set]
     for name in vm_names:
         args += ["--vm", name]
     user = {

@@ -38,6 +38,8 @@ RESTARTING_VM_INPUTS = ("hardwareProfile.vmSize", "securityProfile.encryptionAtH
 # --------------------------------------------------------------------------- the last deploy
 
 ROLLOUT_OUTPUT = "rollout"  # not part of the contract: this program's own record of what each machine runs
+# The ``rollout`` output's record of the apiserver scale set's model (infra/control_plane/scale_set.py).
+APISERVER_SCALE_SET_RECORD = "apiserverScaleSet"
 # Also the program's own: which machine image version the deploy built, with what (infra/assembly/machine_image.py).
 MACHINE_IMAGES_OUTPUT = "machineImages"
 # The node Prometheus shards this deploy runs (``{"nodeShards": n}``): the next deploy keeps the count while it
@@ -74,6 +76,35 @@ class MachineState:
 
 
 @dataclass(frozen=True)
+class RollingUpgrade:
+    """Where the apiserver scale set's rolling upgrade stands, as Azure reports it before a deploy: the latest
+    rolling upgrade (``GET .../virtualMachineScaleSets/{name}/rollingUpgrades/latest``, ``runningStatus.code``
+    RollingForward, Cancelled, Completed or Faulted, and ``progress``'s instance counts; ``None`` when the scale
+    set never had one, i.e. every instance was created from its model) and each instance's
+    ``latestModelApplied`` (``GET .../virtualMachines``), which also covers an upgrade not yet started."""
+
+    latest: Mapping[str, Any] | None
+    latest_model_applied: tuple[bool, ...]
+
+    def unfinished(self) -> str | None:
+        """Why the scale set's instances are not all on its model yet, or None."""
+        behind = sum(1 for applied in self.latest_model_applied if not applied)
+        if behind:
+            return f"{behind} of {len(self.latest_model_applied)} apiserver instances not on the latest model"
+        if self.latest is None:
+            return None
+        code = _text(self.latest, "runningStatus", "code")
+        left = {
+            key: _at(self.latest, "progress", key)
+            for key in ("failedInstanceCount", "inProgressInstanceCount", "pendingInstanceCount")
+        }
+        if code != "Completed" or any(left.values()):
+            counts = ", ".join(f"{key} {value}" for key, value in left.items() if value)
+            return f"the apiserver rolling upgrade is {code or 'unknown'}" + (f" ({counts})" if counts else "")
+        return None
+
+
+@dataclass(frozen=True)
 class LastDeploy:
     """What the last ``pulumi up`` of this stack exported (``{}`` on the first deploy): the outputs
     contract's ``cluster`` and the operator output ``network``. Unknown parts are ``None``/empty."""
@@ -91,6 +122,10 @@ class LastDeploy:
     node_machine_image_version: str | None = None
     built_image_version: str | None = None  # the ``machineImages`` output's version
     monitoring_node_shards: int | None = None  # the ``monitoring`` output's node shard count
+    # The apiserver scale set's model as the last deploy left it (the ``rollout`` output), None before it existed.
+    apiserver_scale_set: MachineState | None = None
+    # How far Azure has rolled that model out, read from Azure before this deploy (``RollingUpgrade``).
+    apiserver_rolling_upgrade: RollingUpgrade | None = None
 
     @property
     def exists(self) -> bool:
@@ -140,6 +175,7 @@ def last_deploy(outputs: Mapping[str, Any] | None) -> LastDeploy:
         }
     return LastDeploy(
         machines=machines,
+        apiserver_scale_set=MachineState.parse(_at(rollout, APISERVER_SCALE_SET_RECORD)),
         node_kubernetes_version=_text(rollout, "nodeKubernetesVersion"),
         node_machine_image_version=_text(rollout, "nodeMachineImageVersion"),
         built_image_version=_text(outputs, MACHINE_IMAGES_OUTPUT, "version"),
@@ -316,13 +352,31 @@ def check_kubernetes_upgrade(last: LastDeploy, config: ClusterConfig) -> None:
 def unfinished_upgrade(last: LastDeploy) -> str | None:
     """What does not yet run the last deploy's target version, or None."""
     target = last.kubernetes_version
-    apiservers = previous_machines(last, APISERVER_ROLE) or ()
-    lagging = [str(i) for i, m in enumerate(apiservers) if m.kubernetes_version != target]
-    if lagging:
-        return f"apiservers {', '.join(lagging)} not yet on {target}"
+    behind = apiservers_behind(last, target) if target else None
+    if behind:
+        return behind
     if last.node_kubernetes_version not in (None, target):
         return f"nodes still on {last.node_kubernetes_version}"
     return None
+
+
+def apiservers_behind(last: LastDeploy, target: str) -> str | None:
+    """Why not every apiserver runs ``target`` yet, or None. The individual VMs (a stack before the scale set,
+    or one retiring them) by the program's record of each; the scale set by its model and by how far Azure has
+    rolled it out (``RollingUpgrade``, read before the deploy): the rollout runs after the deploy returns, so
+    only Azure knows when it is done."""
+    vms = previous_machines(last, APISERVER_ROLE) or ()
+    lagging = [str(i) for i, m in enumerate(vms) if m.kubernetes_version != target]
+    if lagging:
+        return f"apiservers {', '.join(lagging)} not yet on {target}"
+    scale_set = last.apiserver_scale_set
+    if scale_set is None:
+        return None
+    if scale_set.kubernetes_version != target:
+        return f"the apiserver scale set's model is on {scale_set.kubernetes_version}, not {target}"
+    if last.apiserver_rolling_upgrade is None:
+        return "the apiserver scale set's rolling upgrade state could not be read"
+    return last.apiserver_rolling_upgrade.unfinished()
 
 
 def node_kubernetes_version(last: LastDeploy, config: ClusterConfig) -> str:
@@ -330,14 +384,16 @@ def node_kubernetes_version(last: LastDeploy, config: ClusterConfig) -> str:
     last deploy left every apiserver on it (a kubelet or autoscaler may never be newer than an apiserver);
     until then, what the nodes already run."""
     target = config.kubernetes_version
-    apiservers = previous_machines(last, APISERVER_ROLE)
-    if apiservers is None or last.node_kubernetes_version is None:
+    vms = previous_machines(last, APISERVER_ROLE)
+    if vms is None or last.node_kubernetes_version is None:
         return target
-    if len(apiservers) >= config.control_plane.apiservers and all(
-        m.kubernetes_version == target for m in apiservers[: config.control_plane.apiservers]
-    ):
-        return target
-    return last.node_kubernetes_version
+    if last.apiserver_scale_set is None:  # the apiservers were the config's VMs, each recorded
+        on_target = len(vms) >= config.control_plane.apiservers and all(
+            m.kubernetes_version == target for m in vms[: config.control_plane.apiservers]
+        )
+    else:
+        on_target = apiservers_behind(last, target) is None
+    return target if on_target else last.node_kubernetes_version
 
 
 def node_machine_image_version(last: LastDeploy, config: ClusterConfig, node_version: str) -> str:

@@ -15,6 +15,7 @@ against the shapes below. Pure Python: the program (``infra/cluster/cluster_spec
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from infra.config.errors import ConfigError
@@ -37,6 +38,7 @@ from infra.contract import (
 )
 from infra.day2.deploy_rules import (
     APISERVER_ROLE,
+    APISERVER_SCALE_SET_RECORD,
     MACHINE_IMAGES_OUTPUT,
     MONITORING_OUTPUT,
     NAT_HOST_ROLE,
@@ -55,11 +57,22 @@ _MACHINE = {
     "kubernetesVersion": KUBERNETES_VERSION,
     "imageVersion": TEXT,
 }
+
+
+@dataclass(frozen=True)
+class MayLack:
+    """A value of ``shape`` that an output may lack: a key an older deploy did not write, or a list that is
+    empty (a stack whose apiserver VMs are all retired)."""
+
+    shape: Any
+
+
 # The program's own outputs that the day-2 rules read (__main__.py exports them), by output name. Keys not
 # listed here are not read, so not checked; an output missing from an older deploy is read as absent.
 OWN_OUTPUTS: dict[str, Any] = {
     ROLLOUT_OUTPUT: {
-        "machines": {APISERVER_ROLE: ListOf(_MACHINE), NAT_HOST_ROLE: ListOf(_MACHINE)},
+        "machines": {APISERVER_ROLE: MayLack(ListOf(_MACHINE)), NAT_HOST_ROLE: ListOf(_MACHINE)},
+        APISERVER_SCALE_SET_RECORD: MayLack(_MACHINE),
         "nodeKubernetesVersion": KUBERNETES_VERSION,
         "nodeMachineImageVersion": TEXT,
     },
@@ -119,6 +132,8 @@ def _masked_paths(value: Any, path: str = "") -> list[str]:
 
 def _problems(shape: Any, value: Any, path: str) -> list[tuple[str, Any, str]]:
     """``(path, value, what is expected)`` for each part of ``value`` that does not have ``shape``."""
+    if isinstance(shape, MayLack):
+        return [] if value in (None, []) else _problems(shape.shape, value, path)
     if isinstance(shape, dict):
         if not isinstance(value, Mapping):
             return [(path, _kind(value), "an object with " + ", ".join(shape))]

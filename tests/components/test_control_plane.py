@@ -1,20 +1,30 @@
-"""The control plane as declared by the real program under mocks: VMs, load balancer, secrets, rollout."""
+"""The control plane as declared by the real program under mocks: the apiserver scale set (its repair and rolling
+policies), the load balancer, secrets, and a stack moving to the scale set from its apiserver VMs."""
 
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 import time
 
+import pytest
+
+from infra.assembly.desired_cluster import assemble
 from infra.boot.secret_names import APISERVER_ETCD_CLIENT_FILES, CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN
-from infra.control_plane import cluster_objects, pki
+from infra.config.errors import ConfigError
+from infra.control_plane import cluster_objects, pki, scale_set
+from infra.day2.deploy_rules import APISERVER_ROLE, APISERVER_SCALE_SET_RECORD, ROLLOUT_OUTPUT
 from plan.artifacts import collect_files, custom_data_of
-from tests.helpers import load_yaml, parsed
+from plan.runner import own_stack_name, run_program
+from plan.stackfile import load_stack_config
+from tests.helpers import load_yaml, parsed, raw_stack
 from tests.infra.control_plane_files import spec
 
 CP = "prod-control-plane"
 VM = "azure-native:compute:VirtualMachine"
+VMSS = "azure-native:compute:VirtualMachineScaleSet"
 EXTENSION = "azure-native:compute:VirtualMachineExtension"
 
 
@@ -22,15 +32,31 @@ def _apiserver_vms(plan):
     return [r for r in plan.of_type(VM) if r.name.startswith(f"{plan.stack}-control-plane-vm-")]
 
 
-def test_prod_has_five_apiserver_vms_in_three_zones_with_planned_ips(prod_plan):
-    vms = _apiserver_vms(prod_plan)
-    assert [vm.inputs["vmName"] for vm in vms] == [f"prod-apiserver-{i}" for i in range(5)]
-    assert sorted({vm.inputs["zones"][0] for vm in vms}) == ["1", "2", "3"]
-    nics = [prod_plan.named(f"{CP}-vm-{i}-nic") for i in range(5)]
-    ips = [nic.inputs["ipConfigurations"][0]["privateIPAddress"] for nic in nics]
-    assert ips == list(spec("prod").addresses.apiserver_ips(5))
-    assert all(nic.inputs["ipConfigurations"][0]["privateIPAllocationMethod"] == "Static" for nic in nics)
-    assert {vm.inputs["hardwareProfile"]["vmSize"] for vm in vms} == {"Standard_E64ds_v5"}
+def _scale_set(plan):
+    return plan.named(f"{plan.stack}-control-plane-apiservers", VMSS)
+
+
+def _extensions(scale_set) -> dict[str, dict]:
+    return {e["name"]: e for e in scale_set.inputs["virtualMachineProfile"]["extensionProfile"]["extensions"]}
+
+
+def test_prod_has_five_apiservers_in_one_scale_set_over_three_zones_in_the_load_balancers_pool(prod_plan):
+    assert _apiserver_vms(prod_plan) == []
+    scale_set = _scale_set(prod_plan).inputs
+    assert scale_set["vmScaleSetName"] == "prod-apiservers"
+    assert scale_set["sku"] == {"name": "Standard_E64ds_v5", "tier": "Standard", "capacity": 5}
+    assert scale_set["zones"] == ["1", "2", "3"]
+    assert (scale_set["orchestrationMode"], scale_set["overprovision"]) == ("Uniform", False)
+    (nic,) = scale_set["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"]
+    (ip,) = nic["ipConfigurations"]
+    assert ip["subnet"]["id"].endswith("/subnets/apiserver")
+    (lb,) = [r for r in prod_plan.of_type("azure-native:network:LoadBalancer") if "control-plane" in r.name]
+    assert ip["loadBalancerBackendAddressPools"] == [
+        {"id": lb.inputs["loadBalancingRules"][0]["backendAddressPool"]["id"]}
+    ]
+    # Its first instance takes an address once the frontend holds its static one (the subnet's first).
+    assert lb.urn in _scale_set(prod_plan).options["dependsOn"]
+    assert _scale_set(prod_plan).options["protect"] is True  # replacing it takes every apiserver at once
 
 
 def test_internal_standard_load_balancer_probes_readyz(prod_plan):
@@ -46,37 +72,124 @@ def test_internal_standard_load_balancer_probes_readyz(prod_plan):
     (rule,) = inputs["loadBalancingRules"]
     assert (rule["protocol"], rule["frontendPort"], rule["backendPort"]) == ("Tcp", 6443, 6443)
     assert rule["probe"]["id"].endswith("/probes/readyz")
-    pool_id = rule["backendAddressPool"]["id"]
-    for i in range(5):
-        nic = prod_plan.named(f"{CP}-vm-{i}-nic")
-        assert nic.inputs["ipConfigurations"][0]["loadBalancerBackendAddressPools"] == [{"id": pool_id}]
 
 
-def test_apiservers_come_up_in_parallel_and_are_rolled_one_at_a_time_by_the_runbook(prod_plan):
-    gates = [prod_plan.named(f"{CP}-ready-{i}") for i in range(5)]
-    gate_urns = {g.urn for g in gates}
-    for i, vm in enumerate(_apiserver_vms(prod_plan)):
-        # `pulumi up` never applies a cloud-init change to all five at once ...
-        assert "osProfile.customData" in vm.options["ignoreChanges"]
-        # ... the runbook rolls one (destroy, then up): a replacement deletes first (fixed name and IP) ...
-        assert vm.options["deleteBeforeReplace"] is True
-        # ... and the NIC (static IP, load-balancer membership) outlives the VM it is attached to.
-        assert vm.inputs["networkProfile"]["networkInterfaces"][0]["deleteOption"] == "Detach"
-        component = prod_plan.named(f"{CP}-vm-{i}", "supercluster:machines:DedicatedVm")
-        assert not gate_urns & set(component.options["dependsOn"]), "no VM waits for another apiserver"
-        # The gate belongs to this VM (a property dependency, so it is replaced with it) ...
-        assert vm.urn in gates[i].property_dependencies["vmName"]
-        # ... and to nothing else the runbook's `destroy --target <vm> --target-dependents` could reach:
-        # no other gate, no VM but its own (test below: the order between gates is kept all the same).
-        others = (gate_urns | {v.urn for v in _apiserver_vms(prod_plan)}) - {vm.urn}
-        assert not others & set(gates[i].dependencies)
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_no_deploy_restarts_more_than_one_apiserver_the_rendered_rolling_policy_says_so(stack, dev_plan, prod_plan):
+    """A model change reaches one instance per batch, the next only once it is healthy, and an unhealthy
+    upgraded instance stops the rollout: read from what the plan sends Azure."""
+    inputs = _scale_set({"dev": dev_plan, "prod": prod_plan}[stack]).inputs
+    capacity, policy = inputs["sku"]["capacity"], inputs["upgradePolicy"]
+    assert policy["mode"] == "Rolling"
+    rolling = policy["rollingUpgradePolicy"]
+    assert rolling["maxBatchInstancePercent"] * capacity <= 100 or capacity == 1  # one instance per batch
+    assert scale_set.batch_instances(rolling["maxBatchInstancePercent"], capacity) == 1
+    assert rolling["maxUnhealthyInstancePercent"] * capacity <= 100 or capacity == 1  # none while another is down
+    assert rolling["maxUnhealthyUpgradedInstancePercent"] == 0
+    assert rolling["pauseTimeBetweenBatches"] == "PT1M"
+    # What gates each batch is the health extension, on the apiserver's liveness without etcd.
+    health = _extensions(_scale_set({"dev": dev_plan, "prod": prod_plan}[stack]))["apiserver-health"]
+    assert (health["publisher"], health["type"]) == ("Microsoft.ManagedServices", "ApplicationHealthLinux")
+    assert {k: health["settings"][k] for k in ("protocol", "port", "requestPath")} == {
+        "protocol": "https",
+        "port": 6443,
+        "requestPath": "/livez?exclude=etcd",
+    }
 
 
-def test_replacing_an_apiserver_reaches_its_gate_and_nothing_in_the_cluster(prod_plan):
+@pytest.mark.parametrize("capacity", range(1, 16))
+def test_every_apiserver_count_the_config_allows_rolls_one_instance_at_a_time(capacity):
+    percent = scale_set.one_instance_percent(capacity)
+    assert 5 <= percent <= 100  # Azure's bounds for maxBatchInstancePercent
+    assert scale_set.batch_instances(percent, capacity) == 1
+
+
+def test_a_lost_apiserver_is_replaced_by_azure_on_livez_without_etcd(prod_plan):
+    inputs = _scale_set(prod_plan).inputs
+    assert inputs["automaticRepairsPolicy"] == {"enabled": True, "gracePeriod": "PT30M", "repairAction": "Replace"}
+    # Only one health source for repairs (Azure: the extension or a load balancer probe, not both).
+    assert "healthProbe" not in inputs["virtualMachineProfile"]["networkProfile"]
+    health = _extensions(_scale_set(prod_plan))["apiserver-health"]
+    assert health["provisionAfterExtensions"] == ["apiserver-ready"]
+
+
+def test_readiness_extension_waits_for_readyz_and_reruns_when_a_secret_changes(prod_plan):
+    scale_set_run = _scale_set(prod_plan)
+    ready = _extensions(scale_set_run)["apiserver-ready"]
+    assert (ready["publisher"], ready["type"]) == ("Microsoft.Azure.Extensions", "CustomScript")
+    assert "https://127.0.0.1:6443/readyz" in ready["settings"]["commandToExecute"]
+    fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates())}
+    secrets = {
+        r.inputs["secretName"]: r.urn
+        for r in prod_plan.of_type("azure-native:keyvault:Secret")
+        if r.name.startswith(CP)
+    }
+    # Every secret the apiservers fetch changes its forceUpdateTag (a model change, rolled); the token does not.
+    profile = set(scale_set_run.property_dependencies["virtualMachineProfile"])
+    assert {urn for name, urn in secrets.items() if name in fetched} <= profile
+    assert secrets[NODE_BOOTSTRAP_TOKEN] not in profile
+
+
+def _outputs_with_vms(plan, count: int) -> dict:
+    """``plan``'s outputs as a deploy before the scale set wrote them: ``count`` apiserver VMs, each recorded."""
+    outputs = copy.deepcopy(plan.outputs)
+    rollout = outputs[ROLLOUT_OUTPUT]
+    model = rollout.pop(APISERVER_SCALE_SET_RECORD)
+    rollout["machines"][APISERVER_ROLE] = [{**model, "name": f"{plan.stack}-apiserver-{i}"} for i in range(count)]
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def moving(prod_plan):
+    """prod's first deploy with the scale set, after a deploy that had five apiserver VMs."""
+    return run_program("prod", load_stack_config("prod", []), {own_stack_name("prod"): _outputs_with_vms(prod_plan, 5)})
+
+
+def test_a_stack_with_apiserver_vms_keeps_them_beside_the_new_scale_set(moving):
+    vms = _apiserver_vms(moving)
+    assert [vm.inputs["vmName"] for vm in vms] == [f"prod-apiserver-{i}" for i in range(5)]
+    assert _scale_set(moving).inputs["sku"]["capacity"] == 5
+    nics = [moving.named(f"{CP}-vm-{i}-nic") for i in range(5)]
+    assert [n.inputs["ipConfigurations"][0]["privateIPAddress"] for n in nics] == list(
+        spec("prod").addresses.apiserver_ips(5)
+    )
+    pool = _scale_set(moving).inputs["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"]
+    for nic in nics:  # the same backend pool as the instances
+        assert (
+            nic.inputs["ipConfigurations"][0]["loadBalancerBackendAddressPools"]
+            == (pool[0]["ipConfigurations"][0]["loadBalancerBackendAddressPools"])
+        )
+    for vm in vms:  # each kept as it runs: no new cloud-init or image reaches it
+        assert {"osProfile.customData", "storageProfile.imageReference"} <= set(vm.options["ignoreChanges"])
+    assert [r["name"] for r in moving.outputs[ROLLOUT_OUTPUT]["machines"][APISERVER_ROLE]] == [
+        f"prod-apiserver-{i}" for i in range(5)
+    ]
+
+
+@pytest.mark.slow  # five deploys of prod planned in sequence
+def test_each_later_deploy_retires_one_apiserver_vm_the_last_first(moving):
+    names, run = [], moving
+    for _ in range(5):
+        run = run_program("prod", load_stack_config("prod", []), {own_stack_name("prod"): run.outputs})
+        names.append([vm.inputs["vmName"] for vm in _apiserver_vms(run)])
+    assert names == [[f"prod-apiserver-{i}" for i in range(n)] for n in (4, 3, 2, 1, 0)]
+    assert run.outputs[ROLLOUT_OUTPUT]["machines"][APISERVER_ROLE] == []
+
+
+def test_a_move_that_does_not_fit_beside_the_vms_is_refused_with_one_line(prod_plan):
+    """13 VMs and 15 instances in one /27 (26 addresses once Azure's 5 and the frontend are taken): refused."""
+    raw = raw_stack("prod")
+    raw["controlPlane"]["apiservers"] = 15
+    with pytest.raises(ConfigError, match=r"controlPlane.apiservers = 15: .*at most 13 while the stack moves"):
+        assemble(raw, "eastus", _outputs_with_vms(prod_plan, 13))
+    assert assemble(raw, "eastus", _outputs_with_vms(prod_plan, 11)).apiservers.capacity == 15
+
+
+def test_replacing_a_retiring_apiserver_vm_reaches_its_gate_and_nothing_in_the_cluster(moving):
     """What `pulumi destroy --target <apiserver VM> --target-dependents` would take: everything that
     depends on the VM (inputs, dependsOn, provider, parent), transitively: its readiness gate, nothing more."""
     dependents: dict[str, set[str]] = {}
-    for r in prod_plan.registrations:
+    for r in moving.registrations:
         for dependency in {
             *r.dependencies,
             *r.options["dependsOn"],
@@ -84,59 +197,40 @@ def test_replacing_an_apiserver_reaches_its_gate_and_nothing_in_the_cluster(prod
             *([r.provider.split("::")[0]] if r.provider else []),
         }:
             dependents.setdefault(dependency, set()).add(r.urn)
-    for i, vm in enumerate(_apiserver_vms(prod_plan)):
+    for i, vm in enumerate(_apiserver_vms(moving)):
         reached, frontier = set(), [vm.urn]
         while frontier:
             for urn in dependents.get(frontier.pop(), ()):
                 if urn not in reached:
                     reached.add(urn)
                     frontier.append(urn)
-        assert {prod_plan.monitor.by_urn[urn].name for urn in reached} == {f"{CP}-ready-{i}"}, vm.name
+        assert {moving.monitor.by_urn[urn].name for urn in reached} == {f"{CP}-ready-{i}"}, vm.name
 
 
-def test_each_gate_and_the_provider_register_after_the_gate_before_them(monkeypatch):
-    """The order Pulumi's graph does not hold: a gate is sent to the engine only once the previous gate
-    has been answered (created, or updated for new secrets), and the kubernetes provider once the first
-    has. The monitor holds each gate's answer back a little; without the order the next gate would
-    arrive while it waits."""
+def test_each_retiring_gate_registers_after_the_gate_before_it_and_the_provider_after_the_scale_set(
+    monkeypatch, prod_plan
+):
+    """The order Pulumi's graph does not hold: a gate is sent to the engine only once the previous gate has
+    been answered, and the kubernetes provider once the scale set has. The monitor holds each answer back a
+    little; without the order the next would arrive while it waits."""
     from plan import mocks
-    from plan.runner import run_program
-    from plan.stackfile import load_stack_config
 
     arrived, answered = {}, {}
     register = mocks.RecordingMonitor.RegisterResource
 
-    def slow_gates(self, request):
+    def slow(self, request):
         arrived[request.name] = time.monotonic()
-        if request.name.startswith(f"{CP}-ready-"):
+        if request.name.startswith(f"{CP}-ready-") or request.name == f"{CP}-apiservers":
             time.sleep(0.05)
         response = register(self, request)
         answered[request.name] = time.monotonic()
         return response
 
-    monkeypatch.setattr(mocks.RecordingMonitor, "RegisterResource", slow_gates)
-    run_program("prod", load_stack_config("prod", []))
+    monkeypatch.setattr(mocks.RecordingMonitor, "RegisterResource", slow)
+    run_program("prod", load_stack_config("prod", []), {own_stack_name("prod"): _outputs_with_vms(prod_plan, 5)})
     for i in range(1, 5):
         assert arrived[f"{CP}-ready-{i}"] >= answered[f"{CP}-ready-{i - 1}"], i
-    assert arrived[f"{CP}-k8s"] >= answered[f"{CP}-ready-0"]
-
-
-def test_readiness_gate_waits_for_readyz_and_reruns_when_a_secret_changes(prod_plan):
-    gate = prod_plan.named(f"{CP}-ready-0")
-    assert gate.type == EXTENSION
-    assert (gate.inputs["publisher"], gate.inputs["type"]) == ("Microsoft.Azure.Extensions", "CustomScript")
-    assert "https://127.0.0.1:6443/readyz" in gate.inputs["settings"]["commandToExecute"]
-    fetched = {f.secret_name for f in pki.apiserver_secret_files(pki.certificates())}
-    secrets = {
-        r.inputs["secretName"]: r.urn
-        for r in prod_plan.of_type("azure-native:keyvault:Secret")
-        if r.name.startswith(CP)
-    }
-    # Every secret the apiservers fetch re-runs the gate; the nodes' bootstrap token does not.
-    assert set(gate.property_dependencies["forceUpdateTag"]) == {
-        urn for name, urn in secrets.items() if name in fetched
-    }
-    assert secrets[NODE_BOOTSTRAP_TOKEN] not in gate.property_dependencies["forceUpdateTag"]
+    assert arrived[f"{CP}-k8s"] >= answered[f"{CP}-apiservers"]
 
 
 def _readers(plan) -> dict[str, set[str]]:
@@ -196,8 +290,7 @@ def test_nothing_secret_appears_in_the_plan(prod_plan):
     assert len(secrets) >= 10  # 8 private keys, the token secret, the encryption key
     everything = json.dumps([r.as_json() for r in prod_plan.registrations]) + json.dumps(prod_plan.outputs)
     everything += "".join(collect_files(prod_plan.registrations).values())
-    for vm in _apiserver_vms(prod_plan):
-        everything += custom_data_of(vm)
+    everything += custom_data_of(_scale_set(prod_plan))
     for value in secrets:
         assert value not in everything
     assert "PRIVATE KEY" not in everything
@@ -225,11 +318,10 @@ def test_no_output_or_resource_holds_a_masters_certificate_and_the_provider_name
     assert set(user["user"]) == {"exec"}
     args = user["user"]["exec"]["args"]
     assert args[:3] == ["-m", "plan.credential", "exec"]
-    assert [args[i + 1] for i, a in enumerate(args) if a == "--vm"] == [
-        vm.inputs["vmName"] for vm in _apiserver_vms(prod_plan)
-    ]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--scale-set"] == ["prod-apiservers"]
+    assert "--vm" not in args
     assert provider.inputs["clusterIdentifier"] == "prod"
-    # It waits for the first readiness gate without depending on it (see the tests above).
+    # It waits for the scale set without depending on it (see the tests above).
     assert provider.options["dependsOn"] == []
 
 
@@ -273,5 +365,5 @@ def test_cluster_bootstrap_objects(prod_plan):
 
 
 def test_dev_has_one_apiserver(dev_plan):
-    assert len(_apiserver_vms(dev_plan)) == 1
-    assert dev_plan.named("dev-control-plane-ready-0").options["dependsOn"] == []
+    assert _apiserver_vms(dev_plan) == []
+    assert _scale_set(dev_plan).inputs["sku"]["capacity"] == 1

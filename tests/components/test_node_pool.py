@@ -52,7 +52,7 @@ def test_every_nic_has_one_ip_per_pod_plus_its_own_in_the_shard_subnet(prod_plan
 
 
 def test_every_scale_set_leaves_capacity_to_the_autoscaler(prod_plan):
-    for vmss in prod_plan.of_type(VMSS):
+    for vmss in prod_plan.node_scale_sets():
         assert "sku.capacity" not in vmss.options["ignoreChanges"]  # Pulumi would send the stored value
         assert vmss.options["protect"] is True
         assert vmss.inputs["upgradePolicy"] == {"mode": "Manual"}
@@ -93,7 +93,7 @@ def test_one_cloud_init_per_shard_with_its_fingerprint_tagged(prod_plan):
     for index, text in enumerate(texts):
         assert text.replace(f"{INFINIBAND_DOMAIN_LABEL}=h100a-s{index:03d}", first_domain) == texts[0]
     assert custom_data_of(scale_sets(prod_plan, "h100a")[0]) != custom_data_of(scale_sets(prod_plan, "cpu")[0])
-    sizes = [len(v.inputs["virtualMachineProfile"]["osProfile"]["customData"]) for v in prod_plan.of_type(VMSS)]
+    sizes = [len(v.inputs["virtualMachineProfile"]["osProfile"]["customData"]) for v in prod_plan.node_scale_sets()]
     assert max(sizes) <= 87_380  # Azure's customData limit, for the biggest pool
 
 
@@ -118,9 +118,9 @@ def test_resources_grow_with_shards_never_with_nodes():
 def test_capacity_is_sent_only_to_a_scale_set_the_last_deploy_did_not_have(dev_plan):
     """The first deploy creates each shard at minNodes; the next one sends no capacity to those (Azure keeps the
     live count the autoscaler set) and the initial one only to the shard it adds."""
-    assert all("capacity" in v.inputs["sku"] for v in dev_plan.of_type(VMSS))
+    assert all("capacity" in v.inputs["sku"] for v in dev_plan.node_scale_sets())
     grown = deploy_after(dev_plan, "nodePools[0].maxNodes=101", "nodePools[1].labels.team=vision")
-    sent = {v.name: v.inputs["sku"].get("capacity") for v in grown.of_type(VMSS)}
+    sent = {v.name: v.inputs["sku"].get("capacity") for v in grown.node_scale_sets()}
     assert sent == {
         "dev-pool-gpu-s000": None,
         "dev-pool-gpu-s001": 0,

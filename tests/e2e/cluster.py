@@ -289,7 +289,7 @@ def boot(
         runtime.start_imds(network, config.network.address_space)
         cluster = Cluster(stack, spec, plan, network, pki, admin, workdir)
         _write_admin_credentials(cluster)
-        vms = plan.vms()
+        vms = plan.vms() + plan.apiserver_instances()
         etcd_roles = {m.name: role for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members}
         for machine in vms:
             host = network.add_host(machine.name, [f"{machine.ip}/{prefix_length}"])
@@ -323,7 +323,7 @@ def _check_vault(plan: Plan, pki: TestPki) -> None:
     declared = plan.key_vault_secret_names()
     missing = declared - set(pki.vault)
     assert not missing, f"Key Vault secrets of the plan that the test PKI does not issue: {sorted(missing)}"
-    for machine in plan.vms() + [s.instance(0) for s in plan.scale_sets()]:
+    for machine in plan.vms() + plan.apiserver_instances()[:1] + [s.instance(0) for s in plan.scale_sets()]:
         fetched = {name for name, _, _ in machine.fetched_secrets()}
         assert fetched <= declared, f"{machine.name} fetches secrets no resource declares: {sorted(fetched - declared)}"
 
@@ -462,7 +462,11 @@ def _start_etcd(cluster: Cluster) -> None:
 
 
 def _start_control_plane(cluster: Cluster) -> None:
-    machines = [(m, cluster.network.hosts[m.name]) for m in cluster.plan.vms() if m.has_unit(APISERVER_UNIT)]
+    machines = [
+        (m, cluster.network.hosts[m.name])
+        for m in cluster.plan.vms() + cluster.plan.apiserver_instances()
+        if m.has_unit(APISERVER_UNIT)
+    ]
     for machine, host in machines:
         cluster.control_plane.append((machine, host, start_control_plane_machine(cluster, machine, host)))
     lb = cluster.plan.load_balancer("control-plane-lb")

@@ -349,6 +349,24 @@ def lease_holder(cluster: Cluster, lease: str, via: Machine) -> str | None:
 # ---------------------------------------------------------------------------------- an apiserver VM replaced
 
 
+def repair_signal(cluster: Cluster, machine: Machine) -> float:
+    """When (unix s) the apiserver scale set's rendered health signal (its Application Health extension's
+    ``requestPath`` on the machine, anonymous, every ``intervalInSeconds``) has failed ``numberOfProbes`` times
+    in a row: what automatic repairs replace an instance on. Azure's grace period (minutes) is not waited
+    (docs/cluster-in-a-box.md)."""
+    probe = cluster.plan.repair_probe()
+    url, failed = f"https://{machine.ip}:{probe['port']}", 0
+    deadline = time.time() + 60 + probe["intervalInSeconds"] * probe["numberOfProbes"]
+    while failed < probe["numberOfProbes"]:
+        assert time.time() < deadline, f"{machine.name}'s repair signal never failed {probe['numberOfProbes']} times"
+        asked = time.time()
+        failed = failed + 1 if cluster.raw(probe["requestPath"], anonymous=True, url=url, timeout=2)[0] != 200 else 0
+        time.sleep(
+            max(0.0, asked + probe["intervalInSeconds"] - time.time()) if failed < probe["numberOfProbes"] else 0
+        )
+    return time.time()
+
+
 @dataclass
 class ApiserverReplaced:
     """An apiserver VM lost, then replaced: the figures a scenario reports, and when each thing happened."""
@@ -376,10 +394,13 @@ def lose_and_replace_apiserver(
     replacement: Machine | None = None,
     binaries: Path | None = None,
 ) -> ApiserverReplaced:
-    """The apiserver VM at ``index`` lost as a VM is (``lose``); once the load balancer has taken it out, every
-    lease it held has moved and the requests caught on it have timed out, a new VM in its place (``new_vm``:
-    ``replacement``'s rendered files, default the lost machine's, and ``binaries``) starts the control-plane
-    units. Returns once the load balancer takes the new VM in."""
+    """The apiserver at ``index`` lost as a machine is (``lose``); once the load balancer has taken it out, every
+    lease it held has moved and the requests caught on it have timed out, a new machine in its place
+    (``new_vm``: ``replacement``'s rendered files, default the lost machine's, and ``binaries``) starts the
+    control-plane units. Without ``replacement`` that is the box's stand-in for Azure's automatic repair: it
+    replaces the instance once the scale set's rendered health signal has failed as often as the extension
+    counts (``repair_signal``), with the model's files, on the address the lost one freed. Returns once the
+    load balancer takes the new machine in."""
     machines = [m for m, _, _ in cluster.control_plane]
     victim, host, _ = cluster.control_plane[index]
     survivor = next(m for m in machines if m is not victim)
@@ -427,6 +448,8 @@ def lose_and_replace_apiserver(
             "writer_after": load.window(down_at + WRITER_TIMEOUT_S, settled),
         }
     finally:
+        # Azure's automatic repairs replace an instance on the rendered health signal: the box's stand-in too.
+        repaired_on = repair_signal(cluster, victim) if replacement is None else None
         replaced_at = time.time()
         machine = replacement or victim
         new_vm(cluster, host, machine, binaries)
@@ -438,4 +461,6 @@ def lose_and_replace_apiserver(
             on_timeout=cluster.describe,
         )
     figures["replacement_in_lb_s"] = round(back_at - replaced_at, 1)
+    if repaired_on is not None:
+        figures["repair_signal_s"] = round(repaired_on - lost_at, 1)
     return ApiserverReplaced(figures, lost_at, down_at, back_at, late)

@@ -3,7 +3,9 @@
 A VM's address is its NIC's static address in resources.json; a scale set's instances take
 addresses from their subnet, as Azure hands them out (the first four of a subnet are Azure's): each
 instance's NIC holds its model's IP configurations, the primary (the node's address) and then one per
-pod (what Azure CNI gives pods), consecutive, instance after instance.
+pod (what Azure CNI gives pods), consecutive, instance after instance. The apiserver scale set (the one
+carrying a machine role tag) is not a node pool: its instances take the lowest addresses of their subnet
+that no static address (the load balancer frontend, a VM's NIC) holds, as Azure's dynamic allocation does.
 What a machine runs is its rendered systemd units under ``files/<resource>/etc/systemd/system``.
 """
 
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from infra.facts import tags
 
 VM = "azure-native:compute:VirtualMachine"
 SCALE_SET = "azure-native:compute:VirtualMachineScaleSet"
@@ -175,9 +179,12 @@ class Plan:
         }
 
     def scale_sets(self) -> list[ScaleSet]:
+        """The node pools' scale sets (every scale set but the apiservers')."""
         subnets = self.subnets()
         result = []
         for vmss in self.of_type(SCALE_SET):
+            if tags.MACHINE_ROLE in (vmss["inputs"].get("tags") or {}):
+                continue
             profile = vmss["inputs"]["virtualMachineProfile"]
             ip_configurations = profile["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"]
             result.append(
@@ -191,6 +198,40 @@ class Plan:
                 )
             )
         return result
+
+    def apiserver_instances(self) -> list[Machine]:
+        """The apiserver scale set's instances (``sku.capacity`` of them), named as Azure names them, each on the
+        next free address of its subnet (below)."""
+        (vmss,) = [r for r in self.of_type(SCALE_SET) if tags.MACHINE_ROLE in (r["inputs"].get("tags") or {})]
+        profile = vmss["inputs"]["virtualMachineProfile"]
+        (ip_configuration,) = profile["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"]
+        subnet = self.subnets()[_subnet_key(ip_configuration["subnet"]["id"])]
+        free = self.free_addresses(subnet)
+        prefix = profile["osProfile"]["computerNamePrefix"]
+        return [
+            Machine(vmss["name"], f"{prefix}{_base36(i):0>6}", free[i], self.directory / "files" / vmss["name"], subnet)
+            for i in range(int(vmss["inputs"]["sku"]["capacity"]))
+        ]
+
+    def repair_probe(self) -> dict[str, Any]:
+        """The apiserver scale set's health signal, as rendered: its Application Health extension's settings
+        (``requestPath``, ``intervalInSeconds``, ``numberOfProbes``, ...), which automatic repairs act on."""
+        (vmss,) = [r for r in self.of_type(SCALE_SET) if tags.MACHINE_ROLE in (r["inputs"].get("tags") or {})]
+        extensions = vmss["inputs"]["virtualMachineProfile"]["extensionProfile"]["extensions"]
+        (health,) = [e for e in extensions if e["type"] == "ApplicationHealthLinux"]
+        return health["settings"]
+
+    def free_addresses(self, subnet: ipaddress.IPv4Network) -> list[str]:
+        """``subnet``'s addresses Azure may hand out (from the fifth, never the broadcast) that no static address
+        of the plan holds, lowest first."""
+        static = {c.get("privateIPAddress") for nic in self.of_type(NIC) for c in nic["inputs"]["ipConfigurations"]}
+        static |= {
+            f.get("privateIPAddress")
+            for lb in self.of_type(LOAD_BALANCER)
+            for f in lb["inputs"].get("frontendIPConfigurations", [])
+        }
+        hosts = list(subnet)[AZURE_RESERVED_FIRST:-1]
+        return [str(a) for a in hosts if str(a) not in static]
 
     def load_balancer(self, suffix: str) -> dict[str, Any]:
         (lb,) = [r for r in self.of_type(LOAD_BALANCER) if r["name"].endswith(suffix)]

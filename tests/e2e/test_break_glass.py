@@ -1,9 +1,10 @@
 """Cluster-admin minted on demand, against dev's real apiserver: the deploy's exec credential as the real
 kubectl (client-go) runs it, and an operator's break-glass kubeconfig. The control plane alone is booted.
 
-Substituted: Azure Run Command. A stand-in ``az`` on the PATH runs the script ``az vm run-command invoke``
-would carry with bash on this machine, the VM's CA paths pointed at the box's cluster CA, and answers in
-Run Command's JSON; everything else (plan/credential.py, the signer, openssl, kubectl) is the real thing.
+Substituted: Azure Run Command. A stand-in ``az`` on the PATH answers ``az vmss list-instances`` with the
+apiserver scale set's instance ids, runs the script ``az vmss run-command invoke`` would carry with bash on
+this machine, the instance's CA paths pointed at the box's cluster CA, and answers in Run Command's JSON;
+everything else (plan/credential.py, the signer, openssl, kubectl) is the real thing.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ pytestmark = pytest.mark.e2e
 STAND_IN_AZ = """#!{python}
 import json, subprocess, sys
 args = sys.argv[1:]
+if args[:2] == ["vmss", "list-instances"]:
+    print(json.dumps({instances!r}))
+    sys.exit(0)
 script = args[args.index("--scripts") + 1]
 script = script.replace({vm_cert!r}, {cert!r}).replace({vm_key!r}, {key!r})
 done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
@@ -58,6 +62,7 @@ def stand_in_az(control_plane: Cluster) -> Path:
             vm_key=pki.key_path(pki.CLUSTER_CA),
             cert=str(cert),
             key=str(key),
+            instances=[str(i) for i in range(len(control_plane.plan.apiserver_instances()))],
         )
     )
     os.chmod(az, 0o755)
@@ -70,11 +75,22 @@ def _whoami(cluster: Cluster, kubeconfig: Path) -> dict:
 
 
 def test_the_deploy_kubeconfig_gets_a_masters_certificate_from_its_command(control_plane: Cluster, stand_in_az: Path):
-    cluster = control_plane.spec.config
-    vms = [naming.apiserver(cluster.cluster_name, i) for i in range(cluster.control_plane.apiservers)]
-    group = naming.resource_group(cluster.cluster_name)
-    config = yaml.safe_load(
-        access.deploy_kubeconfig(control_plane.apiserver_url, control_plane.pki.cluster_ca.cert_pem, group, vms)
+    cluster = control_plane.spec.config.cluster_name
+    (provider,) = [
+        r
+        for r in control_plane.plan.of_type("pulumi:providers:kubernetes")
+        if r["name"] == f"{cluster}-control-plane-k8s"
+    ]
+    planned = yaml.safe_load(provider["inputs"]["kubeconfig"])["users"][0]["user"]["exec"]["args"]
+    assert planned[-2:] == ["--scale-set", naming.apiserver_scale_set(cluster)]  # as the plan renders it
+    group = naming.resource_group(cluster)
+    config = yaml.safe_load(  # the same command, with the box's server and CA
+        access.deploy_kubeconfig(
+            control_plane.apiserver_url,
+            control_plane.pki.cluster_ca.cert_pem,
+            group,
+            naming.apiserver_scale_set(cluster),
+        )
     )
     entry = config["users"][0]["user"]["exec"]
     # The deploy runner's python3 is the project's virtualenv, started from the project root.
@@ -111,8 +127,8 @@ def test_an_operator_mints_a_one_hour_break_glass_kubeconfig_the_apiserver_names
             control_plane.apiserver_url,
             "--resource-group",
             naming.resource_group(cluster),
-            "--vm",
-            naming.apiserver(cluster, 0),
+            "--scale-set",
+            naming.apiserver_scale_set(cluster),
             "--kubeconfig",
             str(kubeconfig),
         ],

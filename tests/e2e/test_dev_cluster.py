@@ -111,11 +111,19 @@ def test_scheduler_and_controller_manager_answer_prometheus_at_the_vm_address_an
     # The control-plane shard's configuration as the cluster holds it (the ConfigMap Prometheus mounts).
     name = f"{monitoring.NAME}-{monitoring.CONTROL_PLANE_SHARD}"
     shard = yaml.safe_load(dev.get_json("configmap", name, "-n", monitoring.NAMESPACE)["data"]["prometheus.yml"])
-    targets = {
-        job["job_name"]: job["static_configs"][0]["targets"]
-        for job in shard["scrape_configs"]
-        if job["job_name"] in (rules.JOB_SCHEDULER, rules.JOB_CONTROLLER_MANAGER)
-    }
+    # Found as the apiservers are: each apiserver's address in the kubernetes Service's EndpointSlice, the
+    # port rewritten by the job's relabelling (Prometheus's own reading is test_prometheus.py's).
+    slices = dev.get_json("endpointslices", "-n", "default", "-l", "kubernetes.io/service-name=kubernetes")
+    advertised = sorted(a for s in slices["items"] for e in s.get("endpoints") or [] for a in e["addresses"])
+    targets = {}
+    for job in shard["scrape_configs"]:
+        if job["job_name"] in (rules.JOB_SCHEDULER, rules.JOB_CONTROLLER_MANAGER):
+            assert job["kubernetes_sd_configs"] == [{"role": "endpointslice", "namespaces": {"names": ["default"]}}]
+            rewrite = job["relabel_configs"][-1]
+            targets[job["job_name"]] = [
+                re.sub(f"^{rewrite['regex']}$", rewrite["replacement"].replace("${1}", r"\1"), f"{a}:6443")
+                for a in advertised
+            ]
 
     def status(host, url: str, token: str | None = None) -> str:
         headers = ["-H", f"Authorization: Bearer {token}"] if token else []
@@ -123,7 +131,7 @@ def test_scheduler_and_controller_manager_answer_prometheus_at_the_vm_address_an
         return dev.network.run(host, argv, check=False, timeout=20).stdout
 
     for job, port in ((rules.JOB_SCHEDULER, SCHEDULER_SECURE_PORT), (rules.JOB_CONTROLLER_MANAGER, CM_SECURE_PORT)):
-        assert targets[job] == [f"{machine.ip}:{port}" for machine, _, _ in dev.control_plane]
+        assert targets[job] == sorted(f"{machine.ip}:{port}" for machine, _, _ in dev.control_plane)
         for machine, host, _ in dev.control_plane:
             url = f"https://{machine.ip}:{port}/metrics"
             assert status(scraper.host, url, prometheus) == "200", (job, machine.name)

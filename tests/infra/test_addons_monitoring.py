@@ -179,16 +179,24 @@ def test_the_control_plane_shard_scrapes_both_etcd_clusters_their_backup_age_and
         (rules.JOB_CONTROLLER_MANAGER, paths.CONTROLLER_MANAGER_UNIT),
     ],
 )
-def test_the_control_plane_shard_scrapes_scheduler_and_controller_manager_where_each_apiserver_vm_binds_them(job, unit):
-    """One target per apiserver VM, at the address and port its rendered unit serves on, over HTTPS
-    with Prometheus's service-account token (they delegate authentication to the apiserver)."""
+def test_the_control_plane_shard_scrapes_scheduler_and_controller_manager_where_each_apiserver_binds_them(job, unit):
+    """One target per apiserver, wherever the scale set put it: each apiserver's address as it advertises it in
+    the ``kubernetes`` Service's EndpointSlice, on the port its rendered unit serves on, over HTTPS with
+    Prometheus's service-account token (they delegate authentication to the apiserver)."""
     port = {paths.SCHEDULER_UNIT: scheduler.SECURE_PORT, paths.CONTROLLER_MANAGER_UNIT: controller_manager.SECURE_PORT}
     (config,) = [j for j in _configs()["control-plane"]["scrape_configs"] if j["job_name"] == job]
-    # Each binds the address its machine reads from IMDS at boot: its NIC's, the VM's planned static address.
-    assert {component_flags(m, unit)["bind-address"] for m in machines("prod")} == {machine_identity.ADDRESS}
-    served = [f"{m.ip}:{port[unit]}" for m in machines("prod")]
-    assert len(set(served)) == 5
-    assert config["static_configs"] == [{"targets": served}]
+    # Each binds the address its machine reads from IMDS at boot, which its apiserver also advertises.
+    flags = [component_flags(m, unit)["bind-address"] for m in machines("prod")]
+    apiserver_flags = [component_flags(m, paths.APISERVER_UNIT)["advertise-address"] for m in machines("prod")]
+    assert set(flags) == set(apiserver_flags) == {machine_identity.ADDRESS}
+    assert "static_configs" not in config
+    assert config["kubernetes_sd_configs"] == [{"role": "endpointslice", "namespaces": {"names": ["default"]}}]
+    keep, address = config["relabel_configs"]
+    assert (keep["regex"], keep["action"]) == ("kubernetes;https", "keep")
+    # The apiserver's endpoint 10.0.0.7:6443 becomes the component's 10.0.0.7:<port>, as Prometheus rewrites it.
+    match = re.fullmatch(address["regex"], "10.0.0.7:6443")
+    assert match and address["replacement"].replace("${1}", match.group(1)) == f"10.0.0.7:{port[unit]}"
+    assert address["target_label"] == "__address__"
     assert config["scheme"] == "https"
     assert config["authorization"] == {"credentials_file": f"{shards.ACCOUNT_DIR}/token"}
     # Self-signed serving certificates, regenerated at each start: nothing stable to verify against.

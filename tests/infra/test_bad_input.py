@@ -340,7 +340,7 @@ def test_validation_checks_the_exact_cloud_init_the_machines_receive(stack, dev_
     cluster = assemble(raw_stack(stack), "eastus")  # the stack the plans were made from
     name = cluster.spec.config.cluster_name
     rendered = {shard.shard.name: shard.cloud_init for shard in cluster.shards}
-    for vmss in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
+    for vmss in run.node_scale_sets():
         shard = vmss.name.removeprefix(f"{name}-pool-")
         sent = base64.b64decode(vmss.inputs["virtualMachineProfile"]["osProfile"]["customData"]).decode()
         assert sent == rendered[shard], vmss.name

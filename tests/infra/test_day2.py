@@ -13,15 +13,20 @@ from infra.config.errors import ConfigError
 from infra.day2.deploy_rules import (
     REFUSED,
     STAGED,
+    LastDeploy,
     MachineState,
+    RollingUpgrade,
+    apiservers_behind,
     check_kubernetes_upgrade,
     check_live_changes,
     last_deploy,
+    node_kubernetes_version,
     stage,
+    unfinished_upgrade,
 )
 from plan.runner import own_stack_name, run_program
 from plan.stackfile import PROJECT_DIR, load_stack_config, namespace_values
-from tests.helpers import raw_config
+from tests.helpers import parsed, raw_config
 
 DOC = PROJECT_DIR / "docs" / "day2.md"
 
@@ -65,8 +70,59 @@ def test_the_last_deploy_is_read_from_the_contract_and_the_rollout_record(dev_pl
     assert (last.cluster_name, last.location, last.kubernetes_version) == ("dev", "eastus", "1.33.4")
     assert (last.service_cidr, last.address_space) == ("172.20.0.0/20", "10.64.0.0/10")
     assert last.scale_sets == {"gpu-s000", "cpu-s000", "platform-s000"}
-    assert [m.kubernetes_version for m in last.machines["apiserver"]] == ["1.33.4"]
+    assert last.machines["apiserver"] == ()  # no apiserver VM: the scale set's model is recorded instead
+    assert last.apiserver_scale_set.kubernetes_version == "1.33.4"
     assert last.node_kubernetes_version == "1.33.4"
+
+
+def _on_scale_set(rolling: RollingUpgrade | None, model: str = "1.34.1") -> LastDeploy:
+    """A last deploy that moved the apiserver scale set's model to ``model`` (nodes still on 1.33.4)."""
+    return LastDeploy(
+        cluster_name="c",
+        kubernetes_version="1.34.1",
+        machines={"apiserver": ()},
+        apiserver_scale_set=MachineState("x", "S1", model, "1.1.0"),
+        apiserver_rolling_upgrade=rolling,
+        node_kubernetes_version="1.33.4",
+    )
+
+
+DONE = {"runningStatus": {"code": "Completed"}, "progress": {"successfulInstanceCount": 5}}
+
+
+@pytest.mark.parametrize(
+    ("rolling", "behind"),
+    [
+        (RollingUpgrade(None, (True,) * 5), None),  # no rolling upgrade ever: every instance built from the model
+        (RollingUpgrade(DONE, (True,) * 5), None),
+        (RollingUpgrade(DONE, (True, True, False, True, True)), "1 of 5 apiserver instances not on the latest model"),
+        (
+            RollingUpgrade({"runningStatus": {"code": "RollingForward"}, "progress": {"pendingInstanceCount": 3}}, ()),
+            "the apiserver rolling upgrade is RollingForward (pendingInstanceCount 3)",
+        ),
+        (
+            RollingUpgrade({"runningStatus": {"code": "Faulted"}, "progress": {"failedInstanceCount": 1}}, ()),
+            "the apiserver rolling upgrade is Faulted (failedInstanceCount 1)",
+        ),
+        (None, "the apiserver scale set's rolling upgrade state could not be read"),
+    ],
+)
+def test_nodes_follow_only_once_azure_has_rolled_the_apiserver_model_to_every_instance(rolling, behind):
+    """The upgrade gate reads the scale set's rolling-upgrade state: nodes, NAT hosts and the autoscaler take the
+    new release only once every instance runs the model that carries it, and the next minor waits for it too."""
+    last = _on_scale_set(rolling)
+    assert apiservers_behind(last, "1.34.1") == behind
+    config = parsed(kubernetesVersion="1.34.1")
+    assert node_kubernetes_version(last, config) == ("1.34.1" if behind is None else "1.33.4")
+    if behind is not None:
+        assert unfinished_upgrade(last) == behind
+    else:
+        assert unfinished_upgrade(last) == "nodes still on 1.33.4"
+
+
+def test_a_scale_set_model_on_the_old_release_holds_the_nodes_back():
+    last = _on_scale_set(RollingUpgrade(DONE, (True,) * 5), model="1.33.4")
+    assert apiservers_behind(last, "1.34.1") == "the apiserver scale set's model is on 1.33.4, not 1.34.1"
 
 
 A, B = MachineState("a", "S1", "1.33.4", "1.0.0"), MachineState("b", "S1", "1.34.1", "1.0.0")

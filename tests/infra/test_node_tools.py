@@ -30,7 +30,7 @@ def test_every_rendered_node_cloud_init_passes_the_schema(dev_plan, prod_plan, t
     rendered = {}
     for run in (dev_plan, prod_plan):
         pools = set()
-        for vmss in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
+        for vmss in run.node_scale_sets():
             # The first shard of each pool: the others differ only in the InfiniBand domain label.
             pool = vmss.name.rsplit("-s", 1)[0]
             if pool not in pools:

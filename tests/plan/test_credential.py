@@ -1,8 +1,9 @@
 """Cluster-admin access minted on demand: the deploy's and an operator's, through one path.
 
 The signer (machine/control_plane/sign_client.py) runs for real, with the real openssl, on a CA made here.
-Substituted: Azure Run Command. ``run_here`` runs the script ``az vm run-command invoke`` would carry with
-bash on this machine, with the VM's CA paths pointed at the test's CA, and answers in Run Command's JSON.
+Substituted: Azure Run Command. ``run_here`` runs the script ``az vm run-command invoke`` (or ``az vmss
+run-command invoke`` on an instance) would carry with bash on this machine, with the CA paths pointed at the
+test's CA, and answers in Run Command's JSON; ``az vmss list-instances`` is answered with INSTANCES.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tests.e2e.pki import issue
 from tests.helpers import load_yaml
 
 RG, VMS = "c1-rg", ["c1-apiserver-0", "c1-apiserver-1"]
+SCALE_SET, INSTANCES = "c1-apiservers", ["3", "7"]  # repairs replace instances: ids are not 0..n-1
 SERVER = "https://10.0.0.4:6443"
 
 
@@ -45,6 +47,8 @@ def run_here(ca: tuple[Path, Path, x509.Certificate], calls: list[list[str]]):
 
     def invoke(command: list[str]) -> str:
         calls.append(command)
+        if command[:3] == ["az", "vmss", "list-instances"]:
+            return json.dumps(INSTANCES)
         script = command[command.index("--scripts") + 1]
         script = script.replace(pki.cert_path(pki.CLUSTER_CA), str(cert)).replace(
             pki.key_path(pki.CLUSTER_CA), str(key)
@@ -97,13 +101,20 @@ def test_an_operator_mints_a_one_hour_break_glass_kubeconfig_and_no_private_key_
 
 
 def test_the_deploy_kubeconfig_holds_a_command_not_a_credential_and_the_command_mints_one(ca, capsys):
-    document = access.deploy_kubeconfig(SERVER, ca[0].read_text(), RG, VMS)
+    document = access.deploy_kubeconfig(SERVER, ca[0].read_text(), RG, SCALE_SET)
     assert not re.search(r"client-key|client-certificate|token|password|PRIVATE KEY", document)
     config = load_yaml(document)
     exec_entry = config["users"][0]["user"]["exec"]
     assert exec_entry["command"] == "python3" and exec_entry["args"][:2] == ["-m", "plan.credential"]
     # What the kubernetes provider runs, run: an ExecCredential client-go accepts.
-    credential.main(exec_entry["args"][2:], invoke=run_here(ca, []))
+    calls: list[list[str]] = []
+    credential.main(exec_entry["args"][2:], invoke=run_here(ca, calls))
+    # The instances are listed at the time (repairs replace them), and the first one signs.
+    assert [c[:4] for c in calls] == [
+        ["az", "vmss", "list-instances", "--resource-group"],
+        ["az", "vmss", "run-command", "invoke"],
+    ]
+    assert calls[1][calls[1].index("--name") + 1] == SCALE_SET and calls[1][calls[1].index("--instance-id") + 1] == "3"
     answer = json.loads(capsys.readouterr().out)
     assert (answer["apiVersion"], answer["kind"]) == (exec_entry["apiVersion"], "ExecCredential")
     certificate = x509.load_pem_x509_certificate(answer["status"]["clientCertificateData"].encode())
@@ -125,10 +136,21 @@ def test_the_next_apiserver_signs_when_one_cannot_and_every_refusal_is_named(ca)
     cert, _, _, _ = credential.mint("break-glass:bob", 1, RG, VMS, first_down)
     assert [c[c.index("--name") + 1] for c in calls] == VMS
     _check_signed(x509.load_pem_x509_certificate(cert.encode()), ca[2], "break-glass:bob", 1)
-    with pytest.raises(
-        SystemExit, match="c1-apiserver-0: .*Conflict.*; c1-apiserver-1: the apiserver VM signed nothing"
-    ):
+    with pytest.raises(SystemExit, match="c1-apiserver-0: .*Conflict.*; c1-apiserver-1: the apiserver signed nothing"):
         credential.mint("break-glass:bob", 1, RG, VMS, lambda c: first_down(c) if VMS[0] in c else _refused())
+
+
+def test_on_a_stack_moving_to_the_scale_set_a_retiring_vm_signs_when_no_instance_can(ca):
+    calls: list[list[str]] = []
+    signs = run_here(ca, calls)
+    instances_down = lambda c: _refused() if "--instance-id" in c else signs(c)  # noqa: E731
+    cert, _, _, _ = credential.mint("break-glass:bob", 1, RG, VMS[:1], instances_down, [SCALE_SET])
+    _check_signed(x509.load_pem_x509_certificate(cert.encode()), ca[2], "break-glass:bob", 1)
+    assert calls[-1][:3] == ["az", "vm", "run-command"]
+    with pytest.raises(
+        SystemExit, match="c1-apiservers instance 3: the apiserver signed nothing.*; c1-apiservers instance 7"
+    ):
+        credential.mint("break-glass:bob", 1, RG, [], instances_down, [SCALE_SET])
 
 
 def _refused() -> str:

@@ -91,7 +91,7 @@ def test_a_pool_is_one_box_per_vnet_however_many_scale_sets(prod_plan, prod, pro
 def test_the_machines_load_balancers_and_hub_are_drawn_where_the_plan_puts_them(prod, prod_addresses):
     source = topology.diagram(prod.resources.values(), prod_addresses)
     labels = nodes(source)
-    for role in (APISERVER_ROLE, NAT_HOST_ROLE, *ETCD_ROLES):
+    for role in (NAT_HOST_ROLE, *ETCD_ROLES):
         for vm in machines(prod, role):
             [node] = [i for i, label in labels.items() if label.startswith(f"{vm['inputs']['vmName']} ({role})")]
             assert (f'{node}[("' in source) == ("etcd" in role)  # etcd members are cylinders
@@ -100,7 +100,11 @@ def test_the_machines_load_balancers_and_hub_are_drawn_where_the_plan_puts_them(
         i for i, x in labels.items() if x.startswith("load balancer") and addresses.apiserver_lb_ip() in x
     )
     nat_lb = next(i for i, x in labels.items() if x.startswith("load balancer") and addresses.nat_lb_ip() in x)
-    assert source.count(f"{apiserver_lb} --> m_") == len(machines(prod, APISERVER_ROLE))
+    # The apiservers: one scale set in their subnet, behind their load balancer.
+    [apiservers] = [i for i, label in labels.items() if label.startswith("prod-apiservers (apiserver scale set)")]
+    assert "5 x Standard_E64ds_v5" in labels[apiservers] and "zones 1, 2, 3" in labels[apiservers]
+    assert machines(prod, APISERVER_ROLE) == []
+    assert source.count(f"{apiserver_lb} --> m_") == 1 and f"{apiserver_lb} --> {apiservers}" in source
     assert source.count(f"{nat_lb} --> m_") == len(machines(prod, NAT_HOST_ROLE))
     assert f"-->|route {addresses.service_cidr}| {nat_lb}" in source  # the hub's route to the service range
     assert f"{len(addresses.vnets)} VNets peered in a full mesh" in source
@@ -121,17 +125,15 @@ def changed(plan: Plan, name: str, edit) -> Plan:
     return Plan(resources, plan.outputs, plan.files)
 
 
-def test_a_diff_that_replaces_one_apiserver_marks_that_machine(prod, prod_addresses):
-    apiservers = machines(prod, APISERVER_ROLE)
-    moved = apiservers[1]["name"]
-    old = changed(prod, moved, lambda inputs: inputs.update(zones=["9"]))
+def test_a_diff_that_changes_the_apiserver_model_marks_the_scale_set(prod, prod_addresses):
+    [scale_set] = [r["name"] for r in prod.resources.values() if r["name"].endswith("-control-plane-apiservers")]
+    old = changed(prod, scale_set, lambda inputs: inputs["sku"].update(name="Standard_E32ds_v5"))
     diff = diff_plans(old, prod)
-    assert [(c.name, c.action) for c in diff.resources] == [(moved, "replace")]
+    assert [(c.name, c.action) for c in diff.resources] == [(scale_set, "update")]
     section = topology.diff_section(old, prod, diff, prod_addresses)
     source = "\n".join(section)
-    marked = classes(source)
-    node = next(i for i, label in nodes(source).items() if label.startswith(f"+- {apiservers[1]['inputs']['vmName']}"))
-    assert marked == {node: "replace", "legend_replace": "replace"}
+    node = next(i for i, label in nodes(source).items() if label.startswith("~ prod-apiservers"))
+    assert classes(source) == {node: "update", "legend_update": "update"}
     report = render_diff("prod", "old", diff, topology=section)
     assert report.index("### Topology") < report.index("### Resources")
 

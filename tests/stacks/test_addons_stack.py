@@ -65,7 +65,7 @@ def test_the_autoscaler_discovers_every_node_scale_set_by_the_tags_it_carries(st
     assert kind == "label"
     wanted = dict(pair.split("=", 1) for pair in pairs.split(","))
     assert wanted
-    scale_sets = run.of_type("azure-native:compute:VirtualMachineScaleSet")
+    scale_sets = run.node_scale_sets()
     assert scale_sets
     for vmss in scale_sets:
         assert wanted.items() <= vmss.inputs["tags"].items(), vmss.name

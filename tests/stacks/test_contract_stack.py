@@ -19,7 +19,7 @@ def test_stack_exports_the_contract(stack_plan):
     assert contract.cluster_name == stack_plan.stack
     assert SECRET not in str(stack_plan.outputs[OUTPUT_NAME]), "contract 2.0 holds nothing secret"
     exported = sorted(shard.scale_set_id for pool in contract.node_pools.values() for shard in pool.shards)
-    declared = sorted(r.id for r in stack_plan.of_type("azure-native:compute:VirtualMachineScaleSet"))
+    declared = sorted(r.id for r in stack_plan.node_scale_sets())
     assert exported == declared, "every scale set, and only those, is in the contract with its id"
     vnets = {
         r.inputs["virtualNetworkName"]: r.id

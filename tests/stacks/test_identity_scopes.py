@@ -89,7 +89,7 @@ def _managed_by_autoscaler(run: ProgramRun) -> set[str]:
     """The node scale sets, their group, and the subnets their NICs join."""
     config = parsed(run.stack)
     node_subnets = {shard.name for pool in config.node_pools for shard in shards(pool)}
-    ids = {r.id for r in run.of_type(VMSS)}
+    ids = {r.id for r in run.node_scale_sets()}
     ids |= {r.id for r in _resources(run) if r.type == SUBNET and r.name in node_subnets}
     ids |= {
         r.id
@@ -124,7 +124,7 @@ def test_the_node_group_holds_the_node_scale_sets_and_nothing_else(stack_plan):
         g for g in stack_plan.of_type(GROUP) if g.inputs["resourceGroupName"] == naming.node_resource_group(cluster)
     ]
     inside = [r for r in reach(stack_plan, group.id) if r.id != group.id]
-    scale_sets = stack_plan.of_type(VMSS)
+    scale_sets = stack_plan.node_scale_sets()
     assert scale_sets and sorted(r.id for r in inside) == sorted(r.id for r in scale_sets)
     # Nothing that carries the control plane or the NAT path is in it.
     assert not [r for r in inside if r.type != VMSS]
@@ -167,7 +167,7 @@ def _system_scale_sets(run: ProgramRun) -> set[str]:
     an identity with rights on machines."""
     config = parsed(run.stack)
     system_pools = {pool.name for pool in config.node_pools if pool.role == ROLE_SYSTEM}
-    return {r.name for r in run.of_type(VMSS) if r.inputs["tags"][POOL_LABEL.replace("/", "_")] in system_pools}
+    return {r.name for r in run.node_scale_sets() if r.inputs["tags"][POOL_LABEL.replace("/", "_")] in system_pools}
 
 
 def test_no_identity_on_a_machine_that_runs_tenant_pods_can_change_a_machine(stack_plan):
@@ -199,7 +199,7 @@ def test_the_autoscaler_may_change_exactly_the_scale_sets_it_manages(stack_plan)
     """Virtual Machine Contributor (the narrowest built-in role that can scale a scale set) on each scale
     set, one by one; Reader on the node group so it can list them; the join on each node subnet."""
     roles = _roles(stack_plan)
-    scale_sets = {r.id for r in stack_plan.of_type(VMSS)}
+    scale_sets = {r.id for r in stack_plan.node_scale_sets()}
     changed: set[str] = set()
     for grant in stack_plan.of_type(ROLE_ASSIGNMENT):
         [principal] = grant.property_dependencies["principalId"]

@@ -43,9 +43,9 @@ def _shard(run, registration) -> str:
 def test_every_infiniband_node_registers_its_scale_set_as_its_domain(stack, dev_plan, prod_plan):
     run = {"dev": dev_plan, "prod": prod_plan}[stack]
     nodes = registered_nodes(run)
-    infiniband = [r for r in run.of_type(VMSS) if r.inputs["singlePlacementGroup"]]
+    infiniband = [r for r in run.node_scale_sets() if r.inputs["singlePlacementGroup"]]
     assert infiniband, "the stack has InfiniBand pools"
-    for vmss in run.of_type(VMSS):
+    for vmss in run.node_scale_sets():
         labels, _ = nodes[vmss.name]
         if vmss in infiniband:
             assert labels[INFINIBAND_LABEL] == "true"
@@ -59,7 +59,7 @@ def test_every_infiniband_node_registers_its_scale_set_as_its_domain(stack, dev_
 
 
 def test_only_infiniband_nodes_lift_the_memlock_limit_rdma_needs(prod_plan):
-    for vmss in prod_plan.of_type(VMSS):
+    for vmss in prod_plan.node_scale_sets():
         files = cloud_init_files(vmss)
         lifted = "LimitMEMLOCK=infinity" in files[CONTAINERD_UNIT].splitlines()
         assert lifted == vmss.inputs["singlePlacementGroup"], vmss.name

@@ -116,7 +116,7 @@ def test_every_scale_set_admits_as_many_pods_as_its_addresses_plus_its_host_netw
     host_network = [o["spec"]["template"]["spec"] for o in objects if o["kind"] == "DaemonSet"]
     host_network = [pod for pod in host_network if pod.get("hostNetwork")]
     checked = 0
-    for registration in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
+    for registration in run.node_scale_sets():
         profile = registration.inputs["virtualMachineProfile"]
         nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
         pod_configurations = [c for c in nic["ipConfigurations"] if not c.get("primary")]

@@ -132,7 +132,9 @@ NEW_POOL = (
     f"nodePools[{_NEW}].addressSlot={max(pool['addressSlot'] for pool in _DEV_POOLS) + 1}",
 )
 NODES = r"pool-\w+-s\d{3}"
-VMS = r"(control-plane-vm|etcd|events-etcd|nat-hosts)-\d+-vm"
+# The apiserver scale set's model: a change to it Azure rolls one instance at a time (infra/control_plane/scale_set.py).
+APISERVERS = r"control-plane-apiservers"
+VMS = rf"(etcd|events-etcd|nat-hosts)-\d+-vm|{APISERVERS}"
 IMAGE_TEMPLATES = r"images-(cpu|gpu)-template"  # what the machine images carry (infra/assembly/machine_image.py)
 
 
@@ -154,7 +156,7 @@ MONITORED_NSGS = r"((events-)?etcd|apiserver)-nsg"
 
 
 SWEEP = {
-    # Rendered into every machine: apiservers first, one per deploy (docs/day2.md), then node models (Manual
+    # Rendered into every machine: the apiserver model first (rolled by Azure), then node models (Manual
     # upgrade policy) and NAT hosts one per deploy; etcd ignores customData (its tags show it). The machine
     # image's templates carry the binaries of the version, so it comes with a new image version.
     "kubernetesVersion": Change(
@@ -167,7 +169,7 @@ SWEEP = {
     "adminSshPublicKey": Change((f"adminSshPublicKey={NEW_KEY}",), rf"{NODES}|{VMS}"),
     # New members join, one per deploy (infra/etcd/membership_change.py: 1 -> 2 is the step); the existing one only
     # shows a new cloud-init fingerprint.
-    "etcd.members": Change(("etcd.members=2",), r"etcd-\d+(-.+)?|control-plane-vm-0-vm"),
+    "etcd.members": Change(("etcd.members=2",), rf"etcd-\d+(-.+)?|{APISERVERS}"),
     "controlPlane.apiservers": Change(("controlPlane.apiservers=3",), r"control-plane-.+"),
     # The hub's own subnet moves with it (flagged); the NSG rules that name the hub follow.
     "network.hub.addressSpace": Change(
@@ -230,8 +232,8 @@ NOT_SWEPT = {
         "test_members_are_protected_keep_their_cloud_init_and_spread_over_zones",
     ),
     "controlPlane.vmSize": (
-        "staged: one apiserver resized per deploy (docs/day2.md)",
-        "test_a_control_plane_resize_is_staged_one_apiserver_per_deploy",
+        "the apiserver scale set's model: Azure resizes one instance at a time (docs/day2.md)",
+        "test_a_control_plane_resize_is_one_model_change_that_azure_rolls",
     ),
     "nodePools[].name": (
         "a new name is a new pool, and the old one is removed: refused unless retired",

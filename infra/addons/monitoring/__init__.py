@@ -230,15 +230,15 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
         "main": addresses.etcd_ips("etcd", config.etcd.members),
         "events": addresses.etcd_ips("events-etcd", config.events_etcd.members),
     }
-    apiserver_ips = addresses.apiserver_ips(config.control_plane.apiservers)
     documents = {}
     for index, name in enumerate(names):
         if name == CONTROL_PLANE_SHARD:
             jobs = [
                 shards.apiserver_scrape_config(),
-                # Both bind their secure port to the VM's own address (their --bind-address).
+                # Both bind their secure port to the machine's own address (their --bind-address), the address
+                # its apiserver advertises in the kubernetes Service's EndpointSlice.
                 *(
-                    shards.component_scrape_config(job, [f"{ip}:{port}" for ip in apiserver_ips])
+                    shards.component_scrape_config(job, port)
                     for job, port in (
                         (rules.JOB_SCHEDULER, ports.SCHEDULER),
                         (rules.JOB_CONTROLLER_MANAGER, ports.CONTROLLER_MANAGER),

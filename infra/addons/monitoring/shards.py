@@ -198,22 +198,45 @@ def etcd_backup_scrape_config(targets: list[str]) -> dict[str, Any]:
     }
 
 
-def component_scrape_config(job: str, targets: list[str]) -> dict[str, Any]:
-    """kube-scheduler or kube-controller-manager on each apiserver VM (``targets``: the VMs' plan
-    addresses and the component's secure port). Authentication and authorization are delegated to
-    the apiserver (``--authentication-kubeconfig``, ``--authorization-kubeconfig``): Prometheus's
-    service-account token, and its ClusterRole's get on /metrics, let it in."""
+# The apiservers' endpoints: the ``kubernetes`` Service's EndpointSlice in ``default``, its ``https`` port.
+_KUBERNETES_SERVICE_HTTPS = [
+    {
+        "source_labels": ["__meta_kubernetes_service_name", "__meta_kubernetes_endpointslice_port_name"],
+        "regex": "kubernetes;https",
+        "action": "keep",
+    }
+]
+
+
+def component_scrape_config(job: str, port: int) -> dict[str, Any]:
+    """kube-scheduler or kube-controller-manager on each apiserver machine, found as the apiserver is: each
+    apiserver's address in the ``kubernetes`` Service's EndpointSlice (its --advertise-address, the machine's
+    own; the lease endpoint reconciler keeps only live apiservers there), on the component's secure port.
+    Scale-set instances come and go with repairs and rolling upgrades: nothing here names one. Authentication
+    and authorization are delegated to the apiserver (``--authentication-kubeconfig``,
+    ``--authorization-kubeconfig``): Prometheus's service-account token, and its ClusterRole's get on /metrics,
+    let it in."""
     return {
         "job_name": job,
         "scheme": "https",
-        "static_configs": [{"targets": targets}],
+        "kubernetes_sd_configs": [{"role": "endpointslice", "namespaces": {"names": ["default"]}}],
         "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
         # Neither is given a certificate (infra/control_plane/pki.py issues none for serving): with no
         # --tls-cert-file and an empty certificate directory (their options.go) each generates one in
         # memory at every start, signed by a CA of its own made at the same time (k8s.io/apiserver
         # pkg/server/options/serving.go MaybeDefaultWithSelfSignedCerts), so there is no stable CA to
-        # check against. The token only goes to the plan's apiserver addresses.
+        # check against. The token only goes to the apiservers' own addresses, which only apiservers
+        # (and cluster admins) write into that EndpointSlice.
         "tls_config": {"insecure_skip_verify": True},
+        "relabel_configs": [
+            *_KUBERNETES_SERVICE_HTTPS,
+            {
+                "source_labels": ["__address__"],
+                "regex": "(.+):[0-9]+",
+                "target_label": "__address__",
+                "replacement": f"${{1}}:{port}",
+            },
+        ],
     }
 
 
@@ -224,11 +247,5 @@ def apiserver_scrape_config() -> dict[str, Any]:
         "kubernetes_sd_configs": [{"role": "endpointslice", "namespaces": {"names": ["default"]}}],
         "authorization": {"credentials_file": f"{ACCOUNT_DIR}/token"},
         "tls_config": {"ca_file": ACCOUNT_CA},
-        "relabel_configs": [
-            {
-                "source_labels": ["__meta_kubernetes_service_name", "__meta_kubernetes_endpointslice_port_name"],
-                "regex": "kubernetes;https",
-                "action": "keep",
-            }
-        ],
+        "relabel_configs": _KUBERNETES_SERVICE_HTTPS,
     }
