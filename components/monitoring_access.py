@@ -29,11 +29,10 @@ class MonitoringAccess(pulumi.ComponentResource):
         charset = {"length": 32, "special": False}
         api = declare.random("RandomPassword", f"{name}-api-password", charset, child, outputs=["result", "bcryptHash"])
         grafana = declare.random("RandomPassword", f"{name}-grafana-admin-password", charset, child, outputs=["result"])
-        data = pulumi.Output.secret(
-            pulumi.Output.all(api.output("result"), api.output("bcryptHash"), grafana.output("result")).apply(
-                lambda values: credential.secret_data(*values)
-            )
-        )
+        files: pulumi.Output[dict[str, str]] = pulumi.Output.all(
+            api.output("result"), api.output("bcryptHash"), grafana.output("result")
+        ).apply(lambda values: credential.secret_data(*values))
+        data: pulumi.Output[dict[str, str]] = pulumi.Output.secret(files)
         secret = declare.kubernetes(
             f"{name}-secret",
             credential.secret(namespace, data),
