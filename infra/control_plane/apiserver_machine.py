@@ -183,25 +183,17 @@ def apiserver_cloud_config(spec: ClusterSpec, etcd: Mapping[str, str]) -> CloudC
         permissions=UNIT_FILE_MODE,
     )
 
+    # What the secret fetch must precede, in the order systemd starts them.
+    units = [paths.INSTALL_UNIT, machine_identity.UNIT, *paths.COMPONENT_UNITS, csr_approval.UNIT]
     cloud.runcmd.append(["systemctl", "daemon-reload"])
     add_secret_fetching(
         cloud,
         naming.key_vault(config.cluster_name),
         pki.apiserver_secret_files(pki.certificates()),
-        before=[paths.INSTALL_UNIT, machine_identity.UNIT, *paths.COMPONENT_UNITS, csr_approval.UNIT],
+        before=units,
         identity_name=naming.role_identity(config.cluster_name, roles.APISERVER.identity),
     )
-    cloud.runcmd.append(
-        [
-            "systemctl",
-            "enable",
-            "--now",
-            paths.INSTALL_UNIT,
-            machine_identity.UNIT,
-            *paths.COMPONENT_UNITS,
-            csr_approval.UNIT,
-        ]
-    )
+    cloud.runcmd.append(["systemctl", "enable", "--now", *units])
     return cloud
 
 
