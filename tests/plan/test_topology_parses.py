@@ -38,15 +38,13 @@ def test_every_diagram_of_the_dev_and_prod_plans_and_of_a_diff_parses(tmp_path, 
         summary = tmp_path / f"{run.stack}-summary.md"
         summary.write_text(render_summary(run.stack, config, plan_addresses(config), run.registrations))
         files.append(summary)
-    # The plan before a change that moves dev's apiserver to another zone (a replacement), as written to disk;
+    # The plan before a change that moves dev's NAT host to another zone (a replacement), as written to disk;
     # then `python -m plan --diff` itself, which writes the PR comment's Markdown.
     old = tmp_path / "old"
     write_plan(old, plan_files(dev_plan.registrations, dev_plan.outputs, ""))
     resources = json.loads((old / "resources.json").read_text())
-    [apiserver] = [
-        r for r in resources if r["type"].endswith(":VirtualMachine") and "apiserver" in r["inputs"]["vmName"]
-    ]
-    apiserver["inputs"]["zones"] = ["9"]
+    [nat_host] = [r for r in resources if r["type"].endswith(":VirtualMachine") and "nat" in r["inputs"]["vmName"]]
+    nat_host["inputs"]["zones"] = ["9"]
     (old / "resources.json").write_text(json.dumps(resources))
     assert main(["--stack", "dev", "--out", str(tmp_path / "new"), "--diff", str(old)]) == EXIT_CHANGED
     files.append(tmp_path / "new" / "diff.md")

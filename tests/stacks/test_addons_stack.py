@@ -22,10 +22,10 @@ def _objects(run):
 def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan):
     assert dev_plan.of_type(ADDONS)
     without = plan_stack("dev", "addons.monitoring.enabled=false")
-    monitoring = {object_key(o) for o in groups_of(spec_for("dev"))["monitoring"]}
+    its_objects = {object_key(o) for o in groups_of(spec_for("dev"))["monitoring"]}
     # ... and the stack's credential, which the deploy declares beside them (components/monitoring_access.py).
     secret = ("Secret", monitoring.NAMESPACE, credential.SECRET)
-    assert _objects(dev_plan) - _objects(without) == monitoring | {secret}
+    assert _objects(dev_plan) - _objects(without) == its_objects | {secret}
     assert _objects(without) < _objects(dev_plan)
 
 
