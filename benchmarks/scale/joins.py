@@ -90,8 +90,10 @@ def render(runs: Sequence[Mapping[str, Any]]) -> str:
         for _, unit, read in FIGURES:
             value = read(run)
             cells.append("n/a" if value is None else f"{value:.3f} {unit}".strip() if unit else f"{int(value)}")
-        settle = run.get("settle") or {}
-        settled = f"{settle.get('seconds', 'n/a')} s" + ("" if settle.get("settled", True) else " (**not** settled)")
+        settle = run.get("settle")
+        settled = (
+            f"{settle['seconds']} s" + ("" if settle["settled"] else " (**not** settled)") if settle else "not waited"
+        )
         lines.append(
             f"| {index} | {run['mode']} | {run['nodes_before']:,} | {run['burst']} | {' | '.join(cells)} | "
             f"{settled} | {run['load_1m']:.1f} |"
