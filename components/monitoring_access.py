@@ -1,7 +1,11 @@
-"""The monitoring stack's own credential (infra/addons/monitoring/credential.py): made by the deploy, kept in state
-as Pulumi secrets, and handed to the cluster only as the Secret ``credential.SECRET``, whose data the provider masks.
+"""The monitoring stack's own credentials (infra/addons/monitoring/credential.py and alertmanager.py): made by the
+deploy, kept in state as Pulumi secrets, and handed to the cluster only as Secrets whose data the provider masks:
+``credential.SECRET`` (the APIs' password, its bcrypt hash, Grafana's admin password) and
+``alertmanager.CLUSTER_TLS_SECRET`` (the Alertmanager gossip mesh's CA and the certificate every replica presents).
 
-The bcrypt hash is the random provider's own (``bcryptHash``), so no password is hashed by the program.
+The bcrypt hash is the random provider's own (``bcryptHash``), so no password is hashed by the program. The mesh's CA
+is its own (no other certificate opens the mesh, and its key signs nothing else) and protected like the cluster's
+CAs: a new one would split the mesh until every replica restarted. Its certificate renews as the cluster's leaves do.
 """
 
 from __future__ import annotations
@@ -9,7 +13,8 @@ from __future__ import annotations
 import pulumi
 
 from components import declare
-from infra.addons.monitoring import credential
+from infra.addons.monitoring import alertmanager, credential
+from infra.control_plane import pki
 
 
 class MonitoringAccess(pulumi.ComponentResource):
@@ -23,6 +28,7 @@ class MonitoringAccess(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("supercluster:monitoring_access:MonitoringAccess", name, None, opts)
+        self._name = name
         child = pulumi.ResourceOptions(parent=self)
         # Letters and digits only: the password sits in files the tools read verbatim, and 32 of 62 symbols
         # hold about 190 bits.
@@ -32,10 +38,70 @@ class MonitoringAccess(pulumi.ComponentResource):
         files: pulumi.Output[dict[str, str]] = pulumi.Output.all(
             api.output("result"), api.output("bcryptHash"), grafana.output("result")
         ).apply(lambda values: credential.secret_data(*values))
-        data: pulumi.Output[dict[str, str]] = pulumi.Output.secret(files)
+        in_cluster = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on)
         secret = declare.kubernetes(
-            f"{name}-secret",
-            credential.secret(namespace, data),
-            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
+            f"{name}-secret", credential.secret(namespace, pulumi.Output.secret(files)), in_cluster
         )
-        self.register_outputs({"secret": secret.urn})
+        mesh: pulumi.Output[dict[str, str]] = self._mesh_certificate().apply(
+            lambda pems: alertmanager.cluster_tls_data(*pems)
+        )
+        mesh_secret = declare.kubernetes(
+            f"{name}-alertmanager-cluster-tls",
+            credential.secret(namespace, pulumi.Output.secret(mesh), alertmanager.CLUSTER_TLS_SECRET),
+            in_cluster,
+        )
+        self.register_outputs({"secret": secret.urn, "meshSecret": mesh_secret.urn})
+
+    def _key(self, key: str, protect: bool = False) -> declare.Declared:
+        return declare.tls(
+            "PrivateKey",
+            f"{self._name}-{key}-key",
+            {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
+            pulumi.ResourceOptions(parent=self, protect=protect),
+            outputs=["privateKeyPem"],
+        )
+
+    def _mesh_certificate(self) -> pulumi.Output[list[str]]:
+        """``[CA certificate, certificate, key]`` of the Alertmanager mesh, in PEM."""
+        ca_key = self._key("alertmanager-cluster-ca", protect=True)
+        ca = declare.tls(
+            "SelfSignedCert",
+            f"{self._name}-alertmanager-cluster-ca-cert",
+            {
+                "privateKeyPem": ca_key.output("privateKeyPem"),
+                "isCaCertificate": True,
+                "subject": {"commonName": f"{alertmanager.CLUSTER_SERVER_NAME}-ca"},
+                "validityPeriodHours": pki.CA_VALIDITY_HOURS,
+                "allowedUses": list(pki.CA_USAGES),
+            },
+            pulumi.ResourceOptions(parent=self, protect=True),
+            outputs=["certPem"],
+        )
+        key = self._key("alertmanager-cluster")
+        request = declare.tls(
+            "CertRequest",
+            f"{self._name}-alertmanager-cluster-csr",
+            {
+                "privateKeyPem": key.output("privateKeyPem"),
+                "subject": {"commonName": alertmanager.CLUSTER_SERVER_NAME},
+                "dnsNames": [alertmanager.CLUSTER_SERVER_NAME],
+            },
+            pulumi.ResourceOptions(parent=self),
+            outputs=["certRequestPem"],
+        )
+        cert = declare.tls(
+            "LocallySignedCert",
+            f"{self._name}-alertmanager-cluster-cert",
+            {
+                "certRequestPem": request.output("certRequestPem"),
+                "caPrivateKeyPem": pulumi.Output.secret(ca_key.output("privateKeyPem")),
+                "caCertPem": ca.output("certPem"),
+                "validityPeriodHours": pki.LEAF_VALIDITY_HOURS,
+                "earlyRenewalHours": pki.LEAF_EARLY_RENEWAL_HOURS,
+                # Each replica is the server of the peers that dial it and the client of those it dials.
+                "allowedUses": list(dict.fromkeys(pki.SERVER_USAGES + pki.CLIENT_USAGES)),
+            },
+            pulumi.ResourceOptions(parent=self),
+            outputs=["certPem"],
+        )
+        return pulumi.Output.all(ca.output("certPem"), cert.output("certPem"), key.output("privateKeyPem"))

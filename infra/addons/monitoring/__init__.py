@@ -469,6 +469,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
             "--storage.path=/alertmanager",
             f"--web.config.file={credential.path(credential.WEB_CONFIG)}",
             f"--cluster.listen-address=0.0.0.0:{alertmanager.CLUSTER_PORT}",
+            f"--cluster.tls-config={alertmanager.CONFIG_DIR}/{alertmanager.CLUSTER_TLS_CONFIG}",
             *(f"--cluster.peer={peer}" for peer in alertmanager.peer_addresses(ns, ALERTMANAGER_REPLICAS)),
         ],
         "ports": [
@@ -484,6 +485,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
         "volumeMounts": [
             {"name": "config", "mountPath": alertmanager.CONFIG_DIR, "readOnly": True},
             credential.volume_mount(),
+            {"name": "cluster-tls", "mountPath": alertmanager.CLUSTER_TLS_DIR, "readOnly": True},
             {"name": "secrets", "mountPath": alertmanager.SECRETS_DIR, "readOnly": True},
             {"name": "data", "mountPath": "/alertmanager"},
         ],
@@ -511,13 +513,16 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
             # Never declared by the plan (the receivers' secrets): see docs/monitoring.md "Receivers".
             {"name": "secrets", "secret": {"secretName": alertmanager.RECEIVER_SECRET, "optional": True}},
             credential.volume(),
+            # The gossip mesh's certificate, declared by the deploy (components/monitoring_access.py).
+            {"name": "cluster-tls", "secret": {"secretName": alertmanager.CLUSTER_TLS_SECRET, "defaultMode": 0o444}},
             # Silences and notification log: replicated between the two replicas by gossip.
             {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
         ],
     )
-    checksum = hashlib.sha256(text.encode()).hexdigest()[:16]
+    files = {"alertmanager.yml": text, alertmanager.CLUSTER_TLS_CONFIG: alertmanager.cluster_tls_config()}
+    checksum = hashlib.sha256("".join(files.values()).encode()).hexdigest()[:16]
     return [
-        k8s.config_map(name, ns, {"alertmanager.yml": text}, app=name),
+        k8s.config_map(name, ns, files, app=name),
         stateful_set(
             name,
             ns,

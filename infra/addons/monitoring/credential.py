@@ -5,8 +5,8 @@ against a bcrypt hash in each tool's ``--web.config.file``); Grafana admits its 
 anonymous visitor. Every client the program renders (Prometheus's alerting and its scrapes of the
 stack itself, Grafana's data sources, the pods' probes) reads the password from a file of the
 Kubernetes Secret ``SECRET``, mounted at ``MOUNT_DIR``. The deploy makes the values (a random password,
-its bcrypt hash, Grafana's admin password) and declares the Secret with them; the plan holds only
-the marker ``DeployTime.MONITORING_ACCESS`` and the provider masks the Secret's data.
+its bcrypt hash, Grafana's admin password) and declares the Secret with them; the plan and the provider
+mask the Secret's data.
 """
 
 from __future__ import annotations
@@ -54,12 +54,13 @@ def volume_mount() -> dict[str, Any]:
     return {"name": "access", "mountPath": MOUNT_DIR, "readOnly": True}
 
 
-def secret(namespace: str, data: Any) -> dict[str, Any]:
-    """The Secret; ``data``: ``secret_data``'s files (a Pulumi output in the deploy, masked in the plan)."""
+def secret(namespace: str, data: Any, name: str = SECRET) -> dict[str, Any]:
+    """The Secret; ``data``: ``secret_data``'s files (a Pulumi output in the deploy, masked in the plan). Also the
+    Alertmanager mesh's (``alertmanager.CLUSTER_TLS_SECRET``, ``alertmanager.cluster_tls_data``'s files)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": k8s.metadata(SECRET, namespace),
+        "metadata": k8s.metadata(name, namespace),
         "type": "Opaque",
         "stringData": data,
     }
