@@ -1,6 +1,7 @@
 """The monitoring stack's own credentials (infra/addons/monitoring/credential.py and alertmanager.py): made by the
 deploy, kept in state as Pulumi secrets, and handed to the cluster only as Secrets whose data the provider masks:
-``credential.SECRET`` (the APIs' password, its bcrypt hash, Grafana's admin password) and
+``credential.SECRET`` (the APIs' password, its bcrypt hash, Grafana's admin password; a new generation of both
+passwords with each ``addons.monitoring.passwordRotation``) and
 ``alertmanager.CLUSTER_TLS_SECRET`` (the Alertmanager gossip mesh's CA and the certificate every replica presents).
 
 The bcrypt hash is the random provider's own (``bcryptHash``), so no password is hashed by the program. The mesh's CA
@@ -23,6 +24,7 @@ class MonitoringAccess(pulumi.ComponentResource):
         name: str,
         *,
         namespace: str,
+        password_rotation: int,
         provider: pulumi.ProviderResource,
         depends_on: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
@@ -32,12 +34,16 @@ class MonitoringAccess(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         # Letters and digits only: the password sits in files the tools read verbatim, and 32 of 62 symbols
         # hold about 190 bits.
-        charset = {"length": 32, "special": False}
+        charset: dict[str, object] = {"length": 32, "special": False}
+        if password_rotation:
+            # A new keeper makes the provider replace the password: a new value and a new bcrypt hash. None before the
+            # first rotation, so the passwords made before this key existed are kept.
+            charset["keepers"] = {"rotation": str(password_rotation)}
         api = declare.random("RandomPassword", f"{name}-api-password", charset, child, outputs=["result", "bcryptHash"])
         grafana = declare.random("RandomPassword", f"{name}-grafana-admin-password", charset, child, outputs=["result"])
         files: pulumi.Output[dict[str, str]] = pulumi.Output.all(
             api.output("result"), api.output("bcryptHash"), grafana.output("result")
-        ).apply(lambda values: credential.secret_data(*values))
+        ).apply(lambda values: credential.secret_data(*values, password_rotation))
         in_cluster = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on)
         secret = declare.kubernetes(
             f"{name}-secret", credential.secret(namespace, pulumi.Output.secret(files)), in_cluster

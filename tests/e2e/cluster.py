@@ -525,7 +525,10 @@ def apply_objects(cluster: Cluster) -> list[str]:
         if document.get("type") == "bootstrap.kubernetes.io/token":
             document = {**document, "stringData": cluster.pki.bootstrap_token_data()}
         if object_key(document) == ("Secret", monitoring.NAMESPACE, credential.SECRET):
-            document = {**document, "stringData": cluster.pki.monitoring_access_data()}
+            # The generation is the one key the plan names beside the masked values (credential.rotation_key).
+            (rotation,) = [k for k in document["stringData"] if k.startswith(credential.ROTATION_PREFIX)]
+            data = cluster.pki.monitoring_access_data(int(rotation.removeprefix(credential.ROTATION_PREFIX)))
+            document = {**document, "stringData": data}
         if object_key(document) == ("Secret", monitoring.NAMESPACE, alertmanager.CLUSTER_TLS_SECRET):
             document = {**document, "stringData": cluster.pki.alertmanager_mesh_data}
         assert "[secret]" not in json.dumps(document), f"{path} holds a masked value the harness cannot fill"

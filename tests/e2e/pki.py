@@ -129,11 +129,11 @@ class TestPki:
         token_id, token_secret = self.bootstrap_token.split(".", 1)
         return cluster_objects.bootstrap_token_data(token_id, token_secret)
 
-    def monitoring_access_data(self) -> dict[str, str]:
-        """The monitoring credential Secret's ``stringData``, which the plan masks (hashed by libcrypt here,
-        by the random provider in a deploy)."""
+    def monitoring_access_data(self, rotation: int) -> dict[str, str]:
+        """The monitoring credential Secret's ``stringData`` for the passwords' generation ``rotation``, which the plan
+        masks (hashed by libcrypt here, by the random provider in a deploy)."""
         return credential.secret_data(
-            self.monitoring_password, bcrypt_hash(self.monitoring_password), secrets.token_hex(16)
+            self.monitoring_password, bcrypt_hash(self.monitoring_password), secrets.token_hex(16), rotation
         )
 
 

@@ -583,7 +583,9 @@ def test_prometheus_alertmanager_and_grafana_serve_only_with_the_secret_mounted_
         pod = workload["spec"]["template"]["spec"]
         (container,) = pod["containers"]
         name = workload["metadata"]["name"]
-        assert {"name": "access", "secret": {"secretName": credential.SECRET, "defaultMode": 0o444}} in pod["volumes"]
+        whole = {"name": "access", "secret": {"secretName": credential.SECRET, "defaultMode": 0o444}}
+        # Grafana sees only its two passwords and the generation's key (credential.grafana_volume).
+        assert (credential.grafana_volume(0) if name == grafana.NAME else whole) in pod["volumes"]
         assert {"name": "access", "mountPath": credential.MOUNT_DIR, "readOnly": True} in container["volumeMounts"]
         if name == grafana.NAME:
             env = {e["name"]: e["value"] for e in container["env"]}
@@ -644,7 +646,7 @@ def test_alertmanager_gossips_only_over_mutual_tls_with_a_secret_no_other_pod_mo
 def test_the_rendered_web_and_client_configs_pass_the_real_promtool(tmp_path: Path):
     """Prometheus and Alertmanager read the same web-config format (exporter-toolkit); promtool checks it."""
     promtool = monitoring_tool("promtool")
-    data = credential.secret_data("a-password", bcrypt_hash("a-password"), "another")
+    data = credential.secret_data("a-password", bcrypt_hash("a-password"), "another", 0)
     for key in (credential.WEB_CONFIG, credential.CLIENT_CONFIG):
         (tmp_path / key).write_text(data[key])
     result = _run([promtool, "check", "web-config", str(tmp_path / credential.WEB_CONFIG)], 60)

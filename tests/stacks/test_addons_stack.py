@@ -74,7 +74,7 @@ def test_the_autoscaler_discovers_every_node_scale_set_by_the_tags_it_carries(st
 @pytest.mark.parametrize(
     "name,keys",
     [
-        (credential.SECRET, credential.secret_data("p", "h", "g")),
+        (credential.SECRET, credential.secret_data("p", "h", "g", 0)),
         (alertmanager.CLUSTER_TLS_SECRET, alertmanager.cluster_tls_data("ca", "cert", "key")),
     ],
 )

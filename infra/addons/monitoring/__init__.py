@@ -87,6 +87,8 @@ class Settings:
     node_shards: int | None = None  # None: derived from the pools' maxNodes
     replicas: int = 2
     receivers: tuple[Receiver, ...] = field(default_factory=tuple)
+    # Each value is a generation of the stack's passwords (credential.py): raising it makes new ones.
+    password_rotation: int = 0
 
 
 def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
@@ -103,6 +105,7 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
         node_shards=s.integer("nodeShards", None, minimum=1, maximum=256),
         replicas=s.integer("replicas", x.replicas, minimum=1, maximum=3),
         receivers=s.items("receivers", _parse_receiver, default=[]),
+        password_rotation=s.integer("passwordRotation", x.password_rotation, minimum=0, maximum=1_000_000),
     )
     s.done()
     check_go_duration(s, "retention", settings.retention)
@@ -606,5 +609,5 @@ def objects(
         objs += _shard_objects(settings, shard, config_text, rule_sets[kind])
     objs += _alertmanager_objects(settings, config.cluster_name)
     objs += exporters.objects(NAMESPACE)
-    objs += grafana.objects(NAMESPACE, list(configs), NAME, PORT)
+    objs += grafana.objects(NAMESPACE, list(configs), NAME, PORT, settings.password_rotation)
     return objs
