@@ -14,6 +14,7 @@ from __future__ import annotations
 import pulumi
 
 from components import declare
+from components.cluster_pki import private_key
 from infra.addons.monitoring import alertmanager, credential
 from infra.control_plane import pki
 
@@ -58,18 +59,9 @@ class MonitoringAccess(pulumi.ComponentResource):
         )
         self.register_outputs({"secret": secret.urn, "meshSecret": mesh_secret.urn})
 
-    def _key(self, key: str, protect: bool = False) -> declare.Declared:
-        return declare.tls(
-            "PrivateKey",
-            f"{self._name}-{key}-key",
-            {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
-            pulumi.ResourceOptions(parent=self, protect=protect),
-            outputs=["privateKeyPem"],
-        )
-
     def _mesh_certificate(self) -> pulumi.Output[list[str]]:
         """``[CA certificate, certificate, key]`` of the Alertmanager mesh, in PEM."""
-        ca_key = self._key("alertmanager-cluster-ca", protect=True)
+        ca_key = private_key(f"{self._name}-alertmanager-cluster-ca-key", self, protect=True)
         ca = declare.tls(
             "SelfSignedCert",
             f"{self._name}-alertmanager-cluster-ca-cert",
@@ -83,7 +75,7 @@ class MonitoringAccess(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, protect=True),
             outputs=["certPem"],
         )
-        key = self._key("alertmanager-cluster")
+        key = private_key(f"{self._name}-alertmanager-cluster-key", self)
         request = declare.tls(
             "CertRequest",
             f"{self._name}-alertmanager-cluster-csr",
