@@ -44,7 +44,7 @@ class MonitoringAccess(pulumi.ComponentResource):
         grafana = declare.random("RandomPassword", f"{name}-grafana-admin-password", charset, child, outputs=["result"])
         files: pulumi.Output[dict[str, str]] = pulumi.Output.all(
             api.output("result"), api.output("bcryptHash"), grafana.output("result")
-        ).apply(lambda values: credential.secret_data(*values, password_rotation))
+        ).apply(lambda values: credential.secret_data(values[0], values[1], values[2], password_rotation))
         in_cluster = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on)
         secret = declare.kubernetes(
             f"{name}-secret", credential.secret(namespace, pulumi.Output.secret(files)), in_cluster
