@@ -25,7 +25,7 @@ import functools
 import linecache
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pulumi
 
@@ -59,26 +59,36 @@ SECRET_PROPERTIES: dict[str, tuple[str, ...]] = {
 
 
 class Declared(pulumi.CustomResource):
-    """A resource registered by type token. ``outputs`` names the provider-computed properties the
-    program reads (``output("principalId")``); ``id`` and ``urn`` are always there.
+    """A resource registered by type token (``kind``, in the subclasses their provider's own kinds). ``outputs``
+    names the provider-computed properties the program reads (``output("principalId")``); ``id`` and ``urn``
+    are always there.
 
-    Each kind of resource the program declares (``azure``, ``kubernetes``, ``tls``, ``random``) is a subclass
-    whose ``__init__`` hands its registration to ``pulumi.CustomResource.__init__`` itself: the SDK records the
+    Each kind of resource the program declares (``azure``, ``kubernetes``, ``tls``, ``random``) is a class
+    whose constructor hands its registration to ``pulumi.CustomResource.__init__`` itself: the SDK records the
     call stack below the resource's own constructor with every resource and turns each frame into a source
     position (``pulumi.runtime.resource._get_stack_trace``), so a helper or a second constructor between the
     caller and the SDK would be one more frame for every resource, and the source position the engine keeps
     for the resource (the stack's first frame) would name this module instead of the line that declared it."""
 
+    # Outputs every resource of the class has (azure-native's ``name``), besides those named by ``outputs``.
+    always_outputs: ClassVar[tuple[str, ...]] = ()
+
     def __init__(
         self,
-        token: str,
+        kind: str,
         name: str,
         props: Mapping[str, Any],
         opts: pulumi.ResourceOptions | None = None,
         *,
         outputs: Sequence[str] = (),
     ) -> None:
-        pulumi.CustomResource.__init__(self, *_registration(token, name, props, opts, outputs))
+        registration = _registration(self._type_token(kind), name, props, opts, (*self.always_outputs, *outputs))
+        pulumi.CustomResource.__init__(self, *registration)
+
+    @classmethod
+    def _type_token(cls, kind: str) -> str:
+        """The type token of a resource of ``kind``: here the token itself; the subclasses' own kinds."""
+        return kind
 
     def output(self, key: str) -> pulumi.Output[Any]:
         value = self.__dict__.get(key)
@@ -127,17 +137,11 @@ class _Azure(Declared):
     """An azure-native resource; ``kind`` as in its type token, ``network:VirtualNetwork``. Its Azure
     ``name`` is always readable (``output("name")``), as a typed class's ``.name`` is."""
 
-    def __init__(
-        self,
-        kind: str,
-        name: str,
-        props: Mapping[str, Any],
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        outputs: Sequence[str] = (),
-    ) -> None:
-        registration = _registration(f"azure-native:{kind}", name, props, opts, ("name", *outputs))
-        pulumi.CustomResource.__init__(self, *registration)
+    always_outputs = ("name",)
+
+    @classmethod
+    def _type_token(cls, kind: str) -> str:
+        return f"azure-native:{kind}"
 
 
 if TYPE_CHECKING:
@@ -158,35 +162,23 @@ class kubernetes(Declared):  # noqa: N801 - called like the function it replaced
         pulumi.CustomResource.__init__(self, *_registration(token, name, manifest, opts, ()))
 
 
-class tls(Declared):  # noqa: N801 - as kubernetes
-    def __init__(
-        self,
-        kind: str,
-        name: str,
-        props: Mapping[str, Any],
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        outputs: Sequence[str] = (),
-    ) -> None:
-        pulumi.CustomResource.__init__(self, *_registration(_index_token("tls", kind), name, props, opts, outputs))
+class _Bridged(Declared):
+    """A resource of a bridged provider (``package``), by its kind: ``tls("PrivateKey", ...)``."""
+
+    package: ClassVar[str]
+
+    @classmethod
+    def _type_token(cls, kind: str) -> str:
+        """A bridged provider's token: ``tls:index/privateKey:PrivateKey``."""
+        return f"{cls.package}:index/{kind[0].lower()}{kind[1:]}:{kind}"
 
 
-class random(Declared):  # noqa: N801 - as kubernetes
-    def __init__(
-        self,
-        kind: str,
-        name: str,
-        props: Mapping[str, Any],
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        outputs: Sequence[str] = (),
-    ) -> None:
-        pulumi.CustomResource.__init__(self, *_registration(_index_token("random", kind), name, props, opts, outputs))
+class tls(_Bridged):  # noqa: N801 - as kubernetes
+    package = "tls"
 
 
-def _index_token(package: str, kind: str) -> str:
-    """A bridged provider's token: ``tls:index/privateKey:PrivateKey``."""
-    return f"{package}:index/{kind[0].lower()}{kind[1:]}:{kind}"
+class random(_Bridged):  # noqa: N801 - as kubernetes
+    package = "random"
 
 
 def provider(
