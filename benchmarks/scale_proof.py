@@ -55,6 +55,7 @@ from tests.e2e.cluster import (  # noqa: E402
     Cluster,
     boot,
     objects_in_apply_order,
+    unit_argv,
 )
 from tests.e2e.fleet import Fleet, fleet_pools, settle, split  # noqa: E402
 from tests.e2e.hosts import wait_for  # noqa: E402
@@ -370,7 +371,7 @@ def _startup_seconds(pod: dict) -> float | None:
 def set_events_override(cluster: Cluster, on: bool) -> None:
     """Restarts the apiservers one at a time with or without ``--etcd-servers-overrides``."""
     for machine, host, processes in cluster.control_plane:
-        argv = machine.unit(APISERVER_UNIT).exec_start
+        argv = unit_argv(machine, host, APISERVER_UNIT)  # as systemd runs it: its ${MACHINE_ADDRESS} replaced
         if not on:
             argv = [a for a in argv if not a.startswith(EVENTS_OVERRIDE_FLAG)]
         processes[APISERVER_UNIT].stop()
