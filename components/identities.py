@@ -107,3 +107,29 @@ def grant_autoscaler(
             principal_id=identities.principal_ids[roles.AUTOSCALER_IDENTITY],
             role_definition_id=definitions[role],
         )
+
+
+def grant_join_approver(
+    name: str,
+    identities: RoleIdentities,
+    *,
+    cluster_name: str,
+    node_resource_group_id: pulumi.Input[str],
+    nat_host_ids: Mapping[str, pulumi.Input[str]],
+    subscription_id: pulumi.Input[str],
+) -> None:
+    """The apiservers' read of the VMs a node may join as: the node certificates' approver asks Azure Resource
+    Manager for the VM a joining node names (its ``vmId`` and computer name; infra/control_plane/csr_approval.py).
+    Reader on the node group (every pool's scale-set instances) and on each NAT host, nothing else."""
+    reader = role_definition(subscription_id, READER_ROLE)
+    for suffix, key, scope in [("nodes", "nodes", node_resource_group_id)] + [
+        (f"nat-{host}", f"nat/{host}", scope) for host, scope in sorted(nat_host_ids.items())
+    ]:
+        grant(
+            identities,
+            f"{name}-join-approver-{suffix}",
+            key=f"{cluster_name}/join-approver/{key}",
+            scope=scope,
+            principal_id=identities.principal_ids[roles.APISERVER.identity],
+            role_definition_id=reader,
+        )

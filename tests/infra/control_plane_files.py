@@ -7,6 +7,7 @@ import functools
 from infra.cluster.cluster_spec import ClusterSpec, build_cluster_spec
 from infra.control_plane.apiserver_machine import ApiserverMachine, apiserver_machines
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
+from plan.artifacts import file_content
 from tests.helpers import load_yaml, raw_config
 
 
@@ -31,7 +32,7 @@ def machines(stack: str = "prod") -> tuple[ApiserverMachine, ...]:
 def files(machine: ApiserverMachine) -> dict[str, str]:
     """``{path on the machine: content}`` from the machine's rendered cloud-init."""
     document = load_yaml(machine.cloud_init)
-    return {entry["path"]: entry["content"] for entry in document["write_files"]}
+    return {entry["path"]: file_content(entry) for entry in document["write_files"]}
 
 
 def unit_flags(unit: str) -> dict[str, str]:

@@ -1,0 +1,191 @@
+"""A new node's client certificate needs Azure's word on the machine: nothing approves a request sent with the
+bootstrap token but the approver on the apiservers, and it approves one only when Azure's attested document,
+made for the request's own key, and Azure Resource Manager's record of the VM say the request's name is that
+VM's, of a scale set or NAT host the program renders. Each refusal beside the genuine request it differs from.
+The documents are signed as the box's IMDS stand-in signs them (tests/e2e/imds.py), with a test root in place of
+Azure's. Against the real apiserver: tests/e2e/test_node_labels.py."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import importlib.util
+import json
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+import machine as programs
+from infra.config import naming
+from infra.config.sizing import shards
+from infra.control_plane import cluster_objects, csr_approval
+from infra.facts import attestation
+from tests.e2e import imds
+from tests.e2e.attestation import ROOT_FILE, Attestation
+from tests.helpers import parsed, require_tool
+
+STACK = "dev"
+
+
+@pytest.fixture(scope="module")
+def approver():
+    spec = importlib.util.spec_from_file_location("csr_approver", programs.path("control_plane/csr_approver.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    require_tool("openssl")
+    return Attestation(tmp_path_factory.mktemp("attestation"))
+
+
+@pytest.fixture(scope="module")
+def config(box):
+    rendered = json.loads(csr_approval.approver_config(parsed(STACK)))
+    return box.approver_config(rendered, str(box.directory / ROOT_FILE))
+
+
+def _instance(stack_config, index: int = 7) -> tuple[str, str]:
+    """``(node name, resource ID)`` of an instance of the first pool's first scale set, as Azure names them."""
+    shard = shards(stack_config.node_pools[0])[0]
+    name = f"{naming.computer_name_prefix(shard.name)}00000{index}"
+    group = naming.node_resource_group(stack_config.cluster_name)
+    scale_set = naming.scale_set(stack_config.cluster_name, shard.name)
+    resource = (
+        f"/subscriptions/{imds.SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Compute/"
+        f"virtualMachineScaleSets/{scale_set}/virtualMachines/{index}"
+    )
+    return name, resource
+
+
+class FakeAzure:
+    def __init__(self, records):
+        self.records = records
+
+    def subscription(self):
+        return imds.SUBSCRIPTION
+
+    def vm(self, resource_id):
+        return self.records.get(resource_id)
+
+
+def _join(box, name, resource, vm_id, *, key=None, document_key=None, directory=None, nonce=None, annotated=True):
+    """A request as the node's join program sends it, and its document (made for ``document_key``'s nonce)."""
+    key = key or ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, attestation.NODES_GROUP),
+            x509.NameAttribute(NameOID.COMMON_NAME, attestation.NODE_USER_PREFIX + name),
+        ]
+    )
+    pem = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
+    spki = (
+        (document_key or key)
+        .public_key()
+        .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    nonce = nonce or hashlib.sha256(spki).hexdigest()[: attestation.NONCE_LENGTH]
+    document = imds.attested_document(nonce, vm_id, directory or box.directory)
+    annotations = {attestation.DOCUMENT_ANNOTATION: document, attestation.VM_ANNOTATION: resource}
+    return {
+        "metadata": {"name": f"node-join-{name}", "annotations": annotations if annotated else {}},
+        "spec": {
+            "signerName": attestation.KUBELET_CLIENT_SIGNER,
+            "request": base64.b64encode(pem.public_bytes(serialization.Encoding.PEM)).decode(),
+            "username": "system:bootstrap:abc123",
+            "groups": ["system:bootstrappers", attestation.BOOTSTRAP_GROUP, "system:authenticated"],
+            "usages": ["digital signature", "client auth"],
+        },
+    }
+
+
+def _now():
+    return datetime.datetime.now(datetime.UTC)
+
+
+def test_the_controller_manager_approves_no_request_sent_with_the_bootstrap_token():
+    """Its csrapproving approves a new node's request when the requester may create ``nodeclient``: the token's
+    group is granted node-bootstrapper (create CSRs) and nothing else; renewals stay the node's own."""
+    bindings = [o for o in cluster_objects.node_join_rbac() if o["kind"] == "ClusterRoleBinding"]
+    token = [b["roleRef"]["name"] for b in bindings if b["subjects"][0]["name"] == attestation.BOOTSTRAP_GROUP]
+    assert token == ["system:node-bootstrapper"]
+    renewals = [b["subjects"][0]["name"] for b in bindings if b["roleRef"]["name"].endswith(":selfnodeclient")]
+    assert renewals == [attestation.NODES_GROUP]
+
+
+def test_the_genuine_request_of_a_rendered_vm_is_approved(approver, box, config):
+    name, resource = _instance(parsed(STACK))
+    vm_id = "2f6b9e0a-0000-4000-8000-000000000007"
+    azure = FakeAzure({resource: {"properties": {"vmId": vm_id, "osProfile": {"computerName": name}}}})
+    verdict, reason = approver.decide_client(_join(box, name, resource, vm_id), config, azure, _now())
+    assert verdict == approver.Verdict.APPROVE, reason
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "no document",
+        "another key's document",
+        "another VM's name",
+        "another VM's document",
+        "a scale set the program does not render",
+        "signed under another root",
+        "stale",
+    ],
+)
+def test_a_request_without_azures_word_for_its_name_is_denied(approver, box, config, case, tmp_path):
+    stack_config = parsed(STACK)
+    name, resource = _instance(stack_config)
+    vm_id = "2f6b9e0a-0000-4000-8000-000000000007"
+    record = {"properties": {"vmId": vm_id, "osProfile": {"computerName": name}}}
+    records = {resource: record}
+    now = _now()
+    kwargs = {}
+    claimed_name, claimed_resource, claimed_vm = name, resource, vm_id
+    if case == "another key's document":  # a document read from another node's request, sent with a new key
+        kwargs["document_key"] = ec.generate_private_key(ec.SECP256R1())
+    elif case == "another VM's name":  # a genuine document of this VM, claiming a name that is not its own
+        claimed_name = _instance(stack_config, 8)[0]
+    elif case == "another VM's document":  # the document of a VM other than the one named
+        claimed_vm = "2f6b9e0a-0000-4000-8000-000000000099"
+    elif case == "a scale set the program does not render":
+        claimed_resource = resource.replace(naming.node_resource_group(stack_config.cluster_name), "someone-elses-rg")
+        records[claimed_resource] = record
+    elif case == "signed under another root":
+        other = Attestation(tmp_path / "other")
+        kwargs["directory"] = other.directory
+    elif case == "stale":
+        now += datetime.timedelta(hours=1)
+    csr = _join(box, claimed_name, claimed_resource, claimed_vm, annotated=case != "no document", **kwargs)
+    verdict, reason = approver.decide_client(csr, config, FakeAzure(records), now)
+    assert verdict == approver.Verdict.DENY, (case, reason)
+
+
+def test_an_azure_that_does_not_answer_leaves_the_request_pending(approver, box, config):
+    name, resource = _instance(parsed(STACK))
+
+    class Down(FakeAzure):
+        def vm(self, resource_id):
+            raise OSError("management.azure.com unreachable")
+
+    csr = _join(box, name, resource, "2f6b9e0a-0000-4000-8000-000000000007")
+    with pytest.raises(OSError):
+        approver.decide_client(csr, config, Down({}), _now())
+
+
+def test_the_approver_and_the_join_program_agree_on_every_fact_they_share():
+    """The annotations, nonce length and signer the node renders are what every apiserver's approver reads."""
+    from infra.node import join
+
+    node = json.loads(join.join_config("https://10.0.0.4:6443"))
+    approver_config = json.loads(csr_approval.approver_config(parsed(STACK)))
+    for key in ("document_annotation", "vm_annotation", "nonce_length"):
+        assert node[key] == approver_config[key]
+    assert node["signer"] == approver_config["client_signer"]
+    assert approver_config["attestation_signer"] == "metadata.azure.com"
