@@ -8,7 +8,9 @@ With ``--diff OLD_DIR`` it then compares the new plan with an earlier one (OLD_D
 the output directory itself: it is read first), prints the diff and writes it to
 ``<out>/diff.md``. OLD_DIR stands for the last deploy: its ``outputs.json`` is what the
 program reads as its own stack's previous outputs (a pool dropped without being retired
-there is refused, exit 2), unless ``--stack-outputs`` gives that stack's outputs.
+there is refused, exit 2), unless ``--stack-outputs`` gives that stack's outputs. The program asks
+Azure where the apiserver scale set's rolling upgrade stands; offline it takes it as finished, unless
+``--apiserver-rollout FILE`` gives it (what ``az`` reports: ``rolling_upgrade_file``).
 Exit 0: nothing changed; 1: something changed; 4: something changed that replaces,
 deletes or unprotects a protected or stateful resource, takes more than one control-plane,
 etcd or NAT machine down, or sends a capacity to a live scale set; 2 when OLD_DIR is not a plan;
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import shutil
 import sys
 import tempfile
@@ -27,12 +30,13 @@ from typing import Any
 
 from infra.config.cluster_config import LOCATION_KEY, ClusterConfig, parse_config
 from infra.config.errors import ConfigError
+from infra.day2.deploy_rules import RollingUpgrade
 from infra.day2.previous_outputs import check_previous_outputs
 from infra.network.addressing import plan_addresses
 from plan.artifacts import PLAN_MARKER, holds_plan, plan_files, write_plan
 from plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
 from plan.diff_report import render_diff
-from plan.runner import ProgramHung, own_stack_name, run_program
+from plan.runner import ROLLOUT_FINISHED, ProgramHung, own_stack_name, run_program
 from plan.secret_scan import scan_files
 from plan.stackfile import PROJECT_DIR, load_stack_config, load_stack_outputs, namespace_values
 from plan.summary import render_summary
@@ -72,6 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         "(default: example outputs for the hub stack, marked as such in the summary)",
     )
     parser.add_argument(
+        "--apiserver-rollout",
+        type=Path,
+        metavar="FILE",
+        help="JSON {latest: ..., latestModelApplied: [...]}: where the apiserver scale set's rolling upgrade "
+        "stands, as az reports it (default: finished)",
+    )
+    parser.add_argument(
         "--diff",
         type=Path,
         metavar="OLD_DIR",
@@ -93,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             stack_outputs.setdefault(
                 own_stack_name(args.stack), dict(check_previous_outputs(old.outputs, source, required=True))
             )
-        run = run_program(args.stack, config, stack_outputs)
+        rolling = rolling_upgrade_file(args.apiserver_rollout) if args.apiserver_rollout else ROLLOUT_FINISHED
+        run = run_program(args.stack, config, stack_outputs, rolling)
     except (ConfigError, PlanDirectoryError, ProgramHung) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -151,6 +163,24 @@ def given_stack_outputs(
             # An empty object here is stated, not fallen back to: this stack has not been deployed yet.
             check_previous_outputs(outputs, f"--stack-outputs {own}")
     return dict(given)
+
+
+def rolling_upgrade_file(path: Path) -> RollingUpgrade:
+    """``--apiserver-rollout``: what a deploy reads from Azure before it plans (components/stack_config.py):
+    ``latest``, the scale set's latest rolling upgrade as ``az vmss rolling-upgrade get-latest`` prints it (null
+    when it never had one), and ``latestModelApplied``, each instance's, as ``az vmss list-instances`` lists it."""
+    accepted = "a JSON file holding latest (an object or null) and latestModelApplied (a list of true/false)"
+    try:
+        given = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError("--apiserver-rollout", str(path), f"{accepted} ({error})") from error
+    latest = given.get("latest") if isinstance(given, dict) else None
+    applied = given.get("latestModelApplied") if isinstance(given, dict) else None
+    if not isinstance(latest, (dict, type(None))) or not (
+        isinstance(applied, list) and all(isinstance(a, bool) for a in applied)
+    ):
+        raise ConfigError("--apiserver-rollout", str(path), accepted)
+    return RollingUpgrade(latest, tuple(applied))
 
 
 def exit_code(diff: PlanDiff) -> int:

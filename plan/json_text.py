@@ -21,12 +21,21 @@ from typing import Any
 import orjson
 
 _OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-# Characters json escapes under ensure_ascii that orjson writes as they are; outside a string orjson
-# writes only ASCII, so escaping them where they stand is escaping them inside their strings.
-_UNESCAPED = re.compile("[\x7f-\U0010ffff]")
 # How orjson spells a float under 1e-4: in decimal (0.00001) or with a one-digit exponent (3e-7), where
-# json writes 1e-05 and 3e-07. A match inside a string only costs the slower encoder.
-_SMALL_FLOAT = re.compile(r"0\.0000|e-\d(?!\d)")
+# json writes 1e-05 and 3e-07; each found from its literal (one pattern with both alternatives would try
+# every position of a 5 MB text), and only on a line that does not end in a string. Indented, every
+# scalar stands on a line of its own (``"key": value,`` or ``value,``), so on a line that ends with a quote
+# the literal is inside a string: a GUID (``9980e02c-c2be``) or a name (``tie-3``), which every plan holds.
+# A match anywhere else (a key, a line opening an object) only costs the slower encoder.
+_SMALL_FLOATS = (
+    re.compile(r"0\.0000[^\n]*(?<!\")(?<!\",)$", re.MULTILINE),
+    re.compile(r"e-\d(?!\d)[^\n]*(?<!\")(?<!\",)$", re.MULTILINE),
+)
+# Characters json escapes under ensure_ascii that orjson writes as they are: DEL and whatever is not ASCII
+# (looked for only where the text is not all ASCII, which Python knows of every string without reading it).
+# Outside a string orjson writes only ASCII, so escaping them where they stand is escaping them inside
+# their strings.
+_UNESCAPED = re.compile("[\x7f-\U0010ffff]")
 
 
 def json_text(value: Any, *, sort_keys: bool = False) -> str:
@@ -35,9 +44,9 @@ def json_text(value: Any, *, sort_keys: bool = False) -> str:
         text = orjson.dumps(value, option=_OPTIONS | (orjson.OPT_SORT_KEYS if sort_keys else 0)).decode()
     except orjson.JSONEncodeError:
         return json.dumps(value, indent=2, sort_keys=sort_keys)
-    if _SMALL_FLOAT.search(text):
+    if any(pattern.search(text) for pattern in _SMALL_FLOATS):
         return json.dumps(value, indent=2, sort_keys=sort_keys)
-    if _UNESCAPED.search(text):
+    if not text.isascii() or "\x7f" in text:
         text = _UNESCAPED.sub(_escaped, text)
     return text
 

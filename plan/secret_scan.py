@@ -65,12 +65,19 @@ def scan_values(text: str, secret_values: Iterable[str]) -> list[Finding]:
 
 def scan_files(files: dict[str, str], secret_values: Iterable[str] = ()) -> list[Finding]:
     """Scans ``{path: text}`` for the patterns and for ``secret_values``; identical texts (a pool's shards)
-    are scanned once."""
+    are scanned once.
+
+    A value holding a private key's header (most of them: every TLS key the mocks hand out) can only be in a
+    text where the private-key pattern, which needs nothing around its match, found one: it is looked for
+    only there, with the same findings as everywhere (a 30,000-node plan: 28 of 36 values, 21 MB each)."""
     values = sorted(set(secret_values))
+    unkeyed = [value for value in values if not _PATTERNS["private key"].search(value)]
     findings: list[Finding] = []
     verdicts: dict[str, list[Finding]] = {}
     for path, text in sorted(files.items()):
         if text not in verdicts:
-            verdicts[text] = scan_text("", text) + scan_values(text, values)
+            found = scan_text("", text)
+            keyed = any(finding.kind == "private key" for finding in found)
+            verdicts[text] = found + scan_values(text, values if keyed else unkeyed)
         findings += [Finding(path, f.kind, f.line) for f in verdicts[text]]
     return findings

@@ -18,11 +18,10 @@ from infra.addons import monitoring
 from infra.addons.monitoring import alertmanager, credential
 from tests.e2e import pod_processes
 from tests.e2e.cluster import Cluster, Node
-from tests.e2e.hosts import Process, wait_for
-from tests.e2e.prometheus import curl_credential
+from tests.e2e.hosts import Process
+from tests.e2e.prometheus import curl_credential, wait_ready
 from tests.helpers import monitoring_tool
 
-READY_TIMEOUT = 60
 DATA_DIR = "/alertmanager"  # the StatefulSet's --storage.path, an emptyDir
 
 
@@ -89,17 +88,5 @@ def start_replica(cluster: Cluster, replica: int, names: dict[str, str]) -> Repl
         pod_processes.environment(pod, spec),
     )
     running = Replica(cluster, pod, node, process, address)
-    wait_for(
-        f"{pod_name(replica)} to answer /-/ready",
-        lambda: (
-            cluster.network.run(
-                node.host,
-                ["curl", "-sf", "--max-time", "5", *curl_credential(cluster), running.url + "/-/ready"],
-                check=False,
-            ).returncode
-            == 0
-        ),
-        timeout=READY_TIMEOUT,
-        on_timeout=lambda: process.output()[-3000:],
-    )
+    wait_ready(cluster, node, running.url, process, pod_name(replica))
     return running

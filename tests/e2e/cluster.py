@@ -85,15 +85,20 @@ BOOT_TIMEOUT = 180
 JOIN_TIMEOUT = 180
 
 
-def plan_stack(stack: str, out: Path, overrides: list[str], last_deploy: Path | None = None) -> Plan:
+def plan_stack(
+    stack: str, out: Path, overrides: list[str], last_deploy: Path | None = None, apiserver_rollout: Path | None = None
+) -> Plan:
     """Writes the offline plan of ``stack`` (the same CLI a user runs) and loads it. With ``last_deploy`` (an
     earlier plan's folder) it is the next deploy: the program reads that plan's outputs as its last deploy's
-    (``--diff``), and the plan diff must show no danger (exit 0 or 1, not 4)."""
+    (``--diff``), and the plan diff must show no danger (exit 0 or 1, not 4). ``apiserver_rollout``: where the
+    apiserver scale set's rolling upgrade stands, as the deploy reads it from Azure (``--apiserver-rollout``)."""
     argv = [sys.executable, "-m", "plan", "--stack", stack, "--out", str(out)]
     for override in overrides:
         argv += ["--config", override]
     if last_deploy is not None:
         argv += ["--diff", str(last_deploy)]
+    if apiserver_rollout is not None:
+        argv += ["--apiserver-rollout", str(apiserver_rollout)]
     result = subprocess.run(argv, capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)
     assert result.returncode in ((0,) if last_deploy is None else (0, 1)), (
         f"python -m plan --stack {stack} exited {result.returncode}:\n{(result.stderr or result.stdout)[-3000:]}"

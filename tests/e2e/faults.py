@@ -349,21 +349,21 @@ def lease_holder(cluster: Cluster, lease: str, via: Machine) -> str | None:
 # ---------------------------------------------------------------------------------- an apiserver VM replaced
 
 
-def repair_signal(cluster: Cluster, machine: Machine) -> float:
+def health_signal(cluster: Cluster, machine: Machine, healthy: bool = False, timeout: float = 60) -> float:
     """When (unix s) the apiserver scale set's rendered health signal (its Application Health extension's
-    ``requestPath`` on the machine, anonymous, every ``intervalInSeconds``) has failed ``numberOfProbes`` times
-    in a row: what automatic repairs replace an instance on. Azure's grace period (minutes) is not waited
-    (docs/cluster-in-a-box.md)."""
+    ``requestPath`` on the machine, anonymous, every ``intervalInSeconds``) has answered ``healthy`` (200) or not
+    ``numberOfProbes`` times in a row: the state change automatic repairs (unhealthy) and a rolling upgrade's
+    next batch (healthy) wait for. Azure's grace period (minutes) is not waited (docs/cluster-in-a-box.md)."""
     probe = cluster.plan.repair_probe()
-    url, failed = f"https://{machine.ip}:{probe['port']}", 0
-    deadline = time.time() + 60 + probe["intervalInSeconds"] * probe["numberOfProbes"]
-    while failed < probe["numberOfProbes"]:
-        assert time.time() < deadline, f"{machine.name}'s repair signal never failed {probe['numberOfProbes']} times"
+    url, seen = f"https://{machine.ip}:{probe['port']}", 0
+    deadline = time.time() + timeout + probe["intervalInSeconds"] * probe["numberOfProbes"]
+    while seen < probe["numberOfProbes"]:
+        state = "healthy" if healthy else "unhealthy"
+        assert time.time() < deadline, f"{machine.name}'s health signal never {state} {probe['numberOfProbes']} times"
         asked = time.time()
-        failed = failed + 1 if cluster.raw(probe["requestPath"], anonymous=True, url=url, timeout=2)[0] != 200 else 0
-        time.sleep(
-            max(0.0, asked + probe["intervalInSeconds"] - time.time()) if failed < probe["numberOfProbes"] else 0
-        )
+        answered = cluster.raw(probe["requestPath"], anonymous=True, url=url, timeout=2)[0] == 200
+        seen = seen + 1 if answered is healthy else 0
+        time.sleep(max(0.0, asked + probe["intervalInSeconds"] - time.time()) if seen < probe["numberOfProbes"] else 0)
     return time.time()
 
 
@@ -399,7 +399,7 @@ def lose_and_replace_apiserver(
     (``new_vm``: ``replacement``'s rendered files, default the lost machine's, and ``binaries``) starts the
     control-plane units. Without ``replacement`` that is the box's stand-in for Azure's automatic repair: it
     replaces the instance once the scale set's rendered health signal has failed as often as the extension
-    counts (``repair_signal``), with the model's files, on the address the lost one freed. Returns once the
+    counts (``health_signal``), with the model's files, on the address the lost one freed. Returns once the
     load balancer takes the new machine in."""
     machines = [m for m, _, _ in cluster.control_plane]
     victim, host, _ = cluster.control_plane[index]
@@ -449,7 +449,7 @@ def lose_and_replace_apiserver(
         }
     finally:
         # Azure's automatic repairs replace an instance on the rendered health signal: the box's stand-in too.
-        repaired_on = repair_signal(cluster, victim) if replacement is None else None
+        repaired_on = health_signal(cluster, victim) if replacement is None else None
         replaced_at = time.time()
         machine = replacement or victim
         new_vm(cluster, host, machine, binaries)

@@ -219,10 +219,25 @@ class Plan:
             )
         return result
 
+    def apiserver_scale_set(self) -> dict[str, Any]:
+        """The apiserver scale set (the one scale set with a machine role tag)."""
+        (vmss,) = [r for r in self.of_type(SCALE_SET) if tags.MACHINE_ROLE in (r["inputs"].get("tags") or {})]
+        return vmss
+
+    def apiserver_model(self) -> dict[str, Any]:
+        """The apiserver scale set's model as Azure keeps it: its size and its instances' profile (image,
+        cloud-init, extensions). A deploy that changes it starts a rolling upgrade."""
+        inputs = self.apiserver_scale_set()["inputs"]
+        return {"sku": inputs["sku"]["name"], "virtualMachineProfile": inputs["virtualMachineProfile"]}
+
+    def rolling_upgrade_policy(self) -> dict[str, Any]:
+        """The apiserver scale set's rendered ``upgradePolicy.rollingUpgradePolicy``."""
+        return self.apiserver_scale_set()["inputs"]["upgradePolicy"]["rollingUpgradePolicy"]
+
     def apiserver_instances(self) -> list[Machine]:
         """The apiserver scale set's instances (``sku.capacity`` of them), named as Azure names them, each on the
         next free address of its subnet (below)."""
-        (vmss,) = [r for r in self.of_type(SCALE_SET) if tags.MACHINE_ROLE in (r["inputs"].get("tags") or {})]
+        vmss = self.apiserver_scale_set()
         profile = vmss["inputs"]["virtualMachineProfile"]
         (ip_configuration,) = profile["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"]
         subnet = self.subnets()[_subnet_key(ip_configuration["subnet"]["id"])]
@@ -236,8 +251,7 @@ class Plan:
     def repair_probe(self) -> dict[str, Any]:
         """The apiserver scale set's health signal, as rendered: its Application Health extension's settings
         (``requestPath``, ``intervalInSeconds``, ``numberOfProbes``, ...), which automatic repairs act on."""
-        (vmss,) = [r for r in self.of_type(SCALE_SET) if tags.MACHINE_ROLE in (r["inputs"].get("tags") or {})]
-        extensions = vmss["inputs"]["virtualMachineProfile"]["extensionProfile"]["extensions"]
+        extensions = self.apiserver_scale_set()["inputs"]["virtualMachineProfile"]["extensionProfile"]["extensions"]
         (health,) = [e for e in extensions if e["type"] == "ApplicationHealthLinux"]
         return health["settings"]
 

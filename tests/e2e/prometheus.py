@@ -89,6 +89,22 @@ def curl_credential(cluster: Cluster) -> list[str]:
     return ["--user", f"{credential.USER}:{cluster.pki.monitoring_password}"]
 
 
+def wait_ready(cluster: Cluster, node: Node, url: str, process: Process, name: str) -> None:
+    """Waits until ``url``'s ``/-/ready`` answers the credential from ``node`` (Prometheus's and Alertmanager's
+    readiness path); on timeout the failure shows the end of ``process``'s output."""
+    wait_for(
+        f"{name} to answer /-/ready",
+        lambda: (
+            cluster.network.run(
+                node.host, ["curl", "-sf", "--max-time", "5", *curl_credential(cluster), url + "/-/ready"], check=False
+            ).returncode
+            == 0
+        ),
+        timeout=READY_TIMEOUT,
+        on_timeout=lambda: process.output()[-3000:],
+    )
+
+
 def status(cluster: Cluster, node: Node, url: str, *curl: str) -> int:
     """The HTTP status of a request from ``node`` (``curl``: more of curl's arguments, a credential or a method)."""
     result = cluster.network.run(
@@ -163,19 +179,7 @@ def start_shard(
         {**pod_processes.environment(pod, spec), "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port},
     )
     running = Shard(cluster, shard, replica, pod["metadata"]["name"], node, process, address)
-    wait_for(
-        f"{running.pod} to answer /-/ready",
-        lambda: (
-            cluster.network.run(
-                node.host,
-                ["curl", "-sf", "--max-time", "5", *curl_credential(cluster), running.url + "/-/ready"],
-                check=False,
-            ).returncode
-            == 0
-        ),
-        timeout=READY_TIMEOUT,
-        on_timeout=lambda: process.output()[-3000:],
-    )
+    wait_ready(cluster, node, running.url, process, running.pod)
     return running
 
 

@@ -533,8 +533,9 @@ def test_every_kubelet_scrape_verifies_the_kubelet_with_the_cluster_ca(stack):
 
 
 def _stack_clients(groups) -> list[tuple[str, dict]]:
-    """Every client configuration the program renders that calls Prometheus or Alertmanager: each shard's
-    alerting and every scrape job whose targets are the stack's own Services, and Grafana's data sources."""
+    """Every client configuration the program renders that calls the monitoring stack: each shard's alerting,
+    every scrape job whose targets are the stack's own Services or pods it discovers in the stack's namespace
+    (kube-state-metrics), and Grafana's data sources."""
     stack_host = re.compile(rf"\.{monitoring.NAMESPACE}\.svc:({monitoring.PORT}|{alertmanager.PORT})$")
     found = []
     for shard, document in _configs().items():
@@ -542,13 +543,15 @@ def _stack_clients(groups) -> list[tuple[str, dict]]:
             found.append((f"{shard} alerting[{index}]", sender))
         for job in document["scrape_configs"]:
             targets = [t for group in job.get("static_configs", []) for t in group["targets"]]
-            if any(stack_host.search(t) for t in targets):
+            in_stack = [sd.get("namespaces", {}).get("names") for sd in job.get("kubernetes_sd_configs", [])]
+            if any(stack_host.search(t) for t in targets) or [monitoring.NAMESPACE] in in_stack:
                 found.append((f"{shard} {job['job_name']}", job))
     return found
 
 
-def test_every_client_of_prometheus_and_alertmanager_presents_the_stacks_credential():
-    """Today's design failed here: no client carried a credential (the APIs asked for none)."""
+def test_every_client_of_the_monitoring_stack_presents_the_stacks_credential():
+    """Today's design failed here: no client carried a credential (the APIs asked for none); and then again on the
+    scrape of kube-state-metrics, which asked for none either."""
     groups = groups_for("prod")
     clients = _stack_clients(groups)
     assert {name.split(" ", 1)[1] for name, _ in clients} >= {
@@ -556,6 +559,7 @@ def test_every_client_of_prometheus_and_alertmanager_presents_the_stacks_credent
         rules.JOB_PROMETHEUS,
         rules.JOB_PROMETHEUS_PEERS,
         rules.JOB_ALERTMANAGER,
+        rules.JOB_KUBE_STATE_METRICS,
     }
     expected = {"username": credential.USER, "password_file": f"{credential.MOUNT_DIR}/{credential.PASSWORD}"}
     for name, client in clients:
@@ -596,6 +600,19 @@ def test_prometheus_alertmanager_and_grafana_serve_only_with_the_secret_mounted_
                 assert command[0] in ("promtool", "amtool") and command[-1] == (
                     f"--http.config.file={credential.MOUNT_DIR}/{credential.CLIENT_CONFIG}"
                 ), (name, probe)
+
+
+def test_kube_state_metrics_serves_only_with_the_stacks_web_config_and_its_probe_asks_nothing_it_cannot_have():
+    """On the design before this it had no --tls-config: /metrics (and /debug/pprof) answered anyone on the
+    system pools."""
+    pod = find(groups_for("prod"), "Deployment", exporters.KUBE_STATE_METRICS)["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert f"--tls-config={credential.MOUNT_DIR}/{credential.WEB_CONFIG}" in container["args"]
+    assert {"name": "access", "secret": {"secretName": credential.SECRET, "defaultMode": 0o444}} in pod["volumes"]
+    assert {"name": "access", "mountPath": credential.MOUNT_DIR, "readOnly": True} in container["volumeMounts"]
+    # Every path asks for the credential, so an httpGet probe would be refused with 401 and the pod never ready.
+    assert not any("httpGet" in container.get(probe, {}) for probe in ("readinessProbe", "livenessProbe"))
+    assert container["readinessProbe"] == {"tcpSocket": {"port": exporters.KUBE_STATE_METRICS_PORT}}
 
 
 def test_the_rendered_web_and_client_configs_pass_the_real_promtool(tmp_path: Path):

@@ -48,6 +48,21 @@ def test_a_value_handed_out_as_a_secret_is_found_verbatim_wherever_it_is():
     ]
 
 
+def test_a_private_key_handed_out_is_found_verbatim_as_well_as_by_its_pattern():
+    """Values holding a key's header are looked for only where the key pattern found one: the same findings."""
+    from plan.secret_scan import scan_files
+
+    key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----\n"
+    files = {"a.pem": "x\n" + key, "b.pem": "-----BEGIN PRIVATE KEY-----\nother\n", "c": "MIIEabc\n"}
+    assert [(f.path, f.kind, f.line) for f in scan_files(files, {key, "3q2+7w==", "MIIEabc"})] == [
+        ("a.pem", "private key", 2),
+        ("a.pem", "secret value handed out by a provider", 2),
+        ("a.pem", "secret value handed out by a provider", 3),
+        ("b.pem", "private key", 1),
+        ("c", "secret value handed out by a provider", 1),
+    ]
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_real_plans_hold_no_secret_pattern_and_none_of_the_secret_values(stack, dev_plan, prod_plan):
     """Every file of the plan (resources.json, outputs.json, every rendered file), and in particular every

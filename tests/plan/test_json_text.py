@@ -38,6 +38,7 @@ def test_any_json_value_is_written_as_json_dumps_writes_it(value, sort_keys):
     "value",
     [
         {"note": "café ☃ 😀", "del": "\x7f", "control": "\x00\x1f", "separator": "\u2028"},
+        {"only DEL, in otherwise ASCII text": "\x7f"},
         [1e-05, 3e-07, 1e-10, 0.0001, -2.5e-06, 1e16, 1e22, -0.0, 0.1],
         [2**63, -(2**63), 2**64, -(2**70)],
         {"text that looks like a small float": "0.00001 and 3e-7"},
@@ -63,3 +64,23 @@ def test_what_json_refuses_or_converts_is_left_to_json(value):
             json_text(value)
     else:
         assert json_text(value) == expected
+
+
+def test_a_plan_is_encoded_by_orjson_not_handed_to_json(prod_plan, monkeypatch):
+    """A small float's spelling is looked for only where a number stands: a role definition's GUID
+    (``.../9980e02c-...``) or a name like ``tie-3`` inside a string once sent every plan's
+    ``resources.json`` through ``json``'s pure-Python encoder."""
+    from plan import json_text as module
+    from plan.artifacts import recorded
+
+    resources = [recorded(r) for r in prod_plan.registrations]
+    expected = json.dumps(resources, indent=2)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("handed to json.dumps")
+
+    monkeypatch.setattr(module.json, "dumps", refused)
+    assert json_text(resources) == expected
+    assert json_text({"id": "/roleDefinitions/9980e02c-c2be-4d73-94e8", "e-5": "tie-3", "n": "0.00001"}) == (
+        '{\n  "id": "/roleDefinitions/9980e02c-c2be-4d73-94e8",\n  "e-5": "tie-3",\n  "n": "0.00001"\n}'
+    )

@@ -159,7 +159,8 @@ def test_a_run_walks_no_caller_frames_and_hands_back_its_errors_unchanged():
 
 def test_the_stack_recorded_with_each_resource_holds_no_harness_thread_or_runpy_frames(monkeypatch):
     """The SDK turns every frame below a resource's constructor into a source position, for every resource:
-    the plan runs the program's body on a bare thread, before the event loop runs (``runner._declared``)."""
+    the plan runs the program's body from a bare thread's first frame, before the event loop runs
+    (``run_declarations``)."""
     import pulumi.runtime.resource as sdk
 
     from tests.conftest import plan_stack
@@ -174,3 +175,9 @@ def test_the_stack_recorded_with_each_resource_holds_no_harness_thread_or_runpy_
     assert "threading.py" not in files, "threading.Thread's own frames"
     assert not files & {"base_events.py", "events.py", "sync_await.py", "stack.py"}, "the event loop's frames"
     assert all(frame.HasField("pc") for frame in frames), "runpy's frames (a frozen module: no position)"
+    runner_frames = {
+        sum(frame.pc.uri.endswith("/plan/runner.py") for frame in trace.frames)
+        for trace in recorded
+        if any(frame.pc.uri.endswith("/__main__.py") for frame in trace.frames)
+    }
+    assert runner_frames == {1}, "the program's body is called from the run's own thread frame, nothing between"

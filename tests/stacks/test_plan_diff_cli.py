@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from infra.control_plane.admission import NODE_LABELS_POLICY
+from infra.day2.deploy_rules import ROLLOUT_OUTPUT
 from plan.__main__ import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_DANGER, EXIT_OK, main
 from plan.diff import diff_plans, load_plan
 
@@ -193,3 +194,30 @@ def _no_previous_outputs(tmp_path):
     path = tmp_path / "none.json"
     path.write_text(json.dumps({"organization/supercluster/dev": {}}))
     return path
+
+
+def test_the_apiserver_rollout_az_reports_holds_the_nodes_back_until_it_is_done(dev_plan_dir, tmp_path, capsys):
+    """``--apiserver-rollout`` gives the offline plan what a deploy reads from Azure (components/stack_config.py):
+    while the scale set's rolling upgrade runs, a deploy leaves the nodes on their release; once every instance
+    is on the model, they follow."""
+    upgrade = ["--config", "kubernetesVersion=1.34.0", "--config", "machineImageVersion=1.1.0"]
+    model = tmp_path / "model"
+    assert main(["--stack", "dev", "--out", str(model), "--diff", str(dev_plan_dir), *upgrade]) == EXIT_CHANGED
+    node_release = load_plan(dev_plan_dir).outputs[ROLLOUT_OUTPUT]["nodeKubernetesVersion"]
+    assert load_plan(model).outputs[ROLLOUT_OUTPUT]["nodeKubernetesVersion"] == node_release
+    rolling = tmp_path / "rolling.json"
+    rolling.write_text(
+        json.dumps({"latest": {"runningStatus": {"code": "RollingForward"}}, "latestModelApplied": [False]})
+    )
+    held = ["--stack", "dev", "--out", str(tmp_path / "held"), "--diff", str(model), *upgrade]
+    assert main([*held, "--apiserver-rollout", str(rolling)]) == EXIT_OK
+    assert load_plan(tmp_path / "held").outputs[ROLLOUT_OUTPUT]["nodeKubernetesVersion"] == node_release
+    rolling.write_text(json.dumps({"latest": {"runningStatus": {"code": "Completed"}}, "latestModelApplied": [True]}))
+    followed = ["--stack", "dev", "--out", str(tmp_path / "followed"), "--diff", str(model), *upgrade]
+    assert main([*followed, "--apiserver-rollout", str(rolling)]) == EXIT_CHANGED
+    assert load_plan(tmp_path / "followed").outputs[ROLLOUT_OUTPUT]["nodeKubernetesVersion"] == "1.34.0"
+    capsys.readouterr()
+    rolling.write_text(json.dumps({"latest": None, "latestModelApplied": "all"}))
+    assert main([*followed, "--apiserver-rollout", str(rolling)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid config --apiserver-rollout" in err and "latestModelApplied" in err

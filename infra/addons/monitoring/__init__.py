@@ -57,8 +57,8 @@ CONTROL_PLANE_SHARD = "control-plane"
 # grow by a quarter (prod: 7,500 -> 9,375 nodes) before a deploy must add shards and re-partition the nodes.
 SHARD_HEADROOM = 1.25
 # What the monitoring stack's pods listen on: Prometheus, Alertmanager's API and its gossip (TCP and UDP),
-# Grafana, kube-state-metrics and its own metrics. Prometheus, Alertmanager and Grafana ask for the stack's
-# own credential (credential.py); kube-state-metrics does not, and every one of them is also reached only from the
+# Grafana, kube-state-metrics and its own metrics. All but the gossip port ask for the stack's own credential
+# (credential.py), and every one of them is also reached only from the
 # system pools' subnets (the stack itself): every system-pool node drops the rest in its forward hook
 # (infra/node/cni.py). People reach them with `kubectl port-forward`, which the apiserver authorizes.
 STACK_TCP_PORTS = (
@@ -256,11 +256,13 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
                 shards.pod_scrape_config(
                     rules.JOB_AUTOSCALER, SYSTEM_NAMESPACE, f"app={cluster_autoscaler.NAME}", "metrics"
                 ),
-                shards.pod_scrape_config(
-                    rules.JOB_KUBE_STATE_METRICS,
-                    NAMESPACE,
-                    f"app.kubernetes.io/name={exporters.KUBE_STATE_METRICS}",
-                    "http-metrics",
+                shards.authenticated(
+                    shards.pod_scrape_config(
+                        rules.JOB_KUBE_STATE_METRICS,
+                        NAMESPACE,
+                        f"app.kubernetes.io/name={exporters.KUBE_STATE_METRICS}",
+                        "http-metrics",
+                    )
                 ),
             ]
             # The monitoring stack itself: Alertmanager here, and every node shard's liveness.

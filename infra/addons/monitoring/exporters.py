@@ -6,7 +6,8 @@
   memory, temperature, ECC and XID errors, through the NVIDIA runtime class.
 - **kube-state-metrics**: the cluster's objects as series (node conditions and taints, pods),
   one Deployment in the monitoring namespace; at 7,500 nodes it is one reader with one watch per
-  resource type, like the control-plane shard that scrapes it.
+  resource type, like the control-plane shard that scrapes it. Both its ports ask for the stack's own
+  credential (credential.py), as Prometheus's and Alertmanager's do.
 
 Node agents live in kube-system, the one namespace Pod Security exempts for agents that need the host.
 """
@@ -14,6 +15,7 @@ Node agents live in kube-system, the one namespace Pod Security exempts for agen
 from __future__ import annotations
 
 from infra.addons import images, k8s
+from infra.addons.monitoring import credential
 from infra.addons.monitoring.shards import DCGM_EXPORTER_PORT, NODE_EXPORTER_PORT
 from infra.addons.shared_names import NODE_CRITICAL, NVIDIA_RUNTIME_CLASS, SYSTEM_NAMESPACE, SYSTEM_PRIORITY
 from infra.facts.labels import GPU_PRESENT_LABEL
@@ -104,13 +106,29 @@ def kube_state_metrics(namespace: str) -> list[k8s.Obj]:
     container = {
         "name": name,
         "image": images.KUBE_STATE_METRICS,
-        "args": [f"--port={KUBE_STATE_METRICS_PORT}", "--resources=" + ",".join(KUBE_STATE_METRICS_RESOURCES)],
+        "args": [
+            f"--port={KUBE_STATE_METRICS_PORT}",
+            "--resources=" + ",".join(KUBE_STATE_METRICS_RESOURCES),
+            # The exporter-toolkit web config Prometheus and Alertmanager read (kube-state-metrics v2's
+            # --tls-config, pkg/options/options.go; exporter-toolkit v0.13.2 asks every path of both its ports,
+            # /metrics, /healthz and /debug/pprof included, for a user of basic_auth_users).
+            f"--tls-config={credential.path(credential.WEB_CONFIG)}",
+        ],
         "ports": [{"name": "http-metrics", "containerPort": KUBE_STATE_METRICS_PORT, "protocol": "TCP"}],
         "resources": k8s.resources("500m", "2Gi"),
         "securityContext": k8s.locked_down(),
-        "readinessProbe": {"httpGet": {"path": "/healthz", "port": KUBE_STATE_METRICS_PORT}},
+        # Every path asks for the credential, and the image (distroless) has no tool a probe could present it
+        # with; an httpGet probe's header would put the password in the pod spec. So: the port is open.
+        "readinessProbe": {"tcpSocket": {"port": KUBE_STATE_METRICS_PORT}},
+        "volumeMounts": [credential.volume_mount()],
     }
-    pod = k8s.pod_spec([container], priority_class=SYSTEM_PRIORITY, service_account=name, **k8s.on_system_pool())
+    pod = k8s.pod_spec(
+        [container],
+        priority_class=SYSTEM_PRIORITY,
+        service_account=name,
+        **k8s.on_system_pool(),
+        volumes=[credential.volume()],
+    )
     return [
         k8s.service_account(name, namespace),
         k8s.cluster_role(
