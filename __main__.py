@@ -246,6 +246,7 @@ if config.addons.monitoring.enabled:
     MonitoringAccess(
         f"{config.cluster_name}-monitoring-access",
         namespace=monitoring.NAMESPACE,
+        password_rotation=spec.addons.monitoring.password_rotation,
         provider=control_plane.kubernetes_provider,
         depends_on=[addons.resources[("Namespace", "", monitoring.NAMESPACE)]],
     )

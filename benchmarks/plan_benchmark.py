@@ -10,7 +10,8 @@ Prints, from one run on one machine:
   wall time, and the ratio to the 2,500-node run;
 - the replay: at 2,500 and 30,000 nodes, the plan against a replay of its own ``resources.json``
   (every resource with its type, name, parent and inputs, registered under the same mocks with
-  nothing computed): the SDK's own cost for that plan, and the ratio plan / replay (goal: 1.5x);
+  nothing computed): the SDK's own cost for that plan, and the ratio plan / replay (goal: 1.5x), as
+  the median over rounds with its range, times as each process's median, and the load average;
 - the test suite's wall time.
 Processes that are compared run in rounds, one of each per round, ``--repeat`` rounds (default 7).
 A shared machine's speed drifts by half from one minute to the next; two processes run back to back
@@ -133,6 +134,17 @@ def ratio(runs: list[Run], reference: list[Run], measure: str = "wall") -> float
     return statistics.median(getattr(a, measure) / getattr(b, measure) for a, b in zip(runs, reference, strict=True))
 
 
+def spread(runs: list[Run], reference: list[Run], measure: str) -> str:
+    """The median of the per-round ratios, with their range: ``1.42x (1.31-1.55)``."""
+    ratios = [getattr(a, measure) / getattr(b, measure) for a, b in zip(runs, reference, strict=True)]
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def load_average() -> str:
+    """The 1-minute load average, to print beside figures from a shared machine."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
 def registered(out: Path) -> int:
     """Resources a plan registered, components excluded (what the floor registers as bare resources)."""
     return sum(1 for r in json.loads((out / "resources.json").read_text()) if not r["type"].startswith("supercluster:"))
@@ -159,56 +171,74 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-tests", action="store_true", help="do not time the test suite")
     parser.add_argument("--repeat", type=int, default=7, help="rounds of runs, each process once per round")
+    parser.add_argument("--replay-only", action="store_true", help="only the plan against its replay (and no tests)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         work = Path(tmp)
-        outs = {stack: work / stack for stack in ("dev", "prod")}
-        counts = {}
-        for stack, out in outs.items():  # one run first (bytecode written), to count what the floor must register
-            timed(plan_argv(stack, out))
-            counts[stack] = registered(out)
-        timed([PYTHON, "-c", FLOOR_PROGRAM, "1"])
-        runs = {stack: plan_argv(stack, out) for stack, out in outs.items()}
-        runs.update({f"floor-{stack}": [PYTHON, "-c", FLOOR_PROGRAM, str(counts[stack])] for stack in outs})
-        rounds = in_rounds(runs, args.repeat, outs)
-        print("| stack | resources | plan wall s (cpu) | peak MiB | floor wall s (cpu), same count | plan / floor |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for stack in outs:
-            plan, floor = fastest(rounds[stack]), fastest(rounds[f"floor-{stack}"])
-            print(
-                f"| {stack} | {counts[stack]} | {plan.wall:.2f} ({plan.cpu:.2f}) | {plan.rss:.0f} "
-                f"| {floor.wall:.2f} ({floor.cpu:.2f}) | {ratio(rounds[stack], rounds[f'floor-{stack}']):.2f}x |"
-            )
-        print()
         sizes = {total: work / f"prod-{total}" for total in (2_500, 7_500, 30_000)}
-        rounds = in_rounds(
-            {total: plan_argv("prod", out, resized(total)) for total, out in sizes.items()}, args.repeat, sizes
-        )
-        print("| prod resized to | resources | plan wall s (cpu) | vs 2,500 nodes (cpu) |")
-        print("|---|---:|---:|---:|")
-        for total, out in sizes.items():
-            run = fastest(rounds[total])
+        if args.replay_only:
+            for total in (2_500, 30_000):  # one run first: bytecode written, resources.json there to replay
+                timed(plan_argv("prod", sizes[total], resized(total)))
+        else:
+            outs = {stack: work / stack for stack in ("dev", "prod")}
+            counts = {}
+            for stack, out in outs.items():  # one run first (bytecode written), to count what the floor must register
+                timed(plan_argv(stack, out))
+                counts[stack] = registered(out)
+            timed([PYTHON, "-c", FLOOR_PROGRAM, "1"])
+            runs = {stack: plan_argv(stack, out) for stack, out in outs.items()}
+            runs.update({f"floor-{stack}": [PYTHON, "-c", FLOOR_PROGRAM, str(counts[stack])] for stack in outs})
+            rounds = in_rounds(runs, args.repeat, outs)
             print(
-                f"| {total:,} nodes | {registered(out)} | {run.wall:.2f} ({run.cpu:.2f}) "
-                f"| {ratio(rounds[total], rounds[2_500]):.2f}x ({ratio(rounds[total], rounds[2_500], 'cpu'):.2f}x) |"
+                "| stack | resources | plan wall s (cpu) | peak MiB | floor wall s (cpu), same count | plan / floor |"
             )
+            print("|---|---:|---:|---:|---:|---:|")
+            for stack in outs:
+                plan, floor = fastest(rounds[stack]), fastest(rounds[f"floor-{stack}"])
+                print(
+                    f"| {stack} | {counts[stack]} | {plan.wall:.2f} ({plan.cpu:.2f}) | {plan.rss:.0f} "
+                    f"| {floor.wall:.2f} ({floor.cpu:.2f}) | {ratio(rounds[stack], rounds[f'floor-{stack}']):.2f}x |"
+                )
+            print()
+            rounds = in_rounds(
+                {total: plan_argv("prod", out, resized(total)) for total, out in sizes.items()}, args.repeat, sizes
+            )
+            print("| prod resized to | resources | plan wall s (cpu) | vs 2,500 nodes (cpu) |")
+            print("|---|---:|---:|---:|")
+            for total, out in sizes.items():
+                run, wall, cpu = (
+                    fastest(rounds[total]),
+                    ratio(rounds[total], rounds[2_500]),
+                    ratio(rounds[total], rounds[2_500], "cpu"),
+                )
+                print(
+                    f"| {total:,} nodes | {registered(out)} | {run.wall:.2f} ({run.cpu:.2f}) "
+                    f"| {wall:.2f}x ({cpu:.2f}x) |"
+                )
         replays = {
             f"replay-{total}": [PYTHON, "-c", REPLAY_PROGRAM, str(sizes[total] / "resources.json")]
             for total in (2_500, 30_000)
         }
         plans = {total: plan_argv("prod", sizes[total], resized(total)) for total in (2_500, 30_000)}
+        started = load_average()
         rounds = in_rounds({**plans, **replays}, args.repeat, {total: sizes[total] for total in plans})
         print()
-        print("| prod resized to | plan wall s (cpu) | replay wall s (cpu) | plan / replay (cpu) |")
-        print("|---|---:|---:|---:|")
+        print(
+            f"Plan against replay, {args.repeat} rounds, load average {started} at the start, {load_average()} after:"
+        )
+        print(
+            "| prod resized to | plan cpu s (wall) | replay cpu s (wall) | plan / replay, cpu | plan / replay, wall |"
+        )
+        print("|---|---:|---:|---:|---:|")
         for total in plans:
-            plan, replay = fastest(rounds[total]), fastest(rounds[f"replay-{total}"])
+            plan, replay = rounds[total], rounds[f"replay-{total}"]
             print(
-                f"| {total:,} nodes | {plan.wall:.2f} ({plan.cpu:.2f}) | {replay.wall:.2f} ({replay.cpu:.2f}) "
-                f"| {ratio(rounds[total], rounds[f'replay-{total}']):.2f}x "
-                f"({ratio(rounds[total], rounds[f'replay-{total}'], 'cpu'):.2f}x) |"
+                f"| {total:,} nodes | {statistics.median(r.cpu for r in plan):.2f} "
+                f"({statistics.median(r.wall for r in plan):.2f}) | {statistics.median(r.cpu for r in replay):.2f} "
+                f"({statistics.median(r.wall for r in replay):.2f}) | {spread(plan, replay, 'cpu')} "
+                f"| {spread(plan, replay, 'wall')} |"
             )
-    if not args.skip_tests:
+    if not args.skip_tests and not args.replay_only:
         # As scripts/test.sh runs it (without its setup step): one worker per core.
         suite = timed([PYTHON, "-m", "pytest", "-n", "auto"])
         print(f"\nTest suite: {suite.wall:.1f} s wall ({suite.cpu:.1f} s cpu)")

@@ -434,7 +434,8 @@ def join_bursts(
     documents = [d for _, d in objects_in_apply_order(cluster.plan)]
     pacing, level = joins.rendered_pacing(documents), joins.join_level(documents)
     runs = []
-    for index, mode in enumerate(joins.order(args.join_first, args.join_runs)):
+    modes = joins.order(args.join_first, args.join_runs)
+    for index, mode in enumerate(modes):
         if time.monotonic() + args.window + 180 > deadline:
             print(json.dumps({"join_burst": index + 1, "skipped": f"--max-minutes {args.max_minutes} reached"}))
             break
@@ -458,7 +459,9 @@ def join_bursts(
             **window_figures(cluster, before, after),
             "load_1m": os.getloadavg()[0],
         }
-        run["settle"] = settle_back(fleet, cluster, baseline)
+        # ``--join-settle between``: a hold of one burst on a fresh cluster ends with its window.
+        if args.join_settle == "each" or index + 1 < len(modes):
+            run["settle"] = settle_back(fleet, cluster, baseline)
         runs.append(run)
         print(json.dumps({"join_burst": index + 1, **run}), flush=True)
     set_join_level(cluster, level, present=True)
@@ -633,6 +636,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--join-burst", type=int, default=500, help="nodes joining at once")
     parser.add_argument("--join-runs", type=int, default=6, help="join bursts in all, paced and unpaced in turn")
     parser.add_argument("--join-first", choices=[joins.PACED, joins.UNPACED], default=joins.PACED)
+    parser.add_argument(
+        "--join-settle",
+        choices=["each", "between"],
+        default="each",
+        help="each: the cluster settles after every burst; between: only before the next one",
+    )
     parser.add_argument(
         "--patterns", choices=["all", "join"], default="all", help="join: the join bursts only (one lock hold)"
     )

@@ -44,13 +44,7 @@ class ClusterPki(pulumi.ComponentResource):
         )
 
     def _key(self, key: str, protect: bool = False) -> declare.Declared:
-        return declare.tls(
-            "PrivateKey",
-            f"{self._name}-{key}-key",
-            {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
-            pulumi.ResourceOptions(parent=self, protect=protect),
-            outputs=["privateKeyPem", "publicKeyPem"],
-        )
+        return private_key(f"{self._name}-{key}-key", self, protect)
 
     def _ca(self, key: str, common_name: str) -> Issued:
         private_key = self._key(key, protect=True)
@@ -99,3 +93,14 @@ class ClusterPki(pulumi.ComponentResource):
             outputs=["certPem"],
         )
         return Issued(pulumi.Output.secret(private_key.output("privateKeyPem")), cert.output("certPem"))
+
+
+def private_key(name: str, parent: pulumi.Resource, protect: bool = False) -> declare.Declared:
+    """A key of the cluster's algorithm and curve (``privateKeyPem`` a secret, ``publicKeyPem``)."""
+    return declare.tls(
+        "PrivateKey",
+        name,
+        {"algorithm": pki.KEY_ALGORITHM, "ecdsaCurve": pki.KEY_CURVE},
+        pulumi.ResourceOptions(parent=parent, protect=protect),
+        outputs=["privateKeyPem", "publicKeyPem"],
+    )

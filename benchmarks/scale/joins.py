@@ -68,17 +68,18 @@ FIGURES = (
 
 
 def spread(values: Sequence[float | None]) -> str:
-    """Mean, and the smallest and largest value, of the runs that have the figure."""
+    """The median, and the smallest and largest value, of the runs that have the figure: with a few runs on a
+    shared machine one slow run moves a mean, not a median."""
     present = [v for v in values if v is not None]
     if not present:
         return "n/a"
     if len(present) == 1:
         return f"{present[0]:.3g} (one run)"
-    return f"{statistics.fmean(present):.3g} ({min(present):.3g}-{max(present):.3g})"
+    return f"{statistics.median(present):.3g} ({min(present):.3g}-{max(present):.3g})"
 
 
 def render(runs: Sequence[Mapping[str, Any]]) -> str:
-    """One row per run, in the order run, then the mean and range of each mode."""
+    """One row per run, in the order run, then the median and range of each mode."""
     lines = [
         "| run | mode | nodes before | burst | join p99 | lease update p99 | node-high wait p99 | 429s | "
         "settled after | load (1 min) |",
@@ -89,13 +90,15 @@ def render(runs: Sequence[Mapping[str, Any]]) -> str:
         for _, unit, read in FIGURES:
             value = read(run)
             cells.append("n/a" if value is None else f"{value:.3f} {unit}".strip() if unit else f"{int(value)}")
-        settle = run.get("settle") or {}
-        settled = f"{settle.get('seconds', 'n/a')} s" + ("" if settle.get("settled", True) else " (**not** settled)")
+        settle = run.get("settle")
+        settled = (
+            f"{settle['seconds']} s" + ("" if settle["settled"] else " (**not** settled)") if settle else "not waited"
+        )
         lines.append(
             f"| {index} | {run['mode']} | {run['nodes_before']:,} | {run['burst']} | {' | '.join(cells)} | "
             f"{settled} | {run['load_1m']:.1f} |"
         )
-    lines += ["", "| mode | runs | " + " | ".join(f"{name} mean (range)" for name, _, _ in FIGURES) + " |"]
+    lines += ["", "| mode | runs | " + " | ".join(f"{name} median (range)" for name, _, _ in FIGURES) + " |"]
     lines.append("|---|---:|" + "---:|" * len(FIGURES))
     for mode in (PACED, UNPACED):
         chosen = [r for r in runs if r["mode"] == mode]

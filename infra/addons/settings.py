@@ -84,6 +84,8 @@ DESCRIPTIONS = {
     "addons.monitoring.nodeShards": "node shards (none: derived from the pools' maxNodes and seriesPerShard; "
     "fewer than derived is refused)",
     "addons.monitoring.replicas": "identical Prometheus servers per shard (an HA pair by default)",
+    "addons.monitoring.passwordRotation": "raise it by one to rotate the monitoring stack's passwords in the "
+    "next deploy (docs/runbooks/rotate-monitoring-passwords.md)",
     "addons.monitoring.receivers": "who Alertmanager pages: each {name, type (webhook, email, pagerduty or "
     "msteams), keyVaultSecret (the Key Vault secret holding the URL, key or "
     "SMTP password), severities (default critical and warning); for email also "

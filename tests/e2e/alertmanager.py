@@ -3,7 +3,8 @@
 As tests/e2e/prometheus.py runs a Prometheus shard: Alertmanager (built from its Go module by
 scripts/build-monitoring-tools.sh, the release the cluster runs) runs as a process in the network
 namespace of the node its pod is bound to, with the StatefulSet container's arguments verbatim, its
-ConfigMap at its config path, the monitoring credential Secret at its mount path, and a hosts file for
+ConfigMap at its config path, the monitoring credential Secret and the gossip mesh's certificate Secret at
+their mount paths, and a hosts file for
 the replicas' names. The receivers' Secret is optional and the box creates none, as a cluster whose
 operator has not copied it yet. Substituted: no container runs it (docs/cluster-in-a-box.md).
 """
@@ -75,6 +76,9 @@ def start_replica(cluster: Cluster, replica: int, names: dict[str, str]) -> Repl
         pod_processes.write_secret(
             cluster, credential.SECRET, monitoring.NAMESPACE, root / "access"
         ): credential.MOUNT_DIR,
+        pod_processes.write_secret(
+            cluster, alertmanager.CLUSTER_TLS_SECRET, monitoring.NAMESPACE, root / "cluster-tls"
+        ): alertmanager.CLUSTER_TLS_DIR,
         root / "data": DATA_DIR,
         hosts: "/etc/hosts",
     }

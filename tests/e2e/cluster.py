@@ -47,7 +47,7 @@ import yaml
 
 from infra.addons import monitoring
 from infra.addons.k8s import object_key
-from infra.addons.monitoring import credential
+from infra.addons.monitoring import alertmanager, credential
 from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.catalog.vm_sizes import VM_SIZES
 from infra.cluster.cluster_spec import ClusterSpec
@@ -534,13 +534,18 @@ def objects_in_apply_order(plan: Plan) -> list[tuple[Path, dict[str, Any]]]:
 
 def apply_objects(cluster: Cluster) -> list[str]:
     """Server-side applies every object of ``files/k8s``; returns kubectl's lines. The values the plan
-    masks, the bootstrap token's and the monitoring credential's ``stringData``, are filled from the test PKI."""
+    masks, the bootstrap token's and the monitoring credentials' ``stringData``, are filled from the test PKI."""
     documents = []
     for path, document in objects_in_apply_order(cluster.plan):
         if document.get("type") == "bootstrap.kubernetes.io/token":
             document = {**document, "stringData": cluster.pki.bootstrap_token_data()}
         if object_key(document) == ("Secret", monitoring.NAMESPACE, credential.SECRET):
-            document = {**document, "stringData": cluster.pki.monitoring_access_data()}
+            # The generation is the one key the plan names beside the masked values (credential.rotation_key).
+            (rotation,) = [k for k in document["stringData"] if k.startswith(credential.ROTATION_PREFIX)]
+            data = cluster.pki.monitoring_access_data(int(rotation.removeprefix(credential.ROTATION_PREFIX)))
+            document = {**document, "stringData": data}
+        if object_key(document) == ("Secret", monitoring.NAMESPACE, alertmanager.CLUSTER_TLS_SECRET):
+            document = {**document, "stringData": cluster.pki.alertmanager_mesh_data}
         assert "[secret]" not in json.dumps(document), f"{path} holds a masked value the harness cannot fill"
         documents.append(document)
     crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]

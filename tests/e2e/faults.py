@@ -367,6 +367,22 @@ def health_signal(cluster: Cluster, machine: Machine, healthy: bool = False, tim
     return time.time()
 
 
+def health_signal_rounds(cluster: Cluster, machines: list[Machine]) -> dict[str, list[int]]:
+    """Each machine's answers (HTTP status, 0 for none) to the scale set's rendered health signal over
+    ``numberOfProbes`` rounds, ``intervalInSeconds`` apart: as long as the Application Health extension takes to
+    call an instance unhealthy, which automatic repairs then replace."""
+    probe = cluster.plan.repair_probe()
+    answers: dict[str, list[int]] = {m.name: [] for m in machines}
+    for round_ in range(probe["numberOfProbes"]):
+        asked = time.time()
+        for machine in machines:
+            url = f"https://{machine.ip}:{probe['port']}"
+            answers[machine.name].append(cluster.raw(probe["requestPath"], anonymous=True, url=url, timeout=2)[0])
+        if round_ + 1 < probe["numberOfProbes"]:
+            time.sleep(max(0.0, asked + probe["intervalInSeconds"] - time.time()))
+    return answers
+
+
 @dataclass
 class ApiserverReplaced:
     """An apiserver VM lost, then replaced: the figures a scenario reports, and when each thing happened."""

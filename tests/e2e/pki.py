@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from infra.addons.monitoring import credential
+from infra.addons.monitoring import alertmanager, credential
 from infra.boot import secret_names
 from infra.control_plane import apiserver, cluster_objects
 from infra.control_plane import pki as cluster_pki
@@ -117,6 +117,8 @@ class TestPki:
     bootstrap_token: str  # "<id>.<secret>"
     # The monitoring stack's credential (infra/addons/monitoring/credential.py), which the deploy makes.
     monitoring_password: str = field(default_factory=lambda: secrets.token_hex(16))
+    # The Alertmanager gossip mesh's Secret (alertmanager.cluster_tls_data), which the deploy makes too.
+    alertmanager_mesh_data: dict[str, str] = field(default_factory=lambda: alertmanager_mesh())
 
     @property
     def bootstrap_token_id(self) -> str:
@@ -127,12 +129,26 @@ class TestPki:
         token_id, token_secret = self.bootstrap_token.split(".", 1)
         return cluster_objects.bootstrap_token_data(token_id, token_secret)
 
-    def monitoring_access_data(self) -> dict[str, str]:
-        """The monitoring credential Secret's ``stringData``, which the plan masks (hashed by libcrypt here,
-        by the random provider in a deploy)."""
+    def monitoring_access_data(self, rotation: int) -> dict[str, str]:
+        """The monitoring credential Secret's ``stringData`` for the passwords' generation ``rotation``, which the plan
+        masks (hashed by libcrypt here, by the random provider in a deploy)."""
         return credential.secret_data(
-            self.monitoring_password, bcrypt_hash(self.monitoring_password), secrets.token_hex(16)
+            self.monitoring_password, bcrypt_hash(self.monitoring_password), secrets.token_hex(16), rotation
         )
+
+
+def alertmanager_mesh(ca: Issued | None = None) -> dict[str, str]:
+    """The Alertmanager mesh's files as components/monitoring_access.py issues them: a CA of the mesh's own (or
+    ``ca``) and one certificate for the replicas' name, for server and client auth."""
+    ca = ca or issue(f"{alertmanager.CLUSTER_SERVER_NAME}-ca", uses=cluster_pki.CA_USAGES, hours=24)
+    leaf = issue(
+        alertmanager.CLUSTER_SERVER_NAME,
+        uses=cluster_pki.SERVER_USAGES + cluster_pki.CLIENT_USAGES,
+        hours=24,
+        dns_names=(alertmanager.CLUSTER_SERVER_NAME,),
+        ca=ca,
+    )
+    return alertmanager.cluster_tls_data(ca.cert_pem, leaf.cert_pem, leaf.key_pem)
 
 
 def issue_pki(

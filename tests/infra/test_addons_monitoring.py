@@ -583,7 +583,9 @@ def test_prometheus_alertmanager_and_grafana_serve_only_with_the_secret_mounted_
         pod = workload["spec"]["template"]["spec"]
         (container,) = pod["containers"]
         name = workload["metadata"]["name"]
-        assert {"name": "access", "secret": {"secretName": credential.SECRET, "defaultMode": 0o444}} in pod["volumes"]
+        whole = {"name": "access", "secret": {"secretName": credential.SECRET, "defaultMode": 0o444}}
+        # Grafana sees only its two passwords and the generation's key (credential.grafana_volume).
+        assert (credential.grafana_volume(0) if name == grafana.NAME else whole) in pod["volumes"]
         assert {"name": "access", "mountPath": credential.MOUNT_DIR, "readOnly": True} in container["volumeMounts"]
         if name == grafana.NAME:
             env = {e["name"]: e["value"] for e in container["env"]}
@@ -615,10 +617,36 @@ def test_kube_state_metrics_serves_only_with_the_stacks_web_config_and_its_probe
     assert container["readinessProbe"] == {"tcpSocket": {"port": exporters.KUBE_STATE_METRICS_PORT}}
 
 
+def test_alertmanager_gossips_only_over_mutual_tls_with_a_secret_no_other_pod_mounts():
+    """On the design before this the gossip port took any peer that reached it (no --cluster.tls-config). The real
+    Alertmanager's refusal of an outsider: tests/infra/test_alertmanager_mesh.py."""
+    groups = groups_for("prod")
+    statefulset = find(groups, "StatefulSet", alertmanager.NAME)
+    pod = statefulset["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert f"--cluster.tls-config={alertmanager.CONFIG_DIR}/{alertmanager.CLUSTER_TLS_CONFIG}" in container["args"]
+    files = find(groups, "ConfigMap", alertmanager.NAME)["data"]
+    tls = load_yaml(files[alertmanager.CLUSTER_TLS_CONFIG])
+    mounted = f"{alertmanager.CLUSTER_TLS_DIR}/"
+    assert tls["tls_server_config"]["client_auth_type"] == "RequireAndVerifyClientCert"
+    assert tls["tls_server_config"]["client_ca_file"] == tls["tls_client_config"]["ca_file"] == mounted + "ca.crt"
+    assert tls["tls_client_config"]["server_name"] == alertmanager.CLUSTER_SERVER_NAME
+    assert {"name": "cluster-tls", "mountPath": alertmanager.CLUSTER_TLS_DIR, "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    mounts_it = [
+        o["metadata"]["name"]
+        for o in (o for objs in groups.values() for o in objs)
+        for volume in ((o.get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes", [])
+        if (volume.get("secret") or {}).get("secretName") == alertmanager.CLUSTER_TLS_SECRET
+    ]
+    assert mounts_it == [alertmanager.NAME]
+
+
 def test_the_rendered_web_and_client_configs_pass_the_real_promtool(tmp_path: Path):
     """Prometheus and Alertmanager read the same web-config format (exporter-toolkit); promtool checks it."""
     promtool = monitoring_tool("promtool")
-    data = credential.secret_data("a-password", bcrypt_hash("a-password"), "another")
+    data = credential.secret_data("a-password", bcrypt_hash("a-password"), "another", 0)
     for key in (credential.WEB_CONFIG, credential.CLIENT_CONFIG):
         (tmp_path / key).write_text(data[key])
     result = _run([promtool, "check", "web-config", str(tmp_path / credential.WEB_CONFIG)], 60)

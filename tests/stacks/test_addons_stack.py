@@ -6,7 +6,7 @@ import pytest
 
 from infra.addons import cluster_autoscaler, monitoring
 from infra.addons.k8s import object_key
-from infra.addons.monitoring import credential
+from infra.addons.monitoring import alertmanager, credential
 from plan.artifacts import kubernetes_object
 from tests.conftest import plan_stack
 from tests.infra.addon_fixtures import groups_of, spec_for
@@ -23,9 +23,9 @@ def test_turning_an_addon_off_removes_exactly_its_objects_from_the_plan(dev_plan
     assert dev_plan.of_type(ADDONS)
     without = plan_stack("dev", "addons.monitoring.enabled=false")
     its_objects = {object_key(o) for o in groups_of(spec_for("dev"))["monitoring"]}
-    # ... and the stack's credential, which the deploy declares beside them (components/monitoring_access.py).
-    secret = ("Secret", monitoring.NAMESPACE, credential.SECRET)
-    assert _objects(dev_plan) - _objects(without) == its_objects | {secret}
+    # ... and the stack's credentials, which the deploy declares beside them (components/monitoring_access.py).
+    secrets = {("Secret", monitoring.NAMESPACE, name) for name in (credential.SECRET, alertmanager.CLUSTER_TLS_SECRET)}
+    assert _objects(dev_plan) - _objects(without) == its_objects | secrets
     assert _objects(without) < _objects(dev_plan)
 
 
@@ -71,12 +71,19 @@ def test_the_autoscaler_discovers_every_node_scale_set_by_the_tags_it_carries(st
         assert wanted.items() <= vmss.inputs["tags"].items(), vmss.name
 
 
-def test_the_monitoring_credential_is_a_secret_whose_every_value_the_plan_masks(prod_plan):
-    """The deploy makes the stack's passwords and hands them to the cluster only in this Secret; the plan
-    (and so every preview) shows its keys and none of its values."""
+@pytest.mark.parametrize(
+    "name,keys",
+    [
+        (credential.SECRET, credential.secret_data("p", "h", "g", 0)),
+        (alertmanager.CLUSTER_TLS_SECRET, alertmanager.cluster_tls_data("ca", "cert", "key")),
+    ],
+)
+def test_the_monitoring_credentials_are_secrets_whose_every_value_the_plan_masks(prod_plan, name, keys):
+    """The deploy makes the stack's passwords and the Alertmanager mesh's certificate and key and hands them to the
+    cluster only in these Secrets; the plan (and so every preview) shows their keys and none of their values."""
     (secret,) = [
         o
         for o in map(kubernetes_object, prod_plan.registrations)
-        if o is not None and object_key(o) == ("Secret", monitoring.NAMESPACE, credential.SECRET)
+        if o is not None and object_key(o) == ("Secret", monitoring.NAMESPACE, name)
     ]
-    assert secret["stringData"] == {key: "[secret]" for key in credential.secret_data("p", "h", "g")}
+    assert secret["stringData"] == {key: "[secret]" for key in keys}

@@ -72,6 +72,16 @@ MUST_PROTECT = [
     ),
     ("tls:index/selfSignedCert:SelfSignedCert", r"etcd-pki-(events-etcd-|client-)?ca-cert", "etcd members trust it"),
     (
+        "tls:index/privateKey:PrivateKey",
+        r"monitoring-access-alertmanager-cluster-ca-key",
+        "the Alertmanager mesh's CA: a new one splits the mesh until every replica restarts",
+    ),
+    (
+        "tls:index/selfSignedCert:SelfSignedCert",
+        r"monitoring-access-alertmanager-cluster-ca-cert",
+        "every Alertmanager replica admits peers by it (read once, at start)",
+    ),
+    (
         "random:index/randomBytes:RandomBytes",
         r"control-plane-encryption-key",
         "every Secret in etcd is encrypted with it: a new key makes them unreadable",

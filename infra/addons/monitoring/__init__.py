@@ -87,6 +87,8 @@ class Settings:
     node_shards: int | None = None  # None: derived from the pools' maxNodes
     replicas: int = 2
     receivers: tuple[Receiver, ...] = field(default_factory=tuple)
+    # Each value is a generation of the stack's passwords (credential.py): raising it makes new ones.
+    password_rotation: int = 0
 
 
 def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
@@ -103,6 +105,7 @@ def parse(raw: Mapping[str, Any], config: ClusterConfig) -> Settings:
         node_shards=s.integer("nodeShards", None, minimum=1, maximum=256),
         replicas=s.integer("replicas", x.replicas, minimum=1, maximum=3),
         receivers=s.items("receivers", _parse_receiver, default=[]),
+        password_rotation=s.integer("passwordRotation", x.password_rotation, minimum=0, maximum=1_000_000),
     )
     s.done()
     check_go_duration(s, "retention", settings.retention)
@@ -469,6 +472,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
             "--storage.path=/alertmanager",
             f"--web.config.file={credential.path(credential.WEB_CONFIG)}",
             f"--cluster.listen-address=0.0.0.0:{alertmanager.CLUSTER_PORT}",
+            f"--cluster.tls-config={alertmanager.CONFIG_DIR}/{alertmanager.CLUSTER_TLS_CONFIG}",
             *(f"--cluster.peer={peer}" for peer in alertmanager.peer_addresses(ns, ALERTMANAGER_REPLICAS)),
         ],
         "ports": [
@@ -484,6 +488,7 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
         "volumeMounts": [
             {"name": "config", "mountPath": alertmanager.CONFIG_DIR, "readOnly": True},
             credential.volume_mount(),
+            {"name": "cluster-tls", "mountPath": alertmanager.CLUSTER_TLS_DIR, "readOnly": True},
             {"name": "secrets", "mountPath": alertmanager.SECRETS_DIR, "readOnly": True},
             {"name": "data", "mountPath": "/alertmanager"},
         ],
@@ -511,13 +516,16 @@ def _alertmanager_objects(settings: Settings, cluster_name: str) -> list[k8s.Obj
             # Never declared by the plan (the receivers' secrets): see docs/monitoring.md "Receivers".
             {"name": "secrets", "secret": {"secretName": alertmanager.RECEIVER_SECRET, "optional": True}},
             credential.volume(),
+            # The gossip mesh's certificate, declared by the deploy (components/monitoring_access.py).
+            {"name": "cluster-tls", "secret": {"secretName": alertmanager.CLUSTER_TLS_SECRET, "defaultMode": 0o444}},
             # Silences and notification log: replicated between the two replicas by gossip.
             {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
         ],
     )
-    checksum = hashlib.sha256(text.encode()).hexdigest()[:16]
+    files = {"alertmanager.yml": text, alertmanager.CLUSTER_TLS_CONFIG: alertmanager.cluster_tls_config()}
+    checksum = hashlib.sha256("".join(files.values()).encode()).hexdigest()[:16]
     return [
-        k8s.config_map(name, ns, {"alertmanager.yml": text}, app=name),
+        k8s.config_map(name, ns, files, app=name),
         stateful_set(
             name,
             ns,
@@ -601,5 +609,5 @@ def objects(
         objs += _shard_objects(settings, shard, config_text, rule_sets[kind])
     objs += _alertmanager_objects(settings, config.cluster_name)
     objs += exporters.objects(NAMESPACE)
-    objs += grafana.objects(NAMESPACE, list(configs), NAME, PORT)
+    objs += grafana.objects(NAMESPACE, list(configs), NAME, PORT, settings.password_rotation)
     return objs

@@ -5,6 +5,10 @@ password) lives in Key Vault under the name config gives; the configuration only
 (``*_file`` fields, read by Alertmanager when it sends), so neither the plan nor the ConfigMap
 ever holds a secret. The files come from the Kubernetes Secret ``RECEIVER_SECRET``, one key per
 Key Vault secret name, which the plan never declares (docs/monitoring.md, "Receivers").
+
+The replicas gossip (silences, notification log) over mutual TLS only (``--cluster.tls-config``): each
+presents the certificate of the Secret ``CLUSTER_TLS_SECRET``, signed by a CA of the mesh's own, and accepts
+only a peer that presents one from that CA. Whoever else reaches the gossip port cannot join the mesh.
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ CONFIG_DIR = "/etc/alertmanager"
 SECRETS_DIR = f"{CONFIG_DIR}/secrets"
 RECEIVER_SECRET = "alertmanager-receivers"
 NULL_RECEIVER = "nobody"
+# The gossip mesh's own credential: a CA the deploy makes for it alone and one certificate every replica presents,
+# as server and as client (components/monitoring_access.py). Mounted by the Alertmanager pods only.
+CLUSTER_TLS_SECRET = "alertmanager-cluster-tls"
+CLUSTER_TLS_DIR = f"{CONFIG_DIR}/cluster-tls"
+CLUSTER_TLS_CONFIG = "cluster-tls.yml"  # in the ConfigMap, beside alertmanager.yml
+CLUSTER_CA, CLUSTER_CERT, CLUSTER_KEY = "ca.crt", "tls.crt", "tls.key"  # the Secret's keys
+# The name each replica's certificate carries and every dialling replica checks: peers are dialled by address.
+CLUSTER_SERVER_NAME = f"{NAME}-cluster"
 RECEIVER_TYPES = ("webhook", "email", "pagerduty", "msteams")
 SEVERITIES = ("critical", "warning")
 
@@ -98,3 +110,32 @@ def peer_addresses(namespace: str, replicas: int) -> list[str]:
 
 def api_addresses(namespace: str, replicas: int) -> list[str]:
     return [f"{NAME}-{i}.{NAME}.{namespace}.svc:{PORT}" for i in range(replicas)]
+
+
+def cluster_tls_config() -> str:
+    """``--cluster.tls-config`` (Alertmanager 0.28's gossip over TLS, marked experimental there): the server asks
+    every peer for a certificate from the mesh's CA (``RequireAndVerifyClientCert``), the client presents the same
+    certificate and verifies the peer's against that CA under ``CLUSTER_SERVER_NAME``. The files are re-read at each
+    handshake, so a renewed certificate needs no restart; the CA is read once, at start."""
+    ca, cert, key = (f"{CLUSTER_TLS_DIR}/{name}" for name in (CLUSTER_CA, CLUSTER_CERT, CLUSTER_KEY))
+    return dump(
+        {
+            "tls_server_config": {
+                "cert_file": cert,
+                "key_file": key,
+                "client_auth_type": "RequireAndVerifyClientCert",
+                "client_ca_file": ca,
+            },
+            "tls_client_config": {
+                "cert_file": cert,
+                "key_file": key,
+                "ca_file": ca,
+                "server_name": CLUSTER_SERVER_NAME,
+            },
+        }
+    )
+
+
+def cluster_tls_data(ca_pem: str, cert_pem: str, key_pem: str) -> dict[str, str]:
+    """The Secret's files, from the deploy's CA certificate and the replicas' certificate and key."""
+    return {CLUSTER_CA: ca_pem, CLUSTER_CERT: cert_pem, CLUSTER_KEY: key_pem}

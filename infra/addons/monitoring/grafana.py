@@ -5,7 +5,8 @@ No anonymous access: its one user is the admin, whose password is the stack's Se
 (credential.py), and every data source asks Prometheus with the stack's credential, read from the same
 Secret by Grafana's ``$__file{}`` provisioning expansion, so no password is in a ConfigMap. The
 provisioned dashboards cannot be edited, so Grafana holds no state worth keeping (an emptyDir). It is
-reached with ``kubectl port-forward`` (a ClusterIP Service).
+reached with ``kubectl port-forward`` (a ClusterIP Service). Grafana reads both passwords only when it starts,
+so a rotation restarts it, and only once the Secret holds the new ones (``credential.grafana_volume``).
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ def dashboard_provider() -> str:
     )
 
 
-def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port: int) -> list[k8s.Obj]:
+def objects(
+    namespace: str, shards: list[str], prometheus: str, prometheus_port: int, password_rotation: int
+) -> list[k8s.Obj]:
     boards = dashboards.dashboards()
     container = {
         "name": NAME,
@@ -103,7 +106,7 @@ def objects(namespace: str, shards: list[str], prometheus: str, prometheus_port:
             {"name": "providers", "configMap": {"name": f"{NAME}-dashboard-provider"}},
             {"name": "dashboards", "configMap": {"name": f"{NAME}-dashboards"}},
             {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
-            credential.volume(),
+            credential.grafana_volume(password_rotation),
         ],
     )
     labels = {"app.kubernetes.io/name": NAME}
