@@ -9,7 +9,8 @@ Two kinds of request reach it (``machine/control_plane/csr_approver.py``):
 - a new node's client certificate, the ``kubernetes.io/kube-apiserver-client-kubelet`` CSR its boot program
   sends with the bootstrap token (infra/node/join.py): approved only when Azure's attested document, bound to
   the request's key, and Azure Resource Manager's record of the VM the request names say it is the machine of
-  that name, of a scale set or NAT host this program renders. Nothing else approves those (the bootstrap token
+  that name, of a node pool's scale set or a NAT host of this cluster (recognised by the names the program gives
+  them: ``node_machines``). Nothing else approves those (the bootstrap token
   is not granted ``nodeclient``: infra/control_plane/cluster_objects.py).
 
 The unit is in the cloud-init every apiserver shares; every copy may decide a request, and the apiserver accepts
@@ -22,7 +23,6 @@ like the other components' and fetched from Key Vault at boot; its RBAC is
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import machine
 from infra.boot import systemd
@@ -30,7 +30,6 @@ from infra.boot.cloudinit import CloudConfig
 from infra.boot.secrets import FETCH_UNIT, IMDS_TOKEN_SCRIPT
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
-from infra.config.sizing import shards
 from infra.control_plane import paths, pki
 from infra.facts import attestation
 from infra.facts.endpoints import LOCAL_APISERVER
@@ -41,24 +40,22 @@ CONFIG = f"{paths.KUBERNETES_DIR}/csr-approver.json"
 UNIT = "supercluster-csr-approver.service"
 # The signer of kubelet serving certificates (kubernetes.io "Certificate Signing Requests", built-in signers).
 KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"
+# Where it keeps the intermediate certificates it fetched: the unit's StateDirectory (systemd.exec(5): created
+# under /var/lib and writable though the rest of the file system is read-only to it).
+STATE_DIRECTORY = "supercluster-csr-approver"
+INTERMEDIATE_CACHE = f"/var/lib/{STATE_DIRECTORY}"
 
 
-def rendered_machines(config: ClusterConfig) -> dict[str, Any]:
-    """The VMs a node certificate may be issued to: every shard's scale set (``<resource group>/<name>``, lower
-    case, to its computer-name prefix; retired pools too, their nodes may still run) and every NAT host."""
-    nodes = naming.node_resource_group(config.cluster_name)
+def node_machines(config: ClusterConfig) -> dict[str, str]:
+    """The VMs a node certificate may be issued to, by the names the program gives them rather than by a list:
+    an instance of a scale set of the node resource group whose name has the node pools' prefix (the rest of the
+    name is its instances' computer-name prefix), or a VM of the cluster's group with the NAT hosts' prefix. So
+    adding or removing a pool, or a NAT host, leaves every apiserver's model as it is."""
     return {
-        "scale_sets": {
-            f"{nodes}/{naming.scale_set(config.cluster_name, shard.name)}".lower(): naming.computer_name_prefix(
-                shard.name
-            )
-            for pool in config.node_pools
-            for shard in shards(pool)
-        },
-        "vms": sorted(
-            f"{naming.resource_group(config.cluster_name)}/{naming.nat_host(config.cluster_name, index)}".lower()
-            for index in range(config.network.nat_hosts.count)
-        ),
+        "scale_set_group": naming.node_resource_group(config.cluster_name),
+        "scale_set_prefix": naming.node_scale_set_prefix(config.cluster_name),
+        "vm_group": naming.resource_group(config.cluster_name),
+        "vm_prefix": naming.nat_host_prefix(config.cluster_name),
     }
 
 
@@ -85,7 +82,9 @@ def approver_config(config: ClusterConfig) -> str:
         "arm_api_version": attestation.ARM_API_VERSION,
         "arm_ca_file": None,  # the machine's root store
         "token_command": [IMDS_TOKEN_SCRIPT, attestation.ARM_ENDPOINT + "/"],
-        "machines": rendered_machines(config),
+        "intermediate_hosts": list(attestation.INTERMEDIATE_HOSTS),
+        "intermediate_cache": INTERMEDIATE_CACHE,
+        "machines": node_machines(config),
     }
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
@@ -106,8 +105,9 @@ def add_approver_unit(cloud: CloudConfig, config: ClusterConfig) -> None:
             service={
                 "Restart": "always",
                 "RestartSec": "10",
-                # It reads its files and talks HTTPS; it writes nothing but temporary files.
+                # It reads its files and talks HTTPS; it writes temporary files and its cache of intermediates.
                 "NoNewPrivileges": "yes",
+                "StateDirectory": STATE_DIRECTORY,
                 "ProtectSystem": "strict",
                 "ProtectHome": "yes",
                 "PrivateTmp": "yes",

@@ -35,10 +35,23 @@ NONCE_LENGTH = 32
 # trusts the machine's own root store for it.
 ATTESTATION_SIGNER = "metadata.azure.com"
 SYSTEM_ROOTS = "/etc/ssl/certs/ca-certificates.crt"  # Ubuntu's ca-certificates bundle
+# The only hosts the approver fetches an intermediate from, and only at a URL its signer's CA Issuers field names:
+# Microsoft's certificate-download hosts in "Azure Certificate Authority details"
+# (learn.microsoft.com/azure/security/fundamentals/azure-ca-details, its certificate downloads, revocation lists
+# and firewall allowlist), where the Azure TLS issuing CAs that sign metadata.azure.com are published
+# (www.microsoft.com/pkiops/certs/...). Plain HTTP, as CA Issuers URLs are: what is fetched is not trusted, the
+# chain must still verify to SYSTEM_ROOTS.
+INTERMEDIATE_HOSTS = ("caissuers.microsoft.com", "www.microsoft.com")
 # Azure Resource Manager's record of a VM (properties.vmId, properties.osProfile.computerName): the API version
 # is one azure-native's getVirtualMachineScaleSetVM lists (pulumi.com registry, azure-native compute).
-ARM_ENDPOINT = "https://management.azure.com"
+ARM_HOST = "management.azure.com"
+ARM_ENDPOINT = f"https://{ARM_HOST}"
 ARM_API_VERSION = "2024-07-01"
 # The VM's own compute metadata, whose ``resourceId`` the node claims (the version machine/node/provider_id.py asks).
 COMPUTE_PATH = "/metadata/instance/compute"
 COMPUTE_API_VERSION = "2021-02-01"
+
+# What the attested join reaches at run time, from the apiservers' approver only (never at boot, never from a node,
+# NAT host or etcd member): Resource Manager on 443 and Microsoft's certificate hosts on 80. The apiserver subnet's
+# way out is the system VNet's NAT gateway (infra/network/egress.py); no NSG restricts outbound (docs/security.md).
+RUN_TIME_HOSTS = (ARM_HOST, *INTERMEDIATE_HOSTS)

@@ -17,9 +17,15 @@ a bootstrap token of the nodes' group; its subject is exactly ``system:node:<nam
 client auth and no usage beyond digital signature and key encipherment, and no alternative name; it carries
 Azure's attested document, whose PKCS #7 signature chains to a trusted root through a signer named as Azure's,
 whose nonce is the request's own public key's, which is fresh, and whose subscription is this VM's; and the VM it
-names is one the program renders (an instance of a node pool's scale set, or a NAT host), which Azure Resource
-Manager says has the document's ``vmId`` and the computer name ``<name>``. A renewal, sent as the node itself, is
-the controller-manager's (it approves a node's request for its own name).
+names is one of this cluster's that may be a node (an instance of a scale set of the node resource group named with
+the node pools' prefix, or a VM named with the NAT hosts' prefix), which Azure Resource Manager says has the
+document's ``vmId`` and the computer name ``<name>``. A document that cannot be verified for any reason (an
+intermediate not fetched included) is denied; the node then asks again with a new key and document. A renewal,
+sent as the node itself, is the controller-manager's (it approves a node's request for its own name).
+
+At run time, and only here, it reaches outside the cluster: Azure Resource Manager (HTTPS), and the intermediate
+certificates its signer's Authority Information Access names, fetched over HTTP only from Microsoft's certificate
+hosts it is given, with no redirect, and cached on disk.
 
 A request that can never pass is denied; one that may pass later (no such Node yet, a name not yet among its
 addresses, Azure not answering) is left pending and looked at again. Each decision is logged with its reason.
@@ -241,17 +247,25 @@ def check_client_request(csr, config):
     return None, "", {"name": name, "public_key": request["public_key"], "document": document, "vm": vm}
 
 
-def rendered_vm(resource_id, subscription, machines):
-    """``(kind, computer name prefix)`` of the VM ``resource_id`` names if the program renders it (an instance of
-    a node pool's scale set, or a NAT host) in ``subscription``; None otherwise."""
+def cluster_vm(resource_id, subscription, machines):
+    """``(kind, computer name prefix)`` of the VM ``resource_id`` names if it is one of this cluster's that may be
+    a node, in ``subscription``: an instance of a scale set of the node resource group whose name has the node
+    pools' prefix (the rest of its name is its instances' computer-name prefix), or a VM of the cluster's group
+    with the NAT hosts' prefix (its computer name is its own name). None otherwise. By name, not by a list of
+    pools, so a pool added after the apiservers were built joins without rolling them."""
     found = RESOURCE_ID.fullmatch(resource_id)
     if not found or found.group(1).lower() != subscription.lower():
         return None
-    group, scale_set, _, vm = found.group(2, 3, 4, 5)
+    group, scale_set, _, vm = (part and part.lower() for part in found.group(2, 3, 4, 5))
     if scale_set:
-        prefix = machines["scale_sets"].get(f"{group}/{scale_set}".lower())
-        return None if prefix is None else ("scale set instance", prefix)
-    return ("NAT host", vm.lower()) if f"{group}/{vm}".lower() in machines["vms"] else None
+        prefix = machines["scale_set_prefix"].lower()
+        if group != machines["scale_set_group"].lower() or not scale_set.startswith(prefix) or scale_set == prefix:
+            return None
+        return ("scale set instance", scale_set[len(prefix) :])
+    prefix = machines["vm_prefix"].lower()
+    if group != machines["vm_group"].lower() or not vm.startswith(prefix) or vm == prefix:
+        return None
+    return ("NAT host", vm)
 
 
 def check_document(document, public_key, subscription, nonce_length, now):
@@ -297,7 +311,8 @@ def openssl(*args, stdin=None):
 def verified_document(signature, config):
     """The JSON inside Azure's PKCS #7 ``signature`` once it verifies: signed by a certificate named
     ``attestation_signer`` that chains to ``attestation_roots``, with the issuers the document carries or its
-    signer's Authority Information Access names (Azure's intermediates are fetched so). Raises ValueError."""
+    signer's Authority Information Access names (Azure's intermediates are fetched so: ``intermediates``).
+    Raises ValueError, so a document that cannot be verified, for whatever reason, is denied."""
     with tempfile.TemporaryDirectory() as work:
         names = ("doc.der", "chain.pem", "signer.pem", "doc.json")
         der, chain, signer, content = (os.path.join(work, name) for name in names)
@@ -305,29 +320,80 @@ def verified_document(signature, config):
             handle.write(base64.b64decode(signature, validate=True))
         carried = openssl("pkcs7", "-inform", "DER", "-in", der, "-print_certs")
         with open(chain, "wb") as handle:
-            handle.write(carried + issuers_named_by(carried))
-        # cms, not smime: it takes -certfile as untrusted intermediates. -purpose any: Azure's signer is a TLS
-        # certificate, which S/MIME's default purpose would refuse.
-        openssl("cms", "-verify", "-inform", "DER", "-in", der, "-CAfile", config["attestation_roots"],
-                "-certfile", chain, "-purpose", "any", "-signer", signer, "-out", content)
+            handle.write(carried + intermediates(carried, config))
+        # Two steps: the signature with the signer's certificate, then that certificate's chain to the roots, with
+        # the intermediates as untrusted (cms -verify builds its chain from the document's own certificates only,
+        # not from -certfile). -purpose any: Azure's signer is a TLS certificate, which S/MIME's would refuse.
+        openssl("cms", "-verify", "-inform", "DER", "-in", der, "-noverify", "-signer", signer, "-out", content)
         if not (os.path.getsize(signer) and os.path.getsize(content)):
             raise ValueError("openssl wrote no signer or content")
-        subject = openssl("x509", "-in", signer, "-noout", "-subject", "-nameopt", "RFC2253").decode()
-        if re.search(r"(^|[=,])CN=([^,]+)", subject.split("=", 1)[1]).group(2).strip() != config["attestation_signer"]:
-            raise ValueError(f"signed by {subject.strip()}, not {config['attestation_signer']}")
+        openssl("verify", "-no-CApath", "-CAfile", config["attestation_roots"], "-untrusted", chain, "-purpose", "any",
+                signer)
+        subject = openssl("x509", "-in", signer, "-noout", "-subject", "-nameopt", "RFC2253")
+        if common_name(subject) != config["attestation_signer"]:
+            raise ValueError(f"signed by {subject.decode().strip()}, not {config['attestation_signer']}")
         with open(content) as handle:
             return json.load(handle)
 
 
-def issuers_named_by(pem):
-    """The certificates that the ``CA Issuers`` URLs of the certificates in ``pem`` name, as PEM."""
-    fetched = b""
-    for block in re.findall(rb"-----BEGIN [A-Z ]+-----.+?-----END [A-Z ]+-----\n?", pem, re.S):
-        access = openssl("x509", "-noout", "-ext", "authorityInfoAccess", stdin=block)
-        for url in re.findall(rb"CA Issuers - URI:(http://\S+)", access):
-            with urllib.request.urlopen(url.decode(), timeout=TIMEOUT) as response:
-                fetched += openssl("x509", "-inform", "DER", stdin=response.read())
-    return fetched
+def common_name(subject_line):
+    """The CN of ``openssl x509 -subject -nameopt RFC2253``'s line (``subject=CN=...,O=...``)."""
+    found = re.search(r"(^|[=,])CN=([^,]+)", subject_line.decode().split("=", 1)[1])
+    return found.group(2).strip() if found else ""
+
+
+def name_of(pem, which):
+    """A certificate's ``subject`` or ``issuer`` (RFC 2253)."""
+    return openssl("x509", "-noout", f"-{which}", "-nameopt", "RFC2253", stdin=pem).split(b"=", 1)[1].strip()
+
+
+def intermediates(carried, config):
+    """The certificates (PEM) at the ``CA Issuers`` URLs of the carried signer's certificate (the one named
+    ``attestation_signer``; no other certificate's URLs are followed), fetched only over plain HTTP from
+    ``intermediate_hosts``, with no redirect, and kept in ``intermediate_cache``: a cached one is used while its
+    subject is the signer's issuer. Raises ValueError for a URL elsewhere or a fetch that fails. Nothing fetched
+    is trusted: the chain must still verify to the roots."""
+    blocks = re.findall(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n?", carried, re.S)
+    signers = [b for b in blocks if common_name(b"subject=" + name_of(b, "subject")) == config["attestation_signer"]]
+    if len(signers) != 1:
+        raise ValueError(f"the document carries {len(signers)} certificates of {config['attestation_signer']}")
+    issuer = name_of(signers[0], "issuer")
+    access = openssl("x509", "-noout", "-ext", "authorityInfoAccess", stdin=signers[0])
+    found = b""
+    for url in (u.decode() for u in re.findall(rb"CA Issuers - URI:(\S+)", access)):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "http" or parts.hostname not in config["intermediate_hosts"] or parts.port:
+            raise ValueError(f"the signer's issuer is at {url}, not on {', '.join(config['intermediate_hosts'])}")
+        cached = os.path.join(config["intermediate_cache"], hashlib.sha256(url.encode()).hexdigest() + ".pem")
+        try:
+            with open(cached, "rb") as handle:
+                pem = handle.read()
+            if name_of(pem, "subject") == issuer:
+                found += pem
+                continue
+        except (OSError, ValueError):
+            pass  # not cached yet, or unreadable: fetched again
+        try:
+            pem = openssl("x509", "-inform", "DER", stdin=fetch(url))
+        except OSError as error:
+            raise ValueError(f"could not fetch {url}: {error}") from error
+        os.makedirs(config["intermediate_cache"], exist_ok=True)
+        with open(cached + ".tmp", "wb") as handle:
+            handle.write(pem)
+        os.replace(cached + ".tmp", cached)
+        found += pem
+    return found
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None  # a redirect is an error: it could lead off the allowed hosts
+
+
+def fetch(url):
+    """The body at ``url`` (a CA Issuers URL already checked against the allowed hosts), at most 64 KiB."""
+    with urllib.request.build_opener(NoRedirect).open(url, timeout=TIMEOUT) as response:
+        return response.read(65536)
 
 
 class Azure:
@@ -372,7 +438,7 @@ def decide_client(csr, config, azure, now):
     if verdict:
         return verdict, reason
     subscription = azure.subscription()
-    rendered = rendered_vm(facts["vm"], subscription, config["machines"])
+    rendered = cluster_vm(facts["vm"], subscription, config["machines"])
     if rendered is None:
         return Verdict.DENY, f"{facts['vm']} is no node pool's or NAT host's VM of this cluster"
     try:
