@@ -12,7 +12,6 @@ import base64
 import dataclasses
 import datetime
 import hashlib
-import importlib.util
 import json
 
 import pytest
@@ -21,7 +20,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-import machine as programs
 from infra.config import naming
 from infra.config.sizing import shards
 from infra.control_plane import cluster_objects, csr_approval
@@ -29,16 +27,14 @@ from infra.facts import attestation
 from tests.e2e import imds
 from tests.e2e.attestation import ROOT_FILE, Attestation
 from tests.helpers import parsed, require_tool
+from tests.infra.control_plane_files import approver_program
 
 STACK = "dev"
 
 
 @pytest.fixture(scope="module")
 def approver():
-    spec = importlib.util.spec_from_file_location("csr_approver", programs.path("control_plane/csr_approver.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return approver_program()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ RBAC it runs with. Against the real apiserver and kubelets: tests/e2e/test_node_
 from __future__ import annotations
 
 import base64
-import importlib.util
 import ipaddress
 import json
 
@@ -20,7 +19,7 @@ from infra.control_plane import cluster_objects, csr_approval, pki
 from infra.node import kubelet
 from tests.e2e.plan_machines import parse_unit
 from tests.helpers import parsed
-from tests.infra.control_plane_files import files, machines
+from tests.infra.control_plane_files import approver_program, files, machines
 
 NODE = "box-cpu-000003"
 NODE_IP = "10.1.0.7"
@@ -30,10 +29,7 @@ SERVING_USAGES = ["digital signature", "key encipherment", "server auth"]
 
 @pytest.fixture(scope="module")
 def approver():
-    spec = importlib.util.spec_from_file_location("csr_approver", programs.path("control_plane/csr_approver.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return approver_program()
 
 
 def _request(
