@@ -508,7 +508,7 @@ class Api:
 class Approver:
     def __init__(self, config):
         self.config = config
-        self.azure = Azure(config)
+        self.azure_api = Azure(config)
         self.logged = {}  # the last reason logged for each request left pending: no line per relist
         self.waiting = set()
 
@@ -524,7 +524,7 @@ class Approver:
         if signer == self.config["client_signer"] and user.startswith(BOOTSTRAP_USER_PREFIX):
             now = datetime.datetime.now(datetime.timezone.utc)
             try:
-                return (*decide_client(csr, self.config, self.azure, now), "SuperclusterAttestedJoin")
+                return (*decide_client(csr, self.config, self.azure_api, now), "SuperclusterAttestedJoin")
             except (OSError, subprocess.SubprocessError, KeyError, ValueError) as error:
                 return Verdict.WAIT, f"Azure did not answer: {error}", ""
         return None  # another signer, or a node renewing its own client certificate (the controller-manager's)

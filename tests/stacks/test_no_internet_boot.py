@@ -2,7 +2,8 @@
 place outside the cluster's own registry, storage, Key Vault and Azure's host endpoints.
 
 Walks the cloud-init every VM and scale set actually receives (decoded from the plan's customData),
-every file and unit in it, and fails on any URL, host name or image registry that is not one of:
+every file and unit in it (compressed ones decompressed), and fails on any URL, host name or image registry
+that is not one of:
 - the cluster's Azure Container Registry (and its regional data endpoint), Key Vault and storage account;
 - Azure's metadata service 169.254.169.254 and host address 168.63.129.16;
 - an address inside the cluster's own networks (the apiserver load balancer, etcd members) or loopback;
@@ -58,7 +59,8 @@ SERVERS = {*CACHE_PREFIXES, "dl.k8s.io", "pkgs.k8s.io", "cdn.dl.k8s.io", "packag
 ATTESTED_JOIN_RUN_TIME = frozenset({*attestation.RUN_TIME_HOSTS, attestation.ATTESTATION_SIGNER})
 FETCHING_KEYS = ("packages", "package_update", "package_upgrade", "apt", "snap", "yum_repos")
 
-URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'<>`)\]},;]+")
+# A backslash ends a URL too: a JSON string's escaped newline follows one in a kubeconfig written into settings.
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'<>`)\]},;\\]+")
 # A host name standing on its own (not a file path or a file name): a registry in an image reference, a
 # server in a flag. Only public suffixes count, so unit and file names (kubelet.service) never match.
 HOST = re.compile(
@@ -133,6 +135,12 @@ def machines(run):
     return [r for r in run.registrations if r.type in VM_TYPES]
 
 
+def everything_written(machine) -> str:
+    """Its cloud-init and every file it writes, decoded: some are written gzip-compressed, which hides their text
+    from a scan of the cloud-init alone."""
+    return "\n".join([custom_data_of(machine) or "", *cloud_init_files(machine).values()])
+
+
 def is_apiserver(machine) -> bool:
     return (machine.inputs.get("tags") or {}).get(MACHINE_ROLE_TAG) == APISERVER_ROLE
 
@@ -147,7 +155,8 @@ def test_no_machine_boot_reaches_outside_the_cluster(stack, request):
         assert text and text.startswith("#cloud-config"), machine.name
         document = load_yaml(text)
         fetching = [key for key in FETCHING_KEYS if key in document]
-        places = outside_places(text, stack, networks, ATTESTED_JOIN_RUN_TIME if is_apiserver(machine) else frozenset())
+        run_time = ATTESTED_JOIN_RUN_TIME if is_apiserver(machine) else frozenset()
+        places = outside_places(everything_written(machine), stack, networks, run_time)
         if fetching or places:
             found[machine.name] = sorted(places) + [f"cloud-init `{key}`" for key in fetching]
     assert len(machines(run)) >= 6  # nodes of every pool, NAT hosts, etcd, events etcd, apiservers
@@ -158,7 +167,7 @@ def test_no_machine_boot_reaches_outside_the_cluster(stack, request):
 def test_only_the_apiservers_name_the_attested_joins_run_time_endpoints(stack, request):
     """The approver's endpoints are in the apiservers' files and in no node's, NAT host's or etcd member's."""
     run = request.getfixturevalue(f"{stack}_plan")
-    named = {m.name: {h for h in ATTESTED_JOIN_RUN_TIME if h in custom_data_of(m)} for m in machines(run)}
+    named = {m.name: {h for h in ATTESTED_JOIN_RUN_TIME if h in everything_written(m)} for m in machines(run)}
     apiservers = [m.name for m in machines(run) if is_apiserver(m)]
     assert apiservers and all(named.pop(name) == ATTESTED_JOIN_RUN_TIME for name in apiservers)
     assert not {name: hosts for name, hosts in named.items() if hosts}, "named outside the apiservers"
