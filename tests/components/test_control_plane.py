@@ -145,6 +145,7 @@ def moving(prod_plan):
     return run_program("prod", load_stack_config("prod", []), {own_stack_name("prod"): _outputs_with_vms(prod_plan, 5)})
 
 
+@pytest.mark.slow  # seconds: prod planned again after a deploy with five apiserver VMs
 def test_a_stack_with_apiserver_vms_keeps_them_beside_the_new_scale_set(moving):
     vms = _apiserver_vms(moving)
     assert [vm.inputs["vmName"] for vm in vms] == [f"prod-apiserver-{i}" for i in range(5)]
@@ -185,6 +186,7 @@ def test_a_move_that_does_not_fit_beside_the_vms_is_refused_with_one_line(prod_p
     assert assemble(raw, "eastus", _outputs_with_vms(prod_plan, 11)).apiservers.capacity == 15
 
 
+@pytest.mark.slow  # seconds: prod planned again after a deploy with five apiserver VMs
 def test_replacing_a_retiring_apiserver_vm_reaches_its_gate_and_nothing_in_the_cluster(moving):
     """What `pulumi destroy --target <apiserver VM> --target-dependents` would take: everything that
     depends on the VM (inputs, dependsOn, provider, parent), transitively: its readiness gate, nothing more."""
@@ -207,6 +209,7 @@ def test_replacing_a_retiring_apiserver_vm_reaches_its_gate_and_nothing_in_the_c
         assert {moving.monitor.by_urn[urn].name for urn in reached} == {f"{CP}-ready-{i}"}, vm.name
 
 
+@pytest.mark.slow  # seconds: prod planned with the monitor holding each answer back
 def test_each_retiring_gate_registers_after_the_gate_before_it_and_the_provider_after_the_scale_set(
     monkeypatch, prod_plan
 ):

@@ -124,6 +124,7 @@ def resources(dev_plan, prod_plan) -> list[Registration]:
     return found
 
 
+@pytest.mark.slow  # seconds: every property of every resource against its type's schema
 def test_every_property_the_program_sends_is_one_the_type_accepts(resources):
     problems = []
     for registration in resources:

@@ -141,6 +141,7 @@ def test_any_pool_mix_plans_without_overlaps_or_fails_for_a_stated_reason(raw):
     assert_well_formed(plan, raw)
 
 
+@pytest.mark.slow  # seconds: 60 generated pool mixes, each planned twice
 # Many generated mixes do not fit before or after growing and are skipped (assume): that is expected here.
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(pool_mixes(), st.data())

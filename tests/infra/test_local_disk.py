@@ -115,6 +115,7 @@ def test_missing_or_busy_disks_refuse_instead_of_using_the_os_disk(tmp_path):
     assert not busy.ran("mkfs.ext4")
 
 
+@pytest.mark.slow  # seconds: runs the program in a fresh interpreter
 def test_the_program_is_standard_library_only_and_fails_in_one_line(tmp_path):
     bad = tmp_path / "settings.json"
     bad.write_text(json.dumps(settings(nvme=0) | {"wait_attempts": 1}))

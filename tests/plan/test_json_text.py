@@ -28,6 +28,7 @@ _VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow  # seconds: 400 generated documents
 @settings(max_examples=400, deadline=None)
 @given(_VALUES, st.booleans())
 def test_any_json_value_is_written_as_json_dumps_writes_it(value, sort_keys):
