@@ -18,6 +18,8 @@ one approval per resourceVersion. Its client certificate (CN ``pki.CSR_APPROVER_
 like the other components' and fetched from Key Vault at boot; its RBAC is
 ``infra.control_plane.cluster_objects.csr_approver_rbac``. It reads Azure as the apiserver's identity
 (``supercluster-imds-token``), which may read the node resource group and the NAT hosts (components/identities.py).
+What it reaches outside the cluster, at run time only and never at boot: ``attestation.RUN_TIME_HOSTS``
+(Resource Manager, Microsoft's certificate hosts; docs/security.md, "What the approver reaches").
 """
 
 from __future__ import annotations

@@ -375,12 +375,12 @@ def intermediates(carried, config):
             pass  # not cached yet, or unreadable: fetched again
         try:
             pem = openssl("x509", "-inform", "DER", stdin=fetch(url))
+            os.makedirs(config["intermediate_cache"], exist_ok=True)
+            with open(cached + ".tmp", "wb") as handle:
+                handle.write(pem)
+            os.replace(cached + ".tmp", cached)
         except OSError as error:
-            raise ValueError(f"could not fetch {url}: {error}") from error
-        os.makedirs(config["intermediate_cache"], exist_ok=True)
-        with open(cached + ".tmp", "wb") as handle:
-            handle.write(pem)
-        os.replace(cached + ".tmp", cached)
+            raise ValueError(f"could not fetch or keep {url}: {error}") from error
         found += pem
     return found
 

@@ -118,7 +118,7 @@ def test_the_controller_manager_approves_no_request_sent_with_the_bootstrap_toke
     assert renewals == [attestation.NODES_GROUP]
 
 
-def test_the_genuine_request_of_a_rendered_vm_is_approved(approver, box, config):
+def test_the_genuine_request_of_a_node_pools_vm_is_approved(approver, box, config):
     name, resource = _instance(parsed(STACK))
     vm_id = "2f6b9e0a-0000-4000-8000-000000000007"
     azure = FakeAzure({resource: {"properties": {"vmId": vm_id, "osProfile": {"computerName": name}}}})
