@@ -42,7 +42,7 @@ from benchmarks.scale import metrics, scheduling  # noqa: E402
 from benchmarks.scale_proof import _machine, _pod, built_binaries, fresh_workdir, load  # noqa: E402
 from infra.control_plane import paths, scheduler  # noqa: E402
 from infra.facts.labels import GPU_RESOURCE, ROLE_CPU, ROLE_GPU, ROLE_LABEL  # noqa: E402
-from tests.e2e.cluster import Cluster, boot, start_unit  # noqa: E402
+from tests.e2e.cluster import Cluster, boot, start_unit, unit_argv  # noqa: E402
 from tests.e2e.fleet import Fleet, fleet_pools, split  # noqa: E402
 from tests.e2e.hosts import Process, wait_for  # noqa: E402
 
@@ -84,13 +84,15 @@ def scheduled(snapshot: metrics.Snapshot) -> float:
 
 
 def start_scheduler(cluster: Cluster, percentage: int) -> Process:
-    """One scheduler on the first apiserver VM: the rendered unit line, the rendered config with
-    ``percentageOfNodesToScore`` changed and leader election off."""
+    """One scheduler on the first apiserver VM: the rendered unit line as systemd runs it (its ``${MACHINE_ADDRESS}``
+    replaced from its EnvironmentFile), the rendered config with ``percentageOfNodesToScore`` changed and leader
+    election off."""
     machine, host, _ = cluster.control_plane[0]
     rendered = yaml.safe_load((machine.files / paths.SCHEDULER_CONFIG.lstrip("/")).read_text())
     (host.root / BENCH_CONFIG).write_text(yaml.safe_dump(scheduling.variant(rendered, percentage)))
     argv = [
-        f"--config=/{BENCH_CONFIG}" if a.startswith("--config=") else a for a in machine.unit(SCHEDULER_UNIT).exec_start
+        f"--config=/{BENCH_CONFIG}" if a.startswith("--config=") else a
+        for a in unit_argv(machine, host, SCHEDULER_UNIT)
     ]
     return start_unit(cluster, machine, host, SCHEDULER_UNIT, argv)
 

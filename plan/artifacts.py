@@ -270,12 +270,25 @@ def _write_tree(
         return
     first_directory = seen.setdefault((inside, _contents(node, known)), relative)
     if first_directory != relative:
-        link = posixpath.relpath(first_directory, posixpath.dirname(relative))
+        link = _relative_path(first_directory, posixpath.dirname(relative))
         os.symlink(link, f"{root}/{relative}", target_is_directory=True)
         return
     os.mkdir(f"{root}/{relative}")
     for name, child in node.items():
         _write_tree(root, f"{relative}/{name}", f"{inside}/{name}", child, seen, written, known)
+
+
+def _relative_path(path: str, start: str) -> str:
+    """``posixpath.relpath(path, start)`` for two paths below the same folder: from their names alone, where
+    ``relpath`` asks the process's working directory twice to make both absolute first (17 µs against 1.5; a
+    30,000-node plan makes 1,959 links). Any other pair (a ``.``, ``..`` or empty name) goes to ``relpath``."""
+    names, start_names = path.split("/"), start.split("/")
+    if {"", ".", ".."} & {*names, *start_names}:
+        return posixpath.relpath(path, start)
+    common = 0
+    while common < min(len(names), len(start_names)) and names[common] == start_names[common]:
+        common += 1
+    return "/".join([".."] * (len(start_names) - common) + names[common:]) or "."
 
 
 def _contents(node: dict[str, Any], known: dict[int, tuple[Any, ...]]) -> tuple[Any, ...]:

@@ -34,8 +34,9 @@ _SMALL_FLOATS = (
 # Characters json escapes under ensure_ascii that orjson writes as they are: DEL and whatever is not ASCII
 # (looked for only where the text is not all ASCII, which Python knows of every string without reading it).
 # Outside a string orjson writes only ASCII, so escaping them where they stand is escaping them inside
-# their strings.
-_UNESCAPED = re.compile("[\x7f-\U0010ffff]")
+# their strings. Written as "not \x00-\x7e", the same characters: the range up to \U0010ffff took 5 ms to
+# compile, paid by every plan at import.
+_UNESCAPED = re.compile("[^\x00-\x7e]")
 
 
 def json_text(value: Any, *, sort_keys: bool = False) -> str:

@@ -217,6 +217,38 @@ def test_the_program_imports_no_typed_sdk_module():
     assert loaded.strip() == "[]", loaded
 
 
+def test_each_resource_is_recorded_at_the_line_that_declared_it(monkeypatch):
+    """The SDK records the stack below a resource's own constructor with every resource, and the engine keeps its
+    first frame as the resource's source position: the caller's line, with no frame of ``declare`` between (each
+    frame is turned into a source position for every resource of a plan)."""
+    import inspect
+
+    import pulumi.runtime.resource as sdk
+
+    recorded = []
+    original = sdk._get_stack_trace
+    monkeypatch.setattr(sdk, "_get_stack_trace", lambda: recorded.append(original()) or recorded[-1])
+    lines = []
+
+    def declare_each_kind():
+        here = inspect.currentframe()
+        assert here is not None
+        lines.append(here.f_lineno + 1)
+        declare.azure("resources:ResourceGroup", "rg", {"location": "westus3"})
+        lines.append(here.f_lineno + 1)
+        declare.kubernetes("ns", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}})
+        lines.append(here.f_lineno + 1)
+        declare.tls("PrivateKey", "key", {"algorithm": "ED25519"})
+        lines.append(here.f_lineno + 1)
+        declare.random("RandomPassword", "password", {"length": 24})
+
+    run_declarations(declare_each_kind)
+    ours = [trace for trace in recorded if any(frame.pc.uri.endswith("/test_declare.py") for frame in trace.frames)]
+    first = [(trace.frames[0].pc.uri.rsplit("/", 1)[-1], trace.frames[0].pc.line) for trace in ours]
+    assert first == [("test_declare.py", line) for line in lines]
+    assert not any(frame.pc.uri.endswith("/components/declare.py") for trace in recorded for frame in trace.frames)
+
+
 def test_registering_a_resource_stats_no_source_file(monkeypatch):
     """The SDK's ``traceback.extract_stack()`` for each resource has linecache ``os.stat`` every source file
     on the stack (about ten) unless the file is marked as read once and for all."""

@@ -85,3 +85,10 @@ def test_a_plan_is_encoded_by_orjson_not_handed_to_json(prod_plan, monkeypatch):
     assert json_text({"id": "/roleDefinitions/9980e02c-c2be-4d73-94e8", "e-5": "tie-3", "n": "0.00001"}) == (
         '{\n  "id": "/roleDefinitions/9980e02c-c2be-4d73-94e8",\n  "e-5": "tie-3",\n  "n": "0.00001"\n}'
     )
+
+
+def test_the_characters_escaped_where_they_stand_are_del_and_all_beyond_ascii():
+    from plan.json_text import _UNESCAPED
+
+    for code in [*range(0x100), 0x2028, 0xD800, 0xFFFF, 0x10000, 0x10FFFF]:
+        assert bool(_UNESCAPED.fullmatch(chr(code))) == (code >= 0x7F), hex(code)

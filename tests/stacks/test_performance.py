@@ -126,6 +126,21 @@ def test_only_identical_trees_are_linked(tmp_path):
     assert (root / "b" / "y" / "z").read_text() == "2"
 
 
+def test_links_name_their_target_as_relpath_does():
+    """``write_plan`` computes each link from the two paths' names; ``posixpath.relpath`` is the reference."""
+    import itertools
+    import posixpath
+
+    names = ["files", "a", "b", ".", "..", ""]
+    paths = ["/".join(parts) for length in (1, 2, 3) for parts in itertools.product(names, repeat=length)]
+    for path, start in itertools.product(paths[::7], paths[1::11]):
+        try:
+            expected = posixpath.relpath(path, start)
+        except ValueError:
+            continue  # an empty path: relpath refuses it, and write_plan never links one
+        assert artifacts._relative_path(path, start) == expected, (path, start)
+
+
 def test_a_run_walks_no_caller_frames_and_hands_back_its_errors_unchanged():
     import traceback
 
@@ -161,8 +176,11 @@ def test_the_stack_recorded_with_each_resource_holds_no_harness_thread_or_runpy_
     """The SDK turns every frame below a resource's constructor into a source position, for every resource:
     the plan runs the program's body from a bare thread's first frame, before the event loop runs
     (``run_declarations``)."""
+    import inspect
+
     import pulumi.runtime.resource as sdk
 
+    from components import declare
     from tests.conftest import plan_stack
 
     recorded = []
@@ -171,7 +189,12 @@ def test_the_stack_recorded_with_each_resource_holds_no_harness_thread_or_runpy_
     plan_stack("dev")
     frames = [frame for trace in recorded for frame in trace.frames]
     files = {frame.pc.uri.rsplit("/", 1)[-1] for frame in frames if frame.HasField("pc")}
-    assert {"__main__.py", "declare.py"} <= files
+    assert "__main__.py" in files
+    # No frame of a declaration helper or of Declared's own: only an explicit provider, a ProviderResource
+    # made inside declare.provider, is recorded there.
+    declare_lines = {frame.pc.line for frame in frames if frame.pc.uri.endswith("/components/declare.py")}
+    source, first = inspect.getsourcelines(declare.provider)
+    assert declare_lines == {first + i for i, line in enumerate(source) if "pulumi.ProviderResource(" in line}
     assert "threading.py" not in files, "threading.Thread's own frames"
     assert not files & {"base_events.py", "events.py", "sync_await.py", "stack.py"}, "the event loop's frames"
     assert all(frame.HasField("pc") for frame in frames), "runpy's frames (a frozen module: no position)"
