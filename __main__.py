@@ -11,7 +11,7 @@ from components.etcd_backups import EtcdBackupStore
 from components.etcd_cluster import EtcdCluster
 from components.etcd_pki import EtcdPki
 from components.hub import Hub, HubPeerings
-from components.identities import RoleIdentities, grant_autoscaler
+from components.identities import RoleIdentities, grant_autoscaler, grant_join_approver
 from components.image_registry import ImageRegistry
 from components.machine_images import MachineImages
 from components.monitoring_access import MonitoringAccess
@@ -126,6 +126,14 @@ nat_hosts = NatHosts(
     admin_ssh_public_key=config.admin_ssh_public_key,
     # The image of the release the nodes run (infra/day2/deploy_rules.py node_machine_image_version).
     image_id_of=lambda version: machine_images.version_id(DEDICATED_KIND, version),
+)
+grant_join_approver(
+    f"{config.cluster_name}-id",
+    identities,
+    cluster_name=config.cluster_name,
+    node_resource_group_id=node_group.id,
+    nat_host_ids={str(index): host.vm.id for index, host in enumerate(nat_hosts.hosts)},
+    subscription_id=subscription_id,
 )
 registry = ImageRegistry(
     f"{config.cluster_name}-registry",

@@ -95,15 +95,45 @@ def grant_autoscaler(
         for kind, scopes in (("scale", scale_set_ids), ("join", node_subnet_ids))
         for shard, scope in sorted(scopes.items())
     ]
-    definitions = {
-        role: role_definition(subscription_id, role) for role in (READER_ROLE, VIRTUAL_MACHINE_CONTRIBUTOR_ROLE)
-    }
+    _grant_each(name, identities, cluster_name, "autoscaler", roles.AUTOSCALER_IDENTITY, grants, subscription_id)
+
+
+def grant_join_approver(
+    name: str,
+    identities: RoleIdentities,
+    *,
+    cluster_name: str,
+    node_resource_group_id: pulumi.Input[str],
+    nat_host_ids: Mapping[str, pulumi.Input[str]],
+    subscription_id: pulumi.Input[str],
+) -> None:
+    """The apiservers' read of the VMs a node may join as: the node certificates' approver asks Azure Resource
+    Manager for the VM a joining node names (its ``vmId`` and computer name; infra/control_plane/csr_approval.py).
+    Reader on the node group (every pool's scale-set instances) and on each NAT host, nothing else."""
+    grants = [("nodes", "nodes", node_resource_group_id, READER_ROLE)] + [
+        (f"nat-{host}", f"nat/{host}", scope, READER_ROLE) for host, scope in sorted(nat_host_ids.items())
+    ]
+    _grant_each(name, identities, cluster_name, "join-approver", roles.APISERVER.identity, grants, subscription_id)
+
+
+def _grant_each(
+    name: str,
+    identities: RoleIdentities,
+    cluster_name: str,
+    purpose: str,
+    role_identity: str,
+    grants: list[tuple[str, str, pulumi.Input[str], str]],
+    subscription_id: pulumi.Input[str],
+) -> None:
+    """One role assignment per ``(suffix, key, scope, built-in role)`` to the ``role_identity``, named and keyed
+    by ``purpose``."""
+    definitions = {role: role_definition(subscription_id, role) for role in sorted({g[3] for g in grants})}
     for suffix, key, scope, role in grants:
         grant(
             identities,
-            f"{name}-autoscaler-{suffix}",
-            key=f"{cluster_name}/autoscaler/{key}",
+            f"{name}-{purpose}-{suffix}",
+            key=f"{cluster_name}/{purpose}/{key}",
             scope=scope,
-            principal_id=identities.principal_ids[roles.AUTOSCALER_IDENTITY],
+            principal_id=identities.principal_ids[role_identity],
             role_definition_id=definitions[role],
         )

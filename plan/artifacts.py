@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import gzip
 import hashlib
 import os
 import posixpath
@@ -21,6 +22,7 @@ import yaml
 
 from infra.assembly import machine_image
 from infra.boot import yaml_text
+from infra.boot.cloudinit import COMPRESSED
 from plan.json_text import json_text
 from plan.mocks import SECRET, Registration
 
@@ -57,7 +59,7 @@ def cloud_init_files(registration: Registration) -> dict[str, str]:
     cloud_init = custom_data_of(registration)
     if cloud_init is None:
         return {}
-    return {path: _file_content(entry) for path, entry in cloud_init_entries(cloud_init).items()}
+    return {path: file_content(entry) for path, entry in cloud_init_entries(cloud_init).items()}
 
 
 @functools.lru_cache(maxsize=64)
@@ -178,7 +180,7 @@ def collect_files(registrations: list[Registration]) -> dict[str, str]:
             base = registration.name
             files[f"{base}/cloud-init.yaml"] = cloud_init
             for path, entry in cloud_init_entries(cloud_init).items():
-                files[f"{base}/{posixpath.normpath('/' + path).lstrip('/')}"] = _file_content(entry)
+                files[f"{base}/{posixpath.normpath('/' + path).lstrip('/')}"] = file_content(entry)
         if registration.type == IMAGE_TEMPLATE:  # what the machine image build runs, readable
             for step in registration.inputs.get("customize") or []:
                 script = machine_image.script_of(step.get("inline") or [])
@@ -195,10 +197,13 @@ def collect_files(registrations: list[Registration]) -> dict[str, str]:
     return files
 
 
-def _file_content(entry: dict[str, Any]) -> str:
+def file_content(entry: dict[str, Any]) -> str:
+    """The text a ``write_files`` entry writes on the machine (plain, base64, or gzip then base64)."""
     content = entry.get("content", "")
     if entry.get("encoding") in ("b64", "base64"):
         return base64.b64decode(content).decode()
+    if entry.get("encoding") == COMPRESSED:
+        return gzip.decompress(base64.b64decode(content)).decode()
     return content
 
 

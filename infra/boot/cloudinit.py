@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import gzip
 import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,6 +23,10 @@ from infra.boot import yaml_text
 # Azure rejects customData longer than 87,380 base64 characters ("must be in Base64 encoding
 # and with a maximum length of 87380 characters", kubernetes-sigs/cloud-provider-azure#581).
 MAX_CUSTOM_DATA_BASE64_CHARS = 87_380
+# cloud-init's write_files decodes an entry with this encoding (gzip, then base64) before writing it (cloud-init
+# documentation, "Write Files" module, ``encoding``: gz, gzip, gz+base64, gzip+base64, gz+b64, gzip+b64, b64,
+# base64). For a program whose text would not otherwise fit in customData.
+COMPRESSED = "gz+b64"
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class File:
     content: str
     permissions: str = "0644"
     owner: str = "root:root"
+    compressed: bool = False  # written as COMPRESSED: a third of its size in customData
 
 
 @dataclass
@@ -46,10 +52,10 @@ class CloudConfig:
     # cloud-init "mounts" entries; ["ephemeral0"] (no mount point) stops cloud-init mounting Azure's temp disk at /mnt.
     mounts: list[list[str]] = field(default_factory=list)
 
-    def add(self, path: str, content: str, permissions: str = "0644") -> None:
+    def add(self, path: str, content: str, permissions: str = "0644", compressed: bool = False) -> None:
         if any(existing.path == path for existing in self.files):
             raise ValueError(f"cloud-init: {path} is written twice")
-        self.files.append(File(path, content, permissions))
+        self.files.append(File(path, content, permissions, compressed=compressed))
 
     def with_content(self, path: str, content: str) -> CloudConfig:
         """A copy in which the file at ``path`` (which must be there) holds ``content`` instead."""
@@ -104,6 +110,15 @@ def _in_order(files: list[File]) -> list[File]:
 
 
 def _entry(f: File) -> dict[str, str]:
+    if f.compressed:  # mtime 0: the same text always renders the same bytes
+        packed = base64.b64encode(gzip.compress(f.content.encode(), mtime=0)).decode()
+        return {
+            "path": f.path,
+            "owner": f.owner,
+            "permissions": f.permissions,
+            "encoding": COMPRESSED,
+            "content": packed,
+        }
     return {"path": f.path, "owner": f.owner, "permissions": f.permissions, "content": f.content}
 
 

@@ -63,8 +63,15 @@ def role_identity(cluster: str, role: str) -> str:
     return f"{cluster}-id-{role}"
 
 
+def node_scale_set_prefix(cluster: str) -> str:
+    """What every node pool's scale-set name starts with; the rest is the shard's name, which is also its
+    instances' computer-name prefix (``computer_name_prefix``). The node certificates' approver recognises the
+    cluster's scale sets by it, so adding a pool changes nothing on the apiservers."""
+    return f"{cluster}-"
+
+
 def scale_set(cluster: str, shard_name: str) -> str:
-    return f"{cluster}-{shard_name}"
+    return node_scale_set_prefix(cluster) + shard_name
 
 
 # The etcd backup account's purpose (storage_account keeps its first 6 characters).
@@ -150,8 +157,13 @@ def nat_load_balancer(cluster: str) -> str:
     return f"{cluster}-nat-lb"
 
 
+def nat_host_prefix(cluster: str) -> str:
+    """What every NAT host's VM name starts with (the node certificates' approver recognises them by it)."""
+    return f"{cluster}-nat-"
+
+
 def nat_host(cluster: str, index: int) -> str:
-    return f"{cluster}-nat-{index}"
+    return f"{nat_host_prefix(cluster)}{index}"
 
 
 # --------------------------------------------------------------------------- machine images

@@ -144,7 +144,7 @@ def apiserver_cloud_config(spec: ClusterSpec, etcd: Mapping[str, str]) -> CloudC
     for path, content, permissions in shared_files(spec):
         cloud.add(path, content, permissions=permissions)
     machine_identity.add_identity_unit(cloud, addresses)
-    csr_approval.add_approver_unit(cloud)
+    csr_approval.add_approver_unit(cloud, config)
 
     cloud.add(
         f"/etc/systemd/system/{paths.APISERVER_UNIT}",

@@ -1,10 +1,12 @@
 """What Pulumi applies inside the cluster once an apiserver answers: node join, RBAC, CRD, APF.
 
-Node join is TLS bootstrapping (kubernetes.io "TLS bootstrapping"): a kubelet authenticates with
-the bootstrap token, creates a CSR for its client certificate, kube-controller-manager's
-csrapproving controller approves it because the requester may ``create`` on the ``nodeclient``
-subresource, and csrsigning signs it with the cluster CA. Renewals are approved the same way for
-``system:nodes`` via ``selfnodeclient``.
+Node join: the node's boot program authenticates with the bootstrap token and creates the CSR for its
+client certificate with Azure's attested proof of the machine (infra/node/join.py); the approver on every
+apiserver approves it only when that proof names the node (infra/control_plane/csr_approval.py), and
+kube-controller-manager's csrsigning signs it with the cluster CA. The token's group may create CSRs, and no
+more: it is not granted the ``nodeclient`` subresource, so the controller-manager's csrapproving never
+approves a request sent with it. Renewals are approved by csrapproving for ``system:nodes`` via
+``selfnodeclient`` (a node's request for its own name).
 """
 
 from __future__ import annotations
@@ -17,13 +19,12 @@ from infra.config.sizing import shards
 from infra.control_plane import admission, flowcontrol, pki
 from infra.control_plane.csr_approval import KUBELET_SERVING_SIGNER
 from infra.control_plane.scheduler import POD_GROUP_LABEL
+from infra.facts import attestation
 from infra.nat_hosts import NAT_HOST_LABELS
 from infra.node.pool import pool_labels
 
 RBAC = "rbac.authorization.k8s.io"
-# Every bootstrap token authenticates as group system:bootstrappers; ours also adds this narrower
-# group (auth-extra-groups must start with "system:bootstrappers:"), and only it is granted anything.
-BOOTSTRAP_GROUP = "system:bootstrappers:supercluster-nodes"
+BOOTSTRAP_GROUP = attestation.BOOTSTRAP_GROUP
 TOKEN_ID_LENGTH = 6  # bootstrap token format [a-z0-9]{6}.[a-z0-9]{16} (kubernetes.io "Authenticating
 TOKEN_SECRET_LENGTH = 16  # with Bootstrap Tokens")
 POD_GROUP_API_GROUP = "scheduling.x-k8s.io"
@@ -63,12 +64,6 @@ def node_join_rbac() -> list[dict[str, Any]]:
     return [
         _binding("supercluster:node-bootstrapper", "system:node-bootstrapper", "Group", BOOTSTRAP_GROUP),
         _binding(
-            "supercluster:node-autoapprove-bootstrap",
-            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
-            "Group",
-            BOOTSTRAP_GROUP,
-        ),
-        _binding(
             "supercluster:node-autoapprove-certificate-rotation",
             "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
             "Group",
@@ -86,9 +81,10 @@ CERTIFICATES = "certificates.k8s.io"
 
 
 def csr_approver_rbac() -> list[dict[str, Any]]:
-    """The kubelet-serving approver's (infra/control_plane/csr_approval.py): read requests and Nodes, and approve
-    or deny for that one signer: the approval subresource's ``update`` and ``approve`` on the signer by name
-    (kubernetes.io "Certificate Signing Requests", "Authorization"). No create, no delete, no other signer."""
+    """The node certificates' approver's (infra/control_plane/csr_approval.py): read requests and Nodes, and
+    approve or deny for its two signers (kubelet serving, kubelet client): the approval subresource's ``update``
+    and ``approve`` on each signer by name (kubernetes.io "Certificate Signing Requests", "Authorization"). No
+    create, no delete, no other signer."""
     role = {
         "apiVersion": f"{RBAC}/v1",
         "kind": "ClusterRole",
@@ -103,7 +99,7 @@ def csr_approver_rbac() -> list[dict[str, Any]]:
             {
                 "apiGroups": [CERTIFICATES],
                 "resources": ["signers"],
-                "resourceNames": [KUBELET_SERVING_SIGNER],
+                "resourceNames": [KUBELET_SERVING_SIGNER, attestation.KUBELET_CLIENT_SIGNER],
                 "verbs": ["approve"],
             },
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},

@@ -45,8 +45,9 @@ def controller_manager_flags(
         # monitoring pools' subnets (infra/network/security_groups.py).
         "bind-address": bind_address,
         "cluster-name": config.cluster_name,
-        # csrsigning signs, csrapproving approves kubelet client CSRs whose requester RBAC allows
-        # (infra/control_plane/cluster_objects.py); tokencleaner removes expired bootstrap tokens.
+        # csrsigning signs; csrapproving approves only a node's renewal of its own client certificate (RBAC grants
+        # no bootstrap token the nodeclient subresource: a new node's request is the attested approver's,
+        # infra/control_plane/csr_approval.py); tokencleaner removes expired bootstrap tokens.
         "cluster-signing-cert-file": pki.cert_path(pki.CLUSTER_CA),
         "cluster-signing-key-file": pki.key_path(pki.CLUSTER_CA),
         "cluster-signing-duration": CLUSTER_SIGNING_DURATION,

@@ -1,14 +1,25 @@
-"""Who approves a kubelet's serving certificate: a program on every apiserver VM, with its own narrow RBAC.
+"""Who approves a node's certificates: a program on every apiserver VM, with its own narrow RBAC.
 
-Each kubelet asks the cluster CA for its serving certificate (``serverTLSBootstrap``, infra/node/kubelet.py)
-through a ``kubernetes.io/kubelet-serving`` CSR. kube-controller-manager signs such a request once it is
-approved but never approves one, so the ``supercluster-csr-approver`` unit
-(``machine/control_plane/csr_approver.py``) does, only for a Node's own registered addresses; the apiserver
-then checks every kubelet it calls against the cluster CA (``--kubelet-certificate-authority``), and so does
-Prometheus. The unit is in the cloud-init every apiserver shares; every copy may decide a request, and the
-apiserver accepts one approval per resourceVersion. Its client certificate (CN ``pki.CSR_APPROVER_USER``) is
-issued by the program like the other components' and fetched from Key Vault at boot; its RBAC is
-``infra.control_plane.cluster_objects.csr_approver_rbac``.
+Two kinds of request reach it (``machine/control_plane/csr_approver.py``):
+
+- a kubelet's serving certificate (``serverTLSBootstrap``, infra/node/kubelet.py), a
+  ``kubernetes.io/kubelet-serving`` CSR that kube-controller-manager signs once approved but never approves:
+  approved only for the Node's own registered addresses; the apiserver then checks every kubelet it calls
+  against the cluster CA (``--kubelet-certificate-authority``), and so does Prometheus;
+- a new node's client certificate, the ``kubernetes.io/kube-apiserver-client-kubelet`` CSR its boot program
+  sends with the bootstrap token (infra/node/join.py): approved only when Azure's attested document, bound to
+  the request's key, and Azure Resource Manager's record of the VM the request names say it is the machine of
+  that name, of a node pool's scale set or a NAT host of this cluster (recognised by the names the program gives
+  them: ``node_machines``). Nothing else approves those (the bootstrap token
+  is not granted ``nodeclient``: infra/control_plane/cluster_objects.py).
+
+The unit is in the cloud-init every apiserver shares; every copy may decide a request, and the apiserver accepts
+one approval per resourceVersion. Its client certificate (CN ``pki.CSR_APPROVER_USER``) is issued by the program
+like the other components' and fetched from Key Vault at boot; its RBAC is
+``infra.control_plane.cluster_objects.csr_approver_rbac``. It reads Azure as the apiserver's identity
+(``supercluster-imds-token``), which may read the node resource group and the NAT hosts (components/identities.py).
+What it reaches outside the cluster, at run time only and never at boot: ``attestation.RUN_TIME_HOSTS``
+(Resource Manager, Microsoft's certificate hosts; docs/security.md, "What the approver reaches").
 """
 
 from __future__ import annotations
@@ -18,47 +29,87 @@ import json
 import machine
 from infra.boot import systemd
 from infra.boot.cloudinit import CloudConfig
-from infra.boot.secrets import FETCH_UNIT
+from infra.boot.secrets import FETCH_UNIT, IMDS_TOKEN_SCRIPT
+from infra.config import naming
+from infra.config.cluster_config import ClusterConfig
 from infra.control_plane import paths, pki
+from infra.facts import attestation
 from infra.facts.endpoints import LOCAL_APISERVER
+from infra.node import cni
 
 SCRIPT = "/usr/local/sbin/supercluster-csr-approver"
 CONFIG = f"{paths.KUBERNETES_DIR}/csr-approver.json"
 UNIT = "supercluster-csr-approver.service"
 # The signer of kubelet serving certificates (kubernetes.io "Certificate Signing Requests", built-in signers).
 KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"
+# Where it keeps the intermediate certificates it fetched: the unit's StateDirectory (systemd.exec(5): created
+# under /var/lib and writable though the rest of the file system is read-only to it).
+STATE_DIRECTORY = "supercluster-csr-approver"
+INTERMEDIATE_CACHE = f"/var/lib/{STATE_DIRECTORY}"
 
 
-def approver_config() -> str:
+def node_machines(config: ClusterConfig) -> dict[str, str]:
+    """The VMs a node certificate may be issued to, by the names the program gives them rather than by a list:
+    an instance of a scale set of the node resource group whose name has the node pools' prefix (the rest of the
+    name is its instances' computer-name prefix), or a VM of the cluster's group with the NAT hosts' prefix. So
+    adding or removing a pool, or a NAT host, leaves every apiserver's model as it is."""
+    return {
+        "scale_set_group": naming.node_resource_group(config.cluster_name),
+        "scale_set_prefix": naming.node_scale_set_prefix(config.cluster_name),
+        "vm_group": naming.resource_group(config.cluster_name),
+        "vm_prefix": naming.nat_host_prefix(config.cluster_name),
+    }
+
+
+def approver_config(config: ClusterConfig) -> str:
     """The program's settings: the VM's own apiserver (loopback, as the controller-manager's), the CA and its
-    credential's paths, the one signer it approves for. No secret (the key is a path)."""
+    credential's paths, its two signers, what a join must carry and where Azure is asked. No secret."""
     document = {
         "server": LOCAL_APISERVER,
         "ca_cert": pki.cert_path(pki.CLUSTER_CA),
         "cert": pki.cert_path(pki.CSR_APPROVER),
         "key": pki.key_path(pki.CSR_APPROVER),
         "signer": KUBELET_SERVING_SIGNER,
+        "client_signer": attestation.KUBELET_CLIENT_SIGNER,
+        "bootstrap_group": attestation.BOOTSTRAP_GROUP,
+        "document_annotation": attestation.DOCUMENT_ANNOTATION,
+        "vm_annotation": attestation.VM_ANNOTATION,
+        "nonce_length": attestation.NONCE_LENGTH,
+        "attestation_roots": attestation.SYSTEM_ROOTS,
+        "attestation_signer": attestation.ATTESTATION_SIGNER,
+        "imds": f"http://{cni.IMDS_IP}:{cni.IMDS_PORT}",
+        "compute_path": attestation.COMPUTE_PATH,
+        "compute_api_version": attestation.COMPUTE_API_VERSION,
+        "arm_endpoint": attestation.ARM_ENDPOINT,
+        "arm_api_version": attestation.ARM_API_VERSION,
+        "arm_ca_file": None,  # the machine's root store
+        "token_command": [IMDS_TOKEN_SCRIPT, attestation.ARM_ENDPOINT + "/"],
+        "intermediate_hosts": list(attestation.INTERMEDIATE_HOSTS),
+        "intermediate_cache": INTERMEDIATE_CACHE,
+        "machines": node_machines(config),
     }
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def add_approver_unit(cloud: CloudConfig) -> None:
+def add_approver_unit(cloud: CloudConfig, config: ClusterConfig) -> None:
     """The program, its settings and its long-running unit, started once its credential is fetched; it waits
     for the local apiserver itself (it retries every few seconds)."""
-    cloud.add(SCRIPT, machine.source("control_plane/csr_approver.py"), permissions="0755")
-    cloud.add(CONFIG, approver_config(), permissions="0644")
+    # Compressed: the apiservers' customData is near Azure's limit (infra/boot/cloudinit.py).
+    cloud.add(SCRIPT, machine.source("control_plane/csr_approver.py"), permissions="0755", compressed=True)
+    cloud.add(CONFIG, approver_config(config), permissions="0644")
     cloud.add(
         f"/etc/systemd/system/{UNIT}",
         systemd.unit(
-            "Approve kubelet serving certificates for each Node's own addresses",
+            "Approve node certificates: serving ones for each Node's addresses, client ones for attested VMs",
             [SCRIPT, CONFIG],
             after=["network-online.target", FETCH_UNIT, paths.APISERVER_UNIT],
             wants=["network-online.target", FETCH_UNIT],
             service={
                 "Restart": "always",
                 "RestartSec": "10",
-                # It reads its files and talks HTTPS; it writes nothing.
+                # It reads its files and talks HTTPS; it writes temporary files and its cache of intermediates.
                 "NoNewPrivileges": "yes",
+                "StateDirectory": STATE_DIRECTORY,
                 "ProtectSystem": "strict",
                 "ProtectHome": "yes",
                 "PrivateTmp": "yes",

@@ -25,7 +25,19 @@ from infra.boot.cloudinit import CloudConfig
 from infra.boot.secret_names import NODE_JOIN_FILES
 from infra.boot.secrets import add_secret_fetching
 from infra.config.cluster_config import Taint
-from infra.node import cni, containerd, gpu, install, kube_proxy, kubelet, pinned_images, seccomp, state_disk, sysctls
+from infra.node import (
+    cni,
+    containerd,
+    gpu,
+    install,
+    join,
+    kube_proxy,
+    kubelet,
+    pinned_images,
+    seccomp,
+    state_disk,
+    sysctls,
+)
 from infra.node.state_disk import LocalDisks
 
 # Debian packages the boot scripts use that a marketplace Ubuntu image may lack.
@@ -94,6 +106,7 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
         gpu=spec.gpus > 0,
         registry=spec.registry_login_server,
     )
+    join.add_node_join(cloud, spec.apiserver_endpoint)
     seccomp.add_seccomp(cloud)
     kube_proxy.add_kube_proxy(cloud, server=spec.apiserver_endpoint, cluster_cidr=spec.cluster_cidr)
     for add_step in before_kubelet:

@@ -1,9 +1,10 @@
 """kubelet: its KubeletConfiguration, the TLS-bootstrap kubeconfig, the providerID drop-in, the image
 credential provider for the cluster's registry and the unit.
 
-A node joins by TLS bootstrapping: the bootstrap kubeconfig names the token *file*
-(``tokenFile``) that the Key Vault fetch writes at boot, so customData holds no secret.
-kubelet then requests its client certificate and rotates it (``rotateCertificates``).
+A node joins with a client certificate its boot program asked for before kubelet starts, with Azure's proof of
+the machine (infra/node/join.py); kubelet then rotates it as the node (``rotateCertificates``). The bootstrap
+kubeconfig names the token *file* (``tokenFile``) that the Key Vault fetch writes at boot, so customData holds
+no secret; kubelet uses it only if it finds no valid certificate.
 Every add-on image is on the cluster's registry (infra/addons/images.py), which refuses
 anonymous pulls: kubelet asks its exec credential provider (``machine/node/acr-credential-provider.py``)
 for a registry token, obtained with the node's own identity.
@@ -32,6 +33,9 @@ DROP_IN_DIR = "/etc/kubernetes/kubelet.conf.d"
 PROVIDER_ID_PATH = f"{DROP_IN_DIR}/10-provider-id.conf"
 PROVIDER_ID_SCRIPT = "/usr/local/sbin/supercluster-provider-id"
 BOOTSTRAP_KUBECONFIG = "/etc/kubernetes/bootstrap-kubelet.conf"
+# The boot program that gets kubelet its first client certificate with Azure's proof of the machine
+# (infra/node/join.py); kubelet requires it.
+JOIN_UNIT = "supercluster-node-join.service"
 KUBECONFIG = f"{KUBELET_ROOT}/kubeconfig"  # written by kubelet after bootstrapping
 CERT_DIR = f"{KUBELET_ROOT}/pki"
 # kubelet's rotated client certificate and key, in one file it keeps current (kubelet --cert-dir docs).
@@ -156,7 +160,7 @@ def unit(labels: Mapping[str, str], gpu: bool) -> str:
     # Hard requirements: without them the node must not register. The secrets and the preload are
     # only ordered before kubelet: kubelet retries until the token file exists, and a failed preload
     # leaves a node that can still pull through containerd.
-    requires = [containerd.UNIT, state_disk.UNIT, install.UNIT, cni.UNIT, seccomp.UNIT]
+    requires = [containerd.UNIT, state_disk.UNIT, install.UNIT, cni.UNIT, seccomp.UNIT, JOIN_UNIT]
     requires += [gpu_check.UNIT] if gpu else []
     wanted = [FETCH_UNIT, pinned_images.UNIT, "network-online.target"]
     return systemd.unit(
@@ -184,7 +188,8 @@ def add_kubelet(
         CONFIG_PATH, render_config(cluster_dns=cluster_dns, max_pods=max_pods, taints=taints), permissions=PRIVATE
     )
     cloud.add(BOOTSTRAP_KUBECONFIG, yaml_text.dump(bootstrap_kubeconfig(server), sort_keys=False), permissions=PRIVATE)
-    cloud.add(PROVIDER_ID_SCRIPT, machine.source("node/provider_id.py"), permissions="0755")
+    # The programs compressed: node customData is near Azure's limit (infra/boot/cloudinit.py).
+    cloud.add(PROVIDER_ID_SCRIPT, machine.source("node/provider_id.py"), permissions="0755", compressed=True)
     cloud.add(
         CREDENTIAL_PROVIDER_CONFIG,
         yaml_text.dump(credential_provider_config(registry), sort_keys=False),
@@ -194,6 +199,7 @@ def add_kubelet(
         f"{CREDENTIAL_PROVIDER_DIR}/{CREDENTIAL_PROVIDER}",
         machine.source("node/acr-credential-provider.py"),
         permissions="0755",
+        compressed=True,
     )
     cloud.add(UNIT_PATH, unit(labels, gpu), permissions=PRIVATE)
 

@@ -1,16 +1,34 @@
 #!/usr/bin/python3
-"""supercluster: approves a kubelet's serving certificate request only for the names its Node registered.
+"""supercluster: approves a node's certificate requests only for what Azure and its Node say it is.
 
-kube-controller-manager signs ``kubernetes.io/kubelet-serving`` requests with the cluster CA once they are
-approved, and never approves one itself. This program, on every apiserver VM, approves a request when:
-it was sent by ``system:node:<name>`` (group ``system:nodes``); its subject is exactly that user in
-organization ``system:nodes``; it asks for no usage beyond digital signature, key encipherment and server
-auth (server auth included); it names at least one DNS or IP name and nothing else (no e-mail, URI or other
-name); the Node ``<name>`` exists; and every DNS name is one of that Node's Hostname/InternalDNS/ExternalDNS
-addresses and every IP one of its InternalIP/ExternalIP addresses. A request that can never pass (wrong
-requester, subject, usage or kind of name) is denied; one that may pass later (no such Node yet, a name not
-yet among its addresses) is left pending and looked at again. Each decision is logged with its reason.
+kube-controller-manager signs kubelet certificates with the cluster CA once their requests are approved. This
+program, on every apiserver VM, decides two kinds of request.
 
+A kubelet's serving certificate (``kubernetes.io/kubelet-serving``), which the controller-manager never approves:
+approved when it was sent by ``system:node:<name>`` (group ``system:nodes``); its subject is exactly that user in
+organization ``system:nodes``; it asks for no usage beyond digital signature, key encipherment and server auth
+(server auth included); it names at least one DNS or IP name and nothing else (no e-mail, URI or other name); the
+Node ``<name>`` exists; and every DNS name is one of that Node's Hostname/InternalDNS/ExternalDNS addresses and
+every IP one of its InternalIP/ExternalIP addresses.
+
+A new node's client certificate (``kubernetes.io/kube-apiserver-client-kubelet``, sent with the bootstrap token by
+the node's boot program, ``machine/node/node_join.py``), which nothing else approves: approved when it comes from
+a bootstrap token of the nodes' group; its subject is exactly ``system:node:<name>`` in ``system:nodes``, with
+client auth and no usage beyond digital signature and key encipherment, and no alternative name; it carries
+Azure's attested document, whose PKCS #7 signature chains to a trusted root through a signer named as Azure's,
+whose nonce is the request's own public key's, which is fresh, and whose subscription is this VM's; and the VM it
+names is one of this cluster's that may be a node (an instance of a scale set of the node resource group named with
+the node pools' prefix, or a VM named with the NAT hosts' prefix), which Azure Resource Manager says has the
+document's ``vmId`` and the computer name ``<name>``. A document that cannot be verified for any reason (an
+intermediate not fetched included) is denied; the node then asks again with a new key and document. A renewal,
+sent as the node itself, is the controller-manager's (it approves a node's request for its own name).
+
+At run time, and only here, it reaches outside the cluster: Azure Resource Manager (HTTPS), and the intermediate
+certificates its signer's Authority Information Access names, fetched over HTTP only from Microsoft's certificate
+hosts it is given, with no redirect, and cached on disk.
+
+A request that can never pass is denied; one that may pass later (no such Node yet, a name not yet among its
+addresses, Azure not answering) is left pending and looked at again. Each decision is logged with its reason.
 Every apiserver runs a copy: an approval is an update with the request's resourceVersion, so when two copies
 decide at once the apiserver takes one and answers the other 409, which is logged and skipped.
 Usage: supercluster-csr-approver CONFIG_JSON   (rendered by infra/control_plane/csr_approval.py)
@@ -18,10 +36,15 @@ Usage: supercluster-csr-approver CONFIG_JSON   (rendered by infra/control_plane/
 
 import base64
 import datetime
+import hashlib
 import ipaddress
 import json
+import os
+import re
 import ssl
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -29,8 +52,21 @@ import urllib.request
 
 NODE_USER_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"
+BOOTSTRAP_USER_PREFIX = "system:bootstrap:"
 ALLOWED_USAGES = {"digital signature", "key encipherment", "server auth"}
 REQUIRED_USAGE = "server auth"
+CLIENT_USAGES = {"digital signature", "key encipherment", "client auth"}
+REQUIRED_CLIENT_USAGE = "client auth"
+# The attested document's times (Azure IMDS, "Attested data": e.g. "09/25/26 02:42:17 -0000"); an older
+# document is not taken (the node fetched it just before it sent its request).
+AZURE_TIME = "%m/%d/%y %H:%M:%S %z"
+MAX_DOCUMENT_AGE = 600
+# A compute resource's ID, case-insensitive as Azure's names are: a scale set's instance, or a VM.
+RESOURCE_ID = re.compile(
+    r"/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Compute/"
+    r"(?:virtualMachineScaleSets/([^/]+)/virtualMachines/(\d+)|virtualMachines/([^/]+))",
+    re.IGNORECASE,
+)
 DNS_ADDRESS_TYPES = {"Hostname", "InternalDNS", "ExternalDNS"}
 IP_ADDRESS_TYPES = {"InternalIP", "ExternalIP"}
 FINAL_CONDITIONS = {"Approved", "Denied", "Failed"}
@@ -56,8 +92,14 @@ class Verdict:
 
 def der_elements(data):
     """``[(tag, content), ...]`` of the DER elements that ``data`` holds one after another."""
+    return [(tag, content) for tag, content, _ in der_spans(data)]
+
+
+def der_spans(data):
+    """``[(tag, content, whole element), ...]`` of the DER elements that ``data`` holds one after another."""
     elements, at = [], 0
     while at < len(data):
+        start = at
         if at + 2 > len(data) or data[at] & 0x1F == 0x1F:
             raise ValueError("not DER this program reads")
         tag, length, at = data[at], data[at + 1], at + 2
@@ -68,7 +110,7 @@ def der_elements(data):
             length, at = int.from_bytes(data[at : at + count], "big"), at + count
         if at + length > len(data):
             raise ValueError("truncated DER")
-        elements.append((tag, data[at : at + length]))
+        elements.append((tag, data[at : at + length], data[start : at + length]))
         at += length
     return elements
 
@@ -86,11 +128,12 @@ def object_identifier(content):
 
 
 def read_request(der):
-    """The subject attributes (``{oid: [values]}``) and the alternative names (``dns``, ``ips``, ``others``:
-    how many names of any other kind) of a PKCS #10 request."""
+    """The subject attributes (``{oid: [values]}``), the alternative names (``dns``, ``ips``, ``others``: how
+    many names of any other kind) and the SubjectPublicKeyInfo (``public_key``, DER) of a PKCS #10 request."""
     ((_, request),) = der_elements(der)
     _, info = der_elements(request)[0]
     _, subject, _, *attributes = der_elements(info)
+    public_key = der_spans(info)[2][2]
     names = {}
     for _, relative in der_elements(subject[1]):
         for _, pair in der_elements(relative):
@@ -117,7 +160,7 @@ def read_request(der):
                         others += 1
     if alt_name_extensions > 1:
         raise ValueError("more than one subjectAltName extension")
-    return {"subject": names, "dns": dns, "ips": ips, "others": others}
+    return {"subject": names, "dns": dns, "ips": ips, "others": others, "public_key": public_key}
 
 
 # ---------------------------------------------------------------- the decision
@@ -174,6 +217,240 @@ def decided(csr):
     return any(c.get("type") in FINAL_CONDITIONS for c in csr.get("status", {}).get("conditions") or [])
 
 
+# ---------------------------------------------------------------- a new node's client certificate
+
+
+def check_client_request(csr, config):
+    """``(verdict, reason, facts)`` for what a client request says of itself; ``facts`` (the node name, the public
+    key, the document, the VM's resource ID) when it may go on to Azure's checks (verdict ``None``)."""
+    spec, annotations = csr["spec"], csr["metadata"].get("annotations") or {}
+    user = spec.get("username", "")
+    if not user.startswith(BOOTSTRAP_USER_PREFIX) or config["bootstrap_group"] not in spec.get("groups", []):
+        return Verdict.DENY, f"requested by {user!r}, not by a node's bootstrap token", None
+    usages = set(spec.get("usages", []))
+    if not usages <= CLIENT_USAGES or REQUIRED_CLIENT_USAGE not in usages:
+        return Verdict.DENY, f"usages {sorted(usages)} are not client auth within {sorted(CLIENT_USAGES)}", None
+    try:
+        request = read_request(base64.b64decode(pem_body(base64.b64decode(spec["request"]))))
+    except (KeyError, ValueError, IndexError, UnicodeDecodeError) as error:
+        return Verdict.DENY, f"unreadable request: {error}", None
+    subject = request["subject"]
+    common_names = subject.get(COMMON_NAME, [])
+    name = common_names[0][len(NODE_USER_PREFIX) :] if len(common_names) == 1 else ""
+    if not name or common_names[0] != NODE_USER_PREFIX + name or subject.get(ORGANIZATION) != [NODES_GROUP]:
+        return Verdict.DENY, f"subject {subject} is not CN={NODE_USER_PREFIX}<name>, O={NODES_GROUP}", None
+    if len(subject) != 2 or request["dns"] or request["ips"] or request["others"]:
+        return Verdict.DENY, "a name beside the node's own", None
+    document, vm = annotations.get(config["document_annotation"]), annotations.get(config["vm_annotation"])
+    if not document or not vm:
+        return Verdict.DENY, "no attested document and VM (not sent by the node's join program)", None
+    return None, "", {"name": name, "public_key": request["public_key"], "document": document, "vm": vm}
+
+
+def cluster_vm(resource_id, subscription, machines):
+    """``(kind, computer name prefix)`` of the VM ``resource_id`` names if it is one of this cluster's that may be
+    a node, in ``subscription``: an instance of a scale set of the node resource group whose name has the node
+    pools' prefix (the rest of its name is its instances' computer-name prefix), or a VM of the cluster's group
+    with the NAT hosts' prefix (its computer name is its own name). None otherwise. By name, not by a list of
+    pools, so a pool added after the apiservers were built joins without rolling them."""
+    found = RESOURCE_ID.fullmatch(resource_id)
+    if not found or found.group(1).lower() != subscription.lower():
+        return None
+    group, scale_set, _, vm = (part and part.lower() for part in found.group(2, 3, 4, 5))
+    if scale_set:
+        prefix = machines["scale_set_prefix"].lower()
+        if group != machines["scale_set_group"].lower() or not scale_set.startswith(prefix) or scale_set == prefix:
+            return None
+        return ("scale set instance", scale_set[len(prefix) :])
+    prefix = machines["vm_prefix"].lower()
+    if group != machines["vm_group"].lower() or not vm.startswith(prefix) or vm == prefix:
+        return None
+    return ("NAT host", vm)
+
+
+def check_document(document, public_key, subscription, nonce_length, now):
+    """``(verdict, reason)`` for the JSON Azure signed: the nonce is the request's key's, it is fresh and of
+    this subscription."""
+    nonce = hashlib.sha256(public_key).hexdigest()[:nonce_length]
+    if document.get("nonce") != nonce:
+        return Verdict.DENY, "the attested document was made for another key"
+    if str(document.get("subscriptionId", "")).lower() != subscription.lower():
+        return Verdict.DENY, f"the attested document is of subscription {document.get('subscriptionId')!r}"
+    try:
+        created = datetime.datetime.strptime(document["timeStamp"]["createdOn"], AZURE_TIME)
+        expires = datetime.datetime.strptime(document["timeStamp"]["expiresOn"], AZURE_TIME)
+    except (KeyError, TypeError, ValueError) as error:
+        return Verdict.DENY, f"the attested document has no readable time: {error}"
+    age = (now - created).total_seconds()
+    if not -60 <= age <= MAX_DOCUMENT_AGE or now >= expires:
+        return Verdict.DENY, f"the attested document of {document['timeStamp']['createdOn']} is not fresh"
+    return None, ""
+
+
+def check_vm(vm, vm_id, name, rendered):
+    """``(verdict, reason)`` for Azure Resource Manager's record of the VM the request names."""
+    if vm is None:
+        return Verdict.DENY, "Azure knows no such VM"
+    properties = vm.get("properties", {})
+    if str(properties.get("vmId", "")).lower() != str(vm_id).lower():
+        return Verdict.DENY, f"the attested document is VM {vm_id}'s, not this VM's ({properties.get('vmId')})"
+    computer = str(properties.get("osProfile", {}).get("computerName", "")).lower()
+    kind, prefix = rendered
+    if computer != name or not name.startswith(prefix):
+        return Verdict.DENY, f"the VM is {computer!r}, a {kind} of prefix {prefix!r}, not {name!r}"
+    return Verdict.APPROVE, f"Azure attests VM {vm_id}, {kind} {computer}"
+
+
+def openssl(*args, stdin=None):
+    done = subprocess.run(["openssl", *args], input=stdin, capture_output=True)
+    if done.returncode != 0:
+        raise ValueError(f"openssl {args[0]}: {done.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
+    return done.stdout
+
+
+def verified_document(signature, config):
+    """The JSON inside Azure's PKCS #7 ``signature`` once it verifies: signed by a certificate named
+    ``attestation_signer`` that chains to ``attestation_roots``, with the issuers the document carries or its
+    signer's Authority Information Access names (Azure's intermediates are fetched so: ``intermediates``).
+    Raises ValueError, so a document that cannot be verified, for whatever reason, is denied."""
+    with tempfile.TemporaryDirectory() as work:
+        names = ("doc.der", "chain.pem", "signer.pem", "doc.json")
+        der, chain, signer, content = (os.path.join(work, name) for name in names)
+        with open(der, "wb") as handle:
+            handle.write(base64.b64decode(signature, validate=True))
+        carried = openssl("pkcs7", "-inform", "DER", "-in", der, "-print_certs")
+        with open(chain, "wb") as handle:
+            handle.write(carried + intermediates(carried, config))
+        # Two steps: the signature with the signer's certificate, then that certificate's chain to the roots, with
+        # the intermediates as untrusted (cms -verify builds its chain from the document's own certificates only,
+        # not from -certfile). -purpose any: Azure's signer is a TLS certificate, which S/MIME's would refuse.
+        openssl("cms", "-verify", "-inform", "DER", "-in", der, "-noverify", "-signer", signer, "-out", content)
+        if not (os.path.getsize(signer) and os.path.getsize(content)):
+            raise ValueError("openssl wrote no signer or content")
+        openssl("verify", "-no-CApath", "-CAfile", config["attestation_roots"], "-untrusted", chain, "-purpose", "any",
+                signer)
+        subject = openssl("x509", "-in", signer, "-noout", "-subject", "-nameopt", "RFC2253")
+        if common_name(subject) != config["attestation_signer"]:
+            raise ValueError(f"signed by {subject.decode().strip()}, not {config['attestation_signer']}")
+        with open(content) as handle:
+            return json.load(handle)
+
+
+def common_name(subject_line):
+    """The CN of ``openssl x509 -subject -nameopt RFC2253``'s line (``subject=CN=...,O=...``)."""
+    found = re.search(r"(^|[=,])CN=([^,]+)", subject_line.decode().split("=", 1)[1])
+    return found.group(2).strip() if found else ""
+
+
+def name_of(pem, which):
+    """A certificate's ``subject`` or ``issuer`` (RFC 2253)."""
+    return openssl("x509", "-noout", f"-{which}", "-nameopt", "RFC2253", stdin=pem).split(b"=", 1)[1].strip()
+
+
+def intermediates(carried, config):
+    """The certificates (PEM) at the ``CA Issuers`` URLs of the carried signer's certificate (the one named
+    ``attestation_signer``; no other certificate's URLs are followed), fetched only over plain HTTP from
+    ``intermediate_hosts``, with no redirect, and kept in ``intermediate_cache``: a cached one is used while its
+    subject is the signer's issuer. Raises ValueError for a URL elsewhere or a fetch that fails. Nothing fetched
+    is trusted: the chain must still verify to the roots."""
+    blocks = re.findall(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n?", carried, re.S)
+    signers = [b for b in blocks if common_name(b"subject=" + name_of(b, "subject")) == config["attestation_signer"]]
+    if len(signers) != 1:
+        raise ValueError(f"the document carries {len(signers)} certificates of {config['attestation_signer']}")
+    issuer = name_of(signers[0], "issuer")
+    access = openssl("x509", "-noout", "-ext", "authorityInfoAccess", stdin=signers[0])
+    found = b""
+    for url in (u.decode() for u in re.findall(rb"CA Issuers - URI:(\S+)", access)):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "http" or parts.hostname not in config["intermediate_hosts"] or parts.port:
+            raise ValueError(f"the signer's issuer is at {url}, not on {', '.join(config['intermediate_hosts'])}")
+        cached = os.path.join(config["intermediate_cache"], hashlib.sha256(url.encode()).hexdigest() + ".pem")
+        try:
+            with open(cached, "rb") as handle:
+                pem = handle.read()
+            if name_of(pem, "subject") == issuer:
+                found += pem
+                continue
+        except (OSError, ValueError):
+            pass  # not cached yet, or unreadable: fetched again
+        try:
+            pem = openssl("x509", "-inform", "DER", stdin=fetch(url))
+            os.makedirs(config["intermediate_cache"], exist_ok=True)
+            with open(cached + ".tmp", "wb") as handle:
+                handle.write(pem)
+            os.replace(cached + ".tmp", cached)
+        except OSError as error:
+            raise ValueError(f"could not fetch or keep {url}: {error}") from error
+        found += pem
+    return found
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None  # a redirect is an error: it could lead off the allowed hosts
+
+
+def fetch(url):
+    """The body at ``url`` (a CA Issuers URL already checked against the allowed hosts), at most 64 KiB."""
+    with urllib.request.build_opener(NoRedirect).open(url, timeout=TIMEOUT) as response:
+        return response.read(65536)
+
+
+class Azure:
+    """What Azure says: this VM's subscription (IMDS) and a VM's record (Resource Manager, as this VM's identity)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.own_subscription = None
+
+    def get(self, url, headers, context=None):
+        request = urllib.request.Request(url, headers=headers)
+        with urllib.request.urlopen(request, timeout=TIMEOUT, context=context) as response:
+            return json.load(response)
+
+    def subscription(self):
+        if self.own_subscription is None:
+            query = urllib.parse.urlencode({"api-version": self.config["compute_api_version"]})
+            url = f"{self.config['imds']}{self.config['compute_path']}?{query}"
+            self.own_subscription = self.get(url, {"Metadata": "true"})["subscriptionId"]
+        return self.own_subscription
+
+    def vm(self, resource_id):
+        """The VM's record, or None if Azure has none."""
+        token = subprocess.run(self.config["token_command"], capture_output=True, text=True, timeout=120)
+        if token.returncode != 0:
+            raise OSError(f"no Azure token: {token.stderr.strip()}")
+        query = urllib.parse.urlencode({"api-version": self.config["arm_api_version"]})
+        context = ssl.create_default_context(cafile=self.config.get("arm_ca_file"))
+        url = f"{self.config['arm_endpoint']}{urllib.parse.quote(resource_id)}?{query}"
+        try:
+            return self.get(url, {"Authorization": f"Bearer {token.stdout.strip()}"}, context)
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
+
+
+def decide_client(csr, config, azure, now):
+    """``(verdict, reason)`` for a bootstrap token's ``kubernetes.io/kube-apiserver-client-kubelet`` request.
+    Azure not answering raises OSError (the request is looked at again)."""
+    verdict, reason, facts = check_client_request(csr, config)
+    if verdict:
+        return verdict, reason
+    subscription = azure.subscription()
+    rendered = cluster_vm(facts["vm"], subscription, config["machines"])
+    if rendered is None:
+        return Verdict.DENY, f"{facts['vm']} is no node pool's or NAT host's VM of this cluster"
+    try:
+        document = verified_document(facts["document"], config)
+    except ValueError as error:
+        return Verdict.DENY, f"the attested document does not verify: {error}"
+    verdict, reason = check_document(document, facts["public_key"], subscription, config["nonce_length"], now)
+    if verdict:
+        return verdict, reason
+    return check_vm(azure.vm(facts["vm"]), document.get("vmId", ""), facts["name"], rendered)
+
+
 # ---------------------------------------------------------------- the apiserver
 
 
@@ -210,7 +487,7 @@ class Api:
                 if line.strip():
                     yield json.loads(line)
 
-    def conclude(self, csr, condition, reason):
+    def conclude(self, csr, condition, reason, why):
         name = csr["metadata"]["name"]
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         status = csr.setdefault("status", {})
@@ -219,7 +496,7 @@ class Api:
             {
                 "type": condition,
                 "status": "True",
-                "reason": "SuperclusterNodeAddresses",
+                "reason": why,
                 "message": reason,
                 "lastUpdateTime": now,
             },
@@ -231,22 +508,36 @@ class Api:
 class Approver:
     def __init__(self, config):
         self.config = config
-        self.selector = urllib.parse.quote(f"spec.signerName={config['signer']}", safe="")
+        self.azure_api = Azure(config)
         self.logged = {}  # the last reason logged for each request left pending: no line per relist
         self.waiting = set()
 
     def log(self, text):
         print(f"csr-approver: {text}", flush=True)
 
+    def verdict(self, api, csr):
+        """``(verdict, reason, condition reason)``, or None for a request that is not this program's."""
+        signer, user = csr["spec"].get("signerName"), csr["spec"].get("username", "")
+        if signer == self.config["signer"]:
+            node = api.node(user[len(NODE_USER_PREFIX) :]) if user.startswith(NODE_USER_PREFIX) else None
+            return (*decide(csr, node), "SuperclusterNodeAddresses")
+        if signer == self.config["client_signer"] and user.startswith(BOOTSTRAP_USER_PREFIX):
+            now = datetime.datetime.now(datetime.timezone.utc)
+            try:
+                return (*decide_client(csr, self.config, self.azure_api, now), "SuperclusterAttestedJoin")
+            except (OSError, subprocess.SubprocessError, KeyError, ValueError) as error:
+                return Verdict.WAIT, f"Azure did not answer: {error}", ""
+        return None  # another signer, or a node renewing its own client certificate (the controller-manager's)
+
     def consider(self, api, csr):
         name = csr["metadata"]["name"]
-        if csr["spec"].get("signerName") != self.config["signer"] or decided(csr):
+        found = None if decided(csr) else self.verdict(api, csr)
+        if found is None:
             self.waiting.discard(name)
             self.logged.pop(name, None)
             return
+        verdict, reason, why = found
         user = csr["spec"].get("username", "")
-        node = api.node(user[len(NODE_USER_PREFIX) :]) if user.startswith(NODE_USER_PREFIX) else None
-        verdict, reason = decide(csr, node)
         if verdict == Verdict.WAIT:
             self.waiting.add(name)
             if self.logged.get(name) != reason:
@@ -257,7 +548,7 @@ class Approver:
         self.logged.pop(name, None)
         condition = "Approved" if verdict == Verdict.APPROVE else "Denied"
         try:
-            api.conclude(csr, condition, reason)
+            api.conclude(csr, condition, reason, why)
         except urllib.error.HTTPError as error:
             if error.code != 409:
                 raise
@@ -266,15 +557,16 @@ class Approver:
         self.log(f"{name} ({user}) {condition.lower()}: {reason}")
 
     def cycle(self):
-        """One list of the signer's requests, then a watch from there until it times out."""
+        """One list of the requests, then a watch from there until it times out (no field selector: a selector
+        takes one signer, and requests are few)."""
         api = Api(self.config)
-        listing = api.get(f"{CSRS}?fieldSelector={self.selector}")
+        listing = api.get(CSRS)
         self.waiting.clear()
         for csr in listing.get("items", []):
             self.consider(api, csr)
         seconds = WAITING if self.waiting else RESYNC
         version = listing["metadata"]["resourceVersion"]
-        path = f"{CSRS}?watch=1&fieldSelector={self.selector}&resourceVersion={version}&timeoutSeconds={seconds}"
+        path = f"{CSRS}?watch=1&resourceVersion={version}&timeoutSeconds={seconds}"
         for event in api.watch(path, seconds):
             if event.get("type") in ("ADDED", "MODIFIED"):
                 self.consider(api, event["object"])
@@ -284,7 +576,8 @@ class Approver:
                 return  # e.g. 410 Gone: relist
 
     def run(self):
-        self.log(f"approving {self.config['signer']} requests as {self.config['server']}")
+        signers = f"{self.config['signer']} and {self.config['client_signer']}"
+        self.log(f"approving {signers} requests as {self.config['server']}")
         while True:
             try:
                 self.cycle()

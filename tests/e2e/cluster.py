@@ -38,6 +38,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,9 @@ from infra.addons.monitoring import alertmanager, credential
 from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.catalog.vm_sizes import VM_SIZES
 from infra.cluster.cluster_spec import ClusterSpec
+from infra.control_plane import paths
 from infra.control_plane import pki as cluster_pki
+from infra.control_plane.csr_approval import CONFIG as CSR_APPROVER_CONFIG
 from infra.control_plane.csr_approval import UNIT as CSR_APPROVER_UNIT
 from infra.control_plane.machine_identity import UNIT as IDENTITY_UNIT
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
@@ -61,7 +64,8 @@ from infra.facts.labels import GPU_RESOURCE, RDMA_RESOURCE
 from infra.node import kubelet
 from infra.node.cni import IMDS_IP
 from plan.stackfile import PROJECT_DIR, stack_cluster_spec
-from tests.e2e import dns, runtime
+from tests.e2e import attestation, dns, runtime
+from tests.e2e.attestation import Attestation
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
 from tests.e2e.images import BoxImages, build_images
 from tests.e2e.pki import TestPki, issue_pki
@@ -69,6 +73,7 @@ from tests.e2e.plan_machines import Machine, Plan
 
 # The units' names, from the renderers that write them.
 KUBELET_UNIT = kubelet.UNIT
+JOIN_UNIT = kubelet.JOIN_UNIT
 CONTROL_PLANE_UNITS = COMPONENT_UNITS
 EFFECTIVE_ETCD_CONFIG = "run/etcd/etcd.yaml"
 RENDERED_ETCD_CONFIG = "etc/etcd/etcd.yaml"
@@ -76,6 +81,8 @@ RENDERED_ETCD_CONFIG = "etc/etcd/etcd.yaml"
 INSTALLED = ("etc/kubernetes", "etc/etcd", "etc/supercluster", "usr/local/sbin")
 FIELD_MANAGER = "pulumi-kubernetes"  # what the kubernetes provider applies with
 BOOT_TIMEOUT = 180
+# A node's join: its CSR approved and signed (seconds; minutes on a loaded CI machine).
+JOIN_TIMEOUT = 180
 
 
 def plan_stack(
@@ -116,6 +123,7 @@ class Cluster:
     pki: TestPki
     admin: Host
     workdir: Path
+    attestation: Attestation  # Azure's word on which VM is which (tests/e2e/attestation.py)
     etcd: dict[str, list[tuple[Machine, Host, Process]]] = field(default_factory=dict)
     control_plane: list[tuple[Machine, Host, dict[str, Process]]] = field(default_factory=list)
     load_balancer: Process | None = None
@@ -291,8 +299,9 @@ def boot(
     cluster = None
     try:
         admin = network.add_host("operator", [f"{_operator_ip(spec)}/{prefix_length}"])
+        attested = Attestation(attestation.directory_of(network.workdir))
         runtime.start_imds(network, config.network.address_space)
-        cluster = Cluster(stack, spec, plan, network, pki, admin, workdir)
+        cluster = Cluster(stack, spec, plan, network, pki, admin, workdir, attested)
         _write_admin_credentials(cluster)
         vms = plan.vms() + plan.apiserver_instances()
         etcd_roles = {m.name: role for role in (MAIN, EVENTS) for m in etcd_cluster_spec(spec, role).members}
@@ -445,6 +454,12 @@ def start_control_plane_machine(cluster: Cluster, machine: Machine, host: Host) 
     as Azure's DHCP routes it."""
     cluster.network.run(host, ["ip", "route", "replace", f"{IMDS_IP}/32", "dev", "eth0"])
     cluster.network.run(host, machine.unit(IDENTITY_UNIT).exec_start, timeout=120)
+    # The approver trusts the box's attestation root for Azure's and asks the stand-in as Resource Manager
+    # (tests/e2e/attestation.py); its other settings are the rendered ones.
+    settings = host.root / CSR_APPROVER_CONFIG.lstrip("/")
+    root = f"{paths.KUBERNETES_DIR}/box-attestation-root.crt"
+    (host.root / root.lstrip("/")).write_text(cluster.attestation.root.cert_pem)
+    settings.write_text(json.dumps(cluster.attestation.approver_config(json.loads(settings.read_text()), root)))
     return {unit: start_unit(cluster, machine, host, unit) for unit in (*CONTROL_PLANE_UNITS, CSR_APPROVER_UNIT)}
 
 
@@ -604,13 +619,25 @@ def join_nodes(
     if any(is_real for *_, is_real in joining):
         cluster.box_images = build_images(cluster.plan, cluster.network.binaries, cluster.workdir / "images")
         runtime.start_outside_hosts(cluster.network, cluster.spec.config.network.address_space)
-    for machine, pool, vm_size, is_real in joining:
+    hosts = {}
+    for machine, *_ in joining:
         host = cluster.network.hosts.get(machine.name) or cluster.network.add_host(
             machine.name, [f"{machine.ip}/{prefix_length}"]
         )
         bootstrap = host.root / "etc/kubernetes/bootstrap-kubelet.conf"
         if machine.name not in cluster.network.hosts or not bootstrap.exists():
             install(machine, host, cluster.pki)
+        cluster.attestation.add(machine)
+        hosts[machine.name] = host
+    # Each simulated node's boot program asks for its client certificate first, as systemd orders it before
+    # kubelet; a real node's runs in start_real_node. Several at once: each mostly waits for its approval.
+    with ThreadPoolExecutor(max_workers=8) as pool_of_joins:
+        for _ in pool_of_joins.map(
+            lambda m: node_join(cluster, m, hosts[m.name]), [m for m, *_, is_real in joining if not is_real]
+        ):
+            pass
+    for machine, pool, vm_size, is_real in joining:
+        host = hosts[machine.name]
         if is_real:
             real_node, process = runtime.start_real_node(
                 cluster.network,
@@ -619,6 +646,7 @@ def join_nodes(
                 cluster.box_images,
                 lambda unit, m=machine, h=host: start_unit(cluster, m, h, unit),
                 cluster.spec.config.network.service_cidr,
+                lambda m=machine, h=host: node_join(cluster, m, h),
             )
             cluster.real_nodes.append(real_node)
             cluster.nodes.append(Node(machine, host, process, pool))
@@ -651,6 +679,13 @@ def join_nodes(
                 node_local,
                 upstream,
             )
+
+
+def node_join(cluster: Cluster, machine: Machine, host: Host) -> None:
+    """The node's rendered boot program (``supercluster-node-join``), to completion: its client certificate, asked
+    for with the attested document the IMDS stand-in signs. IMDS is on-link, as Azure's DHCP routes it."""
+    cluster.network.run(host, ["ip", "route", "replace", f"{IMDS_IP}/32", "dev", "eth0"])
+    cluster.network.run(host, machine.unit(JOIN_UNIT).exec_start, timeout=JOIN_TIMEOUT)
 
 
 def _rdma_pods_per_node(spec: ClusterSpec) -> int:

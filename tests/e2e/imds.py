@@ -2,25 +2,43 @@
 
 It answers the requests the machines' rendered scripts make: the VM's compute metadata (its
 subscription and resource group, from which ``machine/shared/imds_token.py`` builds its role
-identity's resource ID), a managed-identity access token, and the network metadata an apiserver
-reads its own address from at boot (``machine/control_plane/serving_identity.py``). As IMDS answers
-each VM about itself, the network answer is the requester's own address: the source address of the
-request, which on the box's switch is the address the host holds. Like IMDS it refuses a request
-without the ``Metadata: true`` header (learn.microsoft.com/azure/virtual-machines/instance-metadata-service,
+identity's resource ID, and for a machine of the box's VM directory its name, ``vmId`` and
+``resourceId``, which ``machine/node/node_join.py`` claims), a managed-identity access token, the
+network metadata an apiserver reads its own address from at boot
+(``machine/control_plane/serving_identity.py``), and the attested document a joining node sends with
+its client CSR. As IMDS answers each VM about itself, every answer is about the requester: the source
+address of the request, which on the box's switch is the address the host holds. Like IMDS it refuses
+a request without the ``Metadata: true`` header (learn.microsoft.com/azure/virtual-machines/instance-metadata-service,
 "Security and authentication") and answers nothing else. The token is a fixed stand-in: nothing in
 the box checks it. Without an answer, kubelet's run of the image credential provider waits out its
 one-minute exec deadline on every pod start (docs/cluster-in-a-box.md).
 
-Run on the box's IMDS host: ``python imds.py ADDRESS PORT`` (``infra.node.cni.IMDS_IP`` and ``IMDS_PORT``).
+The attested document is what Azure signs (PKCS #7 SignedData, the JSON inside: ``nonce``, ``vmId``,
+``subscriptionId``, ``sku``, ``plan``, ``licenseType``, ``timeStamp`` with ``createdOn`` and ``expiresOn``
+six hours later, as ``MM/DD/YY HH:MM:SS -0000``), signed with the box's test signer
+(``tests/e2e/attestation.py``) in place of Azure's ``metadata.azure.com`` certificate.
+
+With the folder, it also stands in for Azure Resource Manager on ``ARM_PORT`` (HTTPS, a certificate for its
+address from the box's attestation root): a GET of a VM's resource ID, with the stand-in token, answers the VM's
+``properties.vmId`` and ``properties.osProfile.computerName``, as the node certificates' approver asks
+(``machine/control_plane/csr_approver.py``); any other ID is 404.
+
+Run on the box's IMDS host: ``python imds.py ADDRESS PORT [ATTESTATION_DIR]`` (``infra.node.cni.IMDS_IP`` and
+``IMDS_PORT``; the folder tests/e2e/attestation.py writes).
 """
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
+import ssl
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"  # a stand-in: no Azure subscription here
 RESOURCE_GROUP = "cluster-in-a-box"
@@ -29,9 +47,53 @@ ANSWERS = {
     "/metadata/instance/compute": {"subscriptionId": SUBSCRIPTION, "resourceGroupName": RESOURCE_GROUP},
     "/metadata/identity/oauth2/token": {"access_token": ACCESS_TOKEN, "token_type": "Bearer"},
 }
-
-
 NETWORK = "/metadata/instance/network"
+COMPUTE = "/metadata/instance/compute"
+ATTESTED = "/metadata/attested/document"
+ATTESTED_LIFETIME = datetime.timedelta(hours=6)
+# The files tests/e2e/attestation.py writes into the folder it is given.
+VMS_FILE, SIGNER_CERT, SIGNER_KEY = "vms.json", "signer.crt", "signer.key"
+ARM_CERT, ARM_KEY = "arm.crt", "arm.key"
+ARM_PORT = 8443
+ATTESTATION_DIR: Path | None = None
+
+
+def azure_time(moment: datetime.datetime) -> str:
+    return moment.strftime("%m/%d/%y %H:%M:%S -0000")
+
+
+def attested_document(nonce: str, vm_id: str, directory: Path) -> str:
+    """The ``signature`` IMDS answers: base64 DER of a PKCS #7 SignedData holding the document."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.serialization import pkcs7
+
+    now = datetime.datetime.now(datetime.UTC)
+    document = {
+        "licenseType": "",
+        "nonce": nonce,
+        "plan": {"name": "", "product": "", "publisher": ""},
+        "sku": "",
+        "subscriptionId": SUBSCRIPTION,
+        "timeStamp": {"createdOn": azure_time(now), "expiresOn": azure_time(now + ATTESTED_LIFETIME)},
+        "vmId": vm_id,
+    }
+    cert = x509.load_pem_x509_certificate((directory / SIGNER_CERT).read_bytes())
+    key = serialization.load_pem_private_key((directory / SIGNER_KEY).read_bytes(), None)
+    signed = (
+        pkcs7.PKCS7SignatureBuilder()
+        .set_data(json.dumps(document).encode())
+        .add_signer(cert, key, hashes.SHA256())  # type: ignore[arg-type]
+        .sign(serialization.Encoding.DER, [])
+    )
+    return base64.b64encode(signed).decode()
+
+
+def vms() -> dict[str, dict[str, str]]:
+    """The box's VM directory: ``{address: {name, vmId, resourceId}}`` (tests/e2e/attestation.py)."""
+    if ATTESTATION_DIR is None or not (ATTESTATION_DIR / VMS_FILE).exists():
+        return {}
+    return json.loads((ATTESTATION_DIR / VMS_FILE).read_text())
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -39,9 +101,21 @@ class Handler(BaseHTTPRequestHandler):
         """The address of the machine asking (a test may stand in another)."""
         return self.client_address[0]
 
+    def vm(self) -> dict[str, str] | None:
+        """The requester's entry in the box's VM directory, if it has one."""
+        return vms().get(self.machine_address())
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        path = urlparse(self.path).path
-        answer = ANSWERS.get(path) or (self._network() if path == NETWORK else None)
+        url = urlparse(self.path)
+        answer = ANSWERS.get(url.path)
+        vm = self.vm()
+        if url.path == NETWORK:
+            answer = self._network()
+        elif url.path == COMPUTE and vm:
+            answer = {**ANSWERS[COMPUTE], "name": vm["name"], "vmId": vm["vmId"], "resourceId": vm["resourceId"]}
+        elif url.path == ATTESTED and vm and ATTESTATION_DIR is not None:
+            nonce = parse_qs(url.query).get("nonce", [""])[0]
+            answer = {"encoding": "pkcs7", "signature": attested_document(nonce, vm["vmId"], ATTESTATION_DIR)}
         if self.headers.get("Metadata") != "true":
             self._reply(400, {"error": "bad_request", "error_description": "Required metadata header not specified"})
         elif answer is None:
@@ -63,5 +137,34 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+class ResourceManager(Handler):
+    """Azure Resource Manager's record of a VM of the box's directory, by its resource ID."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = urlparse(self.path).path.lower()
+        found = [vm for vm in vms().values() if vm["resourceId"].lower() == path]
+        if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
+            self._reply(401, {"error": {"code": "AuthenticationFailed"}})
+        elif not found:
+            self._reply(404, {"error": {"code": "ResourceNotFound"}})
+        else:
+            (vm,) = found
+            properties = {"vmId": vm["vmId"], "osProfile": {"computerName": vm["name"]}}
+            self._reply(
+                200, {"id": vm["resourceId"], "name": vm["resourceId"].rsplit("/", 1)[1], "properties": properties}
+            )
+
+
+def serve_resource_manager(address: str, directory: Path) -> None:
+    server = ThreadingHTTPServer((address, ARM_PORT), ResourceManager)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / ARM_CERT, directory / ARM_KEY)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
 if __name__ == "__main__":
+    ATTESTATION_DIR = Path(sys.argv[3]) if len(sys.argv) > 3 else None
+    if ATTESTATION_DIR is not None:
+        serve_resource_manager(sys.argv[1], ATTESTATION_DIR)
     ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Handler).serve_forever()

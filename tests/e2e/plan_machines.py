@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from infra.facts import tags
+from tests.e2e.imds import SUBSCRIPTION
 
 VM = "azure-native:compute:VirtualMachine"
 SCALE_SET = "azure-native:compute:VirtualMachineScaleSet"
@@ -82,6 +83,7 @@ class Machine:
     files: Path  # files/<resource>
     subnet: ipaddress.IPv4Network | None = None
     pod_ips: tuple[str, ...] = ()  # its NIC's secondary IP configurations' addresses
+    azure_id: str = ""  # its Azure resource ID (a VM, or a scale set's instance), in the box's subscription
 
     def unit(self, name: str) -> Unit:
         return parse_unit(name, (self.files / UNIT_DIR / name).read_text())
@@ -105,6 +107,7 @@ class ScaleSet:
     subnet: ipaddress.IPv4Network
     files: Path
     ip_configurations: int  # on each instance's NIC: the primary and one per pod
+    azure_id: str = ""  # the scale set's Azure resource ID, in the box's subscription
 
     @property
     def pool(self) -> str:
@@ -121,7 +124,20 @@ class ScaleSet:
         name = f"{self.computer_name_prefix}{_base36(index):0>6}"
         first = self.subnet.network_address + AZURE_RESERVED_FIRST + index * self.ip_configurations
         addresses = [str(first + i) for i in range(self.ip_configurations)]
-        return Machine(self.resource, name, addresses[0], self.files, self.subnet, tuple(addresses[1:]))
+        return Machine(
+            self.resource,
+            name,
+            addresses[0],
+            self.files,
+            self.subnet,
+            tuple(addresses[1:]),
+            f"{self.azure_id}/virtualMachines/{index}",
+        )
+
+
+def _azure_id(resource_group: str, kind: str, name: str) -> str:
+    """A compute resource's ID as Azure forms it, in the box's stand-in subscription (tests/e2e/imds.py)."""
+    return f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{resource_group}/providers/Microsoft.Compute/{kind}/{name}"
 
 
 def _subnet_key(subnet_id: str) -> str:
@@ -166,6 +182,7 @@ class Plan:
                     self.directory / "files" / vm["name"],
                     subnets[_subnet_key(primary["subnet"]["id"])],
                     tuple(c["privateIPAddress"] for c in secondaries),
+                    _azure_id(vm["inputs"]["resourceGroupName"], "virtualMachines", vm["inputs"]["vmName"]),
                 )
             )
         return machines
@@ -195,6 +212,9 @@ class Plan:
                     subnets[_subnet_key(ip_configurations[0]["subnet"]["id"])],
                     self.directory / "files" / vmss["name"],
                     len(ip_configurations),
+                    _azure_id(
+                        vmss["inputs"]["resourceGroupName"], "virtualMachineScaleSets", vmss["inputs"]["vmScaleSetName"]
+                    ),
                 )
             )
         return result

@@ -55,7 +55,7 @@ from infra.cluster.whole_cluster import EVICTION_MEMORY_BYTES
 from infra.network import iptables
 from infra.node import cni, containerd, install, kube_proxy, kubelet, sysctls
 from infra.node import pinned_images as node_images
-from tests.e2e import dns, imds
+from tests.e2e import attestation, dns, imds
 from tests.e2e.hosts import BINARIES_PATH as BINARIES
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
 from tests.e2e.images import BoxImages, Image
@@ -312,9 +312,10 @@ def start_real_node(
     box_images: BoxImages,
     start_unit: Callable[[str], Process],
     service_cidr: ipaddress.IPv4Network,
+    node_join: Callable[[], None],
 ) -> tuple[RealNode, Process]:
-    """Prepares ``machine`` as a real node and starts containerd, the preload, kubelet (returned) and
-    kube-proxy, each from its rendered unit."""
+    """Prepares ``machine`` as a real node and starts containerd, the preload, its join (``node_join``: the
+    client certificate kubelet requires) and kubelet (returned), each from its rendered unit."""
     assert machine.subnet is not None, f"{machine.name}: the plan gives its NIC no subnet"
     node = RealNode(machine, host, machine.subnet, machine.pod_ips)
     node.refused_sysctls = tuple(
@@ -330,6 +331,7 @@ def start_real_node(
     network.run(host, _exec_start(machine, node_images.UNIT), timeout=120)
     for image in box_images.imported:
         import_image(network, node, image)
+    node_join()
     kubelet_process = start_unit(kubelet.UNIT)
     return node, kubelet_process
 
@@ -348,7 +350,9 @@ def start_imds(network: TestNetwork, address_space: ipaddress.IPv4Network) -> Ho
     for their address at boot, real nodes for their identity's token."""
     if IMDS_HOST not in network.hosts:
         host = _outside_host(network, IMDS_HOST, cni.IMDS_IP, address_space)
-        network.start(host, "imds", [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP, str(cni.IMDS_PORT)])
+        directory = attestation.directory_of(network.workdir)
+        argv = [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP, str(cni.IMDS_PORT)]
+        network.start(host, "imds", [*argv, str(directory)] if directory.exists() else argv)
     return network.hosts[IMDS_HOST]
 
 

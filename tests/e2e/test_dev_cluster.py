@@ -35,6 +35,7 @@ from tests.e2e.cluster import (
     Cluster,
     apply_objects,
     install,
+    node_join,
     unit_argv,
 )
 from tests.e2e.hosts import wait_for
@@ -278,14 +279,14 @@ def _flow_schema_uid(dev: Cluster, method: str, path: str, identity: tuple[str, 
     return found.group(1)
 
 
-def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_through_them(dev: Cluster):
-    """The real kubelet binary, run with each pool's rendered ExecStart verbatim as a fresh instance:
-    every flag and the rendered config are accepted, and it turns the bootstrap token into its client
-    certificate (CSR approved and issued, kubeconfig written, the new certificate loaded). It goes no
-    further than the container runtime, which cannot run here: its socket listens and never answers,
-    which holds the kubelet a few seconds at the runtime check while the certificate request, sent in
-    the background, completes (with no socket it exits at once, often before sending it). nodesim
-    stands in for the rest (docs/cluster-in-a-box.md)."""
+def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_starts_with_the_joins_certificate(dev: Cluster):
+    """The real kubelet binary, run with each pool's rendered ExecStart verbatim as a fresh instance, after the
+    node's rendered join program (``supercluster-node-join``, which systemd orders first): the join turns the
+    bootstrap token and the VM's attested document into the node's client certificate (approved by the
+    apiservers' approver, signed by the controller-manager) and kubelet's kubeconfig; every flag and the
+    rendered config are accepted, and kubelet uses that certificate: it sends no request of its own. It goes
+    no further than the container runtime, which cannot run here: its socket listens and never answers.
+    nodesim stands in for the rest (docs/cluster-in-a-box.md)."""
     prefix_length = dev.spec.config.network.address_space.prefixlen
     pools = {p.name: p for p in dev.spec.config.node_pools}
     for scale_set in filter(lambda s: s.first_shard, dev.plan.scale_sets()):
@@ -293,6 +294,10 @@ def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_t
         machine = scale_set.instance(pool.max_nodes)  # one instance past the ones nodesim holds
         host = dev.network.add_host(machine.name, [f"{machine.ip}/{prefix_length}"])
         install(machine, host, dev.pki)
+        dev.attestation.add(machine)
+        node_join(dev, machine, host)
+        joined = _csr_of(dev, f"system:node:{machine.name}")
+        assert joined and joined["status"].get("certificate"), joined
         # The drop-in folder the provider-ID ExecStartPre fills from IMDS (no IMDS here): empty.
         (host.root / "etc/kubernetes/kubelet.conf.d").mkdir(exist_ok=True)
         config = yaml.safe_load((machine.files / "etc/kubernetes/kubelet-config.yaml").read_text())
@@ -319,36 +324,39 @@ def test_the_real_kubelet_accepts_the_rendered_flags_and_config_and_bootstraps_t
         argv = [*machine.unit(KUBELET_UNIT).exec_start, f"--hostname-override={machine.name}"]
         process = dev.network.start(host, "real-kubelet", argv)
         try:
-            csr = wait_for(
-                f"the real kubelet on {machine.name} to get its client certificate",
-                lambda: (c := _csr_of(dev, f"system:node:{machine.name}")) and c["status"].get("certificate") and c,  # noqa: B023
+            wait_for(
+                f"the real kubelet on {machine.name} to reach the runtime check",
+                lambda: "validate CRI v1 runtime API" in process.output(),  # noqa: B023
                 timeout=90,
                 on_timeout=lambda: process.output()[-3000:],  # noqa: B023
-            )
-            wait_for(
-                "its kubeconfig",
-                lambda: (host.root / "var/lib/kubelet/kubeconfig").exists(),  # noqa: B023
-                timeout=30,
             )
         finally:
             process.stop()
             runtime.stop()
-        assert csr["spec"]["username"] == f"system:bootstrap:{dev.pki.bootstrap_token_id}"
-        assert "Approved" in {c["type"] for c in csr["status"]["conditions"]}
+        assert joined["spec"]["username"] == f"system:bootstrap:{dev.pki.bootstrap_token_id}"
+        assert {c["reason"] for c in joined["status"]["conditions"] if c["type"] == "Approved"} == {
+            "SuperclusterAttestedJoin"
+        }
+        sent = [c["metadata"]["name"] for c in _csrs_of(dev, f"system:node:{machine.name}")]
+        assert sent == [joined["metadata"]["name"]], sent  # kubelet sent none of its own
         log = process.output()
         refused = [line for line in log.splitlines() if REFUSED.search(line)]
         assert not refused, "\n".join(refused)
-        assert "Certificate rotation detected" in log, log[-2000:]  # it loaded the certificate it was issued
         failed = [line for line in log.splitlines() if "command failed" in line]
         assert all("validate CRI v1 runtime API" in line for line in failed), failed  # stopped at the runtime
 
 
-def _csr_of(dev: Cluster, common_name: str) -> dict | None:
+def _csrs_of(dev: Cluster, common_name: str) -> list[dict]:
+    found = []
     for csr in dev.get_json("csr")["items"]:
         request = x509.load_pem_x509_csr(base64.b64decode(csr["spec"]["request"]))
         if request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == common_name:
-            return csr
-    return None
+            found.append(csr)
+    return found
+
+
+def _csr_of(dev: Cluster, common_name: str) -> dict | None:
+    return next(iter(_csrs_of(dev, common_name)), None)
 
 
 def test_every_add_on_workload_gets_its_pods_bound_on_the_booted_nodes(dev: Cluster):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
+from types import ModuleType
 
+import machine as programs
 from infra.cluster.cluster_spec import ClusterSpec, build_cluster_spec
 from infra.control_plane.apiserver_machine import ApiserverMachine, apiserver_machines
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
+from plan.artifacts import file_content
 from tests.helpers import load_yaml, raw_config
 
 
@@ -31,7 +35,7 @@ def machines(stack: str = "prod") -> tuple[ApiserverMachine, ...]:
 def files(machine: ApiserverMachine) -> dict[str, str]:
     """``{path on the machine: content}`` from the machine's rendered cloud-init."""
     document = load_yaml(machine.cloud_init)
-    return {entry["path"]: entry["content"] for entry in document["write_files"]}
+    return {entry["path"]: file_content(entry) for entry in document["write_files"]}
 
 
 def unit_flags(unit: str) -> dict[str, str]:
@@ -52,3 +56,14 @@ def unit_flags(unit: str) -> dict[str, str]:
 
 def component_flags(machine: ApiserverMachine, unit: str) -> dict[str, str]:
     return unit_flags(files(machine)[f"/etc/systemd/system/{unit}"])
+
+
+@functools.cache
+def approver_program() -> ModuleType:
+    """The node certificates' approver as every apiserver runs it (``machine/control_plane/csr_approver.py``),
+    imported from its file."""
+    spec = importlib.util.spec_from_file_location("csr_approver", programs.path("control_plane/csr_approver.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

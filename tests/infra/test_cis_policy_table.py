@@ -17,6 +17,7 @@ from infra.addons.k8s import POD_SECURITY_ENFORCE_LABEL, pod_templates
 from infra.addons.monitoring import NAMESPACE as MONITORING_NAMESPACE
 from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.control_plane import access, admission, cluster_objects, csr_approval, paths, pki
+from infra.facts import attestation
 from infra.node import cni
 from tests.helpers import doc_table_rows, load_yaml, parsed
 from tests.infra.addon_fixtures import all_objects, groups_for
@@ -106,19 +107,18 @@ def bootstrap_tokens_only_join_nodes() -> None:
         for o in bindings
         if any(s["name"].startswith("system:bootstrappers") for s in o["subjects"])
     }
-    assert bootstrap == {
-        "system:node-bootstrapper",
-        "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
-    }, bootstrap
+    # CSR creation only: no nodeclient, so the controller-manager approves nothing a token sends.
+    assert bootstrap == {"system:node-bootstrapper"}, bootstrap
     assert not [
         o["metadata"]["name"] for o in bindings if any(s["name"] == "system:bootstrappers" for s in o["subjects"])
     ], "only our narrower group"
-    # Besides the controller-manager (built in), only the kubelet-serving approver approves, for that signer alone.
+    # Besides the controller-manager (built in: a node's renewal of its own client certificate), only the node
+    # certificates' approver approves, for its two signers alone.
     approver = [cluster_objects.CSR_APPROVER_ROLE]
     assert _grants({"approve"}, {"signers"}, {"certificates.k8s.io"}) == approver
     assert _grants({"update", "patch"}, {"certificatesigningrequests/approval"}, {"certificates.k8s.io"}) == approver
     (signers,) = [rule for name, rule in _rules() if name in approver and "signers" in rule["resources"]]
-    assert signers["resourceNames"] == [csr_approval.KUBELET_SERVING_SIGNER]
+    assert signers["resourceNames"] == [csr_approval.KUBELET_SERVING_SIGNER, attestation.KUBELET_CLIENT_SIGNER]
 
 
 def _audit_level(policy: dict, *, verb: str, group: str, resource: str, user: str = "alice") -> str:

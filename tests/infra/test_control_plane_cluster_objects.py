@@ -88,7 +88,8 @@ def test_node_join_rbac_lets_only_our_token_group_bootstrap():
     bindings = {b["roleRef"]["name"]: b["subjects"] for b in cluster_objects.node_join_rbac()}
     group = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": cluster_objects.BOOTSTRAP_GROUP}]
     assert bindings["system:node-bootstrapper"] == group
-    assert bindings["system:certificates.k8s.io:certificatesigningrequests:nodeclient"] == group
+    # Not nodeclient: the controller-manager approves nothing the token sends (the attested join approves).
+    assert "system:certificates.k8s.io:certificatesigningrequests:nodeclient" not in bindings
     assert bindings["system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"][0]["name"] == "system:nodes"
     assert bindings["system:kubelet-api-admin"][0]["name"] == pki.KUBELET_CLIENT_USER
     assert bindings["system:node-proxier"][0]["name"] == "system:nodes"  # kube-proxy uses the node's cert

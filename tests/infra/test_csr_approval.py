@@ -4,7 +4,6 @@ RBAC it runs with. Against the real apiserver and kubelets: tests/e2e/test_node_
 from __future__ import annotations
 
 import base64
-import importlib.util
 import ipaddress
 import json
 
@@ -20,7 +19,7 @@ from infra.control_plane import cluster_objects, csr_approval, pki
 from infra.node import kubelet
 from tests.e2e.plan_machines import parse_unit
 from tests.helpers import parsed
-from tests.infra.control_plane_files import files, machines
+from tests.infra.control_plane_files import approver_program, files, machines
 
 NODE = "box-cpu-000003"
 NODE_IP = "10.1.0.7"
@@ -30,10 +29,7 @@ SERVING_USAGES = ["digital signature", "key encipherment", "server auth"]
 
 @pytest.fixture(scope="module")
 def approver():
-    spec = importlib.util.spec_from_file_location("csr_approver", programs.path("control_plane/csr_approver.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return approver_program()
 
 
 def _request(
@@ -143,6 +139,7 @@ def test_every_apiserver_runs_the_approver_with_its_own_fetched_credential():
     fetched = {f.path for f in pki.apiserver_secret_files(pki.certificates())}
     assert {config["ca_cert"], config["cert"], config["key"]} <= fetched
     assert config["signer"] == csr_approval.KUBELET_SERVING_SIGNER
+    assert config["client_signer"] == "kubernetes.io/kube-apiserver-client-kubelet"
     assert rendered[0][csr_approval.SCRIPT] == programs.source("control_plane/csr_approver.py")
     unit = parse_unit(csr_approval.UNIT, rendered[0][f"/etc/systemd/system/{csr_approval.UNIT}"])
     assert unit.exec_start == [csr_approval.SCRIPT, csr_approval.CONFIG]
@@ -150,7 +147,7 @@ def test_every_apiserver_runs_the_approver_with_its_own_fetched_credential():
     assert unit.get("Service", "Restart") == ["always"]
 
 
-def test_the_approvers_rbac_is_exactly_read_requests_and_nodes_and_approve_for_its_one_signer():
+def test_the_approvers_rbac_is_exactly_read_requests_and_nodes_and_approve_for_its_two_signers():
     objects = cluster_objects.cluster_objects(parsed("prod"))
     user = pki.CSR_APPROVER_USER
     bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
@@ -179,7 +176,7 @@ def test_the_approvers_rbac_is_exactly_read_requests_and_nodes_and_approve_for_i
         {
             "apiGroups": ["certificates.k8s.io"],
             "resources": ["signers"],
-            "resourceNames": ["kubernetes.io/kubelet-serving"],
+            "resourceNames": ["kubernetes.io/kubelet-serving", "kubernetes.io/kube-apiserver-client-kubelet"],
             "verbs": ["approve"],
         },
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},

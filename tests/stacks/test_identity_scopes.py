@@ -99,9 +99,21 @@ def _managed_by_autoscaler(run: ProgramRun) -> set[str]:
     return ids
 
 
+def _read_by_join_approver(run: ProgramRun) -> set[str]:
+    """The VMs a node may join as, which the apiservers' approver reads from Azure: the node group (every
+    scale-set instance) and the NAT hosts."""
+    ids = {r.id for r in run.node_scale_sets()}
+    config = parsed(run.stack)
+    group = naming.node_resource_group(config.cluster_name)
+    ids |= {r.id for r in run.of_type(GROUP) if r.inputs["resourceGroupName"] == group}
+    nat_hosts = {naming.nat_host(config.cluster_name, i) for i in range(config.network.nat_hosts.count)}
+    return ids | {r.id for r in run.of_type(VM) if r.inputs["vmName"] in nat_hosts}
+
+
 def test_no_identity_reaches_a_resource_it_does_not_manage(stack_plan):
     roles = _roles(stack_plan)
     autoscaler_may = _managed_by_autoscaler(stack_plan)
+    approver_reads = _read_by_join_approver(stack_plan)
     grants = stack_plan.of_type(ROLE_ASSIGNMENT)
     assert grants
     for grant in grants:
@@ -111,6 +123,9 @@ def test_no_identity_reaches_a_resource_it_does_not_manage(stack_plan):
         assert reached, f"{grant.name}: its scope is no planned resource"
         if role == "autoscaler":
             beyond = sorted(f"{r.type.split(':')[-1]} {r.name}" for r in reached if r.id not in autoscaler_may)
+            assert not beyond, f"{grant.name} reaches {beyond}"
+        elif role == "apiserver" and _role_definition(grant) == READER_ROLE:
+            beyond = sorted(f"{r.type.split(':')[-1]} {r.name}" for r in reached if r.id not in approver_reads)
             assert not beyond, f"{grant.name} reaches {beyond}"
         else:
             assert [r.type for r in reached] in ([t] for t in SINGLE_RESOURCE_SCOPES), (
@@ -212,3 +227,24 @@ def test_the_autoscaler_may_change_exactly_the_scale_sets_it_manages(stack_plan)
         assert len(reached) == 1 and reached[0].type in (VMSS, SUBNET), (grant.name, reached)
         changed |= {r.id for r in reached if r.type == VMSS}
     assert changed == scale_sets
+
+
+def test_the_apiservers_read_exactly_the_vms_a_node_may_join_as(stack_plan):
+    """The node certificates' approver resolves a joining node's VM through Azure as the apiserver identity:
+    Reader on the node group and on each NAT host, and no other grant of that identity reaches a machine."""
+    roles = _roles(stack_plan)
+    config = parsed(stack_plan.stack)
+    names = {naming.nat_host(config.cluster_name, i) for i in range(config.network.nat_hosts.count)}
+    nat_hosts = {r.id for r in stack_plan.of_type(VM) if r.inputs["vmName"] in names}
+    [node_group] = [
+        g.id
+        for g in stack_plan.of_type(GROUP)
+        if g.inputs["resourceGroupName"] == naming.node_resource_group(config.cluster_name)
+    ]
+    scopes = {}
+    for grant in stack_plan.of_type(ROLE_ASSIGNMENT):
+        [principal] = grant.property_dependencies["principalId"]
+        reached = reach(stack_plan, grant.inputs["scope"])
+        if roles[principal] == "apiserver" and any(r.type in (VM, VMSS) for r in reached):
+            scopes[grant.inputs["scope"]] = _role_definition(grant)
+    assert set(scopes) == {node_group, *nat_hosts} and set(scopes.values()) == {READER_ROLE}

@@ -2,7 +2,8 @@
 place outside the cluster's own registry, storage, Key Vault and Azure's host endpoints.
 
 Walks the cloud-init every VM and scale set actually receives (decoded from the plan's customData),
-every file and unit in it, and fails on any URL, host name or image registry that is not one of:
+every file and unit in it (compressed ones decompressed), and fails on any URL, host name or image registry
+that is not one of:
 - the cluster's Azure Container Registry (and its regional data endpoint), Key Vault and storage account;
 - Azure's metadata service 169.254.169.254 and host address 168.63.129.16;
 - an address inside the cluster's own networks (the apiserver load balancer, etcd members) or loopback;
@@ -17,6 +18,11 @@ every file and unit in it, and fails on any URL, host name or image registry tha
 - the names of the images every node holds before kubelet starts (the pause image and ``images.preload``),
   which come from the machine image's archives (infra/node/pinned_images.py) and are never pulled by that name.
 It also fails on any instruction that makes cloud-init fetch packages (``packages``, ``apt``, ``snap``).
+
+One named set is allowed in the apiservers' files only: the attested join's run-time endpoints
+(``attestation.RUN_TIME_HOSTS``: Azure Resource Manager and Microsoft's certificate hosts) and the name of Azure's
+attested-data signer. The node certificates' approver reaches them when a node asks to join, never at boot, and no
+node, NAT host or etcd member names them (``test_only_the_apiservers_name_the_attested_joins_run_time_endpoints``).
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ import pytest
 
 from infra.catalog.image_refs import CACHE_PREFIXES
 from infra.config import naming
+from infra.day2.deploy_rules import APISERVER_ROLE, MACHINE_ROLE_TAG
 from infra.etcd.backup import storage_account_name
+from infra.facts import attestation
 from infra.node import pinned_images as node_images
 from infra.node.pool import preload_images
 from plan.artifacts import VM_TYPES, cloud_init_files, custom_data_of
@@ -47,9 +55,12 @@ IN_CLUSTER = re.compile(r"(kubernetes\.default\.svc|[\w.-]+\.cluster\.local)")
 NAMING_DOMAINS = ("k8s.io", "kubernetes.io", "kubernetes.azure.com", "nvidia.com", "supercluster.io")
 # Servers under those domains that are real download or registry endpoints: never a name.
 SERVERS = {*CACHE_PREFIXES, "dl.k8s.io", "pkgs.k8s.io", "cdn.dl.k8s.io", "packages.cloud.google.com"}
+# Reached at run time by the apiservers' node certificates' approver only (infra/control_plane/csr_approval.py).
+ATTESTED_JOIN_RUN_TIME = frozenset({*attestation.RUN_TIME_HOSTS, attestation.ATTESTATION_SIGNER})
 FETCHING_KEYS = ("packages", "package_update", "package_upgrade", "apt", "snap", "yum_repos")
 
-URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'<>`)\]},;]+")
+# A backslash ends a URL too: a JSON string's escaped newline follows one in a kubeconfig written into settings.
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'<>`)\]},;\\]+")
 # A host name standing on its own (not a file path or a file name): a registry in an image reference, a
 # server in a flag. Only public suffixes count, so unit and file names (kubelet.service) never match.
 HOST = re.compile(
@@ -90,9 +101,10 @@ def _host_of(url: str) -> str:
     return re.sub(r":\d+$", "", url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1])
 
 
-def outside_places(text: str, stack: str, networks) -> set[str]:
-    """Every URL or host name in ``text`` that is not the cluster's own or Azure's host endpoints."""
-    hosts, found = allowed_hosts(stack), set()
+def outside_places(text: str, stack: str, networks, run_time: frozenset[str] = frozenset()) -> set[str]:
+    """Every URL or host name in ``text`` that is not the cluster's own or Azure's host endpoints (or one of
+    ``run_time``, the hosts a machine's program reaches after boot, allowed where the caller says)."""
+    hosts, found = allowed_hosts(stack) | run_time, set()
     for url in URL.findall(text):
         if url.rstrip(".") in TOKEN_AUDIENCES:
             continue
@@ -123,6 +135,16 @@ def machines(run):
     return [r for r in run.registrations if r.type in VM_TYPES]
 
 
+def everything_written(machine) -> str:
+    """Its cloud-init and every file it writes, decoded: some are written gzip-compressed, which hides their text
+    from a scan of the cloud-init alone."""
+    return "\n".join([custom_data_of(machine) or "", *cloud_init_files(machine).values()])
+
+
+def is_apiserver(machine) -> bool:
+    return (machine.inputs.get("tags") or {}).get(MACHINE_ROLE_TAG) == APISERVER_ROLE
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_no_machine_boot_reaches_outside_the_cluster(stack, request):
     run = request.getfixturevalue(f"{stack}_plan")
@@ -133,11 +155,22 @@ def test_no_machine_boot_reaches_outside_the_cluster(stack, request):
         assert text and text.startswith("#cloud-config"), machine.name
         document = load_yaml(text)
         fetching = [key for key in FETCHING_KEYS if key in document]
-        places = outside_places(text, stack, networks)
+        run_time = ATTESTED_JOIN_RUN_TIME if is_apiserver(machine) else frozenset()
+        places = outside_places(everything_written(machine), stack, networks, run_time)
         if fetching or places:
             found[machine.name] = sorted(places) + [f"cloud-init `{key}`" for key in fetching]
     assert len(machines(run)) >= 6  # nodes of every pool, NAT hosts, etcd, events etcd, apiservers
     assert not found, f"machines that would reach outside the cluster at boot: {found}"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_only_the_apiservers_name_the_attested_joins_run_time_endpoints(stack, request):
+    """The approver's endpoints are in the apiservers' files and in no node's, NAT host's or etcd member's."""
+    run = request.getfixturevalue(f"{stack}_plan")
+    named = {m.name: {h for h in ATTESTED_JOIN_RUN_TIME if h in everything_written(m)} for m in machines(run)}
+    apiservers = [m.name for m in machines(run) if is_apiserver(m)]
+    assert apiservers and all(named.pop(name) == ATTESTED_JOIN_RUN_TIME for name in apiservers)
+    assert not {name: hosts for name, hosts in named.items() if hosts}, "named outside the apiservers"
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

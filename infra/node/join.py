@@ -1,0 +1,69 @@
+"""The node's client certificate, asked for by its own boot program with Azure's proof of the machine.
+
+``supercluster-node-join`` (``machine/node/node_join.py``) runs before kubelet at every boot: it makes the
+node's ``kubernetes.io/kube-apiserver-client-kubelet`` CSR with the bootstrap token, carrying the instance
+metadata service's attested document (its nonce bound to the request's key) and the VM's resource ID
+(``infra.facts.attestation``), waits for the certificate and writes it where kubelet keeps its own, with
+kubelet's kubeconfig. kubelet, which requires the unit, then starts with a valid client certificate and
+rotates it as the node. Why not kubelet's own bootstrap: the pinned kubelet cannot attach anything to its CSR.
+"""
+
+from __future__ import annotations
+
+import json
+
+import machine
+from infra.boot import systemd, yaml_text
+from infra.boot.cloudinit import CloudConfig
+from infra.boot.secrets import FETCH_UNIT
+from infra.facts import attestation
+from infra.node import cni, kubelet
+
+SCRIPT = "/usr/local/sbin/supercluster-node-join"
+CONFIG = "/etc/kubernetes/node-join.json"
+UNIT = kubelet.JOIN_UNIT
+
+
+def join_config(server: str) -> str:
+    """Everything the program needs; no secret (the token is a path)."""
+    cert_dir, current = kubelet.CLIENT_CERT.rsplit("/", 1)
+    document = {
+        "server": server,
+        "ca_cert": kubelet.CA_PATH,
+        "token_file": kubelet.TOKEN_PATH,
+        "cert_dir": cert_dir,
+        "current_name": current,
+        "kubeconfig": kubelet.KUBECONFIG,
+        "kubeconfig_text": yaml_text.dump(kubelet.node_kubeconfig(server), sort_keys=False),
+        "signer": attestation.KUBELET_CLIENT_SIGNER,
+        "user_prefix": attestation.NODE_USER_PREFIX,
+        "group": attestation.NODES_GROUP,
+        "imds": f"http://{cni.IMDS_IP}:{cni.IMDS_PORT}",
+        "attested_path": attestation.ATTESTED_PATH,
+        "attested_api_version": attestation.ATTESTED_API_VERSION,
+        "nonce_length": attestation.NONCE_LENGTH,
+        "compute_path": attestation.COMPUTE_PATH,
+        "compute_api_version": attestation.COMPUTE_API_VERSION,
+        "document_annotation": attestation.DOCUMENT_ANNOTATION,
+        "vm_annotation": attestation.VM_ANNOTATION,
+    }
+    return json.dumps(document, sort_keys=True) + "\n"
+
+
+def add_node_join(cloud: CloudConfig, server: str) -> None:
+    """The program, its settings and its oneshot unit, after the token and CA are fetched; kubelet requires it
+    (``kubelet.unit``)."""
+    # Compressed: node customData is near Azure's limit (infra/boot/cloudinit.py).
+    cloud.add(SCRIPT, machine.source("node/node_join.py"), permissions="0755", compressed=True)
+    cloud.add(CONFIG, join_config(server), permissions="0644", compressed=True)
+    cloud.add(
+        f"/etc/systemd/system/{UNIT}",
+        systemd.unit(
+            "Ask for the node's client certificate with Azure's attested proof of this machine",
+            [SCRIPT, CONFIG],
+            after=["network-online.target", FETCH_UNIT],
+            wants=["network-online.target", FETCH_UNIT],
+            service={"Type": "oneshot", "RemainAfterExit": "yes", "Restart": "no"},
+        ),
+        permissions="0644",
+    )
