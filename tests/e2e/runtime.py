@@ -220,6 +220,10 @@ def prepare(
         ["ip", "link", "set", bridge, "up"],
         ["sysctl", "-w", f"net.ipv4.conf.{bridge}.proxy_arp=1"],
     ]
+    # Azure's host answers every ARP request in a VNet itself, with one MAC (12:34:56:78:9a:bc: untangled.eu,
+    # "Networking in Microsoft Azure - Part I"); Linux delays a proxied answer to a broadcast request by a random
+    # time up to proxy_delay (0.8 s by default), which each new pod's first packets would pay here and not on Azure.
+    commands += [["sysctl", "-w", f"net.ipv4.neigh.{device}.proxy_delay=0"] for device in ("eth0", bridge)]
     # The hosts outside the cluster (start_outside_hosts), through the NIC: on Azure, Azure's platform
     # addresses by the routes its DHCP gives, the rest through the VNet's (and the NAT hosts') routing.
     commands += [["ip", "route", "add", f"{ip}/32", "dev", "eth0"] for ip in OUTSIDE_ADDRESSES]
