@@ -1,20 +1,26 @@
 """The in-cluster objects the control plane needs before nodes can join and gangs can schedule.
 
 Applied through the control plane's kubernetes provider (which waits for every apiserver's
-readiness gate): the bootstrap-token Secret, the node-join and CSR auto-approval bindings, the
-PodGroup CRD and the scheduler's access to it, and the API Priority and Fairness objects. The
-objects themselves are rendered in ``infra.control_plane.cluster_objects``.
+readiness gate): the first bootstrap-token Secret, the node-join and CSR auto-approval bindings, the
+token minter's RBAC and admission policy, the PodGroup CRD and the scheduler's access to it, and the API
+Priority and Fairness objects. The objects themselves are rendered in ``infra.control_plane.cluster_objects``
+and ``infra.control_plane.token_minting``.
+
+The first token expires ``token_minting.LIFETIME_SECONDS`` after this program first creates it; the minter on
+the apiservers mints every later one. Its ``stringData`` is set once, at creation (``ignore_changes``): a later
+``pulumi up`` neither extends its life nor touches what the minter writes.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 
 import pulumi
 
 from components import declare
 from infra.config.cluster_config import ClusterConfig
-from infra.control_plane import cluster_objects
+from infra.control_plane import cluster_objects, token_minting
 
 
 class ClusterBootstrap(pulumi.ComponentResource):
@@ -32,8 +38,13 @@ class ClusterBootstrap(pulumi.ComponentResource):
         in_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
         declared = [
             declare.kubernetes(_logical_name(name, document), document, in_cluster)
-            for document in cluster_objects.cluster_objects(config)
+            for document in [
+                *cluster_objects.cluster_objects(config),
+                *token_minting.minter_rbac(),
+                *token_minting.minter_policy(),
+            ]
         ]
+        expiration = token_minting.first_token_expiration(datetime.datetime.now(datetime.UTC))
         token = declare.kubernetes(
             f"{name}-bootstrap-token",
             {
@@ -45,10 +56,10 @@ class ClusterBootstrap(pulumi.ComponentResource):
                 },
                 "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
                 "stringData": pulumi.Output.all(token_id, token_secret).apply(
-                    lambda parts: cluster_objects.bootstrap_token_data(*parts)
+                    lambda parts: cluster_objects.bootstrap_token_data(parts[0], parts[1], expiration)
                 ),
             },
-            in_cluster,
+            pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(ignore_changes=["stringData"])),
         )
         self.register_outputs({"objects": [resource.urn for resource in [*declared, token]]})
 

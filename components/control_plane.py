@@ -199,6 +199,8 @@ class ControlPlane(pulumi.ComponentResource):
             secret_names.NODE_BOOTSTRAP_TOKEN,
             pulumi.Output.concat(self.bootstrap_token_id, ".", self.bootstrap_token_secret),
             {node_id: role[node_id], nat_id: role[nat_id]},
+            # The first token only: the apiservers' token minter writes each next one (token_minting.py).
+            writers=apiserver_only,
         )
         return fetched
 

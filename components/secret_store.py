@@ -20,6 +20,11 @@ from infra.config import naming
 # Built-in role "Key Vault Secrets User": read secret contents
 # (learn.microsoft.com/azure/role-based-access-control/built-in-roles/security#key-vault-secrets-user).
 KEY_VAULT_SECRETS_USER_ROLE = "4633458b-17de-408a-b874-0445c86b69e6"
+# Built-in role "Key Vault Secrets Officer": every action on secrets' contents (set a new version included), none
+# on permissions (built-in-roles/security#key-vault-secrets-officer). Granted on one secret only: the one the
+# apiservers' token minter rewrites (infra/control_plane/token_minting.py). Azure has no built-in role that only
+# sets a secret.
+KEY_VAULT_SECRETS_OFFICER_ROLE = "b86a8fe4-44ce-4948-aee5-eccb2c155cd7"
 # Private Link DNS zone for Key Vault (learn.microsoft.com/azure/private-link/private-endpoint-dns).
 KEY_VAULT_PRIVATE_DNS_ZONE = "privatelink.vaultcore.azure.net"
 # Soft-delete retention: Azure allows 7-90 days; the maximum gives the most time to recover.
@@ -94,9 +99,12 @@ class SecretStore(pulumi.ComponentResource):
         secret_name: str,
         value: pulumi.Input[str],
         readers: Mapping[str, pulumi.Input[str]],
+        writers: Mapping[str, pulumi.Input[str]] | None = None,
     ) -> declare.Declared:
         """Stores ``value`` (always as a Pulumi secret) and lets exactly the ``readers`` (role name ->
-        identity principal id) read it; every resource is a child of ``owner``."""
+        identity principal id) read it; every resource is a child of ``owner``. With ``writers``, those identities
+        may also write new versions, and ``value`` is only the first: the program never sets it again
+        (``ignore_changes``), so a ``pulumi up`` does not roll back what a writer put there."""
         secret = declare.azure(
             "keyvault:Secret",
             logical_name,
@@ -106,7 +114,7 @@ class SecretStore(pulumi.ComponentResource):
                 "resourceGroupName": self._resource_group_name,
                 "properties": {"value": pulumi.Output.secret(value)},
             },
-            pulumi.ResourceOptions(parent=owner),
+            pulumi.ResourceOptions(parent=owner, ignore_changes=["properties.value"] if writers else None),
             outputs=["properties"],
         )
         read = role_definition(self._subscription_id, KEY_VAULT_SECRETS_USER_ROLE)
@@ -119,4 +127,15 @@ class SecretStore(pulumi.ComponentResource):
                 principal_id=principal_id,
                 role_definition_id=read,
             )
+        if writers:
+            write = role_definition(self._subscription_id, KEY_VAULT_SECRETS_OFFICER_ROLE)
+            for role, principal_id in sorted(writers.items()):
+                grant(
+                    owner,
+                    f"{logical_name}-{role}-writer",
+                    key=f"{self._cluster_name}/{secret_name}/{role}/writer",
+                    scope=secret.id,
+                    principal_id=principal_id,
+                    role_definition_id=write,
+                )
         return secret

@@ -21,7 +21,16 @@ from infra.boot.cloudinit import CloudConfig, custom_data, fingerprint, render
 from infra.boot.secrets import FETCH_UNIT, add_secret_fetching
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.config import naming
-from infra.control_plane import admission, apiserver, binaries, csr_approval, machine_identity, paths, pki
+from infra.control_plane import (
+    admission,
+    apiserver,
+    binaries,
+    csr_approval,
+    machine_identity,
+    paths,
+    pki,
+    token_minting,
+)
 from infra.control_plane.controller_manager import controller_manager_flags
 from infra.control_plane.kubeconfig import file_kubeconfig
 from infra.control_plane.scheduler import render_scheduler_config, scheduler_flags
@@ -145,6 +154,7 @@ def apiserver_cloud_config(spec: ClusterSpec, etcd: Mapping[str, str]) -> CloudC
         cloud.add(path, content, permissions=permissions)
     machine_identity.add_identity_unit(cloud, addresses)
     csr_approval.add_approver_unit(cloud, config)
+    token_minting.add_minter_unit(cloud, config)
 
     cloud.add(
         f"/etc/systemd/system/{paths.APISERVER_UNIT}",

@@ -38,15 +38,25 @@ def bootstrap_token_name(token_id: str) -> str:
     return f"bootstrap-token-{token_id}"
 
 
-def bootstrap_token_data(token_id: str, token_secret: str) -> dict[str, str]:
-    """``stringData`` of the Secret that makes ``<id>.<secret>`` a valid bootstrap token. Holds the
-    token: build it only inside ``Output.apply`` and keep it secret."""
+def bootstrap_token_fixed_data() -> dict[str, str]:
+    """The keys every bootstrap token of ours has besides its id, secret and expiration: it authenticates (it
+    never signs a ConfigMap: no ``usage-bootstrap-signing``) and adds the nodes' group alone."""
     return {
-        "description": "supercluster node join (TLS bootstrapping); rotate by replacing the token",
-        "token-id": token_id,
-        "token-secret": token_secret,
+        "description": "supercluster node join; minted by the token minter (infra/control_plane/token_minting.py)",
         "usage-bootstrap-authentication": "true",
         "auth-extra-groups": BOOTSTRAP_GROUP,
+    }
+
+
+def bootstrap_token_data(token_id: str, token_secret: str, expiration: str) -> dict[str, str]:
+    """``stringData`` of the Secret that makes ``<id>.<secret>`` a valid bootstrap token until ``expiration``
+    (RFC 3339; the apiserver refuses the token after it, and tokencleaner deletes the Secret). Holds the token:
+    build it only inside ``Output.apply`` and keep it secret."""
+    return {
+        **bootstrap_token_fixed_data(),
+        "token-id": token_id,
+        "token-secret": token_secret,
+        "expiration": expiration,
     }
 
 

@@ -43,6 +43,7 @@ FRONT_PROXY_CLIENT = "front-proxy-client"
 CONTROLLER_MANAGER = "controller-manager"
 SCHEDULER = "scheduler"
 CSR_APPROVER = "csr-approver"
+TOKEN_MINTER = "token-minter"
 
 # Identities the apiserver knows these certificates by (subject CN / O).
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
@@ -50,6 +51,8 @@ CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 SCHEDULER_USER = "system:kube-scheduler"
 # The kubelet-serving CSR approver on every apiserver VM (infra/control_plane/csr_approval.py): its RBAC is its own.
 CSR_APPROVER_USER = "supercluster:csr-approver"
+# The nodes' bootstrap-token minter on every apiserver VM (infra/control_plane/token_minting.py), in no group.
+TOKEN_MINTER_USER = "supercluster:bootstrap-token-minter"
 # The group that bypasses authorization: how the deploy creates the very first RBAC bindings, before any
 # binding could grant it anything. No certificate of it is issued here or kept anywhere: the deploy and a
 # break-glass operator mint one for hours on an apiserver VM (infra/control_plane/access.py).
@@ -82,6 +85,7 @@ def certificates() -> tuple[CertificateSpec, ...]:
         CertificateSpec(CONTROLLER_MANAGER, CONTROLLER_MANAGER_USER),
         CertificateSpec(SCHEDULER, SCHEDULER_USER),
         CertificateSpec(CSR_APPROVER, CSR_APPROVER_USER),
+        CertificateSpec(TOKEN_MINTER, TOKEN_MINTER_USER),
     )
 
 

@@ -11,10 +11,11 @@ import time
 
 import pytest
 
+from components import secret_store
 from infra.assembly.desired_cluster import assemble
 from infra.boot.secret_names import APISERVER_ETCD_CLIENT_FILES, CLUSTER_CA_CERT, NODE_BOOTSTRAP_TOKEN
 from infra.config.errors import ConfigError
-from infra.control_plane import cluster_objects, pki, scale_set
+from infra.control_plane import cluster_objects, pki, scale_set, token_minting
 from infra.day2.deploy_rules import APISERVER_ROLE, APISERVER_SCALE_SET_RECORD, ROLLOUT_OUTPUT
 from plan.artifacts import collect_files, custom_data_of
 from plan.runner import own_stack_name, run_program
@@ -265,6 +266,29 @@ def test_only_the_ca_certificate_and_token_are_readable_beyond_apiservers(prod_p
     )
 
 
+def test_only_the_apiservers_may_write_and_only_the_node_token_whose_value_the_program_sets_once(prod_plan):
+    """The token minter on the apiservers (infra/control_plane/token_minting.py) writes each next bootstrap token:
+    the apiserver identity is Key Vault Secrets Officer on that one secret, no identity writes any other, and the
+    program's value is the first only (a `pulumi up` never rolls back the minted one)."""
+    secrets = {r.name: r for r in prod_plan.of_type("azure-native:keyvault:Secret")}
+    officer = "/providers/Microsoft.Authorization/roleDefinitions/" + secret_store.KEY_VAULT_SECRETS_OFFICER_ROLE
+    on_secrets = [
+        a
+        for a in prod_plan.of_type("azure-native:authorization:RoleAssignment")
+        if any(s.urn in a.dependencies for s in secrets.values())
+    ]
+    writers = [
+        a for a in on_secrets if not a.inputs["roleDefinitionId"].endswith(secret_store.KEY_VAULT_SECRETS_USER_ROLE)
+    ]
+    assert [a.name for a in writers] == [f"{CP}-{NODE_BOOTSTRAP_TOKEN}-apiserver-writer"]
+    (writer,) = writers
+    assert writer.inputs["roleDefinitionId"].endswith(officer)
+    token = secrets[f"{CP}-{NODE_BOOTSTRAP_TOKEN}"]
+    assert token.urn in writer.dependencies  # scoped to the secret itself, not the vault
+    assert token.options["ignoreChanges"] == ["properties.value"]
+    assert [r.name for r in secrets.values() if r.options["ignoreChanges"]] == [token.name]
+
+
 def test_every_fetched_secret_is_stored_by_the_control_plane_or_the_etcd_clusters(prod_plan):
     stored = {
         r.inputs["secretName"] for r in prod_plan.of_type("azure-native:keyvault:Secret") if r.name.startswith(CP)
@@ -357,10 +381,19 @@ def test_cluster_bootstrap_objects(prod_plan):
     in_cluster = [
         r for r in prod_plan.registrations if r.type.startswith("kubernetes:") and r.name.startswith("prod-bootstrap-")
     ]
-    assert len(in_cluster) == len(cluster_objects.cluster_objects(parsed("prod"))) + 1
+    minter = [*token_minting.minter_rbac(), *token_minting.minter_policy()]
+    assert len(in_cluster) == len(cluster_objects.cluster_objects(parsed("prod"))) + len(minter) + 1
+    assert {(d["kind"], d["metadata"]["name"]) for d in minter} <= {
+        (r.inputs["kind"], r.inputs["metadata"]["name"]) for r in in_cluster
+    }
     (token,) = [r for r in in_cluster if r.type == "kubernetes:core/v1:Secret"]
-    # Each value masked, the shape kept: the planned Secret is still an object Kubernetes accepts.
-    assert token.inputs["stringData"] == {key: "[secret]" for key in cluster_objects.bootstrap_token_data("a", "b")}
+    # Each value masked, the shape kept: the planned Secret is still an object Kubernetes accepts. It expires.
+    assert "expiration" in token.inputs["stringData"]
+    assert token.inputs["stringData"] == {
+        key: "[secret]" for key in cluster_objects.bootstrap_token_data("a", "b", "2026-11-28T09:00:00Z")
+    }
+    # Set once: a later `pulumi up` neither extends the first token's life nor rewrites it.
+    assert token.options["ignoreChanges"] == ["stringData"]
     assert token.inputs["type"] == "bootstrap.kubernetes.io/token"
     assert token.inputs["metadata"]["name"].startswith("bootstrap-token-")
     kinds = {r.inputs["kind"] for r in in_cluster}

@@ -6,8 +6,9 @@ a public root, and Azure Resource Manager says which VM holds a ``vmId``. In the
 named like Azure's stand in for that chain (docs/cluster-in-a-box.md), and ``vms.json`` maps each machine's
 address to its name, ``vmId`` (derived from its resource ID) and resource ID; the IMDS stand-in
 (``tests/e2e/imds.py``) reads both from the folder, and answers as Resource Manager too, over HTTPS with a
-certificate from the same root. ``approver_config`` is what the box changes in each apiserver's copy of the
-approver's settings so that it trusts that root and asks that stand-in.
+certificate from the same root, and as Key Vault for the writes of the apiservers' bootstrap-token minter.
+``approver_config`` and ``minter_config`` are what the box changes in each apiserver's copy of those programs'
+settings so that they trust that root and ask that stand-in.
 """
 
 from __future__ import annotations
@@ -71,6 +72,16 @@ class Attestation:
             "arm_ca_file": root_path,
             "arm_endpoint": f"https://{IMDS_IP}:{imds.ARM_PORT}",
         }
+
+    def minter_config(self, rendered: dict, root_path: str) -> dict:
+        """The bootstrap-token minter's settings with the stand-in (trusted through the box's root at ``root_path``)
+        for Key Vault."""
+        return {**rendered, "vault": f"https://{IMDS_IP}:{imds.ARM_PORT}", "vault_ca_file": root_path}
+
+    def vault(self) -> dict[str, str]:
+        """What the box's writers put in Key Vault (the stand-in's ``VAULT_FILE``): ``{name: value}``."""
+        path = self.directory / imds.VAULT_FILE
+        return json.loads(path.read_text()) if path.exists() else {}
 
     def _write(self) -> None:
         path = self.directory / imds.VMS_FILE

@@ -57,6 +57,8 @@ from infra.control_plane.csr_approval import CONFIG as CSR_APPROVER_CONFIG
 from infra.control_plane.csr_approval import UNIT as CSR_APPROVER_UNIT
 from infra.control_plane.machine_identity import UNIT as IDENTITY_UNIT
 from infra.control_plane.paths import APISERVER_UNIT, COMPONENT_UNITS
+from infra.control_plane.token_minting import CONFIG as TOKEN_MINTER_CONFIG
+from infra.control_plane.token_minting import UNIT as TOKEN_MINTER_UNIT
 from infra.etcd.member_machine import ETCD_UNIT
 from infra.etcd.spec import CLIENT_PORT, EVENTS, MAIN, etcd_cluster_spec
 from infra.facts import labels
@@ -450,8 +452,8 @@ def unit_argv(machine: Machine, host: Host, unit_name: str) -> list[str]:
 
 def start_control_plane_machine(cluster: Cluster, machine: Machine, host: Host) -> dict[str, Process]:
     """An apiserver machine's boot, in systemd's order: its identity unit (the address from IMDS, the serving
-    certificate) to completion, then its component units and the kubelet-serving CSR approver. IMDS is on-link,
-    as Azure's DHCP routes it."""
+    certificate) to completion, then its component units, the node certificates' approver and the bootstrap-token
+    minter. IMDS is on-link, as Azure's DHCP routes it."""
     cluster.network.run(host, ["ip", "route", "replace", f"{IMDS_IP}/32", "dev", "eth0"])
     cluster.network.run(host, machine.unit(IDENTITY_UNIT).exec_start, timeout=120)
     # The approver trusts the box's attestation root for Azure's and asks the stand-in as Resource Manager
@@ -460,7 +462,11 @@ def start_control_plane_machine(cluster: Cluster, machine: Machine, host: Host) 
     root = f"{paths.KUBERNETES_DIR}/box-attestation-root.crt"
     (host.root / root.lstrip("/")).write_text(cluster.attestation.root.cert_pem)
     settings.write_text(json.dumps(cluster.attestation.approver_config(json.loads(settings.read_text()), root)))
-    return {unit: start_unit(cluster, machine, host, unit) for unit in (*CONTROL_PLANE_UNITS, CSR_APPROVER_UNIT)}
+    # The token minter writes to the stand-in as Key Vault, through the same root.
+    minter = host.root / TOKEN_MINTER_CONFIG.lstrip("/")
+    minter.write_text(json.dumps(cluster.attestation.minter_config(json.loads(minter.read_text()), root)))
+    units = (*CONTROL_PLANE_UNITS, CSR_APPROVER_UNIT, TOKEN_MINTER_UNIT)
+    return {unit: start_unit(cluster, machine, host, unit) for unit in units}
 
 
 def _start_etcd(cluster: Cluster) -> None:

@@ -21,7 +21,10 @@ six hours later, as ``MM/DD/YY HH:MM:SS -0000``), signed with the box's test sig
 With the folder, it also stands in for Azure Resource Manager on ``ARM_PORT`` (HTTPS, a certificate for its
 address from the box's attestation root): a GET of a VM's resource ID, with the stand-in token, answers the VM's
 ``properties.vmId`` and ``properties.osProfile.computerName``, as the node certificates' approver asks
-(``machine/control_plane/csr_approver.py``); any other ID is 404.
+(``machine/control_plane/csr_approver.py``); any other ID is 404. On the same port it stands in for Key Vault's
+secret writes: a PUT of ``/secrets/<name>`` with the stand-in token and a ``value`` keeps that value in
+``VAULT_FILE`` in the folder (each name's latest version), as the apiservers' bootstrap-token minter writes the
+nodes' token (``machine/control_plane/token_minter.py``); the harness reads it from there.
 
 Run on the box's IMDS host: ``python imds.py ADDRESS PORT [ATTESTATION_DIR]`` (``infra.node.cni.IMDS_IP`` and
 ``IMDS_PORT``; the folder tests/e2e/attestation.py writes).
@@ -55,7 +58,10 @@ ATTESTED_LIFETIME = datetime.timedelta(hours=6)
 VMS_FILE, SIGNER_CERT, SIGNER_KEY = "vms.json", "signer.crt", "signer.key"
 ARM_CERT, ARM_KEY = "arm.crt", "arm.key"
 ARM_PORT = 8443
+VAULT_FILE = "vault.json"  # Key Vault's secrets as the box's writers set them: {name: value}
+VAULT_LOCK = threading.Lock()
 ATTESTATION_DIR: Path | None = None
+IMDS_HOST_NAME = "cluster-in-a-box.vault.azure.net"  # the id a stand-in answer names
 
 
 def azure_time(moment: datetime.datetime) -> str:
@@ -153,6 +159,24 @@ class ResourceManager(Handler):
             self._reply(
                 200, {"id": vm["resourceId"], "name": vm["resourceId"].rsplit("/", 1)[1], "properties": properties}
             )
+
+    def do_PUT(self) -> None:  # noqa: N802 - http.server's name
+        """Key Vault's Set Secret (learn.microsoft.com/rest/api/keyvault/secrets/set-secret)."""
+        path = urlparse(self.path).path
+        name = path.removeprefix("/secrets/")
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
+            self._reply(401, {"error": {"code": "Unauthorized"}})
+        elif ATTESTATION_DIR is None or not path.startswith("/secrets/") or "/" in name or "value" not in body:
+            self._reply(400, {"error": {"code": "BadParameter"}})
+        else:
+            with VAULT_LOCK:
+                stored = ATTESTATION_DIR / VAULT_FILE
+                secrets = json.loads(stored.read_text()) if stored.exists() else {}
+                secrets[name] = body["value"]
+                stored.with_suffix(".tmp").write_text(json.dumps(secrets))
+                stored.with_suffix(".tmp").replace(stored)
+            self._reply(200, {"id": f"https://{IMDS_HOST_NAME}/secrets/{name}", "attributes": {"enabled": True}})
 
 
 def serve_resource_manager(address: str, directory: Path) -> None:

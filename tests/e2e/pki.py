@@ -26,7 +26,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from infra.addons.monitoring import alertmanager, credential
 from infra.boot import secret_names
-from infra.control_plane import apiserver, cluster_objects
+from infra.control_plane import apiserver, cluster_objects, token_minting
 from infra.control_plane import pki as cluster_pki
 from infra.etcd import certificates as etcd_pki
 from infra.etcd.spec import EtcdMember
@@ -127,7 +127,8 @@ class TestPki:
     def bootstrap_token_data(self) -> dict[str, str]:
         """The bootstrap-token Secret's ``stringData``, which the plan masks."""
         token_id, token_secret = self.bootstrap_token.split(".", 1)
-        return cluster_objects.bootstrap_token_data(token_id, token_secret)
+        expires = token_minting.first_token_expiration(datetime.datetime.now(datetime.UTC))
+        return cluster_objects.bootstrap_token_data(token_id, token_secret, expires)
 
     def monitoring_access_data(self, rotation: int) -> dict[str, str]:
         """The monitoring credential Secret's ``stringData`` for the passwords' generation ``rotation``, which the plan

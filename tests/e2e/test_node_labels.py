@@ -5,13 +5,20 @@ A VM Azure attests under that name gets one, and even then cannot claim another 
 its Node's creation or afterwards through either the Node or its status; an operator still labels nodes as
 before. The control plane alone is booted: the node is a key, a CSR, curl and kubectl, as an attacker's would
 be; the operator's host stands in as the VM (the box's IMDS stand-in signs its document, tests/e2e/attestation.py).
+
+The bootstrap token expires: the minter on the apiserver (``machine/control_plane/token_minter.py``) puts a token of
+the nodes' group that expires in a day into Key Vault (the stand-in), and a node joins with it; the minter's own
+identity can create nothing but such a token (its RBAC and admission policy, infra/control_plane/token_minting.py);
+and a token past its expiration is refused by the apiserver and deleted by tokencleaner.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -19,8 +26,10 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
 
+from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
+from infra.control_plane import pki, token_minting
 from infra.control_plane.admission import TEAM_TAINT_KEY
-from infra.control_plane.cluster_objects import rendered_node_labels
+from infra.control_plane.cluster_objects import BOOTSTRAP_TOKEN_TYPE, bootstrap_token_data, rendered_node_labels
 from infra.facts import attestation
 from infra.facts.labels import POOL_LABEL
 from infra.node.cni import IMDS_IP
@@ -78,12 +87,13 @@ def _attested_document(cluster: Cluster, key) -> str:
     return json.loads(answer.stdout)["signature"]
 
 
-def _send(cluster: Cluster, node: str, annotations: dict[str, str]):
-    """A key and a CSR for ``system:node:<node>`` sent with the bootstrap token; returns the key and its name."""
+def _send(cluster: Cluster, node: str, annotations: dict[str, str], token: str | None = None):
+    """A key and a CSR for ``system:node:<node>`` sent with the bootstrap token (``token``: the program's first one
+    unless named); returns the key and its name."""
     csr_name = f"fake-{uuid.uuid4().hex[:8]}"
     key, csr = node_csr(node, csr_name, attestation.KUBELET_CLIENT_SIGNER, ["digital signature", "client auth"])
     csr["metadata"]["annotations"] = annotations(key) if callable(annotations) else annotations
-    bootstrap = _kubeconfig(cluster, "bootstrap", {"token": cluster.pki.bootstrap_token})
+    bootstrap = _kubeconfig(cluster, "bootstrap", {"token": token or cluster.pki.bootstrap_token})
     cluster.kubectl("create", "-f", "-", input=json.dumps(csr), kubeconfig=bootstrap)
     return key, csr_name
 
@@ -97,7 +107,7 @@ def _concluded(cluster: Cluster, csr_name: str) -> dict:
     )
 
 
-def _node_certificate(cluster: Cluster, node: str, resource: str) -> Path:
+def _node_certificate(cluster: Cluster, node: str, resource: str, token: str | None = None) -> Path:
     """What the node's join program does: a key, a CSR for ``system:node:<node>`` sent with the bootstrap token and
     Azure's attested document for that key, the certificate the approver approves and the controller-manager signs;
     returns a kubeconfig that acts as that node."""
@@ -108,6 +118,7 @@ def _node_certificate(cluster: Cluster, node: str, resource: str) -> Path:
             attestation.DOCUMENT_ANNOTATION: _attested_document(cluster, key),
             attestation.VM_ANNOTATION: resource,
         },
+        token,
     )
     issued = wait_for(
         "the approver to approve, and the controller-manager to sign, the attested node's CSR",
@@ -209,3 +220,138 @@ def test_the_simulated_fleet_registers_its_pools_labels_under_its_pools_names(
     for pool in fleet.pools:
         names = [n for n in fleet.names if n.startswith(pool["namePrefix"])]
         assert len(names) == 2 and all(nodes[n][POOL_LABEL] == pool["labels"][POOL_LABEL] for n in names), names
+
+
+# ---------------------------------------------------------------------------------------- the bootstrap token
+
+
+def _minted(cluster: Cluster) -> str:
+    """The token the minter put into Key Vault (the stand-in), once it has."""
+    return wait_for(
+        "the token minter's token in Key Vault",
+        lambda: cluster.attestation.vault().get(NODE_BOOTSTRAP_TOKEN),
+        timeout=120,
+        interval=2,
+    )
+
+
+def _token(cluster: Cluster, token_id: str) -> tuple[dict[str, str], dict]:
+    """The token's Secret's data, decoded, and its metadata."""
+    secret = cluster.get_json("secret", "-n", "kube-system", f"bootstrap-token-{token_id}")
+    return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}, secret["metadata"]
+
+
+def _expiration(text: str) -> datetime.datetime:
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+
+
+def test_the_minter_puts_a_token_that_expires_in_a_day_into_key_vault_and_a_node_joins_with_it(
+    control_plane: Cluster,
+):
+    token = _minted(control_plane)
+    token_id = token.split(".", 1)[0]
+    assert token != control_plane.pki.bootstrap_token  # not the program's first token: the minter's own
+    data, metadata = _token(control_plane, token_id)
+    left = (_expiration(data["expiration"]) - datetime.datetime.now(datetime.UTC)).total_seconds()
+    assert token_minting.LIFETIME_SECONDS - 600 < left <= token_minting.LIFETIME_SECONDS, data["expiration"]
+    assert data["auth-extra-groups"] == attestation.BOOTSTRAP_GROUP and "usage-bootstrap-signing" not in data
+    assert metadata["labels"] == {token_minting.MINTED_LABEL: token_minting.MINTED_BY}
+    lease = control_plane.get_json("lease", "-n", "kube-system", token_minting.LEASE)
+    assert lease["metadata"]["annotations"][token_minting.TOKEN_ID_ANNOTATION] == token_id
+    # A node joins with it: its attested CSR, sent with the minted token, is approved and signed.
+    by_prefix, _ = rendered_node_labels(control_plane.spec.config)
+    own = next(p for p, labels in by_prefix.items() if TEAM_TAINT_KEY not in labels)
+    name = f"{own}zm{uuid.uuid4().hex[:4]}"
+    as_node = _node_certificate(control_plane, name, _as_vm(control_plane, name, own), token)
+    ok, output = _as(control_plane, as_node, "auth", "whoami")
+    assert ok and f"system:node:{name}" in output, output
+    joined = [
+        c for c in control_plane.get_json("csr")["items"] if c["spec"]["username"] == f"system:bootstrap:{token_id}"
+    ]
+    assert joined and all(c["status"].get("certificate") for c in joined)
+
+
+def _secret(name: str, namespace: str = "kube-system", kind: str = BOOTSTRAP_TOKEN_TYPE, **data) -> str:
+    document = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
+    return json.dumps({**document, "type": kind, "stringData": data})
+
+
+def test_the_minters_identity_creates_nothing_but_expiring_tokens_of_the_nodes_group(control_plane: Cluster):
+    """As the minter's own certificate: RBAC allows no read of any Secret and no create outside kube-system; the
+    admission policy refuses any Secret there but a bootstrap token of the nodes' group, for authentication only,
+    that expires within a day, and any Lease but its own. Such a token is admitted."""
+    (cert, key) = (control_plane.workdir / f"token-minter.{ext}" for ext in ("crt", "key"))
+    cert.write_text(control_plane.pki.vault[pki.cert_secret(pki.TOKEN_MINTER)])
+    key.write_text(control_plane.pki.vault[pki.key_secret(pki.TOKEN_MINTER)])
+    minter = _kubeconfig(control_plane, "token-minter", {"client-certificate": str(cert), "client-key": str(key)})
+    now = datetime.datetime.now(datetime.UTC)
+    soon = (now + datetime.timedelta(hours=23)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    late = (now + datetime.timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def token(token_id: str, **changes: str | None) -> str:
+        data = {**bootstrap_token_data(token_id, "0123456789abcdef", soon), **changes}
+        return _secret(f"bootstrap-token-{token_id}", **{k: v for k, v in data.items() if v is not None})
+
+    refused = {
+        "an Opaque Secret": (_secret("box-opaque", kind="Opaque", a="b"), "only Secrets of type"),
+        "another group's token": (
+            token("boxaa1", **{"auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token"}),
+            "only as the nodes' group",
+        ),
+        "a token that never expires": (token("boxaa2", expiration=None), "exactly the keys"),
+        "a token for a month": (token("boxaa3", expiration=late), "expires at most"),
+        "a signing token": (token("boxaa4", **{"usage-bootstrap-signing": "true"}), "exactly the keys"),
+        "a token named for another id": (
+            token("boxaa5").replace("bootstrap-token-boxaa5", "bootstrap-token-boxzz5"),
+            "named bootstrap-token-<token-id>",
+        ),
+    }
+    for what, (document, message) in refused.items():
+        ok, output = _as(control_plane, minter, "create", "-f", "-", input=document)
+        assert not ok and token_minting.MINTER_POLICY in output and message in output, (what, output)
+    for argv in (["get", "secrets", "-n", "kube-system"], ["get", "secret", "-n", "kube-system", "box-any"]):
+        ok, output = _as(control_plane, minter, *argv)
+        assert not ok and "Forbidden" in output, output
+    ok, output = _as(
+        control_plane, minter, "create", "-f", "-", input=token("boxaa6").replace("kube-system", "default")
+    )
+    assert not ok and "Forbidden" in output, output
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+    lease["metadata"] = {"name": "kube-controller-manager-box", "namespace": "kube-system"}
+    ok, output = _as(control_plane, minter, "create", "-f", "-", input=json.dumps(lease))
+    assert not ok and f"only Lease is {token_minting.LEASE}" in output, output
+    # What the minter makes is admitted (the policy's CEL, bytes and times, evaluates as written).
+    ok, output = _as(control_plane, minter, "create", "-f", "-", input=token("boxaa7"))
+    assert ok, output
+    control_plane.kubectl("delete", "secret", "-n", "kube-system", "bootstrap-token-boxaa7")
+
+
+def test_an_expired_token_is_refused_and_tokencleaner_deletes_it(control_plane: Cluster):
+    """A token of the nodes' group that expires in 20 s: it lists CSRs until then, and is Unauthorized afterwards
+    (within the apiserver's cache of a successful token check: 10 s, kube-apiserver's ``TokenSuccessCacheTTL``,
+    pkg/kubeapiserver/options/authentication.go); tokencleaner then deletes its Secret."""
+    expires = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(seconds=20)
+    data = bootstrap_token_data("boxexp", "0123456789abcdef", expires.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    control_plane.kubectl("create", "-f", "-", input=_secret("bootstrap-token-boxexp", **data))
+    holder = _kubeconfig(control_plane, "expiring", {"token": "boxexp.0123456789abcdef"})
+    ok, output = _as(control_plane, holder, "get", "csr")
+    assert ok, output  # valid until its expiration: it may list CSRs, as the nodes' group
+    time.sleep(max(0.0, (expires - datetime.datetime.now(datetime.UTC)).total_seconds()))
+    refused = wait_for(
+        "the apiserver to refuse the expired token",
+        lambda: (answer := _as(control_plane, holder, "get", "csr")) and not answer[0] and answer[1],
+        timeout=30,
+        interval=2,
+    )
+    assert "Unauthorized" in refused, refused
+    wait_for(
+        "tokencleaner to delete the expired token's Secret",
+        lambda: (
+            control_plane.kubectl(
+                "get", "secret", "-n", "kube-system", "bootstrap-token-boxexp", check=False
+            ).returncode
+            != 0
+        ),
+        timeout=120,
+        interval=2,
+    )

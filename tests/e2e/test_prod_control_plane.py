@@ -10,8 +10,11 @@ import yaml
 
 from infra.addons import balloons, gpu_health_check
 from infra.addons.shared_names import SYSTEM_NAMESPACE
+from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
 from infra.cluster.node_checks import kind_name, runs_on
 from infra.control_plane.paths import CONTROLLER_MANAGER_UNIT, SCHEDULER_UNIT
+from infra.control_plane.token_minting import MINTED_BY, MINTED_LABEL
+from infra.control_plane.token_minting import UNIT as TOKEN_MINTER_UNIT
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
 from infra.facts.labels import GPU_RESOURCE, HOSTNAME_LABEL
 from tests.e2e import pod_processes
@@ -45,6 +48,22 @@ def test_every_apiserver_is_ready_and_reads_both_etcd_clusters(prod: Cluster):
     # Whichever apiserver the load balancer picked, the Event is in the events cluster only.
     assert prod.etcdctl(EVENTS, "get", key, "--keys-only").stdout.strip() == key
     assert not prod.etcdctl(MAIN, "get", "/registry/events/", "--prefix", "--keys-only").stdout.strip()
+
+
+def test_five_apiservers_mint_one_bootstrap_token_into_key_vault(prod: Cluster):
+    """Every apiserver runs the token minter; their Lease lets one mint (infra/control_plane/token_minting.py):
+    one token of the minter's, the one in Key Vault (the stand-in), and one copy's log says it minted."""
+    assert len(prod.control_plane) == 5
+    token = wait_for(
+        "the token minter's token in Key Vault",
+        lambda: prod.attestation.vault().get(NODE_BOOTSTRAP_TOKEN),
+        timeout=120,
+        interval=2,
+    )
+    minted = prod.get_json("secrets", "-n", "kube-system", "-l", f"{MINTED_LABEL}={MINTED_BY}")["items"]
+    assert [s["metadata"]["name"] for s in minted] == [f"bootstrap-token-{token.split('.', 1)[0]}"]
+    logs = [processes[TOKEN_MINTER_UNIT].output() for _, _, processes in prod.control_plane]
+    assert sum(log.count("token-minter: minted bootstrap-token-") for log in logs) == 1, logs
 
 
 def test_every_prod_workload_gets_its_pods_placed_on_the_booted_nodes(prod: Cluster):

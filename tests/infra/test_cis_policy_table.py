@@ -91,6 +91,7 @@ def no_user_certificate_is_issued() -> None:
         pki.CONTROLLER_MANAGER_USER,
         pki.SCHEDULER_USER,
         pki.CSR_APPROVER_USER,
+        pki.TOKEN_MINTER_USER,
     }, others
     authentication = load_yaml(files(machines("prod")[0])[paths.AUTHENTICATION_CONFIG])
     assert "jwt" not in authentication  # no identity provider: researchers' access is an operator's to grant

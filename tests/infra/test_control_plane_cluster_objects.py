@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.control_plane import cluster_objects, flowcontrol, pki, scheduler
+from infra.control_plane import cluster_objects, flowcontrol, pki, scheduler, token_minting
 from infra.control_plane.apiserver import inflight_limits
 from tests import k8s_schema
 from tests.helpers import parsed
@@ -21,9 +21,14 @@ def _documents() -> list[dict]:
             "namespace": cluster_objects.BOOTSTRAP_TOKEN_NAMESPACE,
         },
         "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
-        "stringData": cluster_objects.bootstrap_token_data("abc123", "0123456789abcdef"),
+        "stringData": cluster_objects.bootstrap_token_data("abc123", "0123456789abcdef", "2026-11-28T09:00:00Z"),
     }
-    return [*cluster_objects.cluster_objects(parsed("prod")), token]
+    return [
+        *cluster_objects.cluster_objects(parsed("prod")),
+        *token_minting.minter_rbac(),
+        *token_minting.minter_policy(),
+        token,
+    ]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -94,7 +99,10 @@ def test_node_join_rbac_lets_only_our_token_group_bootstrap():
     assert bindings["system:kubelet-api-admin"][0]["name"] == pki.KUBELET_CLIENT_USER
     assert bindings["system:node-proxier"][0]["name"] == "system:nodes"  # kube-proxy uses the node's cert
     assert cluster_objects.BOOTSTRAP_GROUP.startswith("system:bootstrappers:")
-    assert cluster_objects.bootstrap_token_data("abc123", "s")["auth-extra-groups"] == cluster_objects.BOOTSTRAP_GROUP
+    data = cluster_objects.bootstrap_token_data("abc123", "s", "2026-11-28T09:00:00Z")
+    assert data["auth-extra-groups"] == cluster_objects.BOOTSTRAP_GROUP
+    assert data["expiration"] == "2026-11-28T09:00:00Z"  # every token expires
+    assert "usage-bootstrap-signing" not in data
 
 
 def test_scheduler_may_read_pod_groups():

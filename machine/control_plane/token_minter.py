@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""supercluster: mints the nodes' next bootstrap token before the last one expires, and puts it in Key Vault.
+
+Every apiserver runs a copy; the one whose claim of the Lease the apiserver takes mints (a token that expires
+``lifetime_seconds`` later, once the last is ``period_seconds`` old). Why, and its rights:
+infra/control_plane/token_minting.py.
+Usage: supercluster-token-minter CONFIG_JSON   (rendered by infra/control_plane/token_minting.py)
+"""
+
+import datetime
+import json
+import os
+import secrets
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+TIMEOUT = 30
+RETRY = 10  # seconds to the next try after an error
+TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"  # a token is [a-z0-9]{6}.[a-z0-9]{16}
+
+
+def rfc3339(moment):
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def seconds_since(text, now):
+    """Seconds from ``text`` (RFC 3339, or a Lease's MicroTime) to ``now``; None if unreadable."""
+    try:
+        then = datetime.datetime.strptime(str(text)[:19], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
+    return (now - then.replace(tzinfo=datetime.timezone.utc)).total_seconds()
+
+
+def new_token(config):
+    """``(id, secret)``, from the operating system's random source."""
+    return tuple("".join(secrets.choice(TOKEN_CHARS) for _ in range(n)) for n in config["token_lengths"])
+
+
+def token_secret(config, token_id, token_value, now):
+    """The Secret that makes ``<token_id>.<token_value>`` a bootstrap token until ``now + lifetime``."""
+    expires = now + datetime.timedelta(seconds=config["lifetime_seconds"])
+    data = {**config["token_data"], "token-id": token_id, "token-secret": token_value, "expiration": rfc3339(expires)}
+    metadata = {"name": f"bootstrap-token-{token_id}", "namespace": config["namespace"], "labels": config["labels"]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": config["token_type"],
+        "stringData": data,
+    }
+
+
+def due(lease, identity, config, now):
+    """``(True, why)`` if this copy should claim the Lease and mint now; ``(False, why)`` otherwise."""
+    minted = (lease["metadata"].get("annotations") or {}).get(config["minted_annotation"])
+    age = seconds_since(minted, now) if minted else None
+    if age is not None and age < config["period_seconds"]:
+        return False, f"the token in Key Vault was minted {int(age)} s ago"
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity")
+    held = seconds_since(spec.get("renewTime"), now) if holder and holder != identity else None
+    if held is not None and held < spec.get("leaseDurationSeconds", config["claim_seconds"]):
+        return False, f"{holder} is minting"
+    return True, f"last minted {minted or 'never'}"
+
+
+class Minter:
+    def __init__(self, config, api=None, vault=None, clock=None):
+        self.config = config
+        self.call = api or self.apiserver
+        self.vault = vault or self.write_to_vault
+        self.clock = clock or (lambda: datetime.datetime.now(datetime.timezone.utc))
+        self.identity = f"{socket.gethostname()}-{os.getpid()}"
+        self.leases = f"/apis/coordination.k8s.io/v1/namespaces/{config['namespace']}/leases"
+        self.lease_path = f"{self.leases}/{config['lease']}"
+
+    def apiserver(self, method, path, body=None):
+        """The VM's own apiserver, as the minter's user (its client certificate)."""
+        context = ssl.create_default_context(cafile=self.config["ca_cert"])
+        context.load_cert_chain(self.config["cert"], self.config["key"])
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.config["server"] + path, data, method=method)
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=TIMEOUT, context=context) as response:
+            return json.load(response)
+
+    def lease(self):
+        """The minter's Lease, created (empty) if there is none yet."""
+        try:
+            return self.call("GET", self.lease_path)
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                raise
+        metadata = {"name": self.config["lease"], "namespace": self.config["namespace"]}
+        try:
+            return self.call(
+                "POST",
+                self.leases,
+                {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": {}},
+            )
+        except urllib.error.HTTPError as error:
+            if error.code != 409:  # another copy created it first
+                raise
+        return self.call("GET", self.lease_path)
+
+    def write_to_vault(self, value):
+        """PUT the secret's new version (Key Vault REST API, "Set Secret")."""
+        token = subprocess.run(self.config["token_command"], capture_output=True, text=True, timeout=120)
+        if token.returncode != 0:
+            raise OSError(f"no Key Vault token: {token.stderr.strip()}")
+        query = urllib.parse.urlencode({"api-version": self.config["vault_api_version"]})
+        url = f"{self.config['vault']}/secrets/{self.config['vault_secret']}?{query}"
+        request = urllib.request.Request(url, json.dumps({"value": value}).encode(), method="PUT")
+        request.add_header("Content-Type", "application/json")
+        request.add_header("Authorization", "Bearer " + token.stdout.strip())
+        context = ssl.create_default_context(cafile=self.config.get("vault_ca_file"))
+        with urllib.request.urlopen(request, timeout=TIMEOUT, context=context) as response:
+            response.read()
+
+    def cycle(self):
+        """One look at the Lease; mints if due. Returns what it did, for the log."""
+        now = self.clock()
+        lease = self.lease()
+        go, why = due(lease, self.identity, self.config, now)
+        if not go:
+            return f"not due: {why}"
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a Lease's MicroTime
+        lease["spec"] = {
+            **(lease.get("spec") or {}),
+            "holderIdentity": self.identity,
+            "acquireTime": stamp,
+            "renewTime": stamp,
+            "leaseDurationSeconds": self.config["claim_seconds"],
+        }
+        try:
+            lease = self.call("PUT", self.lease_path, lease)
+        except urllib.error.HTTPError as error:
+            if error.code == 409:
+                return "another copy claimed the Lease first"
+            raise
+        token_id, token_value = new_token(self.config)
+        self.call(
+            "POST",
+            f"/api/v1/namespaces/{self.config['namespace']}/secrets",
+            token_secret(self.config, token_id, token_value, now),
+        )
+        self.vault(f"{token_id}.{token_value}")
+        lease["metadata"]["annotations"] = {
+            **(lease["metadata"].get("annotations") or {}),
+            self.config["minted_annotation"]: rfc3339(now),
+            self.config["token_id_annotation"]: token_id,
+        }
+        lease["spec"]["holderIdentity"] = None
+        self.call("PUT", self.lease_path, lease)
+        return f"minted bootstrap-token-{token_id} ({why}) for {self.config['lifetime_seconds']} s, into Key Vault"
+
+    def run(self):
+        while True:
+            pause = RETRY
+            try:
+                self.log(self.cycle())
+                pause = self.config["check_seconds"]
+            except urllib.error.HTTPError as error:
+                self.log(f"{error.code} from {error.url}: {error.read()[:300]!r}")
+            except (OSError, ValueError, KeyError) as error:
+                self.log(f"{type(error).__name__}: {error}")
+            time.sleep(pause)
+
+    def log(self, text):
+        print(f"token-minter: {text}", flush=True)
+
+
+def main(config_path):
+    with open(config_path) as handle:
+        Minter(json.load(handle)).run()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
