@@ -210,7 +210,8 @@ class TestNetwork:
     ) -> list[str]:
         unexpanded = [word for command in (argv, *pre) for word in command if SYSTEMD_VARIABLE.search(word)]
         if unexpanded:
-            raise ValueError(f"{host.name}: {unexpanded[0]!r} holds a variable systemd would have replaced: use unit_argv")
+            word = unexpanded[0]
+            raise ValueError(f"{host.name}: {word!r} holds a variable systemd would have replaced: use unit_argv")
         first = "".join(f"{shlex.join(command)} && " for command in pre)  # systemd's ExecStartPre=, before each start
         if restart_sec is None:
             run = f'{first}exec "$@"'
