@@ -99,7 +99,7 @@ def document(config: CloudConfig) -> dict[str, Any]:
 
 
 def _sections(config: CloudConfig) -> dict[str, Any]:
-    """The document's sections in order, ``write_files`` as its ``File``\ s (sorted by path), not yet entries."""
+    """The document's sections in order, ``write_files`` as the files themselves (sorted by path), not entries."""
     sections: dict[str, Any] = {}
     if config.apt_sources:
         sections["apt"] = {"sources": config.apt_sources}
