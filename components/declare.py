@@ -22,7 +22,6 @@ alias itself).
 from __future__ import annotations
 
 import functools
-import linecache
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -102,7 +101,6 @@ def _registration(
 ) -> tuple[str, str, dict[str, Any], pulumi.ResourceOptions]:
     """What ``pulumi.CustomResource.__init__`` registers: the token, the name, the inputs with the declared
     outputs as None and the secret properties wrapped, and the options with the provider's version."""
-    _settle_line_cache()
     secret = SECRET_PROPERTIES.get(token, ())
     inputs = {
         key: pulumi.Output.secret(value) if key in secret else value for key, value in _without_none(props).items()
@@ -113,24 +111,6 @@ def _registration(
         {**{key: None for key in outputs}, **inputs},
         pulumi.ResourceOptions.merge(_defaults(token, secret), opts),
     )
-
-
-_settled = [0]  # how many files linecache held when _settle_line_cache last ran
-
-
-def _settle_line_cache() -> None:
-    """Marks every source file linecache has read as not to be re-checked, as it marks files a module
-    loader served. The SDK records each resource's call stack with ``traceback.extract_stack()``, which
-    first has linecache ``os.stat`` every file on the stack to see whether it changed since it was read:
-    about ten files, the SDK's own and the program's, for every resource registered (0.3 s of a
-    30,000-node plan on a shared disk). A program does not change its source while it runs, and the
-    positions the SDK sends (file and line number) never came from linecache."""
-    cache = linecache.cache
-    if len(cache) != _settled[0]:
-        for filename, entry in list(cache.items()):
-            if len(entry) == 4 and entry[1] is not None:  # (size, mtime, lines, fullname); 1 entry: lazy
-                cache[filename] = (entry[0], None, entry[2], entry[3])
-        _settled[0] = len(cache)
 
 
 class _Azure(Declared):

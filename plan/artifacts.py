@@ -169,8 +169,13 @@ def kubernetes_object(registration: Registration) -> dict[str, Any] | None:
 def collect_files(registrations: list[Registration]) -> dict[str, str]:
     """``{relative path under files/: text}`` for every shipped artifact."""
     files: dict[str, str] = {}
-    # The shards of a pool share one cloud-init: decoded once here, parsed once (cloud_init_entries).
+    # The shards of a pool share one cloud-init: decoded once here, parsed once (cloud_init_entries). The
+    # shards of an InfiniBand pool differ in one file of forty, whose entries cloud_init_entries shares
+    # between them: each entry's text is decoded once (``texts``, by the entry, kept so its id stays its
+    # own), each machine path made relative once (``relative``).
     decoded: dict[str, str] = {}
+    texts: dict[int, tuple[dict[str, Any], str]] = {}
+    relative: dict[str, str] = {}
     for registration in registrations:
         raw = _raw_custom_data(registration)
         if raw is not None:
@@ -180,7 +185,12 @@ def collect_files(registrations: list[Registration]) -> dict[str, str]:
             base = registration.name
             files[f"{base}/cloud-init.yaml"] = cloud_init
             for path, entry in cloud_init_entries(cloud_init).items():
-                files[f"{base}/{posixpath.normpath('/' + path).lstrip('/')}"] = file_content(entry)
+                known = texts.get(id(entry))
+                if known is None:
+                    known = texts[id(entry)] = (entry, file_content(entry))
+                if path not in relative:
+                    relative[path] = posixpath.normpath("/" + path).lstrip("/")
+                files[f"{base}/{relative[path]}"] = known[1]
         if registration.type == IMAGE_TEMPLATE:  # what the machine image build runs, readable
             for step in registration.inputs.get("customize") or []:
                 script = machine_image.script_of(step.get("inline") or [])

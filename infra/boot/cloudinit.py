@@ -79,11 +79,13 @@ def render(config: CloudConfig) -> str:
     joined under the key: the machines of a role and the shards of a pool share most of their files,
     and PyYAML's representer is most of a render's cost (a 30,000-node plan renders 256 cloud-inits).
     A block sequence under a top-level key sits at the key's own indentation, so the joined text is
-    the whole document's dump byte for byte (tests/infra/test_cloudinit_render.py)."""
+    the whole document's dump byte for byte (tests/infra/test_cloudinit_render.py). The entries
+    themselves are not built here (``_sections``): a compressed file's is its gzip, made once per
+    distinct file by ``_file_entry``, not once per render."""
     sections = []
-    for key, value in document(config).items():
+    for key, value in _sections(config).items():
         if key == "write_files":
-            sections.append("write_files:\n" + "".join(_file_entry(f) for f in _in_order(config.files)))
+            sections.append("write_files:\n" + "".join(_file_entry(f) for f in value))
         else:
             sections.append(_body({key: value}))
     return "#cloud-config\n" + ("".join(sections) if sections else _body({}))
@@ -91,18 +93,25 @@ def render(config: CloudConfig) -> str:
 
 def document(config: CloudConfig) -> dict[str, Any]:
     """The cloud-config document as plain data, keys in the order cloud-init runs them."""
-    document: dict[str, Any] = {}
+    return {
+        key: [_entry(f) for f in value] if key == "write_files" else value for key, value in _sections(config).items()
+    }
+
+
+def _sections(config: CloudConfig) -> dict[str, Any]:
+    """The document's sections in order, ``write_files`` as the files themselves (sorted by path), not entries."""
+    sections: dict[str, Any] = {}
     if config.apt_sources:
-        document["apt"] = {"sources": config.apt_sources}
+        sections["apt"] = {"sources": config.apt_sources}
     if config.bootcmd:
-        document["bootcmd"] = list(config.bootcmd)
+        sections["bootcmd"] = list(config.bootcmd)
     if config.mounts:
-        document["mounts"] = [list(entry) for entry in config.mounts]
+        sections["mounts"] = [list(entry) for entry in config.mounts]
     if config.files:
-        document["write_files"] = [_entry(f) for f in _in_order(config.files)]
+        sections["write_files"] = _in_order(config.files)
     if config.runcmd:
-        document["runcmd"] = list(config.runcmd)
-    return document
+        sections["runcmd"] = list(config.runcmd)
+    return sections
 
 
 def _in_order(files: list[File]) -> list[File]:

@@ -90,3 +90,33 @@ def add_secret_fetching(
         ),
     )
     cloud.runcmd.append(["systemctl", "enable", "--now", FETCH_UNIT])
+
+
+def add_boot_program(
+    cloud: CloudConfig,
+    *,
+    unit: str,
+    description: str,
+    script: str,
+    source: str,
+    config: str,
+    settings: str,
+    service: dict[str, str],
+    compressed: bool = False,
+) -> None:
+    """A program of ``machine/`` (``source``), its settings file and the oneshot unit that runs it with them once
+    the secrets are fetched, at every boot. ``service`` holds what differs: whether it stays done
+    (``RemainAfterExit``) and whether systemd restarts it (a program with its own retry loop is not restarted)."""
+    cloud.add(script, machine.source(source), permissions="0755", compressed=compressed)
+    cloud.add(config, settings, permissions="0644", compressed=compressed)
+    cloud.add(
+        f"/etc/systemd/system/{unit}",
+        systemd.unit(
+            description,
+            [script, config],
+            after=["network-online.target", FETCH_UNIT],
+            wants=["network-online.target", FETCH_UNIT],
+            service={"Type": "oneshot", **service},
+        ),
+        permissions="0644",
+    )

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import json
 
-import machine
-from infra.boot import systemd
 from infra.boot.cloudinit import CloudConfig
-from infra.boot.secrets import FETCH_UNIT
+from infra.boot.secrets import add_boot_program
 from infra.control_plane import paths, pki
 from infra.network.addressing import CLUSTER_DOMAIN, AddressPlan
 
@@ -76,16 +74,13 @@ def identity_config(addresses: AddressPlan) -> str:
 def add_identity_unit(cloud: CloudConfig, addresses: AddressPlan) -> None:
     """The program, its settings and the oneshot unit that runs it after the secrets are fetched (it
     signs with the fetched CA key) and before the components, which read ``ENVIRONMENT_FILE``."""
-    cloud.add(SCRIPT, machine.source("control_plane/serving_identity.py"), permissions="0755")
-    cloud.add(CONFIG, identity_config(addresses), permissions="0644")
-    cloud.add(
-        f"/etc/systemd/system/{UNIT}",
-        systemd.unit(
-            "Decide this apiserver's address and issue its serving certificate (IMDS, cluster CA)",
-            [SCRIPT, CONFIG],
-            after=["network-online.target", FETCH_UNIT],
-            wants=["network-online.target", FETCH_UNIT],
-            service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
-        ),
-        permissions="0644",
+    add_boot_program(
+        cloud,
+        unit=UNIT,
+        description="Decide this apiserver's address and issue its serving certificate (IMDS, cluster CA)",
+        script=SCRIPT,
+        source="control_plane/serving_identity.py",
+        config=CONFIG,
+        settings=identity_config(addresses),
+        service={"RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
     )

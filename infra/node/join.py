@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 
-import machine
-from infra.boot import systemd, yaml_text
+from infra.boot import yaml_text
 from infra.boot.cloudinit import CloudConfig
-from infra.boot.secrets import FETCH_UNIT
+from infra.boot.secrets import add_boot_program
 from infra.facts import attestation
 from infra.node import cni, kubelet
 
@@ -53,17 +52,14 @@ def join_config(server: str) -> str:
 def add_node_join(cloud: CloudConfig, server: str) -> None:
     """The program, its settings and its oneshot unit, after the token and CA are fetched; kubelet requires it
     (``kubelet.unit``)."""
-    # Compressed: node customData is near Azure's limit (infra/boot/cloudinit.py).
-    cloud.add(SCRIPT, machine.source("node/node_join.py"), permissions="0755", compressed=True)
-    cloud.add(CONFIG, join_config(server), permissions="0644", compressed=True)
-    cloud.add(
-        f"/etc/systemd/system/{UNIT}",
-        systemd.unit(
-            "Ask for the node's client certificate with Azure's attested proof of this machine",
-            [SCRIPT, CONFIG],
-            after=["network-online.target", FETCH_UNIT],
-            wants=["network-online.target", FETCH_UNIT],
-            service={"Type": "oneshot", "RemainAfterExit": "yes", "Restart": "no"},
-        ),
-        permissions="0644",
+    add_boot_program(
+        cloud,
+        unit=UNIT,
+        description="Ask for the node's client certificate with Azure's attested proof of this machine",
+        script=SCRIPT,
+        source="node/node_join.py",
+        config=CONFIG,
+        settings=join_config(server),
+        service={"RemainAfterExit": "yes", "Restart": "no"},  # it retries in its own loop
+        compressed=True,  # node customData is near Azure's limit (infra/boot/cloudinit.py)
     )

@@ -249,32 +249,6 @@ def test_each_resource_is_recorded_at_the_line_that_declared_it(monkeypatch):
     assert not any(frame.pc.uri.endswith("/components/declare.py") for trace in recorded for frame in trace.frames)
 
 
-def test_registering_a_resource_stats_no_source_file(monkeypatch):
-    """The SDK's ``traceback.extract_stack()`` for each resource has linecache ``os.stat`` every source file
-    on the stack (about ten) unless the file is marked as read once and for all."""
-    import linecache
-    import os
-
-    stats = []
-
-    class CountingOs:
-        def __getattr__(self, name):
-            return getattr(os, name)
-
-        def stat(self, path, *args, **kwargs):
-            stats.append(path)
-            return os.stat(path, *args, **kwargs)
-
-    monkeypatch.setattr(linecache, "os", CountingOs())
-    count = 60
-    run = run_declarations(
-        lambda: [declare.azure("resources:ResourceGroup", f"rg{i}", {"location": "westus3"}) for i in range(count)]
-    )
-    assert len(run.registrations) == count
-    # Each file is read (and stat'ed) once, when it is first on a stack; about 600 without the marking.
-    assert len(stats) < count / 2, sorted(set(stats))
-
-
 def _plain_without_none(value: Any) -> Any:
     """What ``declare._without_none`` did before it told types apart by their exact type first."""
     if isinstance(value, collections.abc.Mapping):

@@ -349,19 +349,25 @@ def lease_holder(cluster: Cluster, lease: str, via: Machine) -> str | None:
 # ---------------------------------------------------------------------------------- an apiserver VM replaced
 
 
+def health_answer(cluster: Cluster, probe: dict[str, Any], machine: Machine) -> int:
+    """``machine``'s answer (HTTP status, 0 for none) to the scale set's rendered health ``probe`` (its Application
+    Health extension's settings), asked as the extension asks: anonymous, at the machine's address."""
+    url = f"https://{machine.ip}:{probe['port']}"
+    return cluster.raw(probe["requestPath"], anonymous=True, url=url, timeout=2)[0]
+
+
 def health_signal(cluster: Cluster, machine: Machine, healthy: bool = False, timeout: float = 60) -> float:
     """When (unix s) the apiserver scale set's rendered health signal (its Application Health extension's
     ``requestPath`` on the machine, anonymous, every ``intervalInSeconds``) has answered ``healthy`` (200) or not
     ``numberOfProbes`` times in a row: the state change automatic repairs (unhealthy) and a rolling upgrade's
     next batch (healthy) wait for. Azure's grace period (minutes) is not waited (docs/cluster-in-a-box.md)."""
-    probe = cluster.plan.repair_probe()
-    url, seen = f"https://{machine.ip}:{probe['port']}", 0
+    probe, seen = cluster.plan.repair_probe(), 0
     deadline = time.time() + timeout + probe["intervalInSeconds"] * probe["numberOfProbes"]
     while seen < probe["numberOfProbes"]:
         state = "healthy" if healthy else "unhealthy"
         assert time.time() < deadline, f"{machine.name}'s health signal never {state} {probe['numberOfProbes']} times"
         asked = time.time()
-        answered = cluster.raw(probe["requestPath"], anonymous=True, url=url, timeout=2)[0] == 200
+        answered = health_answer(cluster, probe, machine) == 200
         seen = seen + 1 if answered is healthy else 0
         time.sleep(max(0.0, asked + probe["intervalInSeconds"] - time.time()) if seen < probe["numberOfProbes"] else 0)
     return time.time()
@@ -376,8 +382,7 @@ def health_signal_rounds(cluster: Cluster, machines: list[Machine]) -> dict[str,
     for round_ in range(probe["numberOfProbes"]):
         asked = time.time()
         for machine in machines:
-            url = f"https://{machine.ip}:{probe['port']}"
-            answers[machine.name].append(cluster.raw(probe["requestPath"], anonymous=True, url=url, timeout=2)[0])
+            answers[machine.name].append(health_answer(cluster, probe, machine))
         if round_ + 1 < probe["numberOfProbes"]:
             time.sleep(max(0.0, asked + probe["intervalInSeconds"] - time.time()))
     return answers

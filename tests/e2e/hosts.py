@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -51,6 +52,10 @@ MACHINE_PATHS = (
 )
 BINARIES_PATH = "/usr/local/bin"  # where the rendered units expect the binaries
 RESTARTED = "; restarting in "  # what the restart loop prints each time the unit exits
+# systemd replaces ``${NAME}`` in a unit's command line from its environment (systemd.service, "Command lines"). A
+# word still holding one was not started as systemd starts the unit (``cluster.unit_argv`` does): the binary would
+# get the literal, as two benchmarks' schedulers and apiservers once did with ``${MACHINE_ADDRESS}``.
+SYSTEMD_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 # Every network open in this process, so the harness can watch all of their processes (tests/e2e/restarts.py).
 OPEN_NETWORKS: list[TestNetwork] = []
 
@@ -203,6 +208,10 @@ class TestNetwork:
     def _wrapped(
         self, host: Host, argv: list[str], restart_sec: float | None = None, pre: Sequence[list[str]] = ()
     ) -> list[str]:
+        unexpanded = [word for command in (argv, *pre) for word in command if SYSTEMD_VARIABLE.search(word)]
+        if unexpanded:
+            word = unexpanded[0]
+            raise ValueError(f"{host.name}: {word!r} holds a variable systemd would have replaced: use unit_argv")
         first = "".join(f"{shlex.join(command)} && " for command in pre)  # systemd's ExecStartPre=, before each start
         if restart_sec is None:
             run = f'{first}exec "$@"'

@@ -25,8 +25,14 @@ from typing import Any
 
 from infra.control_plane.scale_set import batch_instances
 from tests.e2e.cluster import Cluster
-from tests.e2e.faults import ApiserverReplaced, BackgroundLoad, health_signal, lose_and_replace_apiserver
-from tests.e2e.plan_machines import Machine, Plan
+from tests.e2e.faults import (
+    ApiserverReplaced,
+    BackgroundLoad,
+    health_answer,
+    health_signal,
+    lose_and_replace_apiserver,
+)
+from tests.e2e.plan_machines import Plan
 
 # The box waits this share of the rendered pause between batches (PT1M: 15 s). The pause lets the load balancer
 # take the upgraded instance in and the watches it dropped reconnect; the box also waits for its fleet to renew
@@ -114,7 +120,11 @@ class ApiserverScaleSet:
             batch = behind[:size]
             before_batch()
             names = {self.cluster.control_plane[i][0].name for i in batch}
-            unhealthy = {m.name for m, _, _ in self.cluster.control_plane if not self._healthy_now(plan, m)}
+            unhealthy = {
+                m.name
+                for m, _, _ in self.cluster.control_plane
+                if health_answer(self.cluster, plan.repair_probe(), m) != 200
+            }
             assert len(unhealthy | names) <= unhealthy_allowed, (
                 f"Azure would not start a batch of {sorted(names)} with {sorted(unhealthy)} unhealthy ({policy})"
             )
@@ -128,8 +138,3 @@ class ApiserverScaleSet:
             if self.behind(plan):
                 time.sleep(pause_s)
         self.latest = {"runningStatus": self.latest["runningStatus"] | {"code": "Completed"}}
-
-    def _healthy_now(self, plan: Plan, machine: Machine) -> bool:
-        probe = plan.repair_probe()
-        url = f"https://{machine.ip}:{probe['port']}"
-        return self.cluster.raw(probe["requestPath"], anonymous=True, url=url, timeout=2)[0] == 200
