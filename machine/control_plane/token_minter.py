@@ -169,7 +169,7 @@ class Minter:
                 pause = self.config["check_seconds"]
             except urllib.error.HTTPError as error:
                 self.log(f"{error.code} from {error.url}: {error.read()[:300]!r}")
-            except (OSError, ValueError, KeyError) as error:
+            except Exception as error:  # one bad cycle never ends the unit: it is tried again
                 self.log(f"{type(error).__name__}: {error}")
             time.sleep(pause)
 
