@@ -4,7 +4,7 @@ Applied through the control plane's kubernetes provider (which waits for every a
 readiness gate): the first bootstrap-token Secret, the node-join and CSR auto-approval bindings, the
 token minter's RBAC and admission policy, the PodGroup CRD and the scheduler's access to it, and the API
 Priority and Fairness objects. The objects themselves are rendered in ``infra.control_plane.cluster_objects``
-and ``infra.control_plane.token_minting``.
+and ``infra.control_plane.token_minting`` (the token).
 
 The first token expires ``token_minting.LIFETIME_SECONDS`` after this program first creates it; the minter on
 the apiservers mints every later one. Its ``stringData`` is set once, at creation (``ignore_changes``): a later
@@ -38,11 +38,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
         in_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
         declared = [
             declare.kubernetes(_logical_name(name, document), document, in_cluster)
-            for document in [
-                *cluster_objects.cluster_objects(config),
-                *token_minting.minter_rbac(),
-                *token_minting.minter_policy(),
-            ]
+            for document in cluster_objects.cluster_objects(config)
         ]
         expiration = token_minting.first_token_expiration(datetime.datetime.now(datetime.UTC))
         token = declare.kubernetes(
@@ -51,12 +47,12 @@ class ClusterBootstrap(pulumi.ComponentResource):
                 "apiVersion": "v1",
                 "kind": "Secret",
                 "metadata": {
-                    "name": pulumi.Output.from_input(token_id).apply(cluster_objects.bootstrap_token_name),
-                    "namespace": cluster_objects.BOOTSTRAP_TOKEN_NAMESPACE,
+                    "name": pulumi.Output.from_input(token_id).apply(token_minting.bootstrap_token_name),
+                    "namespace": token_minting.BOOTSTRAP_TOKEN_NAMESPACE,
                 },
-                "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
+                "type": token_minting.BOOTSTRAP_TOKEN_TYPE,
                 "stringData": pulumi.Output.all(token_id, token_secret).apply(
-                    lambda parts: cluster_objects.bootstrap_token_data(parts[0], parts[1], expiration)
+                    lambda parts: token_minting.bootstrap_token_data(parts[0], parts[1], expiration)
                 ),
             },
             pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(ignore_changes=["stringData"])),

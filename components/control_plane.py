@@ -40,7 +40,7 @@ from infra.boot import secret_names
 from infra.catalog.vm_sizes import VM_SIZES
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.config import naming
-from infra.control_plane import access, apiserver, apiserver_machine, cluster_objects, pki, scale_set
+from infra.control_plane import access, apiserver, apiserver_machine, pki, scale_set, token_minting
 from infra.day2.deploy_rules import APISERVER_ROLE, MACHINE_ROLE_TAG
 from infra.facts import ports, roles
 from infra.facts.endpoints import apiserver_url
@@ -141,7 +141,7 @@ class ControlPlane(pulumi.ComponentResource):
         self.bootstrap_token_id = declare.random(
             "RandomString",
             f"{self._name}-bootstrap-token-id",
-            {"length": cluster_objects.TOKEN_ID_LENGTH, **charset},
+            {"length": token_minting.TOKEN_ID_LENGTH, **charset},
             child,
             outputs=["result"],
         ).output("result")
@@ -149,7 +149,7 @@ class ControlPlane(pulumi.ComponentResource):
             declare.random(
                 "RandomPassword",
                 f"{self._name}-bootstrap-token-secret",
-                {"length": cluster_objects.TOKEN_SECRET_LENGTH, **charset},
+                {"length": token_minting.TOKEN_SECRET_LENGTH, **charset},
                 child,
                 outputs=["result"],
             ).output("result")

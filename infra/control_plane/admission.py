@@ -19,6 +19,8 @@ plugins added to the default-on set in ``--enable-admission-plugins``:
 - **Node labels** (``node_labels_policy``): a kubelet may register or relabel its Node only with the labels
   the program renders for the pool its name belongs to, so no node (a real one escaped into, or one
   registered with the bootstrap token) claims another pool's or team's labels.
+- **The bootstrap-token minter** (``token_minter_policy``): its identity creates no Secret but an expiring
+  bootstrap token of the nodes' group, and no Lease but its own.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from infra.addons.shared_names import (
 from infra.boot import yaml_text
 from infra.config.cluster_config import ClusterConfig
 from infra.config.naming import COMPUTER_NAME_SUFFIX_CHARS
-from infra.control_plane import pki
+from infra.control_plane import pki, token_minting
 from infra.control_plane.flowcontrol import NODES_GROUP
 from infra.facts.labels import GPU_STARTUP_TAINT_KEY, NAT_HOST_TAINT_KEY, SYSTEM_TAINT_KEY
 
@@ -317,3 +319,104 @@ def node_labels_policy(
             {"name": "refused", "expression": f"variables.labels.filter(k, {guard} && !{kept} && !{rendered})"},
         ),
     )
+
+
+# ------------------------------------------------------------------------------ the bootstrap-token minter
+
+TOKEN_MINTER_POLICY = "supercluster-bootstrap-token-minter"
+
+
+def _token_data(key: str) -> str:
+    return f"string(object.data['{key}'])"
+
+
+def _token_having(*keys: str) -> str:
+    """Guards an expression that reads these data keys (a missing one would be an evaluation error, not a denial
+    with the policy's message)."""
+    return "has(object.data) && " + " && ".join(f"'{k}' in object.data" for k in keys)
+
+
+def token_minter_policy() -> list[dict[str, Any]]:
+    """What the bootstrap-token minter (infra/control_plane/token_minting.py) may create or update, whatever RBAC
+    allows it: a Secret only if it is a bootstrap token whose every key is one a token of ours has
+    (``token_minting.minted_token_keys``), of the nodes' group and no other, for authentication only (never
+    signing), named for its id, expiring at most ``LIFETIME_SECONDS`` (plus ``CLOCK_SKEW_SECONDS``) after its
+    creation (its ``creationTimestamp``, which the apiserver sets before validating admission); a Lease only if
+    it is its own. A Secret's ``stringData`` is merged into ``data`` before admission, which sees bytes."""
+    fixed = {k: v for k, v in token_minting.bootstrap_token_fixed_data().items() if k != "description"}
+    allowed_keys = token_minting.minted_token_keys()
+    keys = "[" + ", ".join(f"'{k}'" for k in allowed_keys) + "]"
+    is_secret = "request.resource.resource == 'secrets'"
+    lifetime = f"duration('{token_minting.LIFETIME_SECONDS + token_minting.CLOCK_SKEW_SECONDS}s')"
+    created = "timestamp(string(object.metadata.creationTimestamp))"
+    secret_checks = [
+        (
+            f"object.type == '{token_minting.BOOTSTRAP_TOKEN_TYPE}'",
+            f"the token minter creates only Secrets of type {token_minting.BOOTSTRAP_TOKEN_TYPE}",
+        ),
+        (
+            f"{_token_having('expiration', 'token-id')} && object.data.all(k, k in {keys})",
+            f"a minted token has exactly the keys {', '.join(allowed_keys)}",
+        ),
+        (
+            " && ".join(
+                [_token_having(*sorted(fixed)), *(f"{_token_data(k)} == '{v}'" for k, v in sorted(fixed.items()))]
+            ),
+            "a minted token authenticates (never signs) and only as the nodes' group " + fixed["auth-extra-groups"],
+        ),
+        (
+            f"{_token_having('token-id')} && object.metadata.name == 'bootstrap-token-' + {_token_data('token-id')}",
+            "a minted token's Secret is named bootstrap-token-<token-id>",
+        ),
+        (
+            f"{_token_having('expiration')} && timestamp({_token_data('expiration')}) - {created} <= {lifetime}",
+            f"a minted token expires at most {token_minting.LIFETIME_SECONDS} s after its creation",
+        ),
+    ]
+    validations = [
+        {"expression": f"!({is_secret}) || ({expression})", "message": message} for expression, message in secret_checks
+    ] + [
+        {
+            "expression": f"request.resource.resource != 'leases' || object.metadata.name == '{token_minting.LEASE}'",
+            "message": f"the token minter's only Lease is {token_minting.LEASE}",
+        }
+    ]
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": TOKEN_MINTER_POLICY},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["secrets"],
+                        },
+                        {
+                            "apiGroups": ["coordination.k8s.io"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["leases"],
+                        },
+                    ]
+                },
+                "matchConditions": [
+                    {
+                        "name": "token-minter-only",
+                        "expression": f"request.userInfo.username == '{pki.TOKEN_MINTER_USER}'",
+                    }
+                ],
+                "validations": validations,
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": TOKEN_MINTER_POLICY},
+            "spec": {"policyName": TOKEN_MINTER_POLICY, "validationActions": ["Deny"]},
+        },
+    ]

@@ -16,7 +16,7 @@ from typing import Any
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
 from infra.config.sizing import shards
-from infra.control_plane import admission, flowcontrol, pki
+from infra.control_plane import admission, flowcontrol, pki, token_minting
 from infra.control_plane.csr_approval import KUBELET_SERVING_SIGNER
 from infra.control_plane.scheduler import POD_GROUP_LABEL
 from infra.facts import attestation
@@ -25,39 +25,7 @@ from infra.node.pool import pool_labels
 
 RBAC = "rbac.authorization.k8s.io"
 BOOTSTRAP_GROUP = attestation.BOOTSTRAP_GROUP
-TOKEN_ID_LENGTH = 6  # bootstrap token format [a-z0-9]{6}.[a-z0-9]{16} (kubernetes.io "Authenticating
-TOKEN_SECRET_LENGTH = 16  # with Bootstrap Tokens")
 POD_GROUP_API_GROUP = "scheduling.x-k8s.io"
-
-
-BOOTSTRAP_TOKEN_NAMESPACE = "kube-system"
-BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
-
-
-def bootstrap_token_name(token_id: str) -> str:
-    return f"bootstrap-token-{token_id}"
-
-
-def bootstrap_token_fixed_data() -> dict[str, str]:
-    """The keys every bootstrap token of ours has besides its id, secret and expiration: it authenticates (it
-    never signs a ConfigMap: no ``usage-bootstrap-signing``) and adds the nodes' group alone."""
-    return {
-        "description": "supercluster node join; minted by the token minter (infra/control_plane/token_minting.py)",
-        "usage-bootstrap-authentication": "true",
-        "auth-extra-groups": BOOTSTRAP_GROUP,
-    }
-
-
-def bootstrap_token_data(token_id: str, token_secret: str, expiration: str) -> dict[str, str]:
-    """``stringData`` of the Secret that makes ``<id>.<secret>`` a valid bootstrap token until ``expiration``
-    (RFC 3339; the apiserver refuses the token after it, and tokencleaner deletes the Secret). Holds the token:
-    build it only inside ``Output.apply`` and keep it secret."""
-    return {
-        **bootstrap_token_fixed_data(),
-        "token-id": token_id,
-        "token-secret": token_secret,
-        "expiration": expiration,
-    }
 
 
 def _binding(name: str, role: str, subject_kind: str, subject: str) -> dict[str, Any]:
@@ -116,6 +84,40 @@ def csr_approver_rbac() -> list[dict[str, Any]]:
         ],
     }
     return [role, _binding(CSR_APPROVER_ROLE, CSR_APPROVER_ROLE, "User", pki.CSR_APPROVER_USER)]
+
+
+MINTER_ROLE = "supercluster:bootstrap-token-minter"
+COORDINATION = "coordination.k8s.io"
+
+
+def token_minter_rbac() -> list[dict[str, Any]]:
+    """The bootstrap-token minter's (infra/control_plane/token_minting.py), in kube-system only: create Secrets
+    and Leases, get and update its own Lease by name; no read of any Secret, no delete. RBAC cannot narrow a
+    create by type or name: ``admission.token_minter_policy`` does."""
+    namespace = token_minting.BOOTSTRAP_TOKEN_NAMESPACE
+    role = {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "Role",
+        "metadata": {"name": MINTER_ROLE, "namespace": namespace},
+        "rules": [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            {"apiGroups": [COORDINATION], "resources": ["leases"], "verbs": ["create"]},
+            {
+                "apiGroups": [COORDINATION],
+                "resources": ["leases"],
+                "resourceNames": [token_minting.LEASE],
+                "verbs": ["get", "update"],
+            },
+        ],
+    }
+    binding = {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": MINTER_ROLE, "namespace": namespace},
+        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": MINTER_ROLE},
+        "subjects": [{"apiGroup": RBAC, "kind": "User", "name": pki.TOKEN_MINTER_USER}],
+    }
+    return [role, binding]
 
 
 def pod_group_crd() -> dict[str, Any]:
@@ -228,9 +230,11 @@ def cluster_objects(config: ClusterConfig) -> list[dict[str, Any]]:
     return [
         *node_join_rbac(),
         *csr_approver_rbac(),
+        *token_minter_rbac(),
         pod_group_crd(),
         *gang_scheduling_rbac(),
         *flowcontrol.objects(),
         *admission.tenant_policies(),
         *admission.node_labels_policy(*rendered_node_labels(config)),
+        *admission.token_minter_policy(),
     ]

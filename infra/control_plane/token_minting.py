@@ -1,25 +1,33 @@
-"""Who mints the nodes' bootstrap tokens: a program on every apiserver VM, narrowed by RBAC and by admission.
+"""The nodes' bootstrap tokens, and who mints them: a program on every apiserver VM, narrowed by RBAC and admission.
 
 Every bootstrap token expires (its Secret's ``expiration``: the apiserver's bootstrap authenticator refuses a
 token past it, and the controller-manager's tokencleaner deletes its Secret). The cluster autoscaler adds nodes
 at any hour, so the token nodes read from Key Vault at boot (``secret_names.NODE_BOOTSTRAP_TOKEN``) is replaced
 before it expires, from inside the cluster: ``machine/control_plane/token_minter.py``, one unit on every
-apiserver, mints a token of the nodes' group once the one in Key Vault is ``PERIOD`` old, valid for ``LIFETIME``,
-and writes it to that one Key Vault secret. The copies agree through a Lease of their own (``LEASE``).
+apiserver, mints a token of the nodes' group once the one in Key Vault is ``PERIOD_SECONDS`` old, valid for
+``LIFETIME_SECONDS``, and writes it to that one Key Vault secret.
 
 Why these figures: a node fetches the token at boot and sends its CSR with it a minute or so later; a token is
-in Key Vault for ``PERIOD`` and stays valid ``LIFETIME - PERIOD`` after it is replaced, so a node that read it
-just before still joins, and a minter that stops leaves ``LIFETIME - PERIOD`` (12 hours) before a new node
-cannot join (docs/runbooks/bootstrap-token-minter.md). A stolen token is good for at most a day, and even then
-buys no certificate without Azure's attested document (infra/control_plane/csr_approval.py).
+in Key Vault for ``PERIOD_SECONDS`` and stays valid ``LIFETIME_SECONDS - PERIOD_SECONDS`` after it is replaced,
+so a node that read it just before still joins, and a minter that stops leaves that long (12 hours) before a new
+node cannot join (docs/runbooks/bootstrap-token-minter.md). A stolen token is good for at most a day, and even
+then buys no certificate without Azure's attested document (infra/control_plane/csr_approval.py).
+
+Which copy mints: a Lease of their own (``LEASE``) records when the token in Key Vault was minted (an annotation,
+written only once Key Vault holds it) and which copy is minting now (``holderIdentity``, for ``CLAIM_SECONDS``). A
+copy claims it with an update at the Lease's resourceVersion, so of copies that try at once the apiserver takes
+one and answers the others 409. A claim whose holder died before it finished lapses and the next copy mints again;
+a token minted but never written to Key Vault simply expires. The minter deletes nothing: tokencleaner removes
+expired tokens, so it needs create, not delete.
 
 Its rights, each as narrow as the API lets it be:
 
-- Kubernetes: its own client certificate (CN ``pki.TOKEN_MINTER_USER``, in no group); RBAC (``minter_rbac``):
-  create Secrets in kube-system, create Leases there, and get/update its own Lease by name. RBAC cannot narrow a
-  create by type or name, so an admission policy (``minter_policy``) refuses any Secret of it that is not a
-  bootstrap token of the nodes' group for authentication only, with an ``expiration`` at most ``LIFETIME`` (and a
-  clock's skew) after its creation, and any Lease but its own. No read of any Secret, no delete.
+- Kubernetes: its own client certificate (CN ``pki.TOKEN_MINTER_USER``, in no group); RBAC
+  (``cluster_objects.token_minter_rbac``): create Secrets in kube-system, create Leases there, and get/update its
+  own Lease by name. RBAC cannot narrow a create by type or name, so an admission policy
+  (``admission.token_minter_policy``) refuses any Secret of it that is not a bootstrap token of the nodes' group
+  for authentication only, with an ``expiration`` at most ``LIFETIME_SECONDS`` (and a clock's skew) after its
+  creation, and any Lease but its own. No read of any Secret, no delete.
 - Azure: the apiserver's identity may write the one Key Vault secret nodes read (components/control_plane.py).
 """
 
@@ -27,7 +35,6 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Any
 
 import machine
 from infra.boot import systemd
@@ -37,14 +44,7 @@ from infra.boot.secrets import FETCH_UNIT, IMDS_TOKEN_SCRIPT, KEY_VAULT_API_VERS
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
 from infra.control_plane import paths, pki
-from infra.control_plane.cluster_objects import (
-    BOOTSTRAP_TOKEN_NAMESPACE,
-    BOOTSTRAP_TOKEN_TYPE,
-    RBAC,
-    TOKEN_ID_LENGTH,
-    TOKEN_SECRET_LENGTH,
-    bootstrap_token_fixed_data,
-)
+from infra.facts import attestation
 from infra.facts.endpoints import LOCAL_APISERVER
 
 SCRIPT = "/usr/local/sbin/supercluster-token-minter"
@@ -68,9 +68,44 @@ TOKEN_ID_ANNOTATION = "supercluster.io/bootstrap-token-id"
 # On every token it mints, so an operator lists them (docs/runbooks/bootstrap-token-minter.md).
 MINTED_LABEL = "supercluster.io/minted-by"
 MINTED_BY = "token-minter"
-MINTER_ROLE = "supercluster:bootstrap-token-minter"
-MINTER_POLICY = "supercluster-bootstrap-token-minter"
-COORDINATION = "coordination.k8s.io"
+
+# What makes a token of ours (kubernetes.io "Authenticating with Bootstrap Tokens"): a Secret of this type, in
+# this namespace, named for its id; the token is [a-z0-9]{6}.[a-z0-9]{16}.
+BOOTSTRAP_TOKEN_NAMESPACE = "kube-system"
+BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
+TOKEN_ID_LENGTH = 6
+TOKEN_SECRET_LENGTH = 16
+
+
+def bootstrap_token_name(token_id: str) -> str:
+    return f"bootstrap-token-{token_id}"
+
+
+def bootstrap_token_fixed_data() -> dict[str, str]:
+    """The keys every bootstrap token of ours has besides its id, secret and expiration: it authenticates (it
+    never signs a ConfigMap: no ``usage-bootstrap-signing``) and adds the nodes' group alone."""
+    return {
+        "description": "supercluster node join; minted by the token minter (infra/control_plane/token_minting.py)",
+        "usage-bootstrap-authentication": "true",
+        "auth-extra-groups": attestation.BOOTSTRAP_GROUP,
+    }
+
+
+def bootstrap_token_data(token_id: str, token_secret: str, expiration: str) -> dict[str, str]:
+    """``stringData`` of the Secret that makes ``<id>.<secret>`` a valid bootstrap token until ``expiration``
+    (RFC 3339; the apiserver refuses the token after it, and tokencleaner deletes the Secret). Holds the token:
+    build it only inside ``Output.apply`` and keep it secret."""
+    return {
+        **bootstrap_token_fixed_data(),
+        "token-id": token_id,
+        "token-secret": token_secret,
+        "expiration": expiration,
+    }
+
+
+def minted_token_keys() -> list[str]:
+    """Every key of a minted token's data: the fixed ones, its id and secret, and its expiration."""
+    return sorted([*bootstrap_token_fixed_data(), "token-id", "token-secret", "expiration"])
 
 
 def first_token_expiration(now: datetime.datetime) -> str:
@@ -133,129 +168,3 @@ def add_minter_unit(cloud: CloudConfig, config: ClusterConfig) -> None:
         ),
         permissions="0644",
     )
-
-
-def minter_rbac() -> list[dict[str, Any]]:
-    """Create Secrets and Leases in kube-system, get and update its own Lease; bound to its user alone."""
-    role = {
-        "apiVersion": f"{RBAC}/v1",
-        "kind": "Role",
-        "metadata": {"name": MINTER_ROLE, "namespace": BOOTSTRAP_TOKEN_NAMESPACE},
-        "rules": [
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
-            {"apiGroups": [COORDINATION], "resources": ["leases"], "verbs": ["create"]},
-            {
-                "apiGroups": [COORDINATION],
-                "resources": ["leases"],
-                "resourceNames": [LEASE],
-                "verbs": ["get", "update"],
-            },
-        ],
-    }
-    binding = {
-        "apiVersion": f"{RBAC}/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": MINTER_ROLE, "namespace": BOOTSTRAP_TOKEN_NAMESPACE},
-        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": MINTER_ROLE},
-        "subjects": [{"apiGroup": RBAC, "kind": "User", "name": pki.TOKEN_MINTER_USER}],
-    }
-    return [role, binding]
-
-
-def minted_token_keys() -> list[str]:
-    """Every key of a minted token's data: the fixed ones, its id and secret, and its expiration."""
-    return sorted([*bootstrap_token_fixed_data(), "token-id", "token-secret", "expiration"])
-
-
-def _data(key: str) -> str:
-    return f"string(object.data['{key}'])"
-
-
-def _having(*keys: str) -> str:
-    """Guards an expression that reads these data keys (a missing one would be an evaluation error, not a denial
-    with the policy's message)."""
-    return "has(object.data) && " + " && ".join(f"'{k}' in object.data" for k in keys)
-
-
-def minter_policy() -> list[dict[str, Any]]:
-    """What the minter may create or update, whatever RBAC allows it: a Secret only if it is a bootstrap token
-    whose every key is one a token of ours has (``minted_token_keys``), of the nodes' group and no other, for
-    authentication only (never signing), named for its id, expiring at most ``LIFETIME_SECONDS`` (plus
-    ``CLOCK_SKEW_SECONDS``) after its creation (its ``creationTimestamp``, which the apiserver sets before
-    validating admission); a Lease only if it is its own. A Secret's ``stringData`` is merged into ``data``
-    before admission, which sees bytes."""
-    fixed = {k: v for k, v in bootstrap_token_fixed_data().items() if k != "description"}
-    allowed_keys = minted_token_keys()
-    keys = "[" + ", ".join(f"'{k}'" for k in allowed_keys) + "]"
-    is_secret = "request.resource.resource == 'secrets'"
-    lifetime = f"duration('{LIFETIME_SECONDS + CLOCK_SKEW_SECONDS}s')"
-    created = "timestamp(string(object.metadata.creationTimestamp))"
-    secret_checks = [
-        (
-            f"object.type == '{BOOTSTRAP_TOKEN_TYPE}'",
-            f"the token minter creates only Secrets of type {BOOTSTRAP_TOKEN_TYPE}",
-        ),
-        (
-            f"{_having('expiration', 'token-id')} && object.data.all(k, k in {keys})",
-            f"a minted token has exactly the keys {', '.join(allowed_keys)}",
-        ),
-        (
-            f"{_having(*sorted(fixed))} && " + " && ".join(f"{_data(k)} == '{v}'" for k, v in sorted(fixed.items())),
-            "a minted token authenticates (never signs) and only as the nodes' group " + fixed["auth-extra-groups"],
-        ),
-        (
-            f"{_having('token-id')} && object.metadata.name == 'bootstrap-token-' + {_data('token-id')}",
-            "a minted token's Secret is named bootstrap-token-<token-id>",
-        ),
-        (
-            f"{_having('expiration')} && timestamp({_data('expiration')}) - {created} <= {lifetime}",
-            f"a minted token expires at most {LIFETIME_SECONDS} s after its creation",
-        ),
-    ]
-    validations = [
-        {"expression": f"!({is_secret}) || ({expression})", "message": message} for expression, message in secret_checks
-    ] + [
-        {
-            "expression": f"request.resource.resource != 'leases' || object.metadata.name == '{LEASE}'",
-            "message": f"the token minter's only Lease is {LEASE}",
-        }
-    ]
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": MINTER_POLICY},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["secrets"],
-                        },
-                        {
-                            "apiGroups": [COORDINATION],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["leases"],
-                        },
-                    ]
-                },
-                "matchConditions": [
-                    {
-                        "name": "token-minter-only",
-                        "expression": f"request.userInfo.username == '{pki.TOKEN_MINTER_USER}'",
-                    }
-                ],
-                "validations": validations,
-            },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": MINTER_POLICY},
-            "spec": {"policyName": MINTER_POLICY, "validationActions": ["Deny"]},
-        },
-    ]

@@ -26,7 +26,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from infra.addons.monitoring import alertmanager, credential
 from infra.boot import secret_names
-from infra.control_plane import apiserver, cluster_objects, token_minting
+from infra.control_plane import apiserver, token_minting
 from infra.control_plane import pki as cluster_pki
 from infra.etcd import certificates as etcd_pki
 from infra.etcd.spec import EtcdMember
@@ -128,7 +128,7 @@ class TestPki:
         """The bootstrap-token Secret's ``stringData``, which the plan masks."""
         token_id, token_secret = self.bootstrap_token.split(".", 1)
         expires = token_minting.first_token_expiration(datetime.datetime.now(datetime.UTC))
-        return cluster_objects.bootstrap_token_data(token_id, token_secret, expires)
+        return token_minting.bootstrap_token_data(token_id, token_secret, expires)
 
     def monitoring_access_data(self, rotation: int) -> dict[str, str]:
         """The monitoring credential Secret's ``stringData`` for the passwords' generation ``rotation``, which the plan
@@ -200,7 +200,7 @@ def issue_pki(
     vault[cluster_pki.ENCRYPTION_CONFIG_SECRET] = apiserver.encryption_config(
         base64.b64encode(secrets.token_bytes(32)).decode()
     )
-    token = f"{bootstrap_token_id}.{_token_part(cluster_objects.TOKEN_SECRET_LENGTH)}"
+    token = f"{bootstrap_token_id}.{_token_part(token_minting.TOKEN_SECRET_LENGTH)}"
     vault[secret_names.NODE_BOOTSTRAP_TOKEN] = token
 
     # The etcd CAs as components/etcd_pki.py issues them: one per etcd cluster, one for the apiserver's client.

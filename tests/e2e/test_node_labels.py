@@ -27,9 +27,10 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 
 from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
-from infra.control_plane import pki, token_minting
+from infra.control_plane import admission, pki, token_minting
 from infra.control_plane.admission import TEAM_TAINT_KEY
-from infra.control_plane.cluster_objects import BOOTSTRAP_TOKEN_TYPE, bootstrap_token_data, rendered_node_labels
+from infra.control_plane.cluster_objects import rendered_node_labels
+from infra.control_plane.token_minting import BOOTSTRAP_TOKEN_TYPE, bootstrap_token_data
 from infra.facts import attestation
 from infra.facts.labels import POOL_LABEL
 from infra.node.cni import IMDS_IP
@@ -308,7 +309,7 @@ def test_the_minters_identity_creates_nothing_but_expiring_tokens_of_the_nodes_g
     }
     for what, (document, message) in refused.items():
         ok, output = _as(control_plane, minter, "create", "-f", "-", input=document)
-        assert not ok and token_minting.MINTER_POLICY in output and message in output, (what, output)
+        assert not ok and admission.TOKEN_MINTER_POLICY in output and message in output, (what, output)
     for argv in (["get", "secrets", "-n", "kube-system"], ["get", "secret", "-n", "kube-system", "box-any"]):
         ok, output = _as(control_plane, minter, *argv)
         assert not ok and "Forbidden" in output, output

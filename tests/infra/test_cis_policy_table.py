@@ -120,6 +120,15 @@ def bootstrap_tokens_only_join_nodes() -> None:
     assert _grants({"update", "patch"}, {"certificatesigningrequests/approval"}, {"certificates.k8s.io"}) == approver
     (signers,) = [rule for name, rule in _rules() if name in approver and "signers" in rule["resources"]]
     assert signers["resourceNames"] == [csr_approval.KUBELET_SERVING_SIGNER, attestation.KUBELET_CLIENT_SIGNER]
+    # Every token expires: the only identity granted Secret creation in kube-system besides the built-in ones is the
+    # token minter's, and its policy admits only tokens that expire within a day.
+    assert _grants({"create"}, {"secrets"}, {""}) == [cluster_objects.MINTER_ROLE]
+    (policy,) = [
+        o
+        for o in objects()
+        if o["metadata"]["name"] == admission.TOKEN_MINTER_POLICY and "validations" in o.get("spec", {})
+    ]
+    assert any("'expiration' in object.data" in v["expression"] for v in policy["spec"]["validations"])
 
 
 def _audit_level(policy: dict, *, verb: str, group: str, resource: str, user: str = "alice") -> str:

@@ -17,18 +17,13 @@ def _documents() -> list[dict]:
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
-            "name": cluster_objects.bootstrap_token_name("abc123"),
-            "namespace": cluster_objects.BOOTSTRAP_TOKEN_NAMESPACE,
+            "name": token_minting.bootstrap_token_name("abc123"),
+            "namespace": token_minting.BOOTSTRAP_TOKEN_NAMESPACE,
         },
-        "type": cluster_objects.BOOTSTRAP_TOKEN_TYPE,
-        "stringData": cluster_objects.bootstrap_token_data("abc123", "0123456789abcdef", "2026-11-28T09:00:00Z"),
+        "type": token_minting.BOOTSTRAP_TOKEN_TYPE,
+        "stringData": token_minting.bootstrap_token_data("abc123", "0123456789abcdef", "2026-11-28T09:00:00Z"),
     }
-    return [
-        *cluster_objects.cluster_objects(parsed("prod")),
-        *token_minting.minter_rbac(),
-        *token_minting.minter_policy(),
-        token,
-    ]
+    return [*cluster_objects.cluster_objects(parsed("prod")), token]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -99,7 +94,7 @@ def test_node_join_rbac_lets_only_our_token_group_bootstrap():
     assert bindings["system:kubelet-api-admin"][0]["name"] == pki.KUBELET_CLIENT_USER
     assert bindings["system:node-proxier"][0]["name"] == "system:nodes"  # kube-proxy uses the node's cert
     assert cluster_objects.BOOTSTRAP_GROUP.startswith("system:bootstrappers:")
-    data = cluster_objects.bootstrap_token_data("abc123", "s", "2026-11-28T09:00:00Z")
+    data = token_minting.bootstrap_token_data("abc123", "s", "2026-11-28T09:00:00Z")
     assert data["auth-extra-groups"] == cluster_objects.BOOTSTRAP_GROUP
     assert data["expiration"] == "2026-11-28T09:00:00Z"  # every token expires
     assert "usage-bootstrap-signing" not in data

@@ -23,7 +23,7 @@ import machine as programs
 from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
 from infra.boot.secrets import FETCH_UNIT, KEY_VAULT_API_VERSION
 from infra.config import naming
-from infra.control_plane import cluster_objects, paths, pki, token_minting
+from infra.control_plane import admission, cluster_objects, paths, pki, token_minting
 from infra.facts import attestation
 from tests.e2e.plan_machines import parse_unit
 from tests.helpers import loopback_server, parsed
@@ -83,20 +83,20 @@ def test_a_token_lives_a_day_and_the_next_is_minted_with_half_of_it_left():
         token_minting.LIFETIME_SECONDS,
         token_minting.PERIOD_SECONDS,
     )
-    assert config["token_lengths"] == [cluster_objects.TOKEN_ID_LENGTH, cluster_objects.TOKEN_SECRET_LENGTH]
+    assert config["token_lengths"] == [token_minting.TOKEN_ID_LENGTH, token_minting.TOKEN_SECRET_LENGTH]
 
 
 def test_the_first_token_the_program_declares_expires_too():
     expires = token_minting.first_token_expiration(START)
     assert expires == "2026-11-28T10:00:00Z"
-    assert cluster_objects.bootstrap_token_data("abc123", "0123456789abcdef", expires)["expiration"] == expires
+    assert token_minting.bootstrap_token_data("abc123", "0123456789abcdef", expires)["expiration"] == expires
 
 
 # ------------------------------------------------------------------------------------------ its rights
 
 
 def test_its_rbac_is_create_secrets_and_its_own_lease_in_kube_system_only():
-    role, binding = token_minting.minter_rbac()
+    role, binding = cluster_objects.token_minter_rbac()
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "kube-system"
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
@@ -115,7 +115,7 @@ def test_its_rbac_is_create_secrets_and_its_own_lease_in_kube_system_only():
 
 
 def test_its_policy_judges_only_its_requests_and_demands_what_a_token_of_ours_is():
-    policy, binding = token_minting.minter_policy()
+    policy, binding = admission.token_minter_policy()
     spec = policy["spec"]
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConditions"] == [
@@ -134,7 +134,7 @@ def test_its_policy_judges_only_its_requests_and_demands_what_a_token_of_ours_is
         assert needed in expressions, needed
     # No signing: the allowed keys leave out usage-bootstrap-signing.
     assert "usage-bootstrap-signing" not in expressions
-    assert binding["spec"] == {"policyName": token_minting.MINTER_POLICY, "validationActions": ["Deny"]}
+    assert binding["spec"] == {"policyName": admission.TOKEN_MINTER_POLICY, "validationActions": ["Deny"]}
 
 
 def test_the_policy_allows_exactly_the_keys_the_program_writes():
@@ -142,7 +142,7 @@ def test_the_policy_allows_exactly_the_keys_the_program_writes():
     secret = program.token_secret(settings(), "abc123", "0123456789abcdef", START)
     assert token_minting.minted_token_keys() == sorted(secret["stringData"])
     listed = "[" + ", ".join(f"'{k}'" for k in token_minting.minted_token_keys()) + "]"
-    validations = token_minting.minter_policy()[0]["spec"]["validations"]
+    validations = admission.token_minter_policy()[0]["spec"]["validations"]
     assert [v for v in validations if f"object.data.all(k, k in {listed})" in v["expression"]]
 
 
@@ -160,7 +160,7 @@ def test_its_token_is_of_our_group_for_authentication_and_expires_after_its_life
         "labels": {token_minting.MINTED_LABEL: token_minting.MINTED_BY},
     }
     assert secret["type"] == "bootstrap.kubernetes.io/token"
-    assert secret["stringData"] == cluster_objects.bootstrap_token_data(token_id, token_value, "2026-11-28T10:00:00Z")
+    assert secret["stringData"] == token_minting.bootstrap_token_data(token_id, token_value, "2026-11-28T10:00:00Z")
 
 
 class FakeApiserver:
