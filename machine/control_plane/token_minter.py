@@ -21,7 +21,7 @@ import urllib.parse
 import urllib.request
 
 TIMEOUT = 30
-RETRY = 10  # seconds to the next try after an error
+RETRY = 10  # after an error
 TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"  # a token is [a-z0-9]{6}.[a-z0-9]{16}
 
 
@@ -30,7 +30,7 @@ def rfc3339(moment):
 
 
 def seconds_since(text, now):
-    """Seconds from ``text`` (RFC 3339, or a Lease's MicroTime) to ``now``; None if unreadable."""
+    """Seconds from ``text`` (RFC 3339 or MicroTime) to ``now``; None if unreadable."""
     try:
         then = datetime.datetime.strptime(str(text)[:19], "%Y-%m-%dT%H:%M:%S")
     except ValueError:
@@ -39,12 +39,10 @@ def seconds_since(text, now):
 
 
 def new_token(config):
-    """``(id, secret)``, from the operating system's random source."""
     return tuple("".join(secrets.choice(TOKEN_CHARS) for _ in range(n)) for n in config["token_lengths"])
 
 
 def token_secret(config, token_id, token_value, now):
-    """The Secret that makes ``<token_id>.<token_value>`` a bootstrap token until ``now + lifetime``."""
     expires = now + datetime.timedelta(seconds=config["lifetime_seconds"])
     data = {**config["token_data"], "token-id": token_id, "token-secret": token_value, "expiration": rfc3339(expires)}
     metadata = {"name": f"bootstrap-token-{token_id}", "namespace": config["namespace"], "labels": config["labels"]}
@@ -58,7 +56,7 @@ def token_secret(config, token_id, token_value, now):
 
 
 def due(lease, identity, config, now):
-    """``(True, why)`` if this copy should claim the Lease and mint now; ``(False, why)`` otherwise."""
+    """``(go, why)``: whether this copy should claim the Lease and mint now."""
     minted = (lease["metadata"].get("annotations") or {}).get(config["minted_annotation"])
     age = seconds_since(minted, now) if minted else None
     if age is not None and age < config["period_seconds"]:
@@ -80,9 +78,9 @@ class Minter:
         self.identity = f"{socket.gethostname()}-{os.getpid()}"
         self.leases = f"/apis/coordination.k8s.io/v1/namespaces/{config['namespace']}/leases"
         self.lease_path = f"{self.leases}/{config['lease']}"
+        self.pending = None  # a token made, not yet in Key Vault
 
     def apiserver(self, method, path, body=None):
-        """The VM's own apiserver, as the minter's user (its client certificate)."""
         context = ssl.create_default_context(cafile=self.config["ca_cert"])
         context.load_cert_chain(self.config["cert"], self.config["key"])
         data = None if body is None else json.dumps(body).encode()
@@ -92,7 +90,7 @@ class Minter:
             return json.load(response)
 
     def lease(self):
-        """The minter's Lease, created (empty) if there is none yet."""
+        """The Lease, created if there is none yet."""
         try:
             return self.call("GET", self.lease_path)
         except urllib.error.HTTPError as error:
@@ -125,7 +123,7 @@ class Minter:
             response.read()
 
     def cycle(self):
-        """One look at the Lease; mints if due. Returns what it did, for the log."""
+        """One look at the Lease; mints if due. Returns what it did."""
         now = self.clock()
         lease = self.lease()
         go, why = due(lease, self.identity, self.config, now)
@@ -145,16 +143,21 @@ class Minter:
             if error.code == 409:
                 return "another copy claimed the Lease first"
             raise
-        token_id, token_value = new_token(self.config)
-        self.call(
-            "POST",
-            f"/api/v1/namespaces/{self.config['namespace']}/secrets",
-            token_secret(self.config, token_id, token_value, now),
-        )
+        # Retried with the token it made, not a new one each time.
+        if self.pending is None or (now - self.pending[2]).total_seconds() >= self.config["period_seconds"]:
+            token_id, token_value = new_token(self.config)
+            self.call(
+                "POST",
+                f"/api/v1/namespaces/{self.config['namespace']}/secrets",
+                token_secret(self.config, token_id, token_value, now),
+            )
+            self.pending = (token_id, token_value, now)
+        token_id, token_value, made = self.pending
         self.vault(f"{token_id}.{token_value}")
+        self.pending = None
         lease["metadata"]["annotations"] = {
             **(lease["metadata"].get("annotations") or {}),
-            self.config["minted_annotation"]: rfc3339(now),
+            self.config["minted_annotation"]: rfc3339(made),
             self.config["token_id_annotation"]: token_id,
         }
         lease["spec"]["holderIdentity"] = None

@@ -259,6 +259,29 @@ def test_a_copy_that_dies_while_minting_is_taken_over_once_its_claim_lapses():
     assert lease["metadata"]["annotations"][token_minting.TOKEN_ID_ANNOTATION] == vault[0].split(".")[0]
 
 
+def test_while_key_vault_refuses_it_retries_with_the_token_it_made_rather_than_make_more():
+    api, vault, now = FakeApiserver(), [], [START]
+    (minter,) = _minters(1, api, vault, lambda: now[0])
+    refusals = [OSError("403 from Key Vault")] * 3
+
+    def flaky(value):
+        if refusals:
+            raise refusals.pop()
+        vault.append(value)
+
+    minter.vault = flaky
+    for _ in range(3):
+        with pytest.raises(OSError):
+            minter.cycle()
+        now[0] += datetime.timedelta(seconds=10)
+    assert minter.cycle().startswith("minted bootstrap-token-")
+    (token,) = api.tokens()
+    assert vault == [f"{token['stringData']['token-id']}.{token['stringData']['token-secret']}"]
+    lease = api.objects[minter.lease_path]
+    # Counted from the token's making, so the next comes while it still has LIFETIME - PERIOD left.
+    assert lease["metadata"]["annotations"][token_minting.MINTED_ANNOTATION] == "2026-11-27T10:00:00Z"
+
+
 def test_it_puts_the_token_into_key_vault_with_its_identitys_token():
     """The Key Vault request itself, against a loopback server: PUT of the secret's value, at the API version the
     fetch reads it with, with the access token the IMDS helper printed."""
