@@ -6,6 +6,7 @@ a re-plan from replacing a grant that exists.
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 import pulumi
@@ -39,7 +40,13 @@ def grant(
 
 def role_definition(subscription_id: pulumi.Input[str], role: str) -> pulumi.Output[str]:
     """A built-in role's definition in the subscription (``role`` is its GUID). One Output serves every grant
-    of the role: a 30,000-node cluster grants the autoscaler one role on each of its 500 scale sets and subnets."""
-    return pulumi.Output.concat(
-        "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/", role
+    of the role: a 30,000-node cluster grants the autoscaler one role on each of its 500 scale sets and subnets.
+    One apply of the subscription's Output, not ``Output.concat``, which lifts each part into an Output first."""
+    subscription = (
+        subscription_id if isinstance(subscription_id, pulumi.Output) else pulumi.Output.from_input(subscription_id)
     )
+    return subscription.apply(functools.partial(_role_definition_id, role=role))
+
+
+def _role_definition_id(subscription_id: str, role: str) -> str:
+    return f"/subscriptions/{subscription_id}/providers/Microsoft.Authorization/roleDefinitions/{role}"

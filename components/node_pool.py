@@ -77,10 +77,10 @@ class NodePool(pulumi.ComponentResource):
         shard = scale_set.shard
         shape = ScaleSetShape.of(pool)
         # The primary IP is the node's; every other one is a pod's (Azure CNI azure-vnet-ipam). Built once
-        # the subnet id is known: one Output per scale set, not one per IP configuration.
-        ip_configurations = pulumi.Output.from_input(subnet_id).apply(
-            lambda subnet: _ip_configurations(subnet, pod_ip_configurations(pool))
-        )
+        # the subnet id is known: one Output per scale set, not one per IP configuration (and the subnet's own
+        # Output applied, not first lifted again by Output.from_input).
+        subnet = subnet_id if isinstance(subnet_id, pulumi.Output) else pulumi.Output.from_input(subnet_id)
+        ip_configurations = subnet.apply(lambda subnet: _ip_configurations(subnet, pod_ip_configurations(pool)))
         if ephemeral_os_disk(pool):
             os_disk = {
                 "createOption": "FromImage",

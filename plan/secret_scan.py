@@ -55,17 +55,24 @@ def scan_text(path: str, text: str) -> list[Finding]:
 
 def scan_values(text: str, secret_values: Iterable[str]) -> list[Finding]:
     """Where any of ``secret_values`` (what the mocks handed out as secrets) appears verbatim."""
-    findings = []
-    for value in secret_values:
+    lines = _first_lines(text, secret_values)
+    return [Finding("", "secret value handed out by a provider", line) for line in lines.values()]
+
+
+def _first_lines(text: str, values: Iterable[str]) -> dict[str, int]:
+    """The line of each of ``values`` that ``text`` holds, where it first appears."""
+    lines = {}
+    for value in values:
         start = text.find(value)
         if value and start >= 0:
-            findings.append(Finding("", "secret value handed out by a provider", text.count("\n", 0, start) + 1))
-    return findings
+            lines[value] = text.count("\n", 0, start) + 1
+    return lines
 
 
 def scan_files(files: dict[str, str], secret_values: Iterable[str] = ()) -> list[Finding]:
     """Scans ``{path: text}`` for the patterns and for ``secret_values``; identical texts (a pool's shards)
-    are scanned once.
+    are scanned once, and so are identical pieces of texts (``_pieces``: the shards of an InfiniBand pool,
+    whose cloud-inits differ in one file of forty).
 
     A value holding a private key's header (most of them: every TLS key the mocks hand out) can only be in a
     text where the private-key pattern, which needs nothing around its match, found one: it is looked for
@@ -74,10 +81,67 @@ def scan_files(files: dict[str, str], secret_values: Iterable[str] = ()) -> list
     unkeyed = [value for value in values if not _PATTERNS["private key"].search(value)]
     findings: list[Finding] = []
     verdicts: dict[str, list[Finding]] = {}
+    pieces: dict[str, _Piece] = {}
     for path, text in sorted(files.items()):
         if text not in verdicts:
-            found = scan_text("", text)
-            keyed = any(finding.kind == "private key" for finding in found)
-            verdicts[text] = found + scan_values(text, values if keyed else unkeyed)
+            verdicts[text] = _scan(text, values, unkeyed, pieces)
         findings += [Finding(path, f.kind, f.line) for f in verdicts[text]]
+    return findings
+
+
+# A text is scanned in pieces cut after a newline that opens an unindented YAML sequence item (``- ``, as each
+# write_files item of a cloud-init): no pattern matches across such a cut (the patterns that may span lines do so
+# only through blanks, before a ``:`` or ``=`` or a run of non-blank characters, and ``- `` is neither), nor does
+# a value that holds no newline followed by ``-``. Pieces of a text are grouped ``_ITEMS_PER_PIECE`` items at a
+# time: fewer pieces to look up, and a group that repeats between texts is still scanned once.
+_CUT = "\n- "
+_ITEMS_PER_PIECE = 4
+_KINDS = (*_PATTERNS, *_CASELESS_PATTERNS)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """What one piece of text holds: its pattern findings (lines within it) and the first line within it of
+    each value looked for in it; whether it holds a private key's header."""
+
+    found: list[Finding]
+    values: dict[str, int]
+    keyed: bool
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` cut after every ``_ITEMS_PER_PIECE``-th newline that opens a line with ``- ``; joined, the
+    pieces are ``text``."""
+    parts = text.split(_CUT)
+    groups = [_CUT.join(parts[i : i + _ITEMS_PER_PIECE]) for i in range(0, len(parts), _ITEMS_PER_PIECE)]
+    before, after = _CUT[:1], _CUT[1:]  # the newline ends a piece, the item's "- " opens the next
+    return [(after if i else "") + group + (before if i < len(groups) - 1 else "") for i, group in enumerate(groups)]
+
+
+def _scan(text: str, values: list[str], unkeyed: list[str], known: dict[str, _Piece]) -> list[Finding]:
+    """The findings of one text, in the order the whole text's scan lists them (each pattern's matches in
+    order, then each value's first place)."""
+    by_kind: dict[str, list[Finding]] = {}
+    found_values: dict[str, int] = {}
+    keyed = False
+    line = 0
+    for piece in _pieces(text):
+        verdict = known.get(piece)
+        if verdict is None:
+            found = scan_text("", piece)
+            piece_keyed = any(finding.kind == "private key" for finding in found)
+            searched = [value for value in (values if piece_keyed else unkeyed) if "\n-" not in value]
+            verdict = known[piece] = _Piece(found, _first_lines(piece, searched), piece_keyed)
+        for finding in verdict.found:
+            by_kind.setdefault(finding.kind, []).append(Finding("", finding.kind, finding.line + line))
+        for value, value_line in verdict.values.items():
+            found_values.setdefault(value, value_line + line)
+        keyed = keyed or verdict.keyed
+        line += piece.count("\n")
+    findings = [finding for kind in _KINDS for finding in by_kind.get(kind, [])]
+    for value in values if keyed else unkeyed:
+        if "\n-" in value:  # it may span a cut: looked for in the whole text
+            findings += scan_values(text, [value])
+        elif value in found_values:
+            findings.append(Finding("", "secret value handed out by a provider", found_values[value]))
     return findings

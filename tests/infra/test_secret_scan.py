@@ -165,3 +165,61 @@ def test_fast_patterns_agree_with_the_plain_ones_on_generated_text():
         assert {(f.kind, f.line) for f in scan_text("f", text)} == _reference_scan(text)
 
     agree()
+
+
+def _whole_text_scan(files: dict[str, str], secret_values: set[str]) -> list[tuple[str, str, int]]:
+    """What ``scan_files`` found when it scanned every text whole: the reference its pieces must agree with."""
+    import re
+
+    from plan.secret_scan import scan_values
+
+    values = sorted(secret_values)
+    unkeyed = [value for value in values if not re.search(_REFERENCE["private key"], value)]
+    found = []
+    for path, text in sorted(files.items()):
+        patterns = scan_text("", text)
+        keyed = any(finding.kind == "private key" for finding in patterns)
+        found += [(path, f.kind, f.line) for f in patterns + scan_values(text, values if keyed else unkeyed)]
+    return found
+
+
+_VALUES = [
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----\n",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "3q2+7w==",
+    "abcdef",
+    "x\n- y",
+    "- abc",
+    "abc\n",
+    "\n-",
+]
+
+
+@pytest.mark.parametrize("items_per_piece", [1, 2, 8])
+def test_texts_scanned_in_pieces_find_what_whole_texts_find(items_per_piece, monkeypatch):
+    """Texts are scanned in pieces cut before unindented YAML sequence items, each distinct piece once: the same
+    findings, in the same order, as each text scanned whole, for texts that share pieces and values that span
+    a cut or hold a key."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from plan import secret_scan
+
+    monkeypatch.setattr(secret_scan, "_ITEMS_PER_PIECE", items_per_piece)
+    pieces = [
+        *_PIECES,
+        *("\n- ", "\n- ", "- ", "\n-", "token: 12345678", "MIIEabc", "\n-----END RSA PRIVATE KEY-----\n"),
+        # a key whose value is on the next line, and values that open a line
+        *("client-key-data:\n", "password:\n", "token:\n", "\n0123456789abcdefghij", "\n 0123456789abcdefghij"),
+    ]
+    text = st.lists(st.sampled_from(pieces), max_size=40).map("".join)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(text, min_size=1, max_size=4), st.sets(st.sampled_from(_VALUES)))
+    def agree(texts, values):
+        files = {f"f{i}": t for i, t in enumerate(texts)}
+        files["joined"] = "\n- ".join(texts)  # pieces shared with the others
+        found = [(f.path, f.kind, f.line) for f in secret_scan.scan_files(files, values)]
+        assert found == _whole_text_scan(files, values)
+
+    agree()

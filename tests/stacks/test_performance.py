@@ -134,6 +134,22 @@ def test_a_run_leaves_linecache_as_it_found_it():
     assert all(mtime is not None for name, mtime in after.items() if before.get(name) is not None)
 
 
+def test_the_benchmarks_replay_registers_every_machine_as_the_plan_sent_it(dev_plan, tmp_path):
+    """``resources.json`` points at a machine's cloud-init instead of holding its customData: the benchmark's
+    replay puts it back, so it registers what the plan registered (benchmarks/plan_benchmark.py)."""
+    import pickle
+
+    from benchmarks.plan_benchmark import replay_input
+
+    write_plan(tmp_path / "plan", plan_files(dev_plan.registrations, dev_plan.outputs, ""))
+    with open(replay_input(tmp_path / "plan", tmp_path / "replay.pickle"), "rb") as given:
+        replayed = {r["urn"]: r["inputs"] for r in pickle.load(given)}
+    machines = [r for r in dev_plan.registrations if r.type in artifacts.VM_TYPES]
+    assert len(machines) >= 5, "etcd, events etcd, the apiservers, NAT hosts, the pools' scale sets"
+    for machine in machines:
+        assert replayed[machine.urn] == machine.inputs, machine.name
+
+
 def test_a_written_plan_reads_back_exactly_with_identical_shards_linked(prod_plan, tmp_path):
     files = plan_files(prod_plan.registrations, prod_plan.outputs, "summary\n")
     write_plan(tmp_path / "plan", files)
