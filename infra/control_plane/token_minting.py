@@ -26,8 +26,7 @@ Its rights, each as narrow as the API lets it be:
   (``cluster_objects.token_minter_rbac``): create Secrets in kube-system, create Leases there, and get/update its
   own Lease by name. RBAC cannot narrow a create by type or name, so an admission policy
   (``admission.token_minter_policy``) refuses any Secret of it that is not a bootstrap token of the nodes' group
-  for authentication only, with an ``expiration`` at most ``LIFETIME_SECONDS`` (and a clock's skew) after its
-  creation, and any Lease but its own. No read of any Secret, no delete.
+  for authentication only, with an ``expiration``, and any Lease but its own. No read of any Secret, no delete.
 - Azure: the apiserver's identity may write the one Key Vault secret nodes read (components/control_plane.py).
 """
 
@@ -58,9 +57,6 @@ PERIOD_SECONDS = 12 * HOUR
 # before another copy may take over from a copy that died while minting.
 CHECK_SECONDS = 60
 CLAIM_SECONDS = 120
-# What the admission policy allows beyond LIFETIME between a token's creation and its expiration: the minter's
-# clock against the apiserver's (both VMs keep Azure's time; a minute is far more than they drift).
-CLOCK_SKEW_SECONDS = 300
 
 LEASE = "supercluster-bootstrap-token-minter"
 MINTED_ANNOTATION = "supercluster.io/bootstrap-token-minted"
