@@ -52,6 +52,7 @@ group = declare.azure(
         "location": config.location,
     },
     pulumi.ResourceOptions(protect=True),
+    outputs=["name"],
 )
 group_name = group.output("name")
 # The node pools' scale sets alone: the only group the cluster autoscaler's identity may change.
@@ -63,6 +64,7 @@ node_group = declare.azure(
         "location": config.location,
     },
     pulumi.ResourceOptions(protect=True),
+    outputs=["name"],
 )
 hub = Hub(
     f"{config.cluster_name}-hub",

@@ -365,6 +365,7 @@ class ControlPlane(pulumi.ComponentResource):
                 # the subnet's first) exists before any instance takes an address from the subnet.
                 depends_on=[*where.fetched, self.load_balancer],
             ),
+            outputs=["name"],
         )
 
     def _retiring_vm(self, m: DedicatedMachine, where: _Placement) -> None:
@@ -409,6 +410,7 @@ class ControlPlane(pulumi.ComponentResource):
                 **CUSTOM_SCRIPT,
             },
             pulumi.ResourceOptions(parent=self),
+            outputs=["name"],
         )
         self.vms.append(vm)
         self.ready.append(gate)

@@ -67,6 +67,7 @@ class EtcdBackupStore(pulumi.ComponentResource):
                 "minimumTlsVersion": "TLS1_2",
             },
             pulumi.ResourceOptions(parent=self, protect=True),
+            outputs=["name"],
         )
         soft_delete = {"enabled": True, "days": backup.SOFT_DELETE_DAYS}
         declare.azure(

@@ -125,6 +125,7 @@ class Hub(pulumi.ComponentResource):
                 "enableVmProtection": False,
             },
             pulumi.ResourceOptions(parent=self, protect=True, ignore_changes=["subnets"]),
+            outputs=["name"],
         )
         routes = declare.azure(
             "network:RouteTable",
@@ -136,6 +137,7 @@ class Hub(pulumi.ComponentResource):
             },
             # Routes are separate resources (HubPeerings adds each cluster's service route).
             pulumi.ResourceOptions(parent=self, ignore_changes=["routes"]),
+            outputs=["name"],
         )
         researchers = plan.subnet(HUB_SUBNETS[0])
         declare.azure(

@@ -65,6 +65,7 @@ class ImageRegistry(pulumi.ComponentResource):
                 "policies": {"azureADAuthenticationAsArmPolicy": {"status": "disabled"}},
             },
             pulumi.ResourceOptions(parent=self, protect=True),
+            outputs=["name"],
         )
         for prefix, upstream in sorted(cache_rules.items()):
             declare.azure(

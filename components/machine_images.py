@@ -52,6 +52,7 @@ class MachineImages(pulumi.ComponentResource):
                 "description": f"Machine images of the {cluster} cluster, built by supercluster",
             },
             pulumi.ResourceOptions(parent=self, protect=True),
+            outputs=["name"],
         )
         builder = declare.azure(
             "managedidentity:UserAssignedIdentity",

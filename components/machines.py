@@ -150,5 +150,6 @@ class DedicatedVm(pulumi.ComponentResource):
                 or None,
                 delete_before_replace=not runbook,
             ),
+            outputs=["name"],
         )
         self.register_outputs({"privateIp": self.private_ip, "vmId": self.vm.id})

@@ -132,6 +132,7 @@ class ClusterNetwork(pulumi.ComponentResource):
                     ],
                 },
                 pulumi.ResourceOptions(parent=self, protect=True),
+                outputs=["name"],
             )
             vnets[vnet_plan.key] = vnet
             self.vnet_ids[vnet_plan.key] = vnet.id

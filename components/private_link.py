@@ -41,6 +41,7 @@ def private_link(
             "location": "global",
         },
         child,
+        outputs=["name"],
     )
     for vnet_key, vnet_id in sorted(vnet_ids.items()):
         declare.azure(
@@ -69,6 +70,7 @@ def private_link(
             ],
         },
         child,
+        outputs=["name"],
     )
     declare.azure(
         "network:PrivateDnsZoneGroup",

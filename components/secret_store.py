@@ -76,6 +76,7 @@ class SecretStore(pulumi.ComponentResource):
                 },
             },
             pulumi.ResourceOptions(parent=self, protect=True),
+            outputs=["name"],
         )
         private_link(
             self,

@@ -195,6 +195,7 @@ def test_absent_means_absent_and_undeclared_outputs_are_refused():
                 "tags": None,
                 "routes": [{"name": "a", "nextHopIpAddress": None}, None],
             },
+            outputs=["name"],
         )
         resource.output("name")
         with pytest.raises(AttributeError, match="'etag' is neither an input nor a declared output"):

@@ -48,6 +48,7 @@ def cluster(
             vnet_name,
             {"virtualNetworkName": "dev-system-vnet", "resourceGroupName": "dev-rg"},
             pulumi.ResourceOptions(protect=vnet_protected, aliases=[pulumi.Alias(name=a) for a in vnet_aliases]),
+            outputs=["name"],
         )
         subnet = declare.azure(
             "network:Subnet",

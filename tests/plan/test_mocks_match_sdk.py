@@ -36,6 +36,7 @@ def program() -> None:
         "resources:ResourceGroup",
         "rg",
         {"resourceGroupName": "rg-test", "location": "eastus", "tags": {"team": "infra", "tier": "1"}},
+        outputs=["name"],
     )
 
     class Box(pulumi.ComponentResource):
