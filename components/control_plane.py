@@ -135,13 +135,18 @@ class ControlPlane(pulumi.ComponentResource):
         )
 
     def _bootstrap_token(self) -> None:
-        """``<id>.<secret>``, both ``[a-z0-9]``; the secret half is a Pulumi secret from the start."""
+        """``<id>.<secret>``, both ``[a-z0-9]``; the secret half is a Pulumi secret from the start. The first token
+        only (the minter on the apiservers makes every later one). Its keeper names the tokens' lifetime: a stack
+        deployed before tokens expired holds a first token that never does, whose Secret the program no longer
+        rewrites (``ignore_changes``, components/cluster_bootstrap.py); the keeper makes a new token there, so its
+        Secret, under a new name, is created with an expiration and the old one is deleted."""
         charset = {"upper": False, "lower": True, "numeric": True, "special": False}
+        keepers = {"lifetimeSeconds": str(token_minting.LIFETIME_SECONDS)}
         child = pulumi.ResourceOptions(parent=self)
         self.bootstrap_token_id = declare.random(
             "RandomString",
             f"{self._name}-bootstrap-token-id",
-            {"length": token_minting.TOKEN_ID_LENGTH, **charset},
+            {"length": token_minting.TOKEN_ID_LENGTH, **charset, "keepers": keepers},
             child,
             outputs=["result"],
         ).output("result")
@@ -149,7 +154,7 @@ class ControlPlane(pulumi.ComponentResource):
             declare.random(
                 "RandomPassword",
                 f"{self._name}-bootstrap-token-secret",
-                {"length": token_minting.TOKEN_SECRET_LENGTH, **charset},
+                {"length": token_minting.TOKEN_SECRET_LENGTH, **charset, "keepers": keepers},
                 child,
                 outputs=["result"],
             ).output("result")

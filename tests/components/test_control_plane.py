@@ -375,6 +375,8 @@ def test_bootstrap_token_has_the_join_format(prod_plan):
     ):
         assert resource.inputs["length"] == length
         assert (resource.inputs["upper"], resource.inputs["special"]) == (False, False)
+        # A stack whose first token never expired gets a new one, which does (components/control_plane.py).
+        assert resource.inputs["keepers"] == {"lifetimeSeconds": str(token_minting.LIFETIME_SECONDS)}
 
 
 def test_cluster_bootstrap_objects(prod_plan):
