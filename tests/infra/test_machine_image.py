@@ -166,3 +166,9 @@ def test_a_built_version_is_never_rebuilt_with_other_contents():
     # A kind the last deploy did not build (a first GPU pool) is a new image, not a rebuilt one.
     cpu_only = {"version": "1.0.0", "contents": {"cpu": machine_image.fingerprint(cfg, "cpu")}}
     machine_image.check_version_not_reused(cpu_only, cfg)
+
+
+def test_every_downloaded_artifact_is_checked_against_a_sha256_but_those_awaiting_one():
+    artifacts = {a["name"]: a for a in node_install.manifest("1.33.4")["artifacts"]}
+    unchecked = sorted(name for name, a in artifacts.items() if not (a.get("sha256") or a.get("sha256_url")))
+    assert unchecked == sorted(node_install.AWAITING_CHECKSUM), "a new artifact needs its sha256, or a stated reason"
