@@ -8,6 +8,7 @@ certificates follow ``infra.etcd.certificates``'s profiles, made here with ``ope
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import random
@@ -33,8 +34,12 @@ from infra.etcd.member_machine import (
     member_cloud_init,
 )
 from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, ROLES, EtcdClusterSpec, EtcdMember
+from machine.etcd import member as member_tool
 from tests.fake_azure_blob import FakeBlobService
 from tests.helpers import load_yaml
+
+# How long the member tool keeps asking for a membership change the leader refuses as "unhealthy cluster".
+RECONFIGURE_PATIENCE_S = inspect.signature(member_tool.reconfigure).parameters["patience"].default
 
 OPENSSL_USES = {
     "digital_signature": "digitalSignature",
@@ -255,11 +260,14 @@ class LocalCluster:
             path.write_text(yaml.safe_dump(conf, sort_keys=False))
 
     def tool_run(self, local: LocalMember, *args: str) -> subprocess.CompletedProcess:
+        """The member tool run to completion, given a minute beyond its own patience for a membership change (while
+        the leader answers "unhealthy cluster"), so the tool's own deadline, with its reason, comes first: a 60-s
+        bound killed a member add that was still waiting on a loaded machine (the slow stage of 2026-11-27 11:18)."""
         return subprocess.run(
             [sys.executable, str(self.tool), f"--settings={local.root / 'member.json'}", *args],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=RECONFIGURE_PATIENCE_S + 60,
         )
 
     def tool_all(self, *args: str, members: list[LocalMember] | None = None) -> list[subprocess.CompletedProcess]:
