@@ -102,21 +102,24 @@ def add_boot_program(
     config: str,
     settings: str,
     service: dict[str, str],
-    compressed: bool = False,
+    after: tuple[str, ...] = (),
+    compress_program: bool = False,
+    compress_settings: bool = False,
 ) -> None:
-    """A program of ``machine/`` (``source``), its settings file and the oneshot unit that runs it with them once
-    the secrets are fetched, at every boot. ``service`` holds what differs: whether it stays done
-    (``RemainAfterExit``) and whether systemd restarts it (a program with its own retry loop is not restarted)."""
-    cloud.add(script, machine.source(source), permissions="0755", compressed=compressed)
-    cloud.add(config, settings, permissions="0644", compressed=compressed)
+    """A program of ``machine/`` (``source``), its settings file and the unit that runs it with them once the
+    secrets are fetched (and after the units in ``after``), at every boot. ``service`` holds what differs: a
+    oneshot or a long-running program, whether systemd restarts it, and its sandboxing. A compressed file takes
+    a third of its size in customData, which is near Azure's limit on nodes and apiservers."""
+    cloud.add(script, machine.source(source), permissions="0755", compressed=compress_program)
+    cloud.add(config, settings, permissions="0644", compressed=compress_settings)
     cloud.add(
         f"/etc/systemd/system/{unit}",
         systemd.unit(
             description,
             [script, config],
-            after=["network-online.target", FETCH_UNIT],
+            after=["network-online.target", FETCH_UNIT, *after],
             wants=["network-online.target", FETCH_UNIT],
-            service={"Type": "oneshot", **service},
+            service=service,
         ),
         permissions="0644",
     )

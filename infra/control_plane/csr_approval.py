@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import json
 
-import machine
-from infra.boot import systemd
 from infra.boot.cloudinit import CloudConfig
-from infra.boot.secrets import FETCH_UNIT, IMDS_TOKEN_SCRIPT
+from infra.boot.secrets import IMDS_TOKEN_SCRIPT, add_boot_program
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
 from infra.control_plane import paths, pki
@@ -94,26 +92,24 @@ def approver_config(config: ClusterConfig) -> str:
 def add_approver_unit(cloud: CloudConfig, config: ClusterConfig) -> None:
     """The program, its settings and its long-running unit, started once its credential is fetched; it waits
     for the local apiserver itself (it retries every few seconds)."""
-    # Compressed: the apiservers' customData is near Azure's limit (infra/boot/cloudinit.py).
-    cloud.add(SCRIPT, machine.source("control_plane/csr_approver.py"), permissions="0755", compressed=True)
-    cloud.add(CONFIG, approver_config(config), permissions="0644")
-    cloud.add(
-        f"/etc/systemd/system/{UNIT}",
-        systemd.unit(
-            "Approve node certificates: serving ones for each Node's addresses, client ones for attested VMs",
-            [SCRIPT, CONFIG],
-            after=["network-online.target", FETCH_UNIT, paths.APISERVER_UNIT],
-            wants=["network-online.target", FETCH_UNIT],
-            service={
-                "Restart": "always",
-                "RestartSec": "10",
-                # It reads its files and talks HTTPS; it writes temporary files and its cache of intermediates.
-                "NoNewPrivileges": "yes",
-                "StateDirectory": STATE_DIRECTORY,
-                "ProtectSystem": "strict",
-                "ProtectHome": "yes",
-                "PrivateTmp": "yes",
-            },
-        ),
-        permissions="0644",
+    add_boot_program(
+        cloud,
+        unit=UNIT,
+        description="Approve node certificates: serving ones for each Node's addresses, client ones for attested VMs",
+        script=SCRIPT,
+        source="control_plane/csr_approver.py",
+        config=CONFIG,
+        settings=approver_config(config),
+        after=(paths.APISERVER_UNIT,),
+        service={
+            "Restart": "always",
+            "RestartSec": "10",
+            # It reads its files and talks HTTPS; it writes temporary files and its cache of intermediates.
+            "NoNewPrivileges": "yes",
+            "StateDirectory": STATE_DIRECTORY,
+            "ProtectSystem": "strict",
+            "ProtectHome": "yes",
+            "PrivateTmp": "yes",
+        },
+        compress_program=True,
     )

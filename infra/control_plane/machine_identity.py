@@ -82,6 +82,7 @@ def add_identity_unit(cloud: CloudConfig, addresses: AddressPlan) -> None:
         source="control_plane/serving_identity.py",
         config=CONFIG,
         settings=identity_config(addresses),
-        service={"RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
-        compressed=True,  # the apiserver's customData keeps a quarter of Azure's limit free (tests/infra)
+        service={"Type": "oneshot", "RemainAfterExit": "true", "Restart": "on-failure", "RestartSec": "10"},
+        compress_program=True,
+        compress_settings=True,
     )

@@ -35,11 +35,9 @@ from __future__ import annotations
 import datetime
 import json
 
-import machine
-from infra.boot import systemd
 from infra.boot.cloudinit import CloudConfig
 from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
-from infra.boot.secrets import FETCH_UNIT, IMDS_TOKEN_SCRIPT, KEY_VAULT_API_VERSION
+from infra.boot.secrets import IMDS_TOKEN_SCRIPT, KEY_VAULT_API_VERSION, add_boot_program
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
 from infra.control_plane import paths, pki
@@ -142,25 +140,24 @@ def minter_config(config: ClusterConfig) -> str:
 def add_minter_unit(cloud: CloudConfig, config: ClusterConfig) -> None:
     """The program, its settings and its long-running unit, started once its credential is fetched; it retries
     every ``CHECK_SECONDS`` until the local apiserver answers."""
-    # Compressed: the apiservers' customData is near Azure's limit (infra/boot/cloudinit.py).
-    cloud.add(SCRIPT, machine.source("control_plane/token_minter.py"), permissions="0755", compressed=True)
-    cloud.add(CONFIG, minter_config(config), permissions="0644", compressed=True)
-    cloud.add(
-        f"/etc/systemd/system/{UNIT}",
-        systemd.unit(
-            "Mint the nodes' bootstrap tokens into Key Vault",
-            [SCRIPT, CONFIG],
-            after=["network-online.target", FETCH_UNIT, paths.APISERVER_UNIT],
-            wants=["network-online.target", FETCH_UNIT],
-            service={
-                "Restart": "always",
-                "RestartSec": "10",
-                # It reads its files and talks HTTPS; it writes nothing.
-                "NoNewPrivileges": "yes",
-                "ProtectSystem": "strict",
-                "ProtectHome": "yes",
-                "PrivateTmp": "yes",
-            },
-        ),
-        permissions="0644",
+    add_boot_program(
+        cloud,
+        unit=UNIT,
+        description="Mint the nodes' bootstrap tokens into Key Vault",
+        script=SCRIPT,
+        source="control_plane/token_minter.py",
+        config=CONFIG,
+        settings=minter_config(config),
+        after=(paths.APISERVER_UNIT,),
+        service={
+            "Restart": "always",
+            "RestartSec": "10",
+            # It reads its files and talks HTTPS; it writes nothing.
+            "NoNewPrivileges": "yes",
+            "ProtectSystem": "strict",
+            "ProtectHome": "yes",
+            "PrivateTmp": "yes",
+        },
+        compress_program=True,
+        compress_settings=True,
     )

@@ -60,6 +60,7 @@ def add_node_join(cloud: CloudConfig, server: str) -> None:
         source="node/node_join.py",
         config=CONFIG,
         settings=join_config(server),
-        service={"RemainAfterExit": "yes", "Restart": "no"},  # it retries in its own loop
-        compressed=True,  # node customData is near Azure's limit (infra/boot/cloudinit.py)
+        service={"Type": "oneshot", "RemainAfterExit": "yes", "Restart": "no"},  # it retries in its own loop
+        compress_program=True,
+        compress_settings=True,
     )
