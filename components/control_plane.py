@@ -140,7 +140,7 @@ class ControlPlane(pulumi.ComponentResource):
         deployed before tokens expired holds a first token that never does, whose Secret the program no longer
         rewrites (``ignore_changes``, components/cluster_bootstrap.py); the keeper makes a new token there, so its
         Secret, under a new name, is created with an expiration and the old one is deleted."""
-        charset = {"upper": False, "lower": True, "numeric": True, "special": False}
+        charset = {"upper": False, "lower": True, "numeric": True, "special": False}  # token_minting.TOKEN_ALPHABET
         keepers = {"lifetimeSeconds": str(token_minting.LIFETIME_SECONDS)}
         child = pulumi.ResourceOptions(parent=self)
         self.bootstrap_token_id = declare.random(

@@ -69,6 +69,7 @@ BOOTSTRAP_TOKEN_NAMESPACE = "kube-system"
 BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
 TOKEN_ID_LENGTH = 6
 TOKEN_SECRET_LENGTH = 16
+TOKEN_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
 def bootstrap_token_name(token_id: str) -> str:
@@ -120,6 +121,7 @@ def minter_config(config: ClusterConfig) -> str:
         "token_type": BOOTSTRAP_TOKEN_TYPE,
         "token_data": bootstrap_token_fixed_data(),
         "token_lengths": [TOKEN_ID_LENGTH, TOKEN_SECRET_LENGTH],
+        "token_alphabet": TOKEN_ALPHABET,
         "labels": {MINTED_LABEL: MINTED_BY},
         "lifetime_seconds": LIFETIME_SECONDS,
         "period_seconds": PERIOD_SECONDS,

@@ -22,7 +22,6 @@ import urllib.request
 
 TIMEOUT = 30
 RETRY = 10  # after an error
-TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"  # a token is [a-z0-9]{6}.[a-z0-9]{16}
 
 
 def rfc3339(moment):
@@ -39,7 +38,8 @@ def seconds_since(text, now):
 
 
 def new_token(config):
-    return tuple("".join(secrets.choice(TOKEN_CHARS) for _ in range(n)) for n in config["token_lengths"])
+    alphabet = config["token_alphabet"]
+    return tuple("".join(secrets.choice(alphabet) for _ in range(n)) for n in config["token_lengths"])
 
 
 def token_secret(config, token_id, token_value, now):

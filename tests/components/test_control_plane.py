@@ -7,6 +7,7 @@ import base64
 import copy
 import hashlib
 import json
+import string
 import time
 
 import pytest
@@ -374,7 +375,10 @@ def test_bootstrap_token_has_the_join_format(prod_plan):
         (token_secret, token_minting.TOKEN_SECRET_LENGTH),
     ):
         assert resource.inputs["length"] == length
-        assert (resource.inputs["upper"], resource.inputs["special"]) == (False, False)
+        # The random provider's classes (lower case, digits) are exactly the alphabet the minter draws from.
+        classes = {"lower": string.ascii_lowercase, "numeric": string.digits, "upper": string.ascii_uppercase}
+        drawn = "".join(chars for key, chars in classes.items() if resource.inputs[key])
+        assert drawn == token_minting.TOKEN_ALPHABET and resource.inputs["special"] is False
         # A stack whose first token never expired gets a new one, which does (components/control_plane.py).
         assert resource.inputs["keepers"] == {"lifetimeSeconds": str(token_minting.LIFETIME_SECONDS)}
 

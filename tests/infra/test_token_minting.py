@@ -85,6 +85,7 @@ def test_a_token_lives_a_day_and_the_next_is_minted_with_half_of_it_left():
         token_minting.PERIOD_SECONDS,
     )
     assert config["token_lengths"] == [token_minting.TOKEN_ID_LENGTH, token_minting.TOKEN_SECRET_LENGTH]
+    assert config["token_alphabet"] == token_minting.TOKEN_ALPHABET
 
 
 def test_the_first_token_the_program_declares_expires_too():
@@ -154,7 +155,11 @@ def test_the_policy_allows_exactly_the_keys_the_program_writes():
 def test_its_token_is_of_our_group_for_authentication_and_expires_after_its_lifetime():
     program = minter_program()
     token_id, token_value = program.new_token(settings())
-    assert len(token_id) == 6 and len(token_value) == 16 and (token_id + token_value).isalnum()
+    assert (
+        len(token_id) == 6
+        and len(token_value) == 16
+        and set(token_id + token_value) <= set(token_minting.TOKEN_ALPHABET)
+    )
     secret = program.token_secret(settings(), token_id, token_value, START)
     assert secret["metadata"] == {
         "name": f"bootstrap-token-{token_id}",
