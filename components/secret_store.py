@@ -118,25 +118,21 @@ class SecretStore(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=owner, ignore_changes=["properties.value"] if writers else None),
             outputs=["properties"],
         )
-        read = role_definition(self._subscription_id, KEY_VAULT_SECRETS_USER_ROLE)
-        for role, principal_id in sorted(readers.items()):
-            grant(
-                owner,
-                f"{logical_name}-{role}-reader",
-                key=f"{self._cluster_name}/{secret_name}/{role}",
-                scope=secret.id,
-                principal_id=principal_id,
-                role_definition_id=read,
-            )
-        if writers:
-            write = role_definition(self._subscription_id, KEY_VAULT_SECRETS_OFFICER_ROLE)
-            for role, principal_id in sorted(writers.items()):
+        # Readers keep their grants' original keys; writers' end in /writer.
+        for holders, role_name, kind, suffix in (
+            (readers, KEY_VAULT_SECRETS_USER_ROLE, "reader", ""),
+            (writers, KEY_VAULT_SECRETS_OFFICER_ROLE, "writer", "/writer"),
+        ):
+            if not holders:
+                continue
+            definition = role_definition(self._subscription_id, role_name)
+            for role, principal_id in sorted(holders.items()):
                 grant(
                     owner,
-                    f"{logical_name}-{role}-writer",
-                    key=f"{self._cluster_name}/{secret_name}/{role}/writer",
+                    f"{logical_name}-{role}-{kind}",
+                    key=f"{self._cluster_name}/{secret_name}/{role}{suffix}",
                     scope=secret.id,
                     principal_id=principal_id,
-                    role_definition_id=write,
+                    role_definition_id=definition,
                 )
         return secret
