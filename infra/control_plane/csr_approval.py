@@ -1,6 +1,6 @@
 """Who approves a node's certificates: a program on every apiserver VM, with its own narrow RBAC.
 
-Two kinds of request reach it (``machine/control_plane/csr_approver.py``):
+Three kinds of request reach it (``machine/control_plane/csr_approver.py``):
 
 - a kubelet's serving certificate (``serverTLSBootstrap``, infra/node/kubelet.py), a
   ``kubernetes.io/kubelet-serving`` CSR that kube-controller-manager signs once approved but never approves:
@@ -14,7 +14,10 @@ Two kinds of request reach it (``machine/control_plane/csr_approver.py``):
   the request's key, and Azure Resource Manager's record of the VM the request names say it is the machine of
   that name, of a node pool's scale set or a NAT host of this cluster (recognised by the names the program gives
   them: ``node_machines``). Nothing else approves those (the bootstrap token
-  is not granted ``nodeclient``: infra/control_plane/cluster_objects.py).
+  is not granted ``nodeclient``: infra/control_plane/cluster_objects.py);
+- a node's renewal of its client certificate, the same signer's CSR sent as the node itself: approved only for
+  its own name while Azure still has the VM its Node's providerID names, under that name (no one is granted
+  ``selfnodeclient``, so the controller-manager approves none).
 
 The unit is in the cloud-init every apiserver shares; every copy may decide a request, and the apiserver accepts
 one approval per resourceVersion. Its client certificate (CN ``pki.CSR_APPROVER_USER``) is issued by the program

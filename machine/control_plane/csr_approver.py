@@ -25,8 +25,13 @@ whose nonce is the request's own public key's, which is fresh, and whose subscri
 names is one of this cluster's that may be a node (an instance of a scale set of the node resource group named with
 the node pools' prefix, or a VM named with the NAT hosts' prefix), which Azure Resource Manager says has the
 document's ``vmId`` and the computer name ``<name>``. A document that cannot be verified for any reason (an
-intermediate not fetched included) is denied; the node then asks again with a new key and document. A renewal,
-sent as the node itself, is the controller-manager's (it approves a node's request for its own name).
+intermediate not fetched included) is denied; the node then asks again with a new key and document.
+
+A node's renewal of its client certificate (the same signer, sent as ``system:node:<name>`` by kubelet's rotation),
+which nothing else approves (no one is granted ``selfnodeclient``): approved when its subject is exactly that
+node in ``system:nodes``, with client auth and no other name, and Azure still has the Node's VM as for a serving
+certificate (its providerID one of this cluster's node or NAT VMs, with the computer name ``<name>``). A VM Azure
+no longer has is denied, so a stolen node certificate stops renewing once its VM is gone.
 
 At run time, and only here, it reaches outside the cluster: Azure Resource Manager (HTTPS), and the intermediate
 certificates its signer's Authority Information Access names, fetched over HTTP only from Microsoft's certificate
@@ -251,24 +256,53 @@ def check_client_request(csr, config):
     user = spec.get("username", "")
     if not user.startswith(BOOTSTRAP_USER_PREFIX) or config["bootstrap_group"] not in spec.get("groups", []):
         return Verdict.DENY, f"requested by {user!r}, not by a node's bootstrap token", None
-    usages = set(spec.get("usages", []))
-    if not usages <= CLIENT_USAGES or REQUIRED_CLIENT_USAGE not in usages:
-        return Verdict.DENY, f"usages {sorted(usages)} are not client auth within {sorted(CLIENT_USAGES)}", None
-    try:
-        request = read_request(base64.b64decode(pem_body(base64.b64decode(spec["request"]))))
-    except (KeyError, ValueError, IndexError, UnicodeDecodeError) as error:
-        return Verdict.DENY, f"unreadable request: {error}", None
-    subject = request["subject"]
-    common_names = subject.get(COMMON_NAME, [])
-    name = common_names[0][len(NODE_USER_PREFIX) :] if len(common_names) == 1 else ""
-    if not name or common_names[0] != NODE_USER_PREFIX + name or subject.get(ORGANIZATION) != [NODES_GROUP]:
-        return Verdict.DENY, f"subject {subject} is not CN={NODE_USER_PREFIX}<name>, O={NODES_GROUP}", None
-    if len(subject) != 2 or request["dns"] or request["ips"] or request["others"]:
-        return Verdict.DENY, "a name beside the node's own", None
+    reason, name, request = read_client_request(spec)
+    if reason:
+        return Verdict.DENY, reason, None
     document, vm = annotations.get(config["document_annotation"]), annotations.get(config["vm_annotation"])
     if not document or not vm:
         return Verdict.DENY, "no attested document and VM (not sent by the node's join program)", None
     return None, "", {"name": name, "public_key": request["public_key"], "document": document, "vm": vm}
+
+
+def read_client_request(spec):
+    """``("", node name, request)`` for a client request for exactly ``system:node:<name>`` in ``system:nodes``
+    with client auth and no other name; ``(reason, "", None)`` otherwise."""
+    usages = set(spec.get("usages", []))
+    if not usages <= CLIENT_USAGES or REQUIRED_CLIENT_USAGE not in usages:
+        return f"usages {sorted(usages)} are not client auth within {sorted(CLIENT_USAGES)}", "", None
+    try:
+        request = read_request(base64.b64decode(pem_body(base64.b64decode(spec["request"]))))
+    except (KeyError, ValueError, IndexError, UnicodeDecodeError) as error:
+        return f"unreadable request: {error}", "", None
+    subject = request["subject"]
+    common_names = subject.get(COMMON_NAME, [])
+    name = common_names[0][len(NODE_USER_PREFIX) :] if len(common_names) == 1 else ""
+    if not name or common_names[0] != NODE_USER_PREFIX + name or subject.get(ORGANIZATION) != [NODES_GROUP]:
+        return f"subject {subject} is not CN={NODE_USER_PREFIX}<name>, O={NODES_GROUP}", "", None
+    if len(subject) != 2 or request["dns"] or request["ips"] or request["others"]:
+        return "a name beside the node's own", "", None
+    return "", name, request
+
+
+def decide_renewal(csr, node, azure, machines):
+    """``(verdict, reason)`` for a node's request, as itself, for a new client certificate: only for its own name,
+    and only while Azure has the VM its Node's providerID names, under that name (``node_vm``)."""
+    spec = csr["spec"]
+    user = spec.get("username", "")
+    if not user.startswith(NODE_USER_PREFIX) or NODES_GROUP not in spec.get("groups", []):
+        return Verdict.DENY, f"requested by {user!r}, not by a node"
+    reason, name, _ = read_client_request(spec)
+    if reason:
+        return Verdict.DENY, reason
+    if NODE_USER_PREFIX + name != user:
+        return Verdict.DENY, f"{user} asks for {name}'s certificate"
+    if node is None:
+        return Verdict.WAIT, f"no Node {name!r}"
+    _, verdict, reason = node_vm(node, azure, machines)
+    if verdict:
+        return verdict, reason
+    return Verdict.APPROVE, f"Azure still has VM {name}"
 
 
 def cluster_vm(resource_id, subscription, machines):
@@ -559,18 +593,20 @@ class Approver:
     def verdict(self, api, csr):
         """``(verdict, reason, condition reason)``, or None for a request that is not this program's."""
         signer, user = csr["spec"].get("signerName"), csr["spec"].get("username", "")
-        node = None
-        if signer == self.config["signer"] and user.startswith(NODE_USER_PREFIX):
+        node, machines = None, self.config["machines"]
+        if signer in (self.config["signer"], self.config["client_signer"]) and user.startswith(NODE_USER_PREFIX):
             node = api.node(user[len(NODE_USER_PREFIX) :])  # the apiserver not answering: the cycle retries
         try:
             if signer == self.config["signer"]:
-                return (*decide(csr, node, self.azure_api, self.config["machines"]), "SuperclusterNodeAddresses")
+                return (*decide(csr, node, self.azure_api, machines), "SuperclusterNodeAddresses")
             if signer == self.config["client_signer"] and user.startswith(BOOTSTRAP_USER_PREFIX):
                 now = datetime.datetime.now(datetime.timezone.utc)
                 return (*decide_client(csr, self.config, self.azure_api, now), "SuperclusterAttestedJoin")
+            if signer == self.config["client_signer"] and user.startswith(NODE_USER_PREFIX):
+                return (*decide_renewal(csr, node, self.azure_api, machines), "SuperclusterNodeRenewal")
         except (OSError, subprocess.SubprocessError, KeyError, ValueError) as error:
             return Verdict.WAIT, f"Azure did not answer: {error}", ""
-        return None  # another signer, or a node renewing its own client certificate (the controller-manager's)
+        return None  # another signer, or a client request from someone else (an operator's to decide)
 
     def consider(self, api, csr):
         name = csr["metadata"]["name"]

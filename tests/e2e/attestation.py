@@ -71,6 +71,11 @@ class Attestation:
         self.vms[machine.ip] = entry
         self._write()
 
+    def remove(self, address: str) -> None:
+        """The VM at ``address`` is gone: IMDS and Resource Manager know it no more."""
+        self.vms.pop(address, None)
+        self._write()
+
     def approver_config(self, rendered: dict, root_path: str) -> dict:
         """The approver's settings with the box's root (at ``root_path`` on the machine) for Azure's, and the
         stand-in's address for Resource Manager's."""
