@@ -134,6 +134,68 @@ def test_a_run_leaves_linecache_as_it_found_it():
     assert all(mtime is not None for name, mtime in after.items() if before.get(name) is not None)
 
 
+def _recorded_stacks(monkeypatch) -> list[bytes]:
+    """Every resource's recorded stack and source position as the engine receives them, for resources made
+    from a few lines through helpers and a constructor of their own, the same lines many times."""
+    from plan import mocks
+
+    sent: list[bytes] = []
+    register = mocks.RecordingMonitor.RegisterResource
+
+    def recording(self, request):
+        if request.type == "bench:index:Bare":
+            sent.append(request.stackTrace.SerializeToString() + request.sourcePosition.SerializeToString())
+        return register(self, request)
+
+    class Typed(pulumi.CustomResource):
+        def __init__(self, name: str) -> None:
+            super().__init__("bench:index:Bare", name, {})
+
+    def helper(depth: int, name: str) -> None:
+        if depth:
+            helper(depth - 1, name)
+        else:
+            Typed(name)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mocks.RecordingMonitor, "RegisterResource", recording)
+        run_declarations(lambda: [helper(index % 3, f"r{index}") for index in range(12)])
+    return sent
+
+
+def test_a_stack_position_made_once_per_line_is_what_the_sdk_makes_per_frame(monkeypatch):
+    """``_RememberedSourcePositions`` (plan/runner.py) hands out the position made first for a file and line:
+    every resource's stack and source position are the same bytes as the SDK's own function makes them."""
+    from plan import runner
+
+    remembered = _recorded_stacks(monkeypatch)
+
+    class Unchanged:
+        def restore(self) -> None:
+            pass
+
+    monkeypatch.setattr(runner, "_RememberedSourcePositions", Unchanged)
+    made_per_frame = _recorded_stacks(monkeypatch)
+    assert len(remembered) == 12 and len(set(remembered)) == 3  # three depths of helper
+    assert remembered == made_per_frame
+    assert all(b"/tests/stacks/test_performance.py" in sent for sent in remembered)
+
+
+def test_a_run_leaves_the_sdks_source_positions_as_it_found_them():
+    import pulumi.runtime.resource as sdk
+
+    original = sdk._get_source_position_for_frame
+    run_declarations(lambda: pulumi.CustomResource("bench:index:Bare", "r", {}))
+    assert sdk._get_source_position_for_frame is original
+
+    def fail() -> None:
+        raise RuntimeError("from the program")
+
+    with contextlib.suppress(Exception):
+        run_declarations(fail)
+    assert sdk._get_source_position_for_frame is original
+
+
 def test_the_benchmarks_replay_registers_every_machine_as_the_plan_sent_it(dev_plan, tmp_path):
     """``resources.json`` points at a machine's cloud-init instead of holding its customData: the benchmark's
     replay puts it back, so it registers what the plan registered (benchmarks/plan_benchmark.py)."""
