@@ -1,5 +1,7 @@
 """supercluster: load config, build the cluster, export outputs. Nothing else lives here."""
 
+import datetime
+
 import pulumi
 
 from components import declare
@@ -28,6 +30,7 @@ from infra.assembly.machine_image import DEDICATED_KIND, kind_of_pool
 from infra.catalog.image_refs import cache_prefixes
 from infra.config import naming
 from infra.config.sizing import shards
+from infra.control_plane import token_minting
 from infra.day2.deploy_rules import APISERVER_SCALE_SET_RECORD, MONITORING_OUTPUT, ROLLOUT_OUTPUT
 from infra.etcd.backup import account_url
 from infra.etcd.membership_change import CLIENT_URL_OUTPUTS
@@ -234,6 +237,8 @@ ClusterBootstrap(
     provider=control_plane.kubernetes_provider,
     token_id=control_plane.bootstrap_token_id,
     token_secret=control_plane.bootstrap_token_secret,
+    # The program's one clock read: the first token lives a day from this run (set once, ignore_changes).
+    first_token_expiration=token_minting.first_token_expiration(datetime.datetime.now(datetime.UTC)),
 )
 addons = ClusterAddons(
     f"{config.cluster_name}-addons",

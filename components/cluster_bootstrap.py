@@ -6,14 +6,14 @@ token minter's RBAC and admission policy, the PodGroup CRD and the scheduler's a
 Priority and Fairness objects. The objects themselves are rendered in ``infra.control_plane.cluster_objects``
 and ``infra.control_plane.token_minting`` (the token).
 
-The first token expires ``token_minting.LIFETIME_SECONDS`` after this program first creates it; the minter on
-the apiservers mints every later one. Its ``stringData`` is set once, at creation (``ignore_changes``): a later
-``pulumi up`` neither extends its life nor touches what the minter writes.
+The first token expires at ``first_token_expiration``, which the program passes in (``__main__.py`` reads the
+clock, so this component stays a pure declaration); the minter on the apiservers mints every later one. Its
+``stringData`` is set once, at creation (``ignore_changes``): a later ``pulumi up`` neither extends its life nor
+touches what the minter writes.
 """
 
 from __future__ import annotations
 
-import datetime
 import re
 
 import pulumi
@@ -32,6 +32,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
         provider: pulumi.ProviderResource,
         token_id: pulumi.Input[str],
         token_secret: pulumi.Input[str],
+        first_token_expiration: str,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("supercluster:cluster_bootstrap:ClusterBootstrap", name, None, opts)
@@ -40,7 +41,6 @@ class ClusterBootstrap(pulumi.ComponentResource):
             declare.kubernetes(_logical_name(name, document), document, in_cluster)
             for document in cluster_objects.cluster_objects(config)
         ]
-        expiration = token_minting.first_token_expiration(datetime.datetime.now(datetime.UTC))
         token = declare.kubernetes(
             f"{name}-bootstrap-token",
             {
@@ -52,7 +52,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
                 },
                 "type": token_minting.BOOTSTRAP_TOKEN_TYPE,
                 "stringData": pulumi.Output.all(token_id, token_secret).apply(
-                    lambda parts: token_minting.bootstrap_token_data(parts[0], parts[1], expiration)
+                    lambda parts: token_minting.bootstrap_token_data(parts[0], parts[1], first_token_expiration)
                 ),
             },
             pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(ignore_changes=["stringData"])),
