@@ -36,6 +36,24 @@ def test_every_cloud_init_reads_item_by_item_exactly_as_parsed_whole(dev_plan, p
         assert cloud_init_entries(text) == {entry["path"]: entry for entry in whole}
 
 
+def test_the_cloud_init_read_back_from_customdata_is_what_decoding_it_gives(dev_plan):
+    """The plan reads a machine's cloud-init from the customData the request carries: what the program encoded
+    is looked up by that base64 (``cloudinit.encoded_text``), anything else decoded, the same text either way."""
+    import base64
+
+    sent = [r for r in dev_plan.registrations if artifacts._raw_custom_data(r) is not None]
+    assert len(sent) > 5
+    for registration in sent:
+        raw = artifacts._raw_custom_data(registration)
+        assert custom_data_of(registration) == base64.b64decode(raw).decode(), registration.name
+    for text in ("#cloud-config\nruncmd:\n- [echo, é]\n", "", "x" * 1000):
+        encoded = cloudinit.custom_data(text, "a test")
+        assert cloudinit.encoded_text(encoded) == text == artifacts._decoded(encoded)
+    elsewhere = base64.b64encode(b"#cloud-config\nbootcmd: [never encoded here]\n").decode()
+    assert cloudinit.encoded_text(elsewhere) is None
+    assert artifacts._decoded(elsewhere) == "#cloud-config\nbootcmd: [never encoded here]\n"
+
+
 @pytest.mark.parametrize(
     "text",
     [
