@@ -21,6 +21,7 @@ alias itself).
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
@@ -102,12 +103,24 @@ def _registration(
     inputs = {
         key: pulumi.Output.secret(value) if key in secret else value for key, value in _without_none(props).items()
     }
-    return (
-        token,
-        name,
-        {**{key: None for key in outputs}, **inputs},
-        pulumi.ResourceOptions.merge(_defaults(token, secret), opts),
-    )
+    return token, name, {**{key: None for key in outputs}, **inputs}, _options(token, secret, opts)
+
+
+def _options(token: str, secret: Sequence[str], opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
+    """``opts`` with the provider's version where it names none and the secret properties ahead of its own
+    additional secret outputs: what ``ResourceOptions.merge(_defaults(token, secret), opts)`` sends, from one
+    shallow copy. ``merge`` copies both sides and rebuilds every list option, about 15 µs of each resource's
+    declaration (1,600 in a 30,000-node plan), to add two fields; what it normalises besides (``depends_on``
+    as a list, ``providers`` as a map) the SDK normalises itself when it registers. Never ``opts`` itself: a
+    caller may pass one ``ResourceOptions`` to resources of several providers."""
+    if opts is None:
+        return _defaults(token, secret)
+    options = copy.copy(opts)
+    if options.version is None:
+        options.version = provider_version(token.split(":", 1)[0])
+    if secret:
+        options.additional_secret_outputs = [*secret, *(opts.additional_secret_outputs or ())]
+    return options
 
 
 class _Azure(Declared):

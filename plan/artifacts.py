@@ -22,7 +22,7 @@ import yaml
 
 from infra.assembly import machine_image
 from infra.boot import yaml_text
-from infra.boot.cloudinit import COMPRESSED
+from infra.boot.cloudinit import COMPRESSED, encoded_text
 from plan.json_text import json_text
 from plan.mocks import SECRET, Registration
 
@@ -124,6 +124,11 @@ def _entry(item: str) -> dict[str, Any] | None:
 
 
 def _decoded(raw: str) -> str:
+    """``raw`` decoded, or as it is if it is not base64 of UTF-8 text. What the program encoded itself is looked
+    up (``cloudinit.encoded_text``: the text it encoded, by the very base64 the request carries)."""
+    known = encoded_text(raw)
+    if known is not None:
+        return known
     try:
         return base64.b64decode(raw, validate=True).decode()
     except (binascii.Error, UnicodeDecodeError):

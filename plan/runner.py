@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
@@ -177,6 +178,7 @@ def run_declarations(
         try:
             line_cache = _SettledLineCache()
             loop, monitor, declared = _prepare(stack, config or {}, stack_outputs, line_cache)
+            positions = _RememberedSourcePositions()
             try:
                 with _cyclic_gc_paused():
                     try:
@@ -190,6 +192,7 @@ def run_declarations(
                 loop.close()
                 asyncio.set_event_loop(None)
                 line_cache.restore()
+                positions.restore()
         except BaseException as error:  # noqa: BLE001 - handed to the caller's thread, unchanged
             outcome["error"] = error
         finally:
@@ -368,6 +371,34 @@ class _SettledLineCache:
                 cache[filename] = entry
         self._originals.clear()
         self._size = -1
+
+
+class _RememberedSourcePositions:
+    """For the length of a run, the SDK's source position of a stack frame is made once per file and line, not
+    once per frame it records; ``restore`` puts the SDK's own function back.
+
+    With every resource the SDK records each frame below the resource's constructor as a source position
+    (``pulumi.runtime.resource._get_stack_trace``), each made afresh: a ``pathlib.Path`` of the frame's file
+    turned into a ``file://`` URI, about 3 µs, for 8,700 frames in a 30,000-node plan that come from a few
+    hundred lines. The position depends on the file name and line alone, and the message the SDK builds from
+    it copies it, so the one made first for a line is handed out again: what the engine receives is the
+    same."""
+
+    def __init__(self) -> None:
+        self._original = sdk_resource._get_source_position_for_frame
+        made: dict[tuple[str, int | None], Any] = {}
+
+        def remembered(frame: Any) -> Any:
+            key = (frame.filename, frame.lineno)
+            position = made.get(key, made)
+            if position is made:
+                position = made[key] = self._original(frame)
+            return position
+
+        sdk_resource._get_source_position_for_frame = remembered
+
+    def restore(self) -> None:
+        sdk_resource._get_source_position_for_frame = self._original
 
 
 async def _resolve_outputs() -> dict[str, Any]:

@@ -14,6 +14,7 @@ import sys
 import typing
 from typing import Any
 
+import pulumi
 import pytest
 from pulumi import _types
 
@@ -203,6 +204,44 @@ def test_absent_means_absent_and_undeclared_outputs_are_refused():
 
     run = run_declarations(program)
     assert run.named("routes").inputs == {"routeTableName": "r", "resourceGroupName": "g", "routes": [{"name": "a"}]}
+
+
+def test_options_send_what_merging_the_defaults_would():
+    """``_options`` builds from one copy what ``ResourceOptions.merge(_defaults(...), opts)`` built: each
+    resource below is declared both ways and must be registered with the same options, dependencies and
+    inputs, and the caller's options are left as they were."""
+    token = "tls:index/privateKey:PrivateKey"
+    secret = declare.SECRET_PROPERTIES[token]
+    given: list[pulumi.ResourceOptions | None] = []
+
+    def program():
+        first = pulumi.CustomResource("random:index/randomId:RandomId", "first", {"byteLength": 8})
+        given.extend(
+            [
+                None,
+                pulumi.ResourceOptions(protect=True, ignore_changes=["algorithm"]),
+                pulumi.ResourceOptions(depends_on=first, version="9.9.9"),
+                pulumi.ResourceOptions(depends_on=[first], additional_secret_outputs=["publicKeyPem"]),
+                pulumi.ResourceOptions(parent=first, delete_before_replace=True, retain_on_delete=True),
+            ]
+        )
+        for index, opts in enumerate(given):
+            declare.tls("PrivateKey", f"declared-{index}", {"algorithm": "ED25519"}, opts)
+            merged = pulumi.ResourceOptions.merge(declare._defaults(token, secret), opts)
+            pulumi.CustomResource(token, f"merged-{index}", {"algorithm": "ED25519"}, merged)
+
+    run = run_declarations(program)
+    for index in range(len(given)):
+        declared, merged = run.named(f"declared-{index}"), run.named(f"merged-{index}")
+        assert (declared.options, declared.dependencies, declared.inputs, declared.parent) == (
+            merged.options,
+            merged.dependencies,
+            merged.inputs,
+            merged.parent,
+        ), index
+    assert given[2] is not None and given[2].version == "9.9.9"
+    assert given[3] is not None and given[3].additional_secret_outputs == ["publicKeyPem"]
+    assert all(opts is None or opts.version in (None, "9.9.9") for opts in given)
 
 
 @pytest.mark.slow  # a fresh interpreter plans dev, about a second: the slow stage

@@ -36,6 +36,24 @@ def test_every_cloud_init_reads_item_by_item_exactly_as_parsed_whole(dev_plan, p
         assert cloud_init_entries(text) == {entry["path"]: entry for entry in whole}
 
 
+def test_the_cloud_init_read_back_from_customdata_is_what_decoding_it_gives(dev_plan):
+    """The plan reads a machine's cloud-init from the customData the request carries: what the program encoded
+    is looked up by that base64 (``cloudinit.encoded_text``), anything else decoded, the same text either way."""
+    import base64
+
+    sent = [r for r in dev_plan.registrations if artifacts._raw_custom_data(r) is not None]
+    assert len(sent) > 5
+    for registration in sent:
+        raw = artifacts._raw_custom_data(registration)
+        assert custom_data_of(registration) == base64.b64decode(raw).decode(), registration.name
+    for text in ("#cloud-config\nruncmd:\n- [echo, é]\n", "", "x" * 1000):
+        encoded = cloudinit.custom_data(text, "a test")
+        assert cloudinit.encoded_text(encoded) == text == artifacts._decoded(encoded)
+    elsewhere = base64.b64encode(b"#cloud-config\nbootcmd: [never encoded here]\n").decode()
+    assert cloudinit.encoded_text(elsewhere) is None
+    assert artifacts._decoded(elsewhere) == "#cloud-config\nbootcmd: [never encoded here]\n"
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -132,6 +150,68 @@ def test_a_run_leaves_linecache_as_it_found_it():
     after = {name: entry[1] for name, entry in linecache.cache.items() if len(entry) == 4}
     assert after[declare.__file__] == before[declare.__file__]
     assert all(mtime is not None for name, mtime in after.items() if before.get(name) is not None)
+
+
+def _recorded_stacks(monkeypatch) -> list[bytes]:
+    """Every resource's recorded stack and source position as the engine receives them, for resources made
+    from a few lines through helpers and a constructor of their own, the same lines many times."""
+    from plan import mocks
+
+    sent: list[bytes] = []
+    register = mocks.RecordingMonitor.RegisterResource
+
+    def recording(self, request):
+        if request.type == "bench:index:Bare":
+            sent.append(request.stackTrace.SerializeToString() + request.sourcePosition.SerializeToString())
+        return register(self, request)
+
+    class Typed(pulumi.CustomResource):
+        def __init__(self, name: str) -> None:
+            super().__init__("bench:index:Bare", name, {})
+
+    def helper(depth: int, name: str) -> None:
+        if depth:
+            helper(depth - 1, name)
+        else:
+            Typed(name)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mocks.RecordingMonitor, "RegisterResource", recording)
+        run_declarations(lambda: [helper(index % 3, f"r{index}") for index in range(12)])
+    return sent
+
+
+def test_a_stack_position_made_once_per_line_is_what_the_sdk_makes_per_frame(monkeypatch):
+    """``_RememberedSourcePositions`` (plan/runner.py) hands out the position made first for a file and line:
+    every resource's stack and source position are the same bytes as the SDK's own function makes them."""
+    from plan import runner
+
+    remembered = _recorded_stacks(monkeypatch)
+
+    class Unchanged:
+        def restore(self) -> None:
+            pass
+
+    monkeypatch.setattr(runner, "_RememberedSourcePositions", Unchanged)
+    made_per_frame = _recorded_stacks(monkeypatch)
+    assert len(remembered) == 12 and len(set(remembered)) == 3  # three depths of helper
+    assert remembered == made_per_frame
+    assert all(b"/tests/stacks/test_performance.py" in sent for sent in remembered)
+
+
+def test_a_run_leaves_the_sdks_source_positions_as_it_found_them():
+    import pulumi.runtime.resource as sdk
+
+    original = sdk._get_source_position_for_frame
+    run_declarations(lambda: pulumi.CustomResource("bench:index:Bare", "r", {}))
+    assert sdk._get_source_position_for_frame is original
+
+    def fail() -> None:
+        raise RuntimeError("from the program")
+
+    with contextlib.suppress(Exception):
+        run_declarations(fail)
+    assert sdk._get_source_position_for_frame is original
 
 
 def test_the_benchmarks_replay_registers_every_machine_as_the_plan_sent_it(dev_plan, tmp_path):
