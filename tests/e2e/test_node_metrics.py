@@ -142,10 +142,10 @@ def _condition(csr: dict) -> dict | None:
 
 
 def test_every_real_kubelet_serves_a_certificate_the_cluster_ca_verifies_for_its_address(box: Cluster):
-    """Its serving CSR was approved by the approver for the Node's own addresses and signed by the
-    controller-manager; the kubelet's port presents that certificate, which curl verifies against the cluster
-    CA for the node's IP (exit 0; 60 on the old self-signed certificate). Unauthenticated, the kubelet answers
-    401."""
+    """Its serving CSR was approved by the approver for its VM's name and NIC address in Azure's word (the VM its
+    own providerID names; the NAT host's through its network profile's NIC) and signed by the controller-manager;
+    the kubelet's port presents that certificate, which curl verifies against the cluster CA for the node's IP
+    (exit 0; 60 on the old self-signed certificate). Unauthenticated, the kubelet answers 401."""
     for node in box.real_nodes:
         user = f"system:node:{node.machine.name}"
 
