@@ -138,6 +138,7 @@ grant_join_approver(
     cluster_name=config.cluster_name,
     node_resource_group_id=node_group.id,
     nat_host_ids={str(index): host.vm.id for index, host in enumerate(nat_hosts.hosts)},
+    nat_host_nic_ids={str(index): host.nic.id for index, host in enumerate(nat_hosts.hosts)},
     subscription_id=subscription_id,
 )
 registry = ImageRegistry(

@@ -105,13 +105,18 @@ def grant_join_approver(
     cluster_name: str,
     node_resource_group_id: pulumi.Input[str],
     nat_host_ids: Mapping[str, pulumi.Input[str]],
+    nat_host_nic_ids: Mapping[str, pulumi.Input[str]],
     subscription_id: pulumi.Input[str],
 ) -> None:
-    """The apiservers' read of the VMs a node may join as: the node certificates' approver asks Azure Resource
-    Manager for the VM a joining node names (its ``vmId`` and computer name; infra/control_plane/csr_approval.py).
-    Reader on the node group (every pool's scale-set instances) and on each NAT host, nothing else."""
+    """The apiservers' read of the VMs a node may be: the node certificates' approver asks Azure Resource Manager
+    for the VM a joining node names (its ``vmId`` and computer name) and for the NICs of a Node's VM (the addresses
+    its serving certificate may name; infra/control_plane/csr_approval.py). Reader on the node group (every pool's
+    scale-set instances and their NICs), on each NAT host and on each NAT host's NIC (a resource of its own, beside
+    the VM), nothing else."""
     grants = [("nodes", "nodes", node_resource_group_id, READER_ROLE)] + [
-        (f"nat-{host}", f"nat/{host}", scope, READER_ROLE) for host, scope in sorted(nat_host_ids.items())
+        (f"{kind}-{host}", f"{kind}/{host}", scope, READER_ROLE)
+        for kind, scopes in (("nat", nat_host_ids), ("nat-nic", nat_host_nic_ids))
+        for host, scope in sorted(scopes.items())
     ]
     _grant_each(name, identities, cluster_name, "join-approver", roles.APISERVER.identity, grants, subscription_id)
 

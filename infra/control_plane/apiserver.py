@@ -93,7 +93,8 @@ def apiserver_flags(
         "endpoint-reconciler-type": "lease",
         **etcd,
         # Every kubelet serves a certificate from the cluster CA (serverTLSBootstrap), approved only for its
-        # Node's own addresses (infra/control_plane/csr_approval.py): logs, exec and port-forward verify it.
+        # VM's name and addresses in Azure's word (infra/control_plane/csr_approval.py): logs, exec and
+        # port-forward verify it.
         "kubelet-certificate-authority": pki.cert_path(pki.CLUSTER_CA),
         "kubelet-client-certificate": pki.cert_path(pki.KUBELET_CLIENT),
         "kubelet-client-key": pki.key_path(pki.KUBELET_CLIENT),

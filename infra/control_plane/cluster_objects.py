@@ -5,8 +5,8 @@ client certificate with Azure's attested proof of the machine (infra/node/join.p
 apiserver approves it only when that proof names the node (infra/control_plane/csr_approval.py), and
 kube-controller-manager's csrsigning signs it with the cluster CA. The token's group may create CSRs, and no
 more: it is not granted the ``nodeclient`` subresource, so the controller-manager's csrapproving never
-approves a request sent with it. Renewals are approved by csrapproving for ``system:nodes`` via
-``selfnodeclient`` (a node's request for its own name).
+approves a request sent with it. No one is granted ``selfnodeclient`` either: a node's renewal of its own
+certificate is the approver's too, approved only while Azure still has the node's VM.
 """
 
 from __future__ import annotations
@@ -41,12 +41,6 @@ def _binding(name: str, role: str, subject_kind: str, subject: str) -> dict[str,
 def node_join_rbac() -> list[dict[str, Any]]:
     return [
         _binding("supercluster:node-bootstrapper", "system:node-bootstrapper", "Group", BOOTSTRAP_GROUP),
-        _binding(
-            "supercluster:node-autoapprove-certificate-rotation",
-            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
-            "Group",
-            "system:nodes",
-        ),
         # kube-proxy runs on every node with the node's own certificate (infra/node/kube_proxy.py).
         _binding("supercluster:node-proxier", "system:node-proxier", "Group", "system:nodes"),
         # kubectl logs/exec/port-forward: the apiserver's client identity towards kubelets.

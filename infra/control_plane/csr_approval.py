@@ -1,23 +1,30 @@
 """Who approves a node's certificates: a program on every apiserver VM, with its own narrow RBAC.
 
-Two kinds of request reach it (``machine/control_plane/csr_approver.py``):
+Three kinds of request reach it (``machine/control_plane/csr_approver.py``):
 
 - a kubelet's serving certificate (``serverTLSBootstrap``, infra/node/kubelet.py), a
   ``kubernetes.io/kubelet-serving`` CSR that kube-controller-manager signs once approved but never approves:
-  approved only for the Node's own registered addresses; the apiserver then checks every kubelet it calls
-  against the cluster CA (``--kubelet-certificate-authority``), and so does Prometheus;
+  approved only for what Azure says of the VM the Node's ``spec.providerID`` names (one of this cluster's that may
+  be a node, with the Node's name as its computer name): that name, and the private addresses of its NICs' primary
+  IP configurations (not its pods', the secondary ones), never the addresses the Node reports; the apiserver then
+  checks every kubelet it calls against the cluster CA (``--kubelet-certificate-authority``), and so does
+  Prometheus;
 - a new node's client certificate, the ``kubernetes.io/kube-apiserver-client-kubelet`` CSR its boot program
   sends with the bootstrap token (infra/node/join.py): approved only when Azure's attested document, bound to
   the request's key, and Azure Resource Manager's record of the VM the request names say it is the machine of
   that name, of a node pool's scale set or a NAT host of this cluster (recognised by the names the program gives
   them: ``node_machines``). Nothing else approves those (the bootstrap token
-  is not granted ``nodeclient``: infra/control_plane/cluster_objects.py).
+  is not granted ``nodeclient``: infra/control_plane/cluster_objects.py);
+- a node's renewal of its client certificate, the same signer's CSR sent as the node itself: approved only for
+  its own name while Azure still has the VM its Node's providerID names, under that name (no one is granted
+  ``selfnodeclient``, so the controller-manager approves none).
 
 The unit is in the cloud-init every apiserver shares; every copy may decide a request, and the apiserver accepts
 one approval per resourceVersion. Its client certificate (CN ``pki.CSR_APPROVER_USER``) is issued by the program
 like the other components' and fetched from Key Vault at boot; its RBAC is
 ``infra.control_plane.cluster_objects.csr_approver_rbac``. It reads Azure as the apiserver's identity
-(``supercluster-imds-token``), which may read the node resource group and the NAT hosts (components/identities.py).
+(``supercluster-imds-token``), which may read the node resource group and the NAT hosts and their NICs
+(components/identities.py).
 What it reaches outside the cluster, at run time only and never at boot: ``attestation.RUN_TIME_HOSTS``
 (Resource Manager, Microsoft's certificate hosts; docs/security.md, "What the approver reaches").
 """
@@ -80,6 +87,7 @@ def approver_config(config: ClusterConfig) -> str:
         "compute_api_version": attestation.COMPUTE_API_VERSION,
         "arm_endpoint": attestation.ARM_ENDPOINT,
         "arm_api_version": attestation.ARM_API_VERSION,
+        "network_api_version": attestation.NETWORK_API_VERSION,
         "arm_ca_file": None,  # the machine's root store
         "token_command": [IMDS_TOKEN_SCRIPT, attestation.ARM_ENDPOINT + "/"],
         "intermediate_hosts": list(attestation.INTERMEDIATE_HOSTS),
@@ -95,7 +103,7 @@ def add_approver_unit(cloud: CloudConfig, config: ClusterConfig) -> None:
     add_boot_program(
         cloud,
         unit=UNIT,
-        description="Approve node certificates: serving ones for each Node's addresses, client ones for attested VMs",
+        description="Approve node certificates: serving ones for Azure's addresses, client ones for attested VMs",
         script=SCRIPT,
         source="control_plane/csr_approver.py",
         config=CONFIG,

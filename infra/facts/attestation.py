@@ -47,6 +47,14 @@ INTERMEDIATE_HOSTS = ("caissuers.microsoft.com", "www.microsoft.com")
 ARM_HOST = "management.azure.com"
 ARM_ENDPOINT = f"https://{ARM_HOST}"
 ARM_API_VERSION = "2024-07-01"
+# The NICs of the VM a Node's providerID names, which the approver reads for the addresses a kubelet's serving
+# certificate may name: a scale set's instance's at ``<instance>/networkInterfaces`` (Microsoft.Compute's path,
+# served by Microsoft.Network), a VM's at the IDs its ``properties.networkProfile.networkInterfaces`` lists. The
+# scale-set path takes only some Network API versions (azure-rest-api-specs issue 19477 quotes Resource Manager's
+# list for ``virtualMachineScaleSets/networkInterfaces``; later Network specs still point that path at
+# stable/2018-10-01/vmssNetworkInterface.json, issue 21141); 2018-10-01 is on that list and a stable Network
+# version for ``networkInterfaces`` too, so one version serves both.
+NETWORK_API_VERSION = "2018-10-01"
 # The VM's own compute metadata, whose ``resourceId`` the node claims (the version machine/node/provider_id.py asks).
 COMPUTE_PATH = "/metadata/instance/compute"
 COMPUTE_API_VERSION = "2021-02-01"

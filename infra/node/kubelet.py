@@ -100,7 +100,7 @@ def config(*, cluster_dns: str, max_pods: int, taints: Sequence[Taint]) -> dict[
         "tlsCipherSuites": list(TLS_CIPHER_SUITES),
         "rotateCertificates": True,
         # The serving certificate from the cluster CA too, requested through a kubernetes.io/kubelet-serving CSR
-        # and rotated like the client one; approved only for the Node's own addresses
+        # and rotated like the client one; approved only for its VM's name and addresses in Azure's word
         # (infra/control_plane/csr_approval.py). Until then kubelet serves no logs, exec or metrics.
         "serverTLSBootstrap": True,
         "protectKernelDefaults": True,  # the values kubelet expects are in infra/node/sysctls.py

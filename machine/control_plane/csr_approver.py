@@ -8,8 +8,13 @@ A kubelet's serving certificate (``kubernetes.io/kubelet-serving``), which the c
 approved when it was sent by ``system:node:<name>`` (group ``system:nodes``); its subject is exactly that user in
 organization ``system:nodes``; it asks for no usage beyond digital signature, key encipherment and server auth
 (server auth included); it names at least one DNS or IP name and nothing else (no e-mail, URI or other name); the
-Node ``<name>`` exists; and every DNS name is one of that Node's Hostname/InternalDNS/ExternalDNS addresses and
-every IP one of its InternalIP/ExternalIP addresses.
+Node ``<name>`` exists; and Azure says what it may name, not the Node, whose addresses its own kubelet writes. The
+Node's ``spec.providerID`` (which the node also wrote) is taken only when it names one of this cluster's VMs that
+may be a node, and Azure Resource Manager has that VM with the computer name ``<name>`` (as for a client
+certificate, below); then every IP must be the private address of a primary IP configuration of one of that VM's
+NICs (a pod's address, a secondary configuration, is not the node's to serve as) and every DNS name the computer
+name, the one name Azure and the Node agree on. An IP or a name beyond those, a providerID elsewhere or a VM Azure
+does not have is denied: none of them changes while the VM lives.
 
 A new node's client certificate (``kubernetes.io/kube-apiserver-client-kubelet``, sent with the bootstrap token by
 the node's boot program, ``machine/node/node_join.py``), which nothing else approves: approved when it comes from
@@ -20,15 +25,20 @@ whose nonce is the request's own public key's, which is fresh, and whose subscri
 names is one of this cluster's that may be a node (an instance of a scale set of the node resource group named with
 the node pools' prefix, or a VM named with the NAT hosts' prefix), which Azure Resource Manager says has the
 document's ``vmId`` and the computer name ``<name>``. A document that cannot be verified for any reason (an
-intermediate not fetched included) is denied; the node then asks again with a new key and document. A renewal,
-sent as the node itself, is the controller-manager's (it approves a node's request for its own name).
+intermediate not fetched included) is denied; the node then asks again with a new key and document.
+
+A node's renewal of its client certificate (the same signer, sent as ``system:node:<name>`` by kubelet's rotation),
+which nothing else approves (no one is granted ``selfnodeclient``): approved when its subject is exactly that
+node in ``system:nodes``, with client auth and no other name, and Azure still has the Node's VM as for a serving
+certificate (its providerID one of this cluster's node or NAT VMs, with the computer name ``<name>``). A VM Azure
+no longer has is denied, so a stolen node certificate stops renewing once its VM is gone.
 
 At run time, and only here, it reaches outside the cluster: Azure Resource Manager (HTTPS), and the intermediate
 certificates its signer's Authority Information Access names, fetched over HTTP only from Microsoft's certificate
 hosts it is given, with no redirect, and cached on disk.
 
-A request that can never pass is denied; one that may pass later (no such Node yet, a name not yet among its
-addresses, Azure not answering) is left pending and looked at again. Each decision is logged with its reason.
+A request that can never pass is denied; one that may pass later (no such Node yet, a Node without a
+providerID, Azure not answering) is left pending and looked at again. Each decision is logged with its reason.
 Every apiserver runs a copy: an approval is an update with the request's resourceVersion, so when two copies
 decide at once the apiserver takes one and answers the other 409, which is logged and skipped.
 Usage: supercluster-csr-approver CONFIG_JSON   (rendered by infra/control_plane/csr_approval.py)
@@ -67,8 +77,8 @@ RESOURCE_ID = re.compile(
     r"(?:virtualMachineScaleSets/([^/]+)/virtualMachines/(\d+)|virtualMachines/([^/]+))",
     re.IGNORECASE,
 )
-DNS_ADDRESS_TYPES = {"Hostname", "InternalDNS", "ExternalDNS"}
-IP_ADDRESS_TYPES = {"InternalIP", "ExternalIP"}
+# What kubelet writes in spec.providerID (machine/node/provider_id.py): this scheme, then the VM's resource ID.
+PROVIDER_PREFIX = "azure://"
 FINAL_CONDITIONS = {"Approved", "Denied", "Failed"}
 # Object identifiers (RFC 5280, RFC 2985) and the GeneralName tags of a subjectAltName (RFC 5280 4.2.1.6).
 COMMON_NAME, ORGANIZATION = "2.5.4.3", "2.5.4.10"
@@ -166,9 +176,9 @@ def read_request(der):
 # ---------------------------------------------------------------- the decision
 
 
-def decide(csr, node):
-    """``(verdict, reason)`` for a ``kubernetes.io/kubelet-serving`` request ``csr`` and the Node its requester
-    names (``None`` if there is none)."""
+def decide(csr, node, azure, machines):
+    """``(verdict, reason)`` for a ``kubernetes.io/kubelet-serving`` request ``csr``, the Node its requester
+    names (``None`` if there is none) and what Azure says of that Node's VM. Azure not answering raises OSError."""
     spec = csr["spec"]
     user = spec.get("username", "")
     if not user.startswith(NODE_USER_PREFIX) or NODES_GROUP not in spec.get("groups", []):
@@ -190,19 +200,38 @@ def decide(csr, node):
         return Verdict.DENY, "no DNS or IP name"
     if node is None:
         return Verdict.WAIT, f"no Node {node_name!r}"
-    addresses = node.get("status", {}).get("addresses", [])
-    dns = {a["address"] for a in addresses if a.get("type") in DNS_ADDRESS_TYPES}
+    vm, verdict, reason = node_vm(node, azure, machines)
+    if verdict:
+        return verdict, reason
     ips = set()
-    for address in addresses:
-        if address.get("type") in IP_ADDRESS_TYPES:
-            try:
-                ips.add(str(ipaddress.ip_address(address["address"])))
-            except ValueError:
-                continue
-    foreign = [name for name in request["dns"] if name not in dns] + [ip for ip in request["ips"] if ip not in ips]
+    for nic in azure.nics(vm):
+        for configuration in nic.get("properties", {}).get("ipConfigurations", []):
+            properties = configuration.get("properties", {})
+            if properties.get("primary") and properties.get("privateIPAddress"):
+                ips.add(str(ipaddress.ip_address(properties["privateIPAddress"])))
+    foreign = [name for name in request["dns"] if name != node_name] + [ip for ip in request["ips"] if ip not in ips]
     if foreign:
-        return Verdict.WAIT, f"{', '.join(foreign)} not among Node {node_name}'s addresses"
-    return Verdict.APPROVE, f"every name is among Node {node_name}'s addresses"
+        return Verdict.DENY, f"{', '.join(foreign)} not among VM {node_name}'s name and primary IPs {sorted(ips)}"
+    return Verdict.APPROVE, f"every name is VM {node_name}'s in Azure's word"
+
+
+def node_vm(node, azure, machines):
+    """``(Azure's record of the VM, None, "")`` for the VM a Node's ``spec.providerID`` names when that is one of
+    this cluster's that may be a node and has the Node's name as its computer name; ``(None, verdict, reason)``
+    otherwise. The node wrote its providerID, so only Azure's answer for it is believed."""
+    name = node["metadata"]["name"]
+    provider = node.get("spec", {}).get("providerID", "")
+    if not provider:
+        return None, Verdict.WAIT, f"Node {name} has no providerID yet"
+    resource_id = provider[len(PROVIDER_PREFIX) :] if provider.startswith(PROVIDER_PREFIX) else ""
+    rendered = cluster_vm(resource_id, azure.subscription(), machines)
+    if rendered is None:
+        return None, Verdict.DENY, f"Node {name}'s providerID {provider} is no node pool's or NAT host's VM"
+    vm = azure.vm(resource_id)
+    verdict, reason = check_vm(vm, None, name, rendered)
+    if verdict != Verdict.APPROVE:
+        return None, verdict, f"Node {name}'s providerID {provider}: {reason}"
+    return {**vm, "id": resource_id}, None, ""
 
 
 def pem_body(pem):
@@ -227,24 +256,53 @@ def check_client_request(csr, config):
     user = spec.get("username", "")
     if not user.startswith(BOOTSTRAP_USER_PREFIX) or config["bootstrap_group"] not in spec.get("groups", []):
         return Verdict.DENY, f"requested by {user!r}, not by a node's bootstrap token", None
-    usages = set(spec.get("usages", []))
-    if not usages <= CLIENT_USAGES or REQUIRED_CLIENT_USAGE not in usages:
-        return Verdict.DENY, f"usages {sorted(usages)} are not client auth within {sorted(CLIENT_USAGES)}", None
-    try:
-        request = read_request(base64.b64decode(pem_body(base64.b64decode(spec["request"]))))
-    except (KeyError, ValueError, IndexError, UnicodeDecodeError) as error:
-        return Verdict.DENY, f"unreadable request: {error}", None
-    subject = request["subject"]
-    common_names = subject.get(COMMON_NAME, [])
-    name = common_names[0][len(NODE_USER_PREFIX) :] if len(common_names) == 1 else ""
-    if not name or common_names[0] != NODE_USER_PREFIX + name or subject.get(ORGANIZATION) != [NODES_GROUP]:
-        return Verdict.DENY, f"subject {subject} is not CN={NODE_USER_PREFIX}<name>, O={NODES_GROUP}", None
-    if len(subject) != 2 or request["dns"] or request["ips"] or request["others"]:
-        return Verdict.DENY, "a name beside the node's own", None
+    reason, name, request = read_client_request(spec)
+    if reason:
+        return Verdict.DENY, reason, None
     document, vm = annotations.get(config["document_annotation"]), annotations.get(config["vm_annotation"])
     if not document or not vm:
         return Verdict.DENY, "no attested document and VM (not sent by the node's join program)", None
     return None, "", {"name": name, "public_key": request["public_key"], "document": document, "vm": vm}
+
+
+def read_client_request(spec):
+    """``("", node name, request)`` for a client request for exactly ``system:node:<name>`` in ``system:nodes``
+    with client auth and no other name; ``(reason, "", None)`` otherwise."""
+    usages = set(spec.get("usages", []))
+    if not usages <= CLIENT_USAGES or REQUIRED_CLIENT_USAGE not in usages:
+        return f"usages {sorted(usages)} are not client auth within {sorted(CLIENT_USAGES)}", "", None
+    try:
+        request = read_request(base64.b64decode(pem_body(base64.b64decode(spec["request"]))))
+    except (KeyError, ValueError, IndexError, UnicodeDecodeError) as error:
+        return f"unreadable request: {error}", "", None
+    subject = request["subject"]
+    common_names = subject.get(COMMON_NAME, [])
+    name = common_names[0][len(NODE_USER_PREFIX) :] if len(common_names) == 1 else ""
+    if not name or common_names[0] != NODE_USER_PREFIX + name or subject.get(ORGANIZATION) != [NODES_GROUP]:
+        return f"subject {subject} is not CN={NODE_USER_PREFIX}<name>, O={NODES_GROUP}", "", None
+    if len(subject) != 2 or request["dns"] or request["ips"] or request["others"]:
+        return "a name beside the node's own", "", None
+    return "", name, request
+
+
+def decide_renewal(csr, node, azure, machines):
+    """``(verdict, reason)`` for a node's request, as itself, for a new client certificate: only for its own name,
+    and only while Azure has the VM its Node's providerID names, under that name (``node_vm``)."""
+    spec = csr["spec"]
+    user = spec.get("username", "")
+    if not user.startswith(NODE_USER_PREFIX) or NODES_GROUP not in spec.get("groups", []):
+        return Verdict.DENY, f"requested by {user!r}, not by a node"
+    reason, name, _ = read_client_request(spec)
+    if reason:
+        return Verdict.DENY, reason
+    if NODE_USER_PREFIX + name != user:
+        return Verdict.DENY, f"{user} asks for {name}'s certificate"
+    if node is None:
+        return Verdict.WAIT, f"no Node {name!r}"
+    _, verdict, reason = node_vm(node, azure, machines)
+    if verdict:
+        return verdict, reason
+    return Verdict.APPROVE, f"Azure still has VM {name}"
 
 
 def cluster_vm(resource_id, subscription, machines):
@@ -288,11 +346,12 @@ def check_document(document, public_key, subscription, nonce_length, now):
 
 
 def check_vm(vm, vm_id, name, rendered):
-    """``(verdict, reason)`` for Azure Resource Manager's record of the VM the request names."""
+    """``(verdict, reason)`` for Azure Resource Manager's record of the VM the request names (and, unless
+    ``vm_id`` is None, the one the attested document names)."""
     if vm is None:
         return Verdict.DENY, "Azure knows no such VM"
     properties = vm.get("properties", {})
-    if str(properties.get("vmId", "")).lower() != str(vm_id).lower():
+    if vm_id is not None and str(properties.get("vmId", "")).lower() != str(vm_id).lower():
         return Verdict.DENY, f"the attested document is VM {vm_id}'s, not this VM's ({properties.get('vmId')})"
     computer = str(properties.get("osProfile", {}).get("computerName", "")).lower()
     kind, prefix = rendered
@@ -397,7 +456,8 @@ def fetch(url):
 
 
 class Azure:
-    """What Azure says: this VM's subscription (IMDS) and a VM's record (Resource Manager, as this VM's identity)."""
+    """What Azure says: this VM's subscription (IMDS), a VM's record and its NICs' (Resource Manager, as this VM's
+    identity)."""
 
     def __init__(self, config):
         self.config = config
@@ -415,12 +475,12 @@ class Azure:
             self.own_subscription = self.get(url, {"Metadata": "true"})["subscriptionId"]
         return self.own_subscription
 
-    def vm(self, resource_id):
-        """The VM's record, or None if Azure has none."""
+    def arm(self, resource_id, api_version):
+        """Resource Manager's answer for ``resource_id``, or None if Azure has no such resource."""
         token = subprocess.run(self.config["token_command"], capture_output=True, text=True, timeout=120)
         if token.returncode != 0:
             raise OSError(f"no Azure token: {token.stderr.strip()}")
-        query = urllib.parse.urlencode({"api-version": self.config["arm_api_version"]})
+        query = urllib.parse.urlencode({"api-version": api_version})
         context = ssl.create_default_context(cafile=self.config.get("arm_ca_file"))
         url = f"{self.config['arm_endpoint']}{urllib.parse.quote(resource_id)}?{query}"
         try:
@@ -429,6 +489,21 @@ class Azure:
             if error.code == 404:
                 return None
             raise
+
+    def vm(self, resource_id):
+        """The VM's record, or None if Azure has none."""
+        return self.arm(resource_id, self.config["arm_api_version"])
+
+    def nics(self, vm):
+        """The NICs of ``vm`` (a record ``vm`` returned, its ``id`` the resource ID asked): a scale set's instance's
+        listed under it, a VM's each read from its network profile. Raises OSError if one is missing."""
+        version = self.config["network_api_version"]
+        if RESOURCE_ID.fullmatch(vm["id"]).group(3):
+            return (self.arm(vm["id"] + "/networkInterfaces", version) or {}).get("value", [])
+        nics = [self.arm(nic["id"], version) for nic in vm["properties"]["networkProfile"]["networkInterfaces"]]
+        if None in nics:
+            raise OSError(f"a NIC of {vm['id']} is not in Azure yet")
+        return nics
 
 
 def decide_client(csr, config, azure, now):
@@ -518,16 +593,20 @@ class Approver:
     def verdict(self, api, csr):
         """``(verdict, reason, condition reason)``, or None for a request that is not this program's."""
         signer, user = csr["spec"].get("signerName"), csr["spec"].get("username", "")
-        if signer == self.config["signer"]:
-            node = api.node(user[len(NODE_USER_PREFIX) :]) if user.startswith(NODE_USER_PREFIX) else None
-            return (*decide(csr, node), "SuperclusterNodeAddresses")
-        if signer == self.config["client_signer"] and user.startswith(BOOTSTRAP_USER_PREFIX):
-            now = datetime.datetime.now(datetime.timezone.utc)
-            try:
+        node, machines = None, self.config["machines"]
+        if signer in (self.config["signer"], self.config["client_signer"]) and user.startswith(NODE_USER_PREFIX):
+            node = api.node(user[len(NODE_USER_PREFIX) :])  # the apiserver not answering: the cycle retries
+        try:
+            if signer == self.config["signer"]:
+                return (*decide(csr, node, self.azure_api, machines), "SuperclusterNodeAddresses")
+            if signer == self.config["client_signer"] and user.startswith(BOOTSTRAP_USER_PREFIX):
+                now = datetime.datetime.now(datetime.timezone.utc)
                 return (*decide_client(csr, self.config, self.azure_api, now), "SuperclusterAttestedJoin")
-            except (OSError, subprocess.SubprocessError, KeyError, ValueError) as error:
-                return Verdict.WAIT, f"Azure did not answer: {error}", ""
-        return None  # another signer, or a node renewing its own client certificate (the controller-manager's)
+            if signer == self.config["client_signer"] and user.startswith(NODE_USER_PREFIX):
+                return (*decide_renewal(csr, node, self.azure_api, machines), "SuperclusterNodeRenewal")
+        except (OSError, subprocess.SubprocessError, KeyError, ValueError) as error:
+            return Verdict.WAIT, f"Azure did not answer: {error}", ""
+        return None  # another signer, or a client request from someone else (an operator's to decide)
 
     def consider(self, api, csr):
         name = csr["metadata"]["name"]

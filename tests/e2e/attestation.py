@@ -4,7 +4,8 @@ directory of the box's VMs.
 On Azure, IMDS signs each VM's attested document with its ``metadata.azure.com`` certificate, which chains to
 a public root, and Azure Resource Manager says which VM holds a ``vmId``. In the box a test root and a signer
 named like Azure's stand in for that chain (docs/cluster-in-a-box.md), and ``vms.json`` maps each machine's
-address to its name, ``vmId`` (derived from its resource ID) and resource ID; the IMDS stand-in
+address to its name, ``vmId`` (derived from its resource ID), resource ID and NIC addresses (its own, then its
+pods'); the IMDS stand-in
 (``tests/e2e/imds.py``) reads both from the folder, and answers as Resource Manager too, over HTTPS with a
 certificate from the same root, and as Key Vault for the writes of the apiservers' bootstrap-token minter.
 ``approver_config`` and ``minter_config`` are what the box changes in each apiserver's copy of those programs'
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 from infra.node.cni import IMDS_IP
 from tests.e2e import imds
@@ -50,7 +52,7 @@ class Attestation:
         )
         (directory / imds.ARM_CERT).write_text(arm.cert_pem)
         (directory / imds.ARM_KEY).write_text(arm.key_pem)
-        self.vms: dict[str, dict[str, str]] = {}
+        self.vms: dict[str, dict[str, Any]] = {}
         self._write()
 
     @staticmethod
@@ -58,9 +60,20 @@ class Attestation:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, machine.azure_id))
 
     def add(self, machine: Machine) -> None:
-        """``machine`` becomes a VM IMDS answers for (its compute metadata, its attested document)."""
-        entry = {"name": machine.name, "vmId": self.vm_id(machine), "resourceId": machine.azure_id}
+        """``machine`` becomes a VM IMDS answers for (its compute metadata, its attested document) and Resource
+        Manager knows (its record, its NIC)."""
+        entry = {
+            "name": machine.name,
+            "vmId": self.vm_id(machine),
+            "resourceId": machine.azure_id,
+            "ips": [machine.ip, *machine.pod_ips],
+        }
         self.vms[machine.ip] = entry
+        self._write()
+
+    def remove(self, address: str) -> None:
+        """The VM at ``address`` is gone: IMDS and Resource Manager know it no more."""
+        self.vms.pop(address, None)
         self._write()
 
     def approver_config(self, rendered: dict, root_path: str) -> dict:

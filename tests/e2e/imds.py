@@ -20,8 +20,12 @@ six hours later, as ``MM/DD/YY HH:MM:SS -0000``), signed with the box's test sig
 
 With the folder, it also stands in for Azure Resource Manager on ``ARM_PORT`` (HTTPS, a certificate for its
 address from the box's attestation root): a GET of a VM's resource ID, with the stand-in token, answers the VM's
-``properties.vmId`` and ``properties.osProfile.computerName``, as the node certificates' approver asks
-(``machine/control_plane/csr_approver.py``); any other ID is 404. On the same port it stands in for Key Vault's
+``properties.vmId`` and ``properties.osProfile.computerName`` (and a standalone VM's
+``properties.networkProfile``), and a GET of a scale-set instance's ``networkInterfaces`` or of a standalone VM's
+NIC answers its NIC, the machine's address as the primary IP configuration and its pods' as secondary ones, as the
+node certificates' approver asks (``machine/control_plane/csr_approver.py``); any other ID is 404. The compute
+metadata names the VM as Azure does (its group, a scale set's instance as ``<scale set>_<instance>``), so the
+node's own ``machine/node/provider_id.py`` writes its real providerID. On the same port it stands in for Key Vault's
 secret writes: a PUT of ``/secrets/<name>`` with the stand-in token and a ``value`` keeps that value in
 ``VAULT_FILE`` in the folder (each name's latest version), as the apiservers' bootstrap-token minter writes the
 nodes' token (``machine/control_plane/token_minter.py``); the harness reads it from there.
@@ -95,11 +99,42 @@ def attested_document(nonce: str, vm_id: str, directory: Path) -> str:
     return base64.b64encode(signed).decode()
 
 
-def vms() -> dict[str, dict[str, str]]:
-    """The box's VM directory: ``{address: {name, vmId, resourceId}}`` (tests/e2e/attestation.py)."""
+def vms() -> dict[str, dict[str, Any]]:
+    """The box's VM directory: ``{address: {name, vmId, resourceId, ips}}`` (tests/e2e/attestation.py)."""
     if ATTESTATION_DIR is None or not (ATTESTATION_DIR / VMS_FILE).exists():
         return {}
     return json.loads((ATTESTATION_DIR / VMS_FILE).read_text())
+
+
+def compute_of(vm: dict[str, Any]) -> dict[str, Any]:
+    """IMDS's compute metadata of a VM of the directory, its names read from its resource ID as Azure gives
+    them: its group, and a scale set's instance named ``<scale set>_<instance id>``."""
+    parts = vm["resourceId"].split("/")
+    group, kind, name = parts[4], parts[7], parts[8]
+    scale_set = name if kind == "virtualMachineScaleSets" else ""
+    return {
+        "resourceGroupName": group,
+        "vmScaleSetName": scale_set,
+        "name": f"{scale_set}_{parts[10]}" if scale_set else name,
+        "osProfile": {"computerName": vm["name"]},
+        "vmId": vm["vmId"],
+        "resourceId": vm["resourceId"],
+    }
+
+
+def nic_id(vm: dict[str, str]) -> str:
+    """A standalone VM's NIC, as its network profile names it."""
+    group, name = vm["resourceId"].split("/")[4], vm["resourceId"].rsplit("/", 1)[1] + "-nic"
+    return f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Network/networkInterfaces/{name}"
+
+
+def nic_of(vm: dict[str, Any]) -> dict[str, Any]:
+    """The VM's NIC as Resource Manager answers it: its address the primary IP configuration, its pods' secondary."""
+    configurations = [
+        {"name": f"ipconfig{i}", "properties": {"privateIPAddress": ip, "primary": i == 0}}
+        for i, ip in enumerate(vm.get("ips", []))
+    ]
+    return {"name": "nic", "properties": {"ipConfigurations": configurations}}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -118,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == NETWORK:
             answer = self._network()
         elif url.path == COMPUTE and vm:
-            answer = {**ANSWERS[COMPUTE], "name": vm["name"], "vmId": vm["vmId"], "resourceId": vm["resourceId"]}
+            answer = {**ANSWERS[COMPUTE], **compute_of(vm)}
         elif url.path == ATTESTED and vm and ATTESTATION_DIR is not None:
             nonce = parse_qs(url.query).get("nonce", [""])[0]
             answer = {"encoding": "pkcs7", "signature": attested_document(nonce, vm["vmId"], ATTESTATION_DIR)}
@@ -148,17 +183,26 @@ class ResourceManager(Handler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = urlparse(self.path).path.lower()
-        found = [vm for vm in vms().values() if vm["resourceId"].lower() == path]
+        known = list(vms().values())
+        found = [vm for vm in known if vm["resourceId"].lower() == path]
+        listed = [vm for vm in known if f"{vm['resourceId']}/networkInterfaces".lower() == path and _in_scale_set(vm)]
+        nics = [vm for vm in known if nic_id(vm).lower() == path and not _in_scale_set(vm)]
         if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
             self._reply(401, {"error": {"code": "AuthenticationFailed"}})
-        elif not found:
-            self._reply(404, {"error": {"code": "ResourceNotFound"}})
-        else:
+        elif found:
             (vm,) = found
-            properties = {"vmId": vm["vmId"], "osProfile": {"computerName": vm["name"]}}
+            properties: dict[str, Any] = {"vmId": vm["vmId"], "osProfile": {"computerName": vm["name"]}}
+            if not _in_scale_set(vm):
+                properties["networkProfile"] = {"networkInterfaces": [{"id": nic_id(vm)}]}
             self._reply(
                 200, {"id": vm["resourceId"], "name": vm["resourceId"].rsplit("/", 1)[1], "properties": properties}
             )
+        elif listed:
+            self._reply(200, {"value": [nic_of(listed[0])]})
+        elif nics:
+            self._reply(200, {"id": nic_id(nics[0]), **nic_of(nics[0])})
+        else:
+            self._reply(404, {"error": {"code": "ResourceNotFound"}})
 
     def do_PUT(self) -> None:  # noqa: N802 - http.server's name
         """Key Vault's Set Secret (learn.microsoft.com/rest/api/keyvault/secrets/set-secret)."""
@@ -177,6 +221,10 @@ class ResourceManager(Handler):
                 stored.with_suffix(".tmp").write_text(json.dumps(secrets))
                 stored.with_suffix(".tmp").replace(stored)
             self._reply(200, {"id": f"https://{IMDS_HOST_NAME}/secrets/{name}", "attributes": {"enabled": True}})
+
+
+def _in_scale_set(vm: dict[str, str]) -> bool:
+    return "/virtualMachineScaleSets/" in vm["resourceId"]
 
 
 def serve_resource_manager(address: str, directory: Path) -> None:

@@ -319,7 +319,8 @@ def start_real_node(
     node_join: Callable[[], None],
 ) -> tuple[RealNode, Process]:
     """Prepares ``machine`` as a real node and starts containerd, the preload, its join (``node_join``: the
-    client certificate kubelet requires) and kubelet (returned), each from its rendered unit."""
+    client certificate kubelet requires) and kubelet (returned, after its providerID drop-in), each from its
+    rendered unit."""
     assert machine.subnet is not None, f"{machine.name}: the plan gives its NIC no subnet"
     node = RealNode(machine, host, machine.subnet, machine.pod_ips)
     node.refused_sysctls = tuple(
@@ -336,6 +337,10 @@ def start_real_node(
     for image in box_images.imported:
         import_image(network, node, image)
     node_join()
+    # kubelet's ExecStartPre, as systemd runs it: its providerID from the IMDS stand-in's compute metadata
+    # (machine/node/provider_id.py), which the serving certificates' approver resolves through Resource Manager.
+    for line in machine.unit(kubelet.UNIT).get("Service", "ExecStartPre"):
+        network.run(host, shlex.split(line), timeout=120)
     kubelet_process = start_unit(kubelet.UNIT)
     return node, kubelet_process
 

@@ -10,6 +10,9 @@ The bootstrap token expires: the minter on the apiserver (``machine/control_plan
 the nodes' group that expires in a day into Key Vault (the stand-in), and a node joins with it; the minter's own
 identity can create nothing but such a token (its RBAC and admission policy, infra/control_plane/token_minting.py);
 and a token past its expiration is refused by the apiserver and deleted by tokencleaner.
+
+A node renews its certificate as itself, approved by the approver (not the controller-manager) only while Azure
+has the VM its Node's providerID names.
 """
 
 from __future__ import annotations
@@ -350,3 +353,45 @@ def test_an_expired_token_is_refused_and_tokencleaner_deletes_it(control_plane: 
         timeout=120,
         interval=2,
     )
+
+
+def _renew(cluster: Cluster, as_node: Path, node: str) -> str:
+    """What kubelet's client rotation sends: a new key's CSR for its own name, as the node (its current
+    certificate); returns its name."""
+    csr_name = f"renewal-{uuid.uuid4().hex[:8]}"
+    _, csr = node_csr(node, csr_name, attestation.KUBELET_CLIENT_SIGNER, ["digital signature", "client auth"])
+    ok, output = _as(cluster, as_node, "create", "-f", "-", input=json.dumps(csr))
+    assert ok, output
+    return csr_name
+
+
+def test_a_node_renews_its_certificate_only_while_azure_has_its_vm(control_plane: Cluster):
+    """No one is granted ``selfnodeclient``, so the controller-manager approves no renewal; the approver approves a
+    node's request for its own name, sent as the node, while Azure (the stand-in as Resource Manager) has the VM
+    its Node's providerID names under that name, and the controller-manager signs it. Once Azure has no such VM,
+    a renewal with the same certificate is denied: a stolen node certificate no longer renews itself."""
+    by_prefix, _ = rendered_node_labels(control_plane.spec.config)
+    own = next(p for p, labels in by_prefix.items() if TEAM_TAINT_KEY not in labels)
+    name = f"{own}zr{uuid.uuid4().hex[:4]}"
+    resource = _as_vm(control_plane, name, own)
+    as_node = _node_certificate(control_plane, name, resource)
+    node = {"metadata": {"name": name, "labels": by_prefix[own]}, "spec": {"providerID": f"azure://{resource}"}}
+    ok, output = _as(
+        control_plane, as_node, "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Node", **node})
+    )
+    assert ok, output
+    renewed = _renew(control_plane, as_node, name)
+    conditions = {c["type"]: c for c in _concluded(control_plane, renewed)["status"]["conditions"]}
+    assert set(conditions) == {"Approved"} and conditions["Approved"]["reason"] == "SuperclusterNodeRenewal", conditions
+    wait_for(
+        "the controller-manager to sign the renewal",
+        lambda: control_plane.get_json("csr", renewed).get("status", {}).get("certificate"),
+        timeout=60,
+        interval=2,
+    )
+    control_plane.attestation.remove(control_plane.admin.ip)  # Azure has the VM no more
+    refused = _renew(control_plane, as_node, name)
+    csr = _concluded(control_plane, refused)
+    conditions = {c["type"]: c for c in csr["status"]["conditions"]}
+    assert set(conditions) == {"Denied"} and "no such VM" in conditions["Denied"]["message"], csr["status"]
+    assert not csr["status"].get("certificate")

@@ -108,14 +108,64 @@ def _now():
     return datetime.datetime.now(datetime.UTC)
 
 
-def test_the_controller_manager_approves_no_request_sent_with_the_bootstrap_token():
-    """Its csrapproving approves a new node's request when the requester may create ``nodeclient``: the token's
-    group is granted node-bootstrapper (create CSRs) and nothing else; renewals stay the node's own."""
+def test_the_controller_manager_approves_no_node_client_request():
+    """Its csrapproving approves a new node's request when the requester may create ``nodeclient``, and a renewal
+    when it may create ``selfnodeclient``: the token's group is granted node-bootstrapper (create CSRs) and
+    nothing else, and no one is granted either subresource, so every node client certificate, renewals included,
+    is the approver's (with Azure's word)."""
     bindings = [o for o in cluster_objects.node_join_rbac() if o["kind"] == "ClusterRoleBinding"]
     token = [b["roleRef"]["name"] for b in bindings if b["subjects"][0]["name"] == attestation.BOOTSTRAP_GROUP]
     assert token == ["system:node-bootstrapper"]
-    renewals = [b["subjects"][0]["name"] for b in bindings if b["roleRef"]["name"].endswith(":selfnodeclient")]
-    assert renewals == [attestation.NODES_GROUP]
+    objects = cluster_objects.cluster_objects(parsed(STACK))
+    granted = [o["roleRef"]["name"] for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    assert not [r for r in granted if r.endswith((":nodeclient", ":selfnodeclient"))], granted
+
+
+def _renewal(name: str, user: str | None = None, **request) -> dict:
+    """A node's request, as itself, for a new client certificate (kubelet's client rotation)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, attestation.NODES_GROUP),
+            x509.NameAttribute(NameOID.COMMON_NAME, attestation.NODE_USER_PREFIX + request.get("cn", name)),
+        ]
+    )
+    pem = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
+    return {
+        "metadata": {"name": f"renewal-{name}"},
+        "spec": {
+            "signerName": attestation.KUBELET_CLIENT_SIGNER,
+            "request": base64.b64encode(pem.public_bytes(serialization.Encoding.PEM)).decode(),
+            "username": user or attestation.NODE_USER_PREFIX + name,
+            "groups": [attestation.NODES_GROUP, "system:authenticated"],
+            "usages": request.get("usages", ["digital signature", "client auth"]),
+        },
+    }
+
+
+def _registered(name: str, resource: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"providerID": f"azure://{resource}"}}
+
+
+def test_a_node_renews_its_client_certificate_only_while_azure_has_its_vm(approver, config):
+    """A renewal is approved only for the node's own name, while Resource Manager still has the VM its Node's
+    providerID names, under that name; a stolen certificate of a node whose VM is gone renews no more (the
+    controller-manager approved every renewal of a node's own name, whatever Azure said)."""
+    name, resource = _instance(parsed(STACK))
+    machines = config["machines"]
+    present = FakeAzure({resource: _record("any", name)})
+    verdict, reason = approver.decide_renewal(_renewal(name), _registered(name, resource), present, machines)
+    assert verdict == approver.Verdict.APPROVE, reason
+    verdict, reason = approver.decide_renewal(_renewal(name), _registered(name, resource), FakeAzure({}), machines)
+    assert verdict == approver.Verdict.DENY and "no such VM" in reason, reason
+    # Another node's name, as this node, or a name beside its own: denied before Azure is asked.
+    other, _ = _instance(parsed(STACK), index=8)
+    for csr in (_renewal(name, cn=other), _renewal(name, usages=["digital signature", "server auth"])):
+        verdict, reason = approver.decide_renewal(csr, _registered(name, resource), present, machines)
+        assert verdict == approver.Verdict.DENY, reason
+    # No Node (deleted, or not yet registered again): pending.
+    verdict, reason = approver.decide_renewal(_renewal(name), None, present, machines)
+    assert verdict == approver.Verdict.WAIT, reason
 
 
 def test_the_genuine_request_of_a_node_pools_vm_is_approved(approver, box, config):

@@ -1,5 +1,7 @@
 """Kubelet serving certificates: the approver's decision, the files and unit every apiserver receives, and the
-RBAC it runs with. Against the real apiserver and kubelets: tests/e2e/test_node_metrics.py."""
+RBAC it runs with. What a certificate may name is Azure's word on the Node's VM (its providerID, its computer name,
+its NICs' primary addresses), not the addresses the Node reports. Against the real apiserver and kubelets:
+tests/e2e/test_node_metrics.py."""
 
 from __future__ import annotations
 
@@ -15,16 +17,70 @@ from cryptography.x509.oid import NameOID
 
 import machine as programs
 from infra.boot.secrets import FETCH_UNIT
+from infra.config import naming
+from infra.config.sizing import shards
 from infra.control_plane import cluster_objects, csr_approval, pki
 from infra.node import kubelet
+from tests.e2e import imds
 from tests.e2e.plan_machines import parse_unit
 from tests.helpers import parsed
 from tests.infra.control_plane_files import approver_program, files, machines
 
-NODE = "box-cpu-000003"
+PROD = parsed("prod")
+MACHINES = csr_approval.node_machines(PROD)
+SHARD = shards(PROD.node_pools[0])[0].name
+NODE = f"{naming.computer_name_prefix(SHARD)}000003"
+NODE_VM = (
+    f"/subscriptions/{imds.SUBSCRIPTION}/resourceGroups/{naming.node_resource_group(PROD.cluster_name)}"
+    f"/providers/Microsoft.Compute/virtualMachineScaleSets/{naming.scale_set(PROD.cluster_name, SHARD)}"
+    "/virtualMachines/3"
+)
+NAT_HOST = naming.nat_host(PROD.cluster_name, 0)
+NAT_VM = (
+    f"/subscriptions/{imds.SUBSCRIPTION}/resourceGroups/{naming.resource_group(PROD.cluster_name)}"
+    f"/providers/Microsoft.Compute/virtualMachines/{NAT_HOST}"
+)
 NODE_IP = "10.1.0.7"
+POD_IP = "10.1.0.9"  # a secondary IP configuration of the node's NIC: a pod's address
 OTHER_NODE_IP = "10.1.0.8"
 SERVING_USAGES = ["digital signature", "key encipherment", "server auth"]
+
+
+def _nic(primary: str, *secondaries: str) -> dict:
+    """A NIC as Resource Manager answers it: its IP configurations, the first the primary."""
+    addresses = [(primary, True), *((a, False) for a in secondaries)]
+    return {
+        "properties": {
+            "ipConfigurations": [
+                {"name": f"ip{i}", "properties": {"privateIPAddress": a, "primary": p}}
+                for i, (a, p) in enumerate(addresses)
+            ]
+        }
+    }
+
+
+class FakeAzure:
+    """Resource Manager's records: VMs by resource ID, and the NICs it answers for a scale set's instance (listed
+    under it) or a VM (by the IDs its network profile names)."""
+
+    def __init__(self, vms: dict | None = None, nics: dict | None = None):
+        self.vms = vms if vms is not None else {NODE_VM: _vm(NODE)}
+        self.nic_records = nics if nics is not None else {NODE_VM: [_nic(NODE_IP, POD_IP)]}
+        self.asked: list[str] = []
+
+    def subscription(self):
+        return imds.SUBSCRIPTION
+
+    def vm(self, resource_id):
+        self.asked.append(resource_id)
+        return self.vms.get(resource_id)
+
+    def nics(self, vm):
+        return self.nic_records[vm["id"]]
+
+
+def _vm(computer_name: str) -> dict:
+    return {"properties": {"osProfile": {"computerName": computer_name}}}
 
 
 @pytest.fixture(scope="module")
@@ -63,32 +119,98 @@ def _csr(request: str | None = None, user: str = f"system:node:{NODE}", usages=S
     }
 
 
-def _node(*addresses: tuple[str, str]) -> dict:
-    registered = addresses or (("InternalIP", NODE_IP), ("Hostname", NODE))
-    return {"metadata": {"name": NODE}, "status": {"addresses": [{"type": t, "address": a} for t, a in registered]}}
+def _node(*addresses: tuple[str, str], name: str = NODE, provider: str = f"azure://{NODE_VM}") -> dict:
+    """A Node as its kubelet registers it: the addresses it reports and the providerID it writes."""
+    registered = addresses or (("InternalIP", NODE_IP), ("Hostname", name))
+    return {
+        "metadata": {"name": name},
+        "spec": {"providerID": provider} if provider else {},
+        "status": {"addresses": [{"type": t, "address": a} for t, a in registered]},
+    }
 
 
-def test_a_request_for_the_nodes_own_registered_names_is_approved(approver):
-    verdict, reason = approver.decide(_csr(), _node())
+def _decide(approver, csr, node, azure=None):
+    return approver.decide(csr, node, azure or FakeAzure(), MACHINES)
+
+
+def test_a_request_for_the_vms_own_name_and_address_is_approved(approver):
+    verdict, reason = _decide(approver, _csr(), _node())
     assert verdict == approver.Verdict.APPROVE, reason
 
 
-def test_a_request_naming_an_address_the_node_does_not_have_is_not_approved(approver):
-    """A node asking for another node's address (to serve as it to the apiserver and Prometheus) is left
-    pending, with the address named in the reason; the old design had no approver and no CA-signed certificate."""
-    verdict, reason = approver.decide(_csr(_request(ips=(NODE_IP, OTHER_NODE_IP))), _node())
-    assert verdict == approver.Verdict.WAIT
-    assert OTHER_NODE_IP in reason
-    verdict, reason = approver.decide(_csr(_request(dns=(NODE, "kubernetes.default.svc"))), _node())
-    assert verdict == approver.Verdict.WAIT and "kubernetes.default.svc" in reason
-    # An IP registered only as a name type, or a name only as an IP type, does not count.
-    verdict, _ = approver.decide(_csr(_request(dns=(), ips=(NODE_IP,))), _node(("Hostname", NODE_IP)))
-    assert verdict == approver.Verdict.WAIT
+def test_a_nat_hosts_request_is_approved_for_its_vms_nic(approver):
+    """A NAT host is a VM, not a scale set's instance: its NICs are the ones its network profile names."""
+    csr = _csr(_request(common_name=f"system:node:{NAT_HOST}", dns=(NAT_HOST,)), user=f"system:node:{NAT_HOST}")
+    azure = FakeAzure({NAT_VM: _vm(NAT_HOST)}, {NAT_VM: [_nic(NODE_IP)]})
+    verdict, reason = _decide(approver, csr, _node(name=NAT_HOST, provider=f"azure://{NAT_VM}"), azure)
+    assert verdict == approver.Verdict.APPROVE, reason
 
 
-def test_a_request_for_a_node_that_does_not_exist_waits(approver):
-    verdict, reason = approver.decide(_csr(), None)
+def test_a_node_reporting_another_vms_address_in_its_status_gets_no_certificate_for_it(approver):
+    """Root on a node writes its Node's status: it reports another node's address and asks for a certificate
+    naming it (to serve as that node to the apiserver and Prometheus). Azure's NICs of the Node's VM do not hold
+    it: denied, the address named. The old approver took the Node's reported addresses and approved."""
+    reported = _node(("InternalIP", NODE_IP), ("InternalIP", OTHER_NODE_IP), ("Hostname", NODE))
+    verdict, reason = _decide(approver, _csr(_request(ips=(NODE_IP, OTHER_NODE_IP))), reported)
+    assert verdict == approver.Verdict.DENY and OTHER_NODE_IP in reason, reason
+    # A DNS name the Node reports is not the VM's computer name: denied too.
+    reported = _node(("InternalIP", NODE_IP), ("Hostname", NODE), ("InternalDNS", "kubernetes.default.svc"))
+    verdict, reason = _decide(approver, _csr(_request(dns=(NODE, "kubernetes.default.svc"))), reported)
+    assert verdict == approver.Verdict.DENY and "kubernetes.default.svc" in reason, reason
+
+
+def test_a_pods_address_on_the_nodes_nic_is_not_the_nodes_to_serve_as(approver):
+    """Azure CNI gives each pod a secondary IP configuration of the node's NIC: only the primary ones count, so a
+    node cannot take a certificate for one of its pods' addresses."""
+    verdict, reason = _decide(approver, _csr(_request(ips=(NODE_IP, POD_IP))), _node(("InternalIP", POD_IP)))
+    assert verdict == approver.Verdict.DENY and POD_IP in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("node", "azure", "why"),
+    [
+        pytest.param(
+            _node(provider=f"azure://{NODE_VM}".replace("/3", "/4")), None, "Azure knows no such VM", id="no-vm"
+        ),
+        pytest.param(_node(), FakeAzure({NODE_VM: _vm(f"{NODE}x")}), "VM is", id="another-vms-name"),
+        pytest.param(
+            _node(provider=f"azure://{NAT_VM}x".replace(NAT_HOST, "prod-apiserver")),
+            None,
+            "no node pool",
+            id="not-a-node-vm",
+        ),
+        pytest.param(_node(provider=NODE_VM), None, "no node pool", id="not-azure"),
+    ],
+)
+def test_a_node_whose_providerid_azure_does_not_confirm_is_denied(approver, node, azure, why):
+    """The node wrote its providerID too: it is taken only when it names one of this cluster's node or NAT VMs and
+    Azure has that VM under the Node's name."""
+    verdict, reason = _decide(approver, _csr(), node, azure)
+    assert verdict == approver.Verdict.DENY and why in reason, reason
+
+
+def test_a_request_for_a_node_that_does_not_exist_or_has_no_providerid_waits(approver):
+    verdict, reason = _decide(approver, _csr(), None)
     assert verdict == approver.Verdict.WAIT and NODE in reason
+    verdict, reason = _decide(approver, _csr(), _node(provider=""))
+    assert verdict == approver.Verdict.WAIT and "providerID" in reason
+
+
+def test_an_azure_that_does_not_answer_leaves_the_serving_request_pending(approver):
+    class Down(FakeAzure):
+        def vm(self, resource_id):
+            raise OSError("connection refused")
+
+    config = {"signer": csr_approval.KUBELET_SERVING_SIGNER, "client_signer": "", "machines": MACHINES}
+    program = approver.Approver(config)
+    program.azure_api = Down()
+
+    class Api:
+        def node(self, name):
+            return _node()
+
+    verdict, reason, _ = program.verdict(Api(), _csr())
+    assert verdict == approver.Verdict.WAIT and "connection refused" in reason, reason
 
 
 @pytest.mark.parametrize(
@@ -108,7 +230,7 @@ def test_a_request_for_a_node_that_does_not_exist_waits(approver):
     ],
 )
 def test_a_request_that_can_never_pass_is_denied(approver, csr):
-    verdict, reason = approver.decide(csr, _node())
+    verdict, reason = _decide(approver, csr, _node())
     assert verdict == approver.Verdict.DENY, reason
 
 

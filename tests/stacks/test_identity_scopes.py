@@ -100,14 +100,27 @@ def _managed_by_autoscaler(run: ProgramRun) -> set[str]:
 
 
 def _read_by_join_approver(run: ProgramRun) -> set[str]:
-    """The VMs a node may join as, which the apiservers' approver reads from Azure: the node group (every
-    scale-set instance) and the NAT hosts."""
+    """The VMs a node may be, which the apiservers' approver reads from Azure: the node group (every scale-set
+    instance and its NICs), the NAT hosts and their NICs."""
     ids = {r.id for r in run.node_scale_sets()}
     config = parsed(run.stack)
     group = naming.node_resource_group(config.cluster_name)
     ids |= {r.id for r in run.of_type(GROUP) if r.inputs["resourceGroupName"] == group}
-    nat_hosts = {naming.nat_host(config.cluster_name, i) for i in range(config.network.nat_hosts.count)}
-    return ids | {r.id for r in run.of_type(VM) if r.inputs["vmName"] in nat_hosts}
+    return ids | set(_nat_hosts_and_nics(run).values())
+
+
+def _nat_hosts_and_nics(run: ProgramRun) -> dict[str, str]:
+    """``{name: id}`` of every NAT host and its NIC (the one its network profile names)."""
+    config = parsed(run.stack)
+    names = {naming.nat_host(config.cluster_name, i) for i in range(config.network.nat_hosts.count)}
+    vms = [r for r in run.of_type(VM) if r.inputs["vmName"] in names]
+    found = {r.inputs["vmName"]: r.id for r in vms}
+    nics = {r.id for r in run.of_type(NIC)}
+    for vm in vms:
+        for interface in vm.inputs["networkProfile"]["networkInterfaces"]:
+            assert interface["id"] in nics, f"{vm.name}'s NIC is not planned"
+            found[interface["id"].rsplit("/", 1)[1]] = interface["id"]
+    return found
 
 
 def test_no_identity_reaches_a_resource_it_does_not_manage(stack_plan):
@@ -161,6 +174,7 @@ def test_the_autoscaler_lists_the_group_it_may_change(stack_plan):
 
 
 VM = "azure-native:compute:VirtualMachine"
+NIC = "azure-native:network:NetworkInterface"
 # Built-in "Reader" (learn.microsoft.com/azure/role-based-access-control/built-in-roles/general#reader): reads only.
 READER_ROLE = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
 
@@ -229,13 +243,15 @@ def test_the_autoscaler_may_change_exactly_the_scale_sets_it_manages(stack_plan)
     assert changed == scale_sets
 
 
-def test_the_apiservers_read_exactly_the_vms_a_node_may_join_as(stack_plan):
-    """The node certificates' approver resolves a joining node's VM through Azure as the apiserver identity:
-    Reader on the node group and on each NAT host, and no other grant of that identity reaches a machine."""
+def test_the_apiservers_read_exactly_the_vms_a_node_may_be_and_their_nics(stack_plan):
+    """The node certificates' approver resolves a joining node's VM, and a Node's VM and its NICs (the addresses
+    a serving certificate may name), through Azure as the apiserver identity: Reader on the node group (scale-set
+    instances and their NICs are under it), on each NAT host and on each NAT host's NIC, which is a resource of
+    its own beside the VM (without that grant Azure answers 403 and a NAT host's serving request waits forever);
+    no other grant of that identity reaches a machine or a NIC."""
     roles = _roles(stack_plan)
     config = parsed(stack_plan.stack)
-    names = {naming.nat_host(config.cluster_name, i) for i in range(config.network.nat_hosts.count)}
-    nat_hosts = {r.id for r in stack_plan.of_type(VM) if r.inputs["vmName"] in names}
+    nat_hosts = set(_nat_hosts_and_nics(stack_plan).values())
     [node_group] = [
         g.id
         for g in stack_plan.of_type(GROUP)
@@ -245,6 +261,6 @@ def test_the_apiservers_read_exactly_the_vms_a_node_may_join_as(stack_plan):
     for grant in stack_plan.of_type(ROLE_ASSIGNMENT):
         [principal] = grant.property_dependencies["principalId"]
         reached = reach(stack_plan, grant.inputs["scope"])
-        if roles[principal] == "apiserver" and any(r.type in (VM, VMSS) for r in reached):
+        if roles[principal] == "apiserver" and any(r.type in (VM, VMSS, NIC) for r in reached):
             scopes[grant.inputs["scope"]] = _role_definition(grant)
     assert set(scopes) == {node_group, *nat_hosts} and set(scopes.values()) == {READER_ROLE}

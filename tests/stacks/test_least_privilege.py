@@ -129,11 +129,13 @@ def test_each_role_reads_exactly_the_secrets_its_machines_fetch_one_secret_per_g
                 assert grant.inputs["roleDefinitionId"].endswith(f"/{VIRTUAL_MACHINE_CONTRIBUTOR_ROLE}")
             continue
         if roles[principal] == "apiserver" and grant.inputs["roleDefinitionId"].endswith(f"/{READER_ROLE}"):
-            # Reader on the node group and each NAT host: the join approver reads the VM a node names
-            # (tests/stacks/test_identity_scopes.py); nothing else of the apiserver's is a machine.
+            # Reader on the node group, each NAT host and its NIC: the node certificates' approver reads the VM a
+            # node names and a Node's VM's NICs (tests/stacks/test_identity_scopes.py); nothing else of the
+            # apiserver's is a machine.
             assert scope is not None and scope.type in (
                 "azure-native:resources:ResourceGroup",
                 "azure-native:compute:VirtualMachine",
+                "azure-native:network:NetworkInterface",
             ), grant.name
             continue
         # No other grant on the vault, the group or the subscription: each names one resource.
