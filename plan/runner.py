@@ -174,7 +174,7 @@ def run_declarations(
     def run() -> None:
         # The program's body is called from this, the thread's first frame, with nothing between: the SDK
         # turns every frame below a resource's constructor into a source position, for every resource
-        # (``_finish``), so each frame of the harness here costs a 30,000-node plan about 0.05 s of CPU.
+        # (``_finish``), so each frame of the harness here costs a 30,000-node plan about 0.01 s of CPU (1,611 frames).
         try:
             line_cache = _SettledLineCache()
             loop, monitor, declared = _prepare(stack, config or {}, stack_outputs, line_cache)
