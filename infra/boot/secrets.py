@@ -66,17 +66,18 @@ def fetch_script(vault_name: str, secrets: Sequence[SecretFile]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def add_identity(cloud: CloudConfig, identity_name: str) -> None:
-    """Names the machine's role identity and installs the token helper every boot script uses."""
-    cloud.add(IDENTITY_FILE, identity_name + "\n")
+def add_identity(cloud: CloudConfig, identity: str) -> None:
+    """Names the machine's role identity (its resource ID below the subscription,
+    ``naming.role_identity_below_subscription``) and installs the token helper every boot script uses."""
+    cloud.add(IDENTITY_FILE, identity + "\n")
     cloud.add(IMDS_TOKEN_SCRIPT, _IMDS_TOKEN_SOURCE.read_text(), permissions="0755")
 
 
 def add_secret_fetching(
-    cloud: CloudConfig, vault_name: str, secrets: Sequence[SecretFile], before: Sequence[str], identity_name: str
+    cloud: CloudConfig, vault_name: str, secrets: Sequence[SecretFile], before: Sequence[str], identity: str
 ) -> None:
     """Adds the role identity, the fetch script and the boot unit that runs it ahead of ``before``."""
-    add_identity(cloud, identity_name)
+    add_identity(cloud, identity)
     cloud.add(FETCH_SCRIPT_PATH, fetch_script(vault_name, secrets), permissions="0700")
     cloud.add(
         f"/etc/systemd/system/{FETCH_UNIT}",

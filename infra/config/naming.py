@@ -63,6 +63,15 @@ def role_identity(cluster: str, role: str) -> str:
     return f"{cluster}-id-{role}"
 
 
+def role_identity_below_subscription(cluster: str, role: str) -> str:
+    """The role identity's resource ID without its subscription, as a machine names it to IMDS
+    (``machine/shared/imds_token.py``): declared in the cluster's resource group, whichever group the machine is in."""
+    return (
+        f"/resourceGroups/{resource_group(cluster)}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/"
+        f"{role_identity(cluster, role)}"
+    )
+
+
 def node_scale_set_prefix(cluster: str) -> str:
     """What every node pool's scale-set name starts with; the rest is the shard's name, which is also its
     instances' computer-name prefix (``computer_name_prefix``). The node certificates' approver recognises the

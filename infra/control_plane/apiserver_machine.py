@@ -201,7 +201,7 @@ def apiserver_cloud_config(spec: ClusterSpec, etcd: Mapping[str, str]) -> CloudC
         naming.key_vault(config.cluster_name),
         pki.apiserver_secret_files(pki.certificates()),
         before=units,
-        identity_name=naming.role_identity(config.cluster_name, roles.APISERVER.identity),
+        identity=naming.role_identity_below_subscription(config.cluster_name, roles.APISERVER.identity),
     )
     cloud.runcmd.append(["systemctl", "enable", "--now", *units])
     return cloud

@@ -233,7 +233,7 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
         vault_name,
         member_secret_files(cluster, member),
         before=[ETCD_UNIT],
-        identity_name=naming.role_identity(cluster.cluster_name, cluster.role),
+        identity=naming.role_identity_below_subscription(cluster.cluster_name, cluster.role),
     )
     cloud.runcmd += [
         [INSTALL_PATH],

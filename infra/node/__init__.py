@@ -51,7 +51,7 @@ class NodeSpec:
     cluster_dns: str  # the cluster DNS service IP
     cluster_cidr: str  # the address space every pod address lives in (network.addressSpace)
     vault_name: str  # Key Vault holding the cluster CA and the bootstrap token
-    identity_name: str  # the role identity that reads them (infra.config.naming.role_identity)
+    identity: str  # the role identity that reads them (infra.config.naming.role_identity_below_subscription)
     registry_login_server: str  # the cluster's registry, e.g. prodacr1a2b3c.azurecr.io
     images: tuple[str, ...]  # preloaded and pinned; the first is containerd's sandbox (pause) image
     local_disks: LocalDisks
@@ -93,9 +93,7 @@ def node_cloud_config(spec: NodeSpec, before_kubelet: Sequence[Callable[[CloudCo
     pinned_images.add_preload(cloud, spec.registry_login_server, spec.images)
     if spec.gpus:
         gpu.add_gpu_check(cloud, spec.gpus, spec.nvswitch)
-    add_secret_fetching(
-        cloud, spec.vault_name, NODE_JOIN_FILES, before=[kubelet.UNIT], identity_name=spec.identity_name
-    )
+    add_secret_fetching(cloud, spec.vault_name, NODE_JOIN_FILES, before=[kubelet.UNIT], identity=spec.identity)
     kubelet.add_kubelet(
         cloud,
         server=spec.apiserver_endpoint,

@@ -93,7 +93,7 @@ def joining_node(
         cluster_dns=addresses.dns_service_ip,
         cluster_cidr=str(config.network.address_space),
         vault_name=vault_name,
-        identity_name=naming.role_identity(config.cluster_name, role),
+        identity=naming.role_identity_below_subscription(config.cluster_name, role),
         registry_login_server=registry_login_server,
         images=images,
         local_disks=LocalDisks.of(size),

@@ -3,9 +3,11 @@
 
 A VM may carry more than one user-assigned identity (CPU nodes also carry the cluster
 autoscaler's), and the instance metadata service then needs to be told which one to use.
-The role identity's name is in /etc/supercluster/identity; its resource ID is built from
-this VM's own subscription and resource group, read from the metadata service, so nothing
-in cloud-init depends on values known only after deployment.
+/etc/supercluster/identity holds the role identity's resource ID below the subscription
+(``/resourceGroups/<group>/providers/Microsoft.ManagedIdentity/userAssignedIdentities/<name>``): the
+identities live in the cluster's resource group, and a node scale set's VMs in the node resource
+group, so the VM's own group does not name it. The subscription is read from the metadata service,
+so nothing in cloud-init depends on values known only after deployment.
 Usage: supercluster-imds-token RESOURCE   (e.g. https://vault.azure.net)
 """
 
@@ -32,10 +34,9 @@ def get(path, query):
 
 def identity_resource_id():
     with open(IDENTITY_FILE) as handle:
-        name = handle.read().strip()
+        below_subscription = handle.read().strip()
     compute = get("/metadata/instance/compute", {"api-version": "2021-02-01"})
-    return (f"/subscriptions/{compute['subscriptionId']}/resourceGroups/{compute['resourceGroupName']}"
-            f"/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}")
+    return f"/subscriptions/{compute['subscriptionId']}{below_subscription}"
 
 
 def main(resource):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 import threading
@@ -11,6 +12,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from infra.boot.secrets import _IMDS_TOKEN_SOURCE
+from infra.config import naming
 
 
 class FakeImds(BaseHTTPRequestHandler):
@@ -25,7 +27,8 @@ class FakeImds(BaseHTTPRequestHandler):
             self.end_headers()
             return
         if url.path == "/metadata/instance/compute":
-            body = {"subscriptionId": "sub-1", "resourceGroupName": "prod-rg"}
+            # A node scale set's VM: in the node resource group, its identity in the cluster's.
+            body = {"subscriptionId": "sub-1", "resourceGroupName": "prod-nodes-rg"}
         else:
             body = {"access_token": f"token-for-{query['msi_res_id'].rsplit('/', 1)[-1]}"}
         payload = json.dumps(body).encode()
@@ -40,7 +43,7 @@ class FakeImds(BaseHTTPRequestHandler):
 
 def test_token_is_requested_for_the_named_role_identity(tmp_path):
     identity = tmp_path / "identity"
-    identity.write_text("prod-id-node\n")
+    identity.write_text(naming.role_identity_below_subscription("prod", "node") + "\n")
     server = HTTPServer(("127.0.0.1", 0), FakeImds)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -72,14 +75,46 @@ def test_token_is_requested_for_the_named_role_identity(tmp_path):
     )
 
 
-def test_every_machine_names_its_role_identity(dev_plan):
+def test_every_machine_asks_imds_for_an_identity_it_carries(dev_plan):
+    """What each VM and scale set's token helper asks IMDS for (its identity file, with the subscription and
+    resource group IMDS reports for that machine) is one of the identities the plan attaches to it: IMDS answers
+    400 for any other, and the machine never gets its secrets."""
     from plan.artifacts import collect_files
+    from plan.mocks import MOCK_SUBSCRIPTION
 
     files = collect_files(dev_plan.registrations)
-    identities = {
-        path.split("/")[0]: text.strip() for path, text in files.items() if path.endswith("etc/supercluster/identity")
-    }
-    assert identities, "every VM and scale set names its identity"
-    for machine, identity in identities.items():
-        role = identity.removeprefix("dev-id-")
-        assert role in {"etcd", "events-etcd", "apiserver", "node", "nat"}, (machine, identity)
+    helper = runpy.run_path(str(_IMDS_TOKEN_SOURCE))
+    machines = [
+        r
+        for r in dev_plan.registrations
+        if r.type in ("azure-native:compute:VirtualMachine", "azure-native:compute:VirtualMachineScaleSet")
+    ]
+    assert {r.inputs["resourceGroupName"] for r in machines} == {"dev-rg", "dev-nodes-rg"}
+    for machine in machines:
+        (identity_file,) = [text for path, text in files.items() if path == f"{machine.name}/etc/supercluster/identity"]
+        compute = {"subscriptionId": MOCK_SUBSCRIPTION, "resourceGroupName": machine.inputs["resourceGroupName"]}
+        asked = _asked_for(helper, identity_file, compute)
+        # The plan's mock IDs spell the type's plural by rule (".../userAssignedIdentitys/..."); Azure's is
+        # userAssignedIdentities: compared by group and name.
+        carried = {_group_and_name(i) for i in machine.inputs["identity"]["userAssignedIdentities"]}
+        assert asked.startswith(f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/"), asked
+        assert "/providers/Microsoft.ManagedIdentity/userAssignedIdentities/" in asked, asked
+        assert _group_and_name(asked) in carried, (machine.name, asked, carried)
+
+
+def _asked_for(helper: dict, identity_text: str, compute: dict) -> str:
+    """``identity_resource_id`` of the helper as the machine runs it, its file and IMDS's answer given."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix="-identity") as handle:
+        handle.write(identity_text)
+        handle.flush()
+        function = helper["identity_resource_id"]
+        function.__globals__["IDENTITY_FILE"] = handle.name
+        function.__globals__["get"] = lambda path, query: compute
+        return function()
+
+
+def _group_and_name(resource_id: str) -> tuple[str, str]:
+    parts = resource_id.split("/")
+    return parts[parts.index("resourceGroups") + 1], parts[-1]

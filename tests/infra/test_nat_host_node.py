@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infra.boot.cloudinit import render
+from infra.config import naming
 from infra.nat_hosts import NAT_HOST_MAX_PODS, NAT_HOST_TAINTS, nat_host_cloud_config
 from infra.network.addressing import plan_addresses
 from infra.network.traffic_counters import boot_steps
@@ -29,7 +30,7 @@ def test_nat_host_joins_tainted_with_kube_proxy_and_its_own_identity():
     ]
     assert kubelet_config["maxPods"] == NAT_HOST_MAX_PODS
     assert "/etc/systemd/system/kube-proxy.service" in files
-    assert files["/etc/supercluster/identity"].strip() == "dev-id-nat"
+    assert files["/etc/supercluster/identity"].strip() == naming.role_identity_below_subscription("dev", "nat")
     assert any("SUPERCLUSTER-NAT-FWD" in text for text in files.values())
 
 

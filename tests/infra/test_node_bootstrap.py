@@ -11,6 +11,7 @@ import machine
 from infra.boot import local_disk
 from infra.boot.cloudinit import CloudConfig, custom_data, render
 from infra.boot.secret_names import NODE_JOIN_FILES
+from infra.config import naming
 from infra.config.cluster_config import Taint
 from infra.facts.labels import ROLE_CPU, ROLE_GPU, node_labels
 from infra.node import NodeSpec, containerd, gpu, kube_proxy, kubelet, node_cloud_config, pinned_images, sysctls
@@ -26,7 +27,7 @@ def spec(**changes) -> NodeSpec:
         cluster_dns="172.20.0.10",
         cluster_cidr="10.0.0.0/8",
         vault_name="prod-kv-123456",
-        identity_name="prod-id-node",
+        identity=naming.role_identity_below_subscription("prod", "node"),
         registry_login_server="prodacr123456.azurecr.io",
         images=("registry.k8s.io/pause:3.10", "nvcr.io/nvidia/pytorch:24.05-py3"),
         local_disks=LocalDisks(nvme_disks=8),

@@ -95,7 +95,8 @@ def _fetched(run: ProgramRun) -> dict[str, set[str]]:
         identities = [roles[i] for i in machine.inputs["identity"]["userAssignedIdentities"]]
         assert machine.inputs["identity"]["type"] == "UserAssigned", machine.name
         # The machine's boot scripts sign in as the role its identity file names ...
-        role = files[f"{machine.name}/etc/supercluster/identity"].strip().removeprefix(f"{run.stack}-id-")
+        named = files[f"{machine.name}/etc/supercluster/identity"].strip()
+        role = named.rsplit("/", 1)[-1].removeprefix(f"{run.stack}-id-")
         # ... which is its only identity, but for system-pool nodes, which also carry the cluster autoscaler's.
         assert identities == [role] or (identities == ["node", "autoscaler"] and "pool-platform" in machine.name), (
             machine.name,
