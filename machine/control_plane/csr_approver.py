@@ -33,9 +33,9 @@ node in ``system:nodes``, with client auth and no other name, and Azure still ha
 certificate (its providerID one of this cluster's node or NAT VMs, with the computer name ``<name>``). A VM Azure
 no longer has is denied, so a stolen node certificate stops renewing once its VM is gone.
 
-At run time, and only here, it reaches outside the cluster: Azure Resource Manager (HTTPS), and the intermediate
-certificates its signer's Authority Information Access names, fetched over HTTP only from Microsoft's certificate
-hosts it is given, with no redirect, and cached on disk.
+At run time, and only here, it reaches outside the cluster: Azure Resource Manager (HTTPS, one token from IMDS
+serving five minutes of reads), and the intermediate certificates its signer's Authority Information Access
+names, fetched over HTTP only from Microsoft's certificate hosts it is given, with no redirect, and cached on disk.
 
 A request that can never pass is denied; one that may pass later (no such Node yet, a Node without a
 providerID, Azure not answering) is left pending and looked at again. Each decision is logged with its reason.
@@ -91,6 +91,10 @@ RESYNC = 300
 WAITING = 5
 RETRY = 5
 TIMEOUT = 30
+# One Resource Manager token serves this long. An Entra access token lives 60-90 minutes by default
+# (learn.microsoft.com, "Access tokens in the Microsoft identity platform", Token lifetime), and IMDS allows a VM
+# 5 requests a second (learn.microsoft.com, "Azure Instance Metadata Service", Rate limiting).
+TOKEN_REUSE_SECONDS = 300
 
 
 class Verdict:
@@ -462,6 +466,17 @@ class Azure:
     def __init__(self, config):
         self.config = config
         self.own_subscription = None
+        self.token, self.token_until = None, 0.0
+
+    def bearer(self):
+        """This VM's Resource Manager token, asked of IMDS at most once every ``TOKEN_REUSE_SECONDS``: each ask is
+        two IMDS requests, and a burst of joining nodes makes a few Resource Manager reads each."""
+        if self.token is None or time.monotonic() >= self.token_until:
+            token = subprocess.run(self.config["token_command"], capture_output=True, text=True, timeout=120)
+            if token.returncode != 0:
+                raise OSError(f"no Azure token: {token.stderr.strip()}")
+            self.token, self.token_until = token.stdout.strip(), time.monotonic() + TOKEN_REUSE_SECONDS
+        return self.token
 
     def get(self, url, headers, context=None):
         request = urllib.request.Request(url, headers=headers)
@@ -477,17 +492,16 @@ class Azure:
 
     def arm(self, resource_id, api_version):
         """Resource Manager's answer for ``resource_id``, or None if Azure has no such resource."""
-        token = subprocess.run(self.config["token_command"], capture_output=True, text=True, timeout=120)
-        if token.returncode != 0:
-            raise OSError(f"no Azure token: {token.stderr.strip()}")
         query = urllib.parse.urlencode({"api-version": api_version})
         context = ssl.create_default_context(cafile=self.config.get("arm_ca_file"))
         url = f"{self.config['arm_endpoint']}{urllib.parse.quote(resource_id)}?{query}"
         try:
-            return self.get(url, {"Authorization": f"Bearer {token.stdout.strip()}"}, context)
+            return self.get(url, {"Authorization": f"Bearer {self.bearer()}"}, context)
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return None
+            if error.code == 401:  # refused: the next read asks IMDS for a new token
+                self.token = None
             raise
 
     def vm(self, resource_id):

@@ -369,3 +369,30 @@ def test_the_signers_intermediate_comes_only_from_microsofts_hosts_and_anything_
             reason
         )
     assert fetched == ([] if case == "a host off the list" else [url])
+
+
+def test_the_approver_asks_imds_for_one_resource_manager_token_per_reuse_period(approver, tmp_path, monkeypatch):
+    """Each ask is two IMDS requests (IMDS allows a VM 5 a second) and a node's decision makes two or three Resource
+    Manager reads: one token serves them all until it is ``TOKEN_REUSE_SECONDS`` old, or Resource Manager refuses it."""
+    asked = tmp_path / "asked"
+    command = ["sh", "-c", f"echo x >> {asked}; echo token-$(wc -l < {asked})"]
+    azure = approver.Azure({"token_command": command, "arm_endpoint": "https://arm.invalid"})
+    sent = []
+
+    def get(url, headers, context=None):
+        sent.append(headers["Authorization"])
+        if url.endswith("refused?api-version=v"):
+            raise approver.urllib.error.HTTPError(url, 401, "refused", {}, None)
+        return {"id": url}
+
+    monkeypatch.setattr(azure, "get", get)
+    for _ in range(3):
+        azure.arm("/vm", "v")
+    assert sent == ["Bearer token-1"] * 3
+    with pytest.raises(approver.urllib.error.HTTPError):
+        azure.arm("/refused", "v")
+    azure.arm("/vm", "v")  # a refused token is not used again
+    assert sent[-1] == "Bearer token-2"
+    azure.token_until = 0.0  # as if TOKEN_REUSE_SECONDS had passed
+    azure.arm("/vm", "v")
+    assert sent[-1] == "Bearer token-3" and asked.read_text().count("x") == 3
