@@ -91,9 +91,9 @@ RESYNC = 300
 WAITING = 5
 RETRY = 5
 TIMEOUT = 30
-# One Resource Manager token serves this long. An Entra access token lives 60-90 minutes by default
-# (learn.microsoft.com, "Access tokens in the Microsoft identity platform", Token lifetime), and IMDS allows a VM
-# 5 requests a second (learn.microsoft.com, "Azure Instance Metadata Service", Rate limiting).
+# One Resource Manager token serves this long. An Entra access token lives 60-90 minutes by default (Microsoft
+# identity platform documentation, "Access tokens", Token lifetime), and IMDS allows a VM 5 requests a second
+# (Azure Instance Metadata Service documentation, Rate limiting).
 TOKEN_REUSE_SECONDS = 300
 
 
