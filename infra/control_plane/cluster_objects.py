@@ -16,7 +16,7 @@ from typing import Any
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
 from infra.config.sizing import shards
-from infra.control_plane import admission, flowcontrol, pki, token_minting
+from infra.control_plane import admission, csr_approval, flowcontrol, pki, token_minting
 from infra.control_plane.csr_approval import KUBELET_SERVING_SIGNER
 from infra.control_plane.scheduler import POD_GROUP_LABEL
 from infra.facts import attestation
@@ -49,6 +49,7 @@ def node_join_rbac() -> list[dict[str, Any]]:
 
 
 CSR_APPROVER_ROLE = "supercluster:csr-approver"
+COORDINATION = "coordination.k8s.io"
 CERTIFICATES = "certificates.k8s.io"
 
 
@@ -77,11 +78,39 @@ def csr_approver_rbac() -> list[dict[str, Any]]:
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         ],
     }
-    return [role, _binding(CSR_APPROVER_ROLE, CSR_APPROVER_ROLE, "User", pki.CSR_APPROVER_USER)]
+    lease_role = {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "Role",
+        "metadata": {"name": CSR_APPROVER_ROLE, "namespace": csr_approval.LEASE_NAMESPACE},
+        "rules": [
+            {
+                "apiGroups": [COORDINATION],
+                "resources": ["leases"],
+                "resourceNames": [csr_approval.LEASE],
+                "verbs": ["get", "update"],
+            }
+        ],
+    }
+    return [
+        role,
+        _binding(CSR_APPROVER_ROLE, CSR_APPROVER_ROLE, "User", pki.CSR_APPROVER_USER),
+        lease_role,
+        _role_binding(csr_approval.LEASE_NAMESPACE, CSR_APPROVER_ROLE, pki.CSR_APPROVER_USER),
+        csr_approver_lease(),
+    ]
+
+
+def csr_approver_lease() -> dict[str, Any]:
+    """The approvers' Lease, declared here without a holder (the copies write its spec), so no approver needs the
+    right to create a Lease."""
+    return {
+        "apiVersion": f"{COORDINATION}/v1",
+        "kind": "Lease",
+        "metadata": {"name": csr_approval.LEASE, "namespace": csr_approval.LEASE_NAMESPACE},
+    }
 
 
 MINTER_ROLE = "supercluster:bootstrap-token-minter"
-COORDINATION = "coordination.k8s.io"
 
 
 def token_minter_rbac() -> list[dict[str, Any]]:
@@ -104,14 +133,18 @@ def token_minter_rbac() -> list[dict[str, Any]]:
             },
         ],
     }
-    binding = {
+    return [role, _role_binding(namespace, MINTER_ROLE, pki.TOKEN_MINTER_USER)]
+
+
+def _role_binding(namespace: str, role: str, user: str) -> dict[str, Any]:
+    """Binds the Role ``role`` of ``namespace`` (and the binding has its name) to one user."""
+    return {
         "apiVersion": f"{RBAC}/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": MINTER_ROLE, "namespace": namespace},
-        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": MINTER_ROLE},
-        "subjects": [{"apiGroup": RBAC, "kind": "User", "name": pki.TOKEN_MINTER_USER}],
+        "metadata": {"name": role, "namespace": namespace},
+        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": role},
+        "subjects": [{"apiGroup": RBAC, "kind": "User", "name": user}],
     }
-    return [role, binding]
 
 
 def pod_group_crd() -> dict[str, Any]:

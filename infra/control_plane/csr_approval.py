@@ -19,8 +19,9 @@ Three kinds of request reach it (``machine/control_plane/csr_approver.py``):
   its own name while Azure still has the VM its Node's providerID names, under that name (no one is granted
   ``selfnodeclient``, so the controller-manager approves none).
 
-The unit is in the cloud-init every apiserver shares; every copy may decide a request, and the apiserver accepts
-one approval per resourceVersion. Its client certificate (CN ``pki.CSR_APPROVER_USER``) is issued by the program
+The unit is in the cloud-init every apiserver shares; the copy holding the approvers' Lease (``LEASE``) decides,
+the others stand by (``lease_settings``), and the apiserver accepts one approval per resourceVersion should two
+decide at once. Its client certificate (CN ``pki.CSR_APPROVER_USER``) is issued by the program
 like the other components' and fetched from Key Vault at boot; its RBAC is
 ``infra.control_plane.cluster_objects.csr_approver_rbac``. It reads Azure as the apiserver's identity
 (``supercluster-imds-token``), which may read the node resource group and the NAT hosts and their NICs
@@ -33,11 +34,12 @@ from __future__ import annotations
 
 import json
 
+from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.boot.cloudinit import CloudConfig
 from infra.boot.secrets import IMDS_TOKEN_SCRIPT, add_boot_program
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
-from infra.control_plane import paths, pki
+from infra.control_plane import leader_election, paths, pki
 from infra.facts import attestation
 from infra.facts.endpoints import LOCAL_APISERVER
 from infra.node import cni
@@ -51,6 +53,24 @@ KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"
 # under /var/lib and writable though the rest of the file system is read-only to it).
 STATE_DIRECTORY = "supercluster-csr-approver"
 INTERMEDIATE_CACHE = f"/var/lib/{STATE_DIRECTORY}"
+# The Lease whose holder is the one copy that decides (``lease_settings``). Declared with the cluster's objects
+# (``cluster_objects.csr_approver_lease``), so the approvers need no right to create one.
+LEASE = "supercluster-csr-approver"
+LEASE_NAMESPACE = SYSTEM_NAMESPACE
+
+
+def lease_settings() -> dict[str, object]:
+    """One copy decides at a time: every copy would otherwise make the same Resource Manager reads for each
+    request (two or three), and Resource Manager limits reads per subscription, which the node pools' scale-ups,
+    the autoscaler and this share. The timings are the controller-manager's and the scheduler's
+    (``leader_election``), so an etcd election does not make the holder give up its claim."""
+    return {
+        "namespace": LEASE_NAMESPACE,
+        "name": LEASE,
+        "duration_seconds": leader_election.LEASE_DURATION_S,
+        "renew_deadline_seconds": leader_election.RENEW_DEADLINE_S,
+        "retry_seconds": leader_election.RETRY_PERIOD_S,
+    }
 
 
 def node_machines(config: ClusterConfig) -> dict[str, str]:
@@ -93,6 +113,7 @@ def approver_config(config: ClusterConfig) -> str:
         "intermediate_hosts": list(attestation.INTERMEDIATE_HOSTS),
         "intermediate_cache": INTERMEDIATE_CACHE,
         "machines": node_machines(config),
+        "lease": lease_settings(),
     }
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 

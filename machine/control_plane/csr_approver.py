@@ -39,8 +39,12 @@ names, fetched over HTTP only from Microsoft's certificate hosts it is given, wi
 
 A request that can never pass is denied; one that may pass later (no such Node yet, a Node without a
 providerID, Azure not answering) is left pending and looked at again. Each decision is logged with its reason.
-Every apiserver runs a copy: an approval is an update with the request's resourceVersion, so when two copies
-decide at once the apiserver takes one and answers the other 409, which is logged and skipped.
+Every apiserver runs a copy, and one decides at a time: the copy holding the approvers' Lease (renewed every
+``retry_seconds``, given up ``renew_deadline_seconds`` after its last renewal; another copy takes it once it has
+seen no renewal for ``duration_seconds``). So a burst of joining nodes costs Resource Manager one copy's reads,
+not one per apiserver. Should the Lease be missing, every copy decides, as they did before it (nodes keep joining);
+an approval is an update with the request's resourceVersion, so when two copies decide at once the apiserver takes
+one and answers the other 409, which is logged and skipped.
 Usage: supercluster-csr-approver CONFIG_JSON   (rendered by infra/control_plane/csr_approval.py)
 """
 
@@ -51,10 +55,12 @@ import ipaddress
 import json
 import os
 import re
+import socket
 import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -493,13 +499,21 @@ class Azure:
     def arm(self, resource_id, api_version):
         """Resource Manager's answer for ``resource_id``, or None if Azure has no such resource."""
         query = urllib.parse.urlencode({"api-version": api_version})
-        context = ssl.create_default_context(cafile=self.config.get("arm_ca_file"))
-        url = f"{self.config['arm_endpoint']}{urllib.parse.quote(resource_id)}?{query}"
         try:
-            return self.get(url, {"Authorization": f"Bearer {self.bearer()}"}, context)
+            return self.read(f"{self.config['arm_endpoint']}{urllib.parse.quote(resource_id)}?{query}")
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return None
+            raise
+
+    def read(self, url):
+        """A Resource Manager URL's answer, as this VM's identity; only Resource Manager's own endpoint."""
+        if not url.startswith(self.config["arm_endpoint"] + "/"):
+            raise ValueError(f"{url} is not Resource Manager's")
+        context = ssl.create_default_context(cafile=self.config.get("arm_ca_file"))
+        try:
+            return self.get(url, {"Authorization": f"Bearer {self.bearer()}"}, context)
+        except urllib.error.HTTPError as error:
             if error.code == 401:  # refused: the next read asks IMDS for a new token
                 self.token = None
             raise
@@ -513,7 +527,12 @@ class Azure:
         listed under it, a VM's each read from its network profile. Raises OSError if one is missing."""
         version = self.config["network_api_version"]
         if RESOURCE_ID.fullmatch(vm["id"]).group(3):
-            return (self.arm(vm["id"] + "/networkInterfaces", version) or {}).get("value", [])
+            page = self.arm(vm["id"] + "/networkInterfaces", version) or {}
+            nics = list(page.get("value", []))
+            while page.get("nextLink"):  # a list is paged (Resource Manager's "nextLink"); a VM has one NIC or two
+                page = self.read(page["nextLink"])
+                nics += page.get("value", [])
+            return nics
         nics = [self.arm(nic["id"], version) for nic in vm["properties"]["networkProfile"]["networkInterfaces"]]
         if None in nics:
             raise OSError(f"a NIC of {vm['id']} is not in Azure yet")
@@ -594,10 +613,84 @@ class Api:
             pass
 
 
+class Standby(Exception):
+    """This copy stopped leading mid-cycle: it decides nothing more until it leads again."""
+
+
+class Leadership:
+    """Whether this copy is the one that decides: it holds the approvers' Lease. Another holder's claim lapses when
+    this copy has seen no renewal of it for ``duration_seconds`` by its own clock (not the holder's, which may
+    differ); this copy stops deciding ``renew_deadline_seconds`` after its own last renewal, before any other may
+    take over. No Lease at all: every copy decides (``absent``)."""
+
+    def __init__(self, lease, identity, clock=time.monotonic):
+        self.lease, self.identity, self.clock = lease, identity, clock
+        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{lease['namespace']}/leases/{lease['name']}"
+        self.until = 0.0
+        self.absent = False
+        self.seen, self.seen_at = None, 0.0  # the holder and renewal last read, and when
+
+    def leads(self):
+        return self.absent or self.clock() < self.until
+
+    def attempt(self, api):
+        """One look at the Lease: renew it if this copy holds it, take it if the holder's claim lapsed. Returns
+        what changed, for the log, or None."""
+        before, now = self.leads(), self.clock()
+        try:
+            lease = api.get(self.path)
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                raise
+            self.absent = True
+            return None if before else f"no Lease {self.lease['name']}: every copy decides"
+        self.absent = False
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity")
+        record = (holder, spec.get("renewTime"))
+        if record != self.seen:
+            self.seen, self.seen_at = record, now
+        if holder and holder != self.identity and now - self.seen_at < self.lease["duration_seconds"]:
+            self.until = 0.0
+            return f"{holder} decides" if before else None
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a MicroTime
+        taking = holder != self.identity
+        lease["spec"] = {
+            **spec,
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.lease["duration_seconds"],
+            "renewTime": stamp,
+            **({"acquireTime": stamp, "leaseTransitions": spec.get("leaseTransitions", 0) + 1} if taking else {}),
+        }
+        try:
+            with api.call("PUT", self.path, lease):
+                pass
+        except urllib.error.HTTPError as error:
+            if error.code != 409:  # another copy wrote it first: read again next time
+                raise
+            return None
+        self.seen, self.seen_at = (self.identity, stamp), now
+        self.until = now + self.lease["renew_deadline_seconds"]
+        return None if before else f"{self.identity} holds {self.lease['name']}: deciding requests"
+
+    def hold(self, config, log):
+        """Runs beside the approver: one attempt every ``retry_seconds``, whatever the apiserver answers."""
+        while True:
+            try:
+                changed = self.attempt(Api(config))
+                if changed:
+                    log(changed)
+            except (OSError, ValueError, KeyError) as error:
+                log(f"the Lease not renewed: {error}")
+            time.sleep(self.lease["retry_seconds"])
+
+
 class Approver:
     def __init__(self, config):
         self.config = config
         self.azure_api = Azure(config)
+        # One copy per VM, named by the VM: a restarted copy renews its own claim at once.
+        self.leadership = Leadership(config["lease"], socket.gethostname())
         self.logged = {}  # the last reason logged for each request left pending: no line per relist
         self.waiting = set()
 
@@ -624,6 +717,8 @@ class Approver:
 
     def consider(self, api, csr):
         name = csr["metadata"]["name"]
+        if not decided(csr) and not self.leadership.leads():
+            raise Standby()
         found = None if decided(csr) else self.verdict(api, csr)
         if found is None:
             self.waiting.discard(name)
@@ -670,10 +765,16 @@ class Approver:
 
     def run(self):
         signers = f"{self.config['signer']} and {self.config['client_signer']}"
-        self.log(f"approving {signers} requests as {self.config['server']}")
+        self.log(f"approving {signers} requests as {self.config['server']}, while it holds the Lease")
+        threading.Thread(target=self.leadership.hold, args=(self.config, self.log), daemon=True).start()
         while True:
+            if not self.leadership.leads():
+                time.sleep(self.config["lease"]["retry_seconds"])
+                continue
             try:
                 self.cycle()
+            except Standby:
+                continue
             except (OSError, ValueError, KeyError, urllib.error.URLError) as error:
                 self.log(f"{error}; retrying in {RETRY} s")
                 time.sleep(RETRY)

@@ -3,6 +3,7 @@ of every pool (tests/e2e/conftest.py), one GPU node real."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -12,6 +13,9 @@ from infra.addons import balloons, gpu_health_check
 from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
 from infra.cluster.node_checks import kind_name, runs_on
+from infra.control_plane import csr_approval
+from infra.control_plane.csr_approval import KUBELET_SERVING_SIGNER
+from infra.control_plane.csr_approval import UNIT as CSR_APPROVER_UNIT
 from infra.control_plane.paths import CONTROLLER_MANAGER_UNIT, SCHEDULER_UNIT
 from infra.control_plane.token_minting import MINTED_BY, MINTED_LABEL
 from infra.control_plane.token_minting import UNIT as TOKEN_MINTER_UNIT
@@ -21,6 +25,7 @@ from tests.e2e import pod_processes
 from tests.e2e.cluster import APISERVER_UNIT, ETCD_UNIT, Cluster, start_unit
 from tests.e2e.gpu_health import HealthCheckPod, StandIns, advertise_gpus, has_startup_taint
 from tests.e2e.hosts import wait_for
+from tests.e2e.pki import node_csr
 from tests.e2e.placement import plan_node_kinds, unplaced
 
 pytestmark = pytest.mark.e2e
@@ -64,6 +69,53 @@ def test_five_apiservers_mint_one_bootstrap_token_into_key_vault(prod: Cluster):
     assert [s["metadata"]["name"] for s in minted] == [f"bootstrap-token-{token.split('.', 1)[0]}"]
     logs = [processes[TOKEN_MINTER_UNIT].output() for _, _, processes in prod.control_plane]
     assert sum(log.count("token-minter: minted bootstrap-token-") for log in logs) == 1, logs
+
+
+def _serving_request_decided_by(prod: Cluster) -> list[str]:
+    """Sends a kubelet-serving request as the admin (never a node's to approve: every copy that decides denies it)
+    and returns the apiserver hosts whose approver logged the decision."""
+    csr_name = f"not-a-node-{uuid.uuid4().hex[:8]}"
+    _, csr = node_csr("nobody", csr_name, KUBELET_SERVING_SIGNER, ["digital signature", "server auth"])
+    prod.kubectl("create", "-f", "-", input=json.dumps(csr))
+    wait_for(
+        f"a decision on {csr_name}",
+        lambda: prod.get_json("csr", csr_name).get("status", {}).get("conditions"),
+        timeout=60,
+        interval=1,
+    )
+    return [
+        host.name
+        for _, host, processes in prod.control_plane
+        if f"csr-approver: {csr_name} (" in processes[CSR_APPROVER_UNIT].output()
+    ]
+
+
+def _lease_holder(prod: Cluster) -> str | None:
+    lease = prod.get_json("lease", "-n", csr_approval.LEASE_NAMESPACE, csr_approval.LEASE)
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
+def test_one_of_five_approvers_decides_and_another_takes_over_when_it_stops(prod: Cluster):
+    """The approvers' Lease (infra/control_plane/csr_approval.py): a request is decided by its holder's copy alone,
+    so Resource Manager is read once per request, not five times. Its holder's process stopped, another copy takes
+    the Lease once it has seen no renewal for a lease duration, and decides the next request alone."""
+    hosts = {host.name: (machine, host, processes) for machine, host, processes in prod.control_plane}
+    holder = wait_for("a holder of the approvers' Lease", lambda: _lease_holder(prod), timeout=60, interval=1)
+    assert holder in hosts
+    assert _serving_request_decided_by(prod) == [holder]
+    machine, host, processes = hosts[holder]
+    processes[CSR_APPROVER_UNIT].stop()
+    try:
+        took_over = wait_for(
+            "another approver to take the Lease",
+            lambda: (h := _lease_holder(prod)) != holder and h,
+            timeout=csr_approval.lease_settings()["duration_seconds"] + 30,
+            interval=1,
+        )
+        assert took_over in hosts
+        assert _serving_request_decided_by(prod) == [took_over]
+    finally:
+        processes[CSR_APPROVER_UNIT] = start_unit(prod, machine, host, CSR_APPROVER_UNIT)
 
 
 def test_every_prod_workload_gets_its_pods_placed_on_the_booted_nodes(prod: Cluster):

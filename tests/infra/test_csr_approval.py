@@ -201,7 +201,12 @@ def test_an_azure_that_does_not_answer_leaves_the_serving_request_pending(approv
         def vm(self, resource_id):
             raise OSError("connection refused")
 
-    config = {"signer": csr_approval.KUBELET_SERVING_SIGNER, "client_signer": "", "machines": MACHINES}
+    config = {
+        "signer": csr_approval.KUBELET_SERVING_SIGNER,
+        "client_signer": "",
+        "machines": MACHINES,
+        "lease": csr_approval.lease_settings(),
+    }
     program = approver.Approver(config)
     program.azure_api = Down()
 
@@ -269,20 +274,33 @@ def test_every_apiserver_runs_the_approver_with_its_own_fetched_credential():
     assert unit.get("Service", "Restart") == ["always"]
 
 
-def test_the_approvers_rbac_is_exactly_read_requests_and_nodes_and_approve_for_its_two_signers():
+def test_the_approvers_rbac_is_exactly_read_requests_and_nodes_approve_for_its_two_signers_and_its_lease():
     objects = cluster_objects.cluster_objects(parsed("prod"))
     user = pki.CSR_APPROVER_USER
     bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
     granted = [b for b in bindings if any(s["name"] == user for s in b["subjects"])]
-    assert [(b["kind"], b["roleRef"]["name"], b["subjects"]) for b in granted] == [
-        (
-            "ClusterRoleBinding",
-            cluster_objects.CSR_APPROVER_ROLE,
-            [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-        )
+    subjects = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    assert [(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"], b["subjects"]) for b in granted] == [
+        ("ClusterRoleBinding", None, cluster_objects.CSR_APPROVER_ROLE, subjects),
+        ("RoleBinding", "kube-system", cluster_objects.CSR_APPROVER_ROLE, subjects),
     ]
     (role,) = [
         o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == granted[0]["roleRef"]["name"]
+    ]
+    lease_role_name = ("kube-system", granted[1]["roleRef"]["name"])
+    (lease_role,) = [
+        o
+        for o in objects
+        if o["kind"] == "Role" and (o["metadata"]["namespace"], o["metadata"]["name"]) == lease_role_name
+    ]
+    # Its one Lease, by name: get and update, never create (the Lease is declared with the cluster's objects).
+    assert lease_role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [csr_approval.LEASE],
+            "verbs": ["get", "update"],
+        }
     ]
     assert role["rules"] == [
         {
