@@ -40,17 +40,15 @@ from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
 from infra.boot.secrets import IMDS_TOKEN_SCRIPT, KEY_VAULT_API_VERSION, add_boot_program
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
-from infra.control_plane import paths, pki
-from infra.facts import attestation
+from infra.control_plane import machine_identity, paths, pki
+from infra.facts import attestation, ports
+from infra.facts.bootstrap_token import LIFETIME_SECONDS, MINTED_METRIC, PERIOD_SECONDS
 from infra.facts.endpoints import LOCAL_APISERVER
 
 SCRIPT = "/usr/local/sbin/supercluster-token-minter"
 CONFIG = f"{paths.KUBERNETES_DIR}/token-minter.json"
 UNIT = "supercluster-token-minter.service"
 
-HOUR = 3600
-LIFETIME_SECONDS = 24 * HOUR
-PERIOD_SECONDS = 12 * HOUR
 # How often each copy looks at its Lease (one GET a minute from each apiserver), and how long a claim holds
 # before another copy may take over from a copy that died while minting.
 CHECK_SECONDS = 60
@@ -109,6 +107,17 @@ def first_token_expiration(now: datetime.datetime) -> str:
     return (now + datetime.timedelta(seconds=LIFETIME_SECONDS)).astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def minter_metrics() -> dict[str, str | int]:
+    """Where every copy serves ``MINTED_METRIC``: plain HTTP on its machine's own address (never a wildcard), read
+    from the identity unit's file, on a port the NSG opens to the monitoring pools only."""
+    return {
+        "port": ports.TOKEN_MINTER_METRICS,
+        "metric": MINTED_METRIC,
+        "address_file": machine_identity.ENVIRONMENT_FILE,
+        "address_variable": machine_identity.ADDRESS_VARIABLE,
+    }
+
+
 def minter_config(config: ClusterConfig) -> str:
     """The program's settings: the VM's own apiserver and its credential, the token it mints, its Lease, and the
     one Key Vault secret it writes. No secret."""
@@ -135,6 +144,7 @@ def minter_config(config: ClusterConfig) -> str:
         "vault_secret": NODE_BOOTSTRAP_TOKEN,
         "vault_ca_file": None,  # the machine's root store
         "token_command": [IMDS_TOKEN_SCRIPT, "https://vault.azure.net"],
+        "metrics": minter_metrics(),
     }
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 

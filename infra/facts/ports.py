@@ -16,5 +16,8 @@ SCHEDULER = 10259
 # kube-controller-manager's --secure-port default (kube-controller-manager command-line reference;
 # KubeControllerManagerPort in kubernetes pkg/cluster/ports/ports.go), left at its default.
 CONTROLLER_MANAGER = 10257
+# The bootstrap-token minter's plain-HTTP /metrics on each apiserver VM (infra/control_plane/token_minting.py):
+# this project's choice, beside the etcd machines' backup metrics (9479), used by nothing else there.
+TOKEN_MINTER_METRICS = 9480
 # sshd's port on every machine (IANA): break-glass from the hub, and MPI's launcher between pods.
 SSH = 22

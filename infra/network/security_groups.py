@@ -36,8 +36,9 @@ ETCD_PORTS = f"{ports.ETCD_CLIENT}-{ports.ETCD_PEER}"  # client and peer
 ETCD_METRICS_PORT = str(ports.ETCD_METRICS)  # plain HTTP, no client certificate: scraped by Prometheus only
 SSH_PORT = str(ports.SSH)
 # The HTTPS /metrics ports of kube-controller-manager and kube-scheduler on each apiserver VM (bound to
-# the VM's address, CIS 1.3.7/1.4.2 deviation in docs/cis-benchmark.md): scraped by Prometheus only.
-CONTROL_PLANE_METRICS_PORTS = (str(ports.CONTROLLER_MANAGER), str(ports.SCHEDULER))
+# the VM's address, CIS 1.3.7/1.4.2 deviation in docs/cis-benchmark.md), and the bootstrap-token minter's
+# plain-HTTP one (the token's mint time, no secret): scraped by Prometheus only.
+CONTROL_PLANE_METRICS_PORTS = (str(ports.CONTROLLER_MANAGER), str(ports.SCHEDULER), str(ports.TOKEN_MINTER_METRICS))
 
 # Custom rule priorities run from 100 to 4096 (same page, "Security rules"). Allows come first,
 # then the deny for each sensitive port, then the catch-all deny from the internet.
@@ -198,7 +199,7 @@ def _control_plane_metrics_rules(monitoring: tuple[str, ...]) -> tuple[SecurityR
             "Tcp",
             (ANY,),
             CONTROL_PLANE_METRICS_PORTS,
-            description="nothing else reaches the controller-manager's and scheduler's secure ports",
+            description="nothing else reaches the controller-manager's, scheduler's and token minter's metrics",
         ),
     )
 

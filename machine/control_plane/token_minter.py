@@ -2,12 +2,14 @@
 """supercluster: mints the nodes' next bootstrap token before the last one expires, and puts it in Key Vault.
 
 Every apiserver runs a copy; the one whose claim of the Lease the apiserver takes mints (a token that expires
-``lifetime_seconds`` later, once the last is ``period_seconds`` old). Why, and its rights:
-infra/control_plane/token_minting.py.
+``lifetime_seconds`` later, once the last is ``period_seconds`` old). Every copy serves, on its machine's own
+address, when the token in Key Vault was minted, as the Lease says (plain HTTP ``/metrics``, no secret), so
+monitoring sees a minter that stopped. Why, and its rights: infra/control_plane/token_minting.py.
 Usage: supercluster-token-minter CONFIG_JSON   (rendered by infra/control_plane/token_minting.py)
 """
 
 import datetime
+import http.server
 import json
 import os
 import secrets
@@ -15,6 +17,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -28,13 +31,38 @@ def rfc3339(moment):
     return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def seconds_since(text, now):
-    """Seconds from ``text`` (RFC 3339 or MicroTime) to ``now``; None if unreadable."""
+def epoch(text):
+    """Unix time of an RFC 3339 time or a MicroTime (UTC), to the second; None if unreadable."""
     try:
-        then = datetime.datetime.strptime(str(text)[:19], "%Y-%m-%dT%H:%M:%S")
+        moment = datetime.datetime.strptime(str(text)[:19], "%Y-%m-%dT%H:%M:%S")
     except ValueError:
         return None
-    return (now - then.replace(tzinfo=datetime.timezone.utc)).total_seconds()
+    return moment.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def seconds_since(text, now):
+    """Seconds from ``text`` (``epoch``'s) to ``now``; None if unreadable."""
+    then = epoch(text)
+    return None if then is None else now.timestamp() - then
+
+
+def metrics_text(name, minted):
+    """Prometheus text format; no sample while the mint time is unknown (no Lease read yet, or never minted),
+    so an alert on its absence fires as well as one on its age."""
+    lines = [f"# HELP {name} Unix time the bootstrap token in Key Vault was minted.", f"# TYPE {name} gauge"]
+    if minted is not None:
+        lines.append(f"{name} {minted:.0f}")
+    return "\n".join(lines) + "\n"
+
+
+def own_address(metrics):
+    """The machine's address, from the file its identity unit writes (``NAME=value`` lines)."""
+    with open(metrics["address_file"]) as handle:
+        for line in handle:
+            key, _, value = line.strip().partition("=")
+            if key == metrics["address_variable"] and value:
+                return value
+    raise ValueError(f"no {metrics['address_variable']} in {metrics['address_file']}")
 
 
 def new_token(config):
@@ -79,6 +107,7 @@ class Minter:
         self.leases = f"/apis/coordination.k8s.io/v1/namespaces/{config['namespace']}/leases"
         self.lease_path = f"{self.leases}/{config['lease']}"
         self.pending = None  # a token made, not yet in Key Vault
+        self.minted = None  # Unix time of the token in Key Vault, as the Lease last said
 
     def apiserver(self, method, path, body=None):
         context = ssl.create_default_context(cafile=self.config["ca_cert"])
@@ -126,6 +155,7 @@ class Minter:
         """One look at the Lease; mints if due. Returns what it did."""
         now = self.clock()
         lease = self.lease()
+        self.minted = epoch((lease["metadata"].get("annotations") or {}).get(self.config["minted_annotation"]))
         go, why = due(lease, self.identity, self.config, now)
         if not go:
             return f"not due: {why}"
@@ -162,9 +192,40 @@ class Minter:
         }
         lease["spec"]["holderIdentity"] = None
         self.call("PUT", self.lease_path, lease)
+        self.minted = made.timestamp()
         return f"minted bootstrap-token-{token_id} ({why}) for {self.config['lifetime_seconds']} s, into Key Vault"
 
+    def serve_metrics(self):
+        """Serves ``metrics_text`` on the machine's own address until the program ends (one thread per scrape:
+        an idle connection holds no other)."""
+        metrics, minter = self.config["metrics"], self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                return
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                if self.path.split("?")[0] != "/metrics":
+                    self.send_error(404)
+                    return
+                body = metrics_text(metrics["metric"], minter.minted).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        server = http.server.ThreadingHTTPServer((own_address(metrics), metrics["port"]), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
     def run(self):
+        try:  # minting goes on without it: monitoring then alerts on the missing series
+            host, port = self.serve_metrics().server_address[:2]
+            self.log(f"serving the mint time on http://{host}:{port}/metrics")
+        except (OSError, ValueError) as error:
+            self.log(f"not serving the mint time: {error}")
         while True:
             pause = RETRY
             try:

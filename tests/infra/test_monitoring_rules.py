@@ -13,6 +13,7 @@ import yaml
 
 from infra.addons.monitoring import rules
 from infra.etcd.backup_metrics import LAST_SUCCESS_METRIC
+from infra.facts.bootstrap_token import MINTED_METRIC
 from infra.facts.labels import GPU_STARTUP_TAINT_KEY
 from tests.helpers import PROJECT_DIR, load_yaml, monitoring_tool
 from tests.infra.addon_fixtures import rule_files_of, spec_for
@@ -234,6 +235,33 @@ CONTROL_PLANE = [
         },
         "20m",
         [{"job": "etcd-backup", "instance": "10.0.0.4:9479"}],
+    ),
+    # The mint time stays where it was: at 14 h, a token minted at 0 is overdue (13 h), one minted at 3 h is not;
+    # at 21 h, one minted at 0 expires within four hours (20 h), one minted at 2 h does not.
+    Case(
+        "BootstrapTokenMintOverdue",
+        {f'{MINTED_METRIC}{{job="{rules.JOB_TOKEN_MINTER}"}}': "0x900"},
+        {f'{MINTED_METRIC}{{job="{rules.JOB_TOKEN_MINTER}"}}': "10800x900"},
+        "14h",
+    ),
+    Case(
+        "BootstrapTokenExpiring",
+        {f'{MINTED_METRIC}{{job="{rules.JOB_TOKEN_MINTER}"}}': "0x1300"},
+        {f'{MINTED_METRIC}{{job="{rules.JOB_TOKEN_MINTER}"}}': "7200x1300"},
+        "21h",
+    ),
+    Case(
+        "BootstrapTokenMinterMetricsMissing",
+        {
+            f'up{{job="{rules.JOB_TOKEN_MINTER}",instance="10.0.0.4:9480"}}': "0x30",
+            f'{MINTED_METRIC}{{job="{rules.JOB_TOKEN_MINTER}",instance="10.0.0.5:9480"}}': "0x30",
+        },
+        {
+            f'up{{job="{rules.JOB_TOKEN_MINTER}",instance="10.0.0.4:9480"}}': "1x30",
+            f'{MINTED_METRIC}{{job="{rules.JOB_TOKEN_MINTER}",instance="10.0.0.4:9480"}}': "0x30",
+        },
+        "20m",
+        [{"job": rules.JOB_TOKEN_MINTER, "instance": "10.0.0.4:9480"}],
     ),
     Case(
         "NodeNotReady",

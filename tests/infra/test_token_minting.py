@@ -15,12 +15,16 @@ import functools
 import importlib.util
 import json
 import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler
 from types import ModuleType
 
 import pytest
+import yaml
 
 import machine as programs
+from infra.addons import monitoring
+from infra.addons.monitoring import rules
 from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
 from infra.boot.secrets import FETCH_UNIT, KEY_VAULT_API_VERSION
 from infra.config import naming
@@ -28,6 +32,7 @@ from infra.control_plane import admission, cluster_objects, paths, pki, token_mi
 from infra.facts import attestation
 from tests.e2e.plan_machines import parse_unit
 from tests.helpers import loopback_server, parsed
+from tests.infra.addon_fixtures import prometheus_configs_of, rule_files_of, spec_for
 from tests.infra.control_plane_files import files, machines
 
 START = datetime.datetime(2026, 11, 27, 10, 0, tzinfo=datetime.UTC)
@@ -316,3 +321,48 @@ def test_it_puts_the_token_into_key_vault_with_its_identitys_token():
             {"value": "abc123.0123456789abcdef"},
         )
     ]
+
+
+# ------------------------------------------------------------------------------------------ what monitoring reads
+
+
+def test_every_copy_serves_the_mint_time_the_lease_holds_on_its_machines_own_address(tmp_path):
+    """A copy that never mints (another holds the period) still publishes the mint time, read from the Lease, so
+    one alert covers the five; before any Lease is read there is no sample (the alert on absence fires). It binds
+    the address the identity unit writes, the one the monitoring NSG rule admits, not a wildcard."""
+    api, vault = FakeApiserver(), []
+    minter, other = _minters(2, api, vault, lambda: START)
+    config = settings()
+    address_file = tmp_path / "machine.env"
+    address_file.write_text(f"OTHER=1\n{config['metrics']['address_variable']}=127.0.0.1\n")
+    other.config = {**config, "metrics": {**config["metrics"], "address_file": str(address_file), "port": 0}}
+    server = other.serve_metrics()
+    url = f"http://{server.server_address[0]}:{server.server_address[1]}/metrics"
+
+    def served() -> list[str]:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return [line for line in response.read().decode().splitlines() if not line.startswith("#")]
+
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        assert served() == []
+        minter.cycle()  # mints at START
+        assert served() == []  # the other copy has not read the Lease yet
+        assert other.cycle().startswith("not due")
+        assert served() == [f"{token_minting.MINTED_METRIC} {START.timestamp():.0f}"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_control_plane_shard_scrapes_every_apiserver_on_the_port_the_minter_serves():
+    """The port in the program's settings is the port the control-plane shard scrapes on every apiserver's address
+    (plain HTTP, no credential sent); the NSG admits only the monitoring pools to it
+    (tests/stacks/test_network_plan.py)."""
+    port = settings()["metrics"]["port"]
+    configs = prometheus_configs_of(spec_for("prod"))
+    jobs = {j["job_name"]: j for j in yaml.safe_load(configs[monitoring.CONTROL_PLANE_SHARD])["scrape_configs"]}
+    job = jobs[rules.JOB_TOKEN_MINTER]
+    assert job["scheme"] == "http" and "authorization" not in job and "basic_auth" not in job
+    assert job["relabel_configs"][-1]["replacement"] == f"${{1}}:{port}"
+    assert settings()["metrics"]["metric"] in json.dumps(rule_files_of(spec_for("prod")))

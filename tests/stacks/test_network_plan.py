@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from infra.config.cluster_config import ClusterConfig
-from infra.control_plane import controller_manager, scheduler
+from infra.control_plane import controller_manager, scheduler, token_minting
 from infra.etcd.spec import METRICS_PORT
 from infra.network.addressing import AddressPlan, plan_addresses
 from infra.network.hub import example_hub_outputs
@@ -111,8 +111,10 @@ def test_etcd_metrics_are_reachable_only_from_the_monitoring_pools(stack):
         }, group
 
 
-@pytest.mark.parametrize("port", [controller_manager.SECURE_PORT, scheduler.SECURE_PORT])
-def test_scheduler_and_controller_manager_metrics_are_reachable_only_from_the_monitoring_pools(stack, port):
+@pytest.mark.parametrize(
+    "port", [controller_manager.SECURE_PORT, scheduler.SECURE_PORT, token_minting.minter_metrics()["port"]]
+)
+def test_control_plane_metrics_are_reachable_only_from_the_monitoring_pools(stack, port):
     """Both serve on the apiserver VM's own address (CIS 1.3.7/1.4.2 deviation): only Prometheus's
     pools reach the port; not other pools' pods, the other apiservers, etcd, the NAT hosts or the hub."""
     monitoring = monitoring_pools(stack.config)
@@ -171,7 +173,15 @@ def test_nothing_else_opens_the_apiserver_or_etcd_ports(stack):  # the metrics p
                 if rule.get("destinationPortRange")
                 else rule.get("destinationPortRanges", [])
             )
-            watched = (6443, 2379, 2380, METRICS_PORT, controller_manager.SECURE_PORT, scheduler.SECURE_PORT)
+            watched = (
+                6443,
+                2379,
+                2380,
+                METRICS_PORT,
+                controller_manager.SECURE_PORT,
+                scheduler.SECURE_PORT,
+                token_minting.minter_metrics()["port"],
+            )
             if rule["access"] == "Allow" and any(port_in(p, ports) for p in watched):
                 opening.add((nsg.name.removeprefix(f"{stack.config.cluster_name}-"), rule["name"]))
     assert opening == {

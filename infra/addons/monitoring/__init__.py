@@ -247,6 +247,7 @@ def prometheus_configs(config: ClusterConfig, addresses: AddressPlan, settings: 
                         (rules.JOB_CONTROLLER_MANAGER, ports.CONTROLLER_MANAGER),
                     )
                 ),
+                shards.token_minter_scrape_config(ports.TOKEN_MINTER_METRICS),
                 *(
                     shards.static_scrape_config(rules.JOB_ETCD[cluster], [f"{ip}:{ports.ETCD_METRICS}" for ip in ips])
                     for cluster, ips in etcd_ips.items()

@@ -16,6 +16,7 @@ from typing import Any
 
 from infra.boot import yaml_text
 from infra.etcd import backup, backup_metrics
+from infra.facts import bootstrap_token
 from infra.facts.labels import GPU_STARTUP_TAINT_KEY, ROLE_NAT_HOST
 from infra.network.traffic_counters import AZURE_PLATFORM
 
@@ -28,6 +29,7 @@ JOB_ETCD = {"main": "etcd-main", "events": "etcd-events"}
 JOB_ETCD_BACKUP = "etcd-backup"
 JOB_SCHEDULER = "kube-scheduler"
 JOB_CONTROLLER_MANAGER = "kube-controller-manager"
+JOB_TOKEN_MINTER = "token-minter"
 JOB_COREDNS = "coredns"
 JOB_AUTOSCALER = "cluster-autoscaler"
 JOB_KUBE_STATE_METRICS = "kube-state-metrics"
@@ -60,6 +62,10 @@ APISERVER_LATENCY_P99_SECONDS = 1
 # The etcd mixin's thresholds (etcd-io/etcd contrib/mixin/alerts/alerts.libsonnet).
 ETCD_COMMIT_P99_SECONDS = 0.25
 ETCD_FSYNC_P99_SECONDS = 0.5
+# The minters mint once the token in Key Vault is PERIOD_SECONDS old; an hour past that they are failing. Nodes
+# stop joining once it is LIFETIME_SECONDS old: paged four hours before.
+TOKEN_MINT_OVERDUE_SECONDS = bootstrap_token.PERIOD_SECONDS + 3600
+TOKEN_EXPIRING_SECONDS = bootstrap_token.LIFETIME_SECONDS - 4 * 3600
 ETCD_QUOTA_CRITICAL_PERCENT = 95
 ETCD_QUOTA_WARNING_PERCENT = 80  # early warning: compaction and defrag take time at 8 GiB
 # A snapshot is uploaded every SNAPSHOT_SCHEDULE (infra/etcd/backup.py "*:0/30"): three missed in a row pages.
@@ -206,7 +212,37 @@ def component_rules() -> list[dict[str, Any]]:
                     "One kube-scheduler or kube-controller-manager instance does not answer: its failover is gone.",
                 ),
             ],
-        }
+        },
+        {
+            # Every apiserver's minter publishes the mint time of the token in Key Vault (the Lease's), so the
+            # newest across them is the cluster's; a copy that cannot read the Lease keeps its last value.
+            "name": "bootstrap-token-minter",
+            "rules": [
+                _alert(
+                    "BootstrapTokenMintOverdue",
+                    f"time() - max({bootstrap_token.MINTED_METRIC}) > {TOKEN_MINT_OVERDUE_SECONDS}",
+                    "10m",
+                    "warning",
+                    "No bootstrap token was minted for an hour past its period: the minters are failing, and new"
+                    " nodes stop joining when the token in Key Vault expires.",
+                ),
+                _alert(
+                    "BootstrapTokenExpiring",
+                    f"time() - max({bootstrap_token.MINTED_METRIC}) > {TOKEN_EXPIRING_SECONDS}",
+                    "5m",
+                    "critical",
+                    "The bootstrap token in Key Vault expires within four hours and no new one was minted: new"
+                    " nodes then stop joining.",
+                ),
+                _alert(
+                    "BootstrapTokenMinterMetricsMissing",
+                    f'up{{job="{JOB_TOKEN_MINTER}"}} == 0 or on () absent({bootstrap_token.MINTED_METRIC})',
+                    "15m",
+                    "warning",
+                    "A token minter does not publish the mint time (or none does), so a stopped minter would not page.",
+                ),
+            ],
+        },
     ]
 
 

@@ -228,15 +228,29 @@ def component_scrape_config(job: str, port: int) -> dict[str, Any]:
         # check against. The token only goes to the apiservers' own addresses, which only apiservers
         # (and cluster admins) write into that EndpointSlice.
         "tls_config": {"insecure_skip_verify": True},
-        "relabel_configs": [
-            *_KUBERNETES_SERVICE_HTTPS,
-            {
-                "source_labels": ["__address__"],
-                "regex": "(.+):[0-9]+",
-                "target_label": "__address__",
-                "replacement": f"${{1}}:{port}",
-            },
-        ],
+        "relabel_configs": [*_KUBERNETES_SERVICE_HTTPS, _port_of_address(port)],
+    }
+
+
+def _port_of_address(port: int) -> dict[str, Any]:
+    """The apiserver's address the EndpointSlice names, on another port of the same machine."""
+    return {
+        "source_labels": ["__address__"],
+        "regex": "(.+):[0-9]+",
+        "target_label": "__address__",
+        "replacement": f"${{1}}:{port}",
+    }
+
+
+def token_minter_scrape_config(port: int) -> dict[str, Any]:
+    """The bootstrap-token minter on each apiserver machine, found as the components are (the ``kubernetes``
+    Service's EndpointSlice), on its plain-HTTP port: the mint time it serves is no secret, and the NSG admits only
+    the monitoring pools to it."""
+    return {
+        "job_name": rules.JOB_TOKEN_MINTER,
+        "scheme": "http",
+        "kubernetes_sd_configs": [{"role": "endpointslice", "namespaces": {"names": ["default"]}}],
+        "relabel_configs": [*_KUBERNETES_SERVICE_HTTPS, _port_of_address(port)],
     }
 
 
