@@ -42,7 +42,9 @@ from infra.config import naming
 from infra.config.cluster_config import ClusterConfig
 from infra.control_plane import machine_identity, paths, pki
 from infra.facts import attestation, ports
-from infra.facts.bootstrap_token import LIFETIME_SECONDS, MINTED_METRIC, PERIOD_SECONDS
+from infra.facts.bootstrap_token import LIFETIME_SECONDS as LIFETIME_SECONDS  # the minter's, named here too
+from infra.facts.bootstrap_token import MINTED_METRIC as MINTED_METRIC
+from infra.facts.bootstrap_token import PERIOD_SECONDS as PERIOD_SECONDS
 from infra.facts.endpoints import LOCAL_APISERVER
 
 SCRIPT = "/usr/local/sbin/supercluster-token-minter"
