@@ -157,6 +157,7 @@ def test_the_control_plane_shard_scrapes_both_etcd_clusters_their_backup_age_and
         "etcd-backup",
         "kube-scheduler",
         "kube-controller-manager",
+        "token-minter",
         "coredns",
         "cluster-autoscaler",
         "kube-state-metrics",
