@@ -10,6 +10,7 @@ own API: active targets, rule groups, alerts and silences.
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pytest
@@ -18,6 +19,7 @@ import yaml
 from infra.addons import monitoring
 from infra.addons.monitoring import credential, rules
 from infra.addons.monitoring.shards import KUBELET_PORT
+from infra.control_plane import token_minting
 from infra.etcd.spec import EVENTS, MAIN
 from infra.etcd.spec import METRICS_PORT as ETCD_METRICS_PORT
 from tests.e2e import pod_processes
@@ -136,8 +138,19 @@ def test_every_control_plane_target_the_box_runs_is_up(dev: Cluster, shards: dic
     jobs = _wait_until_up(shard, configured, must_be_up)
     apiservers = [m.ip for m, _, _ in dev.control_plane]
     assert {t["scrapeUrl"] for t in jobs[rules.JOB_APISERVER]} == {f"https://{ip}:6443/metrics" for ip in apiservers}
-    for job in (rules.JOB_SCHEDULER, rules.JOB_CONTROLLER_MANAGER):
+    for job in (rules.JOB_SCHEDULER, rules.JOB_CONTROLLER_MANAGER, rules.JOB_TOKEN_MINTER):
         assert len(jobs[job]) == len(apiservers), _describe({job: jobs[job]})
+    # What the token-minter alerts read: the mint time of the token in Key Vault, as the minters' Lease records it.
+    lease = dev.get_json("lease", "-n", token_minting.BOOTSTRAP_TOKEN_NAMESPACE, token_minting.LEASE)
+    annotation = lease["metadata"]["annotations"][token_minting.MINTED_ANNOTATION]
+    minted = datetime.datetime.strptime(annotation, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC).timestamp()
+    wait_for(
+        f"every minter's {token_minting.MINTED_METRIC} to be the Lease's {annotation}",
+        lambda: [float(s["value"][1]) for s in shard.query(token_minting.MINTED_METRIC)] == [minted] * len(apiservers),
+        timeout=SCRAPE_TIMEOUT,
+        interval=5,
+        on_timeout=lambda: json.dumps(shard.query(token_minting.MINTED_METRIC)),
+    )
     # The main and events etcd jobs: each exactly one cluster's members.
     scraped = sorted(sorted(t["labels"]["instance"] for t in jobs[job]) for job in rules.JOB_ETCD.values())
     members = sorted(sorted(f"{m.ip}:{ETCD_METRICS_PORT}" for m, _, _ in dev.etcd[role]) for role in (MAIN, EVENTS))
