@@ -14,13 +14,16 @@ import json
 
 from infra.boot import yaml_text
 from infra.boot.cloudinit import CloudConfig
-from infra.boot.secrets import add_boot_program
+from infra.boot.secrets import FETCH_SCRIPT_PATH, add_boot_program
 from infra.facts import attestation
 from infra.node import cni, kubelet
 
 SCRIPT = "/usr/local/sbin/supercluster-node-join"
 CONFIG = "/etc/kubernetes/node-join.json"
 UNIT = kubelet.JOIN_UNIT
+# A refused token is read from Key Vault again at most this often: the fetch is an IMDS token and a read of each
+# of the node's secrets, and a pool's worth of nodes may be waiting at once.
+REFETCH_SECONDS = 300
 
 
 def join_config(server: str) -> str:
@@ -30,6 +33,9 @@ def join_config(server: str) -> str:
         "server": server,
         "ca_cert": kubelet.CA_PATH,
         "token_file": kubelet.TOKEN_PATH,
+        # The boot's own fetch (every secret of the node's, the token among them), run again on a refused token.
+        "refetch_command": [FETCH_SCRIPT_PATH],
+        "refetch_seconds": REFETCH_SECONDS,
         "cert_dir": cert_dir,
         "current_name": current,
         "kubeconfig": kubelet.KUBECONFIG,

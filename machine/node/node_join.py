@@ -7,7 +7,10 @@ the apiservers' approver checks (machine/control_plane/csr_approver.py): IMDS's 
 is derived from the request's public key, and the VM's resource ID. The certificate and key are written as
 kubelet's store keeps them (a dated file, the -current link) with kubelet's kubeconfig, so kubelet skips its
 bootstrap. A certificate valid for another day: nothing to do. Denied (a stale document, say) or failed: asked
-again with a new key and document; kubelet, which requires this unit, starts only once it has succeeded.
+again with a new key and document; kubelet, which requires this unit, starts only once it has succeeded. A
+bootstrap token the apiserver refuses (401: it expired while the node waited, the minters having stopped) is read
+from Key Vault again, at most every ``refetch_seconds``, so the node joins once a new token is minted, without a
+restart.
 Usage: supercluster-node-join CONFIG_JSON   (rendered by infra/node/join.py)
 """
 
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -94,6 +98,7 @@ def main(config_path):
     if os.path.exists(config["kubeconfig"]) and os.path.exists(current) and subprocess.run(checked).returncode == 0:
         return 0
     name = socket.gethostname().strip().lower()  # kubelet's node name: the host name, lower-cased
+    refetch_after = 0.0
     while True:
         try:
             with tempfile.TemporaryDirectory() as work:
@@ -101,8 +106,14 @@ def main(config_path):
                 install(config, key, request_certificate(config, name, key))
             print(f"node-join: client certificate for {name} installed", flush=True)
             return 0
-        except (OSError, KeyError, ValueError, subprocess.CalledProcessError) as error:
+        except (OSError, KeyError, ValueError, subprocess.SubprocessError) as error:
             print(f"node-join: {error}; asking again in 10 s", flush=True)
+            if isinstance(error, urllib.error.HTTPError) and error.code == 401 and time.monotonic() >= refetch_after:
+                refetch_after = time.monotonic() + config["refetch_seconds"]
+                print("node-join: the bootstrap token was refused; reading Key Vault again", flush=True)
+                fetched = subprocess.run(config["refetch_command"], timeout=config["refetch_seconds"])
+                if fetched.returncode != 0:
+                    print(f"node-join: the fetch exited {fetched.returncode}", flush=True)
             time.sleep(10)
 
 
