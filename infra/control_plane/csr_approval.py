@@ -61,9 +61,12 @@ LEASE_NAMESPACE = SYSTEM_NAMESPACE
 
 def lease_settings() -> dict[str, object]:
     """One copy decides at a time: every copy would otherwise make the same Resource Manager reads for each
-    request (two or three), and Resource Manager limits reads per subscription, which the node pools' scale-ups,
-    the autoscaler and this share. The timings are the controller-manager's and the scheduler's
-    (``leader_election``), so an etcd election does not make the holder give up its claim."""
+    request. A joining node costs three (its VM for the client request; its VM and NIC list for the serving one),
+    and Resource Manager refills a principal's reads in a subscription at 25 a second from a bucket of 250 (Azure
+    Resource Manager documentation, "Request limits and throttling", the 2024 token-bucket limits): 1,000 joins
+    take two minutes of the apiservers' identity's reads from one copy, ten from five. The timings are the
+    controller-manager's and the scheduler's (``leader_election``), so an etcd election does not make the holder
+    give up its claim."""
     return {
         "namespace": LEASE_NAMESPACE,
         "name": LEASE,
