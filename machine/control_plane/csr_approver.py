@@ -666,22 +666,25 @@ class Leadership:
             with api.call("PUT", self.path, lease):
                 pass
         except urllib.error.HTTPError as error:
-            if error.code != 409:  # another copy wrote it first: read again next time
-                raise
-            return None
+            if error.code == 409:  # another copy wrote it first: read again next time
+                return None
+            raise
         self.seen, self.seen_at = (self.identity, stamp), now
         self.until = now + self.lease["renew_deadline_seconds"]
         return None if before else f"{self.identity} holds {self.lease['name']}: deciding requests"
 
     def hold(self, config, log):
-        """Runs beside the approver: one attempt every ``retry_seconds``, whatever the apiserver answers."""
+        """Runs beside the approver: one attempt every ``retry_seconds``, whatever the apiserver answers (each
+        change logged once, not every attempt)."""
+        said = None
         while True:
             try:
                 changed = self.attempt(Api(config))
-                if changed:
-                    log(changed)
             except (OSError, ValueError, KeyError) as error:
-                log(f"the Lease not renewed: {error}")
+                changed = f"the Lease not read or renewed: {error}"
+            if changed and changed != said:
+                log(changed)
+            said = changed
             time.sleep(self.lease["retry_seconds"])
 
 
