@@ -18,7 +18,9 @@ written only once Key Vault holds it) and which copy is minting now (``holderIde
 copy claims it with an update at the Lease's resourceVersion, so of copies that try at once the apiserver takes
 one and answers the others 409. A claim whose holder died before it finished lapses and the next copy mints again;
 a token minted but never written to Key Vault simply expires. The minter deletes nothing: tokencleaner removes
-expired tokens, so it needs create, not delete.
+expired tokens, so it needs create, not delete. Every copy publishes the Lease's mint time (``minter_metrics``),
+which monitoring alerts on hours before new nodes would stop joining (``BootstrapTokenMintOverdue``,
+``BootstrapTokenExpiring``).
 
 Its rights, each as narrow as the API lets it be:
 
