@@ -17,7 +17,7 @@ import json
 import linecache
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -27,11 +27,12 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components import stack_config
+from infra.boot.cloudinit import CustomData
 from infra.config.errors import NAMESPACE, ConfigError
 from infra.day2.deploy_rules import RollingUpgrade
 from infra.facts import tags
 from infra.network.hub import example_hub_outputs
-from plan.mocks import PlanMocks, RecordingMonitor, Registration, plain, struct_value
+from plan.mocks import VM_TYPES, PlanMocks, RecordingMonitor, Registration, plain, struct_value
 from plan.stackfile import PROJECT_DIR
 
 PROJECT = "supercluster"
@@ -55,6 +56,10 @@ class ProgramRun:
     outputs: dict[str, Any]  # plain JSON, secrets as "[secret]"
     monitor: RecordingMonitor
     example_stacks: tuple[str, ...] = ()  # StackReferences answered with example outputs, not real ones
+    # The text behind each customData this run's program encoded (``cloudinit.CustomData``), by that base64: the
+    # plan reads every machine's cloud-init back from its request without decoding it (``artifacts._decoded``).
+    # This run's alone: made fresh by each run, kept by nothing else.
+    encoded: dict[str, str] = field(default_factory=dict)
 
     @property
     def secret_values(self) -> set[str]:
@@ -177,7 +182,7 @@ def run_declarations(
         # (``_finish``), so each frame of the harness here costs a 30,000-node plan about 0.01 s of CPU (1,611 frames).
         try:
             line_cache = _SettledLineCache()
-            loop, monitor, declared = _prepare(stack, config or {}, stack_outputs, line_cache)
+            loop, monitor, declared, encoded = _prepare(stack, config or {}, stack_outputs, line_cache)
             positions = _RememberedSourcePositions()
             try:
                 with _cyclic_gc_paused():
@@ -187,7 +192,7 @@ def run_declarations(
                         body_error: BaseException | None = error
                     else:
                         body_error = None
-                    outcome["run"] = _finish(loop, monitor, declared, stack, config or {}, body_error)
+                    outcome["run"] = _finish(loop, monitor, declared, encoded, stack, config or {}, body_error)
             finally:
                 loop.close()
                 asyncio.set_event_loop(None)
@@ -214,9 +219,10 @@ def _prepare(
     config: dict[str, Any],
     stack_outputs: dict[str, dict[str, Any]] | None,
     line_cache: _SettledLineCache,
-) -> tuple[asyncio.AbstractEventLoop, RecordingMonitor, dict[tuple[str, str], int]]:
-    """This thread's event loop and fresh mocks; returns the loop, the monitor, and where the order in which
-    the program declares its resources is kept. ``line_cache`` is settled before each resource is registered."""
+) -> tuple[asyncio.AbstractEventLoop, RecordingMonitor, dict[tuple[str, str], int], dict[str, str]]:
+    """This thread's event loop and fresh mocks; returns the loop, the monitor, where the order in which the
+    program declares its resources is kept, and where the texts of the customData it encodes are
+    (``ProgramRun.encoded``). ``line_cache`` is settled before each resource is registered."""
     loop = asyncio.new_event_loop()
     loop.set_exception_handler(_quiet_config_errors)
     asyncio.set_event_loop(loop)
@@ -228,16 +234,18 @@ def _prepare(
     )
     pulumi.runtime.set_all_config(encode_config(config))
     declared: dict[tuple[str, str], int] = {}
-    pulumi.runtime.register_stack_transformation(_recorder(declared, line_cache))
+    encoded: dict[str, str] = {}
+    pulumi.runtime.register_stack_transformation(_recorder(declared, encoded, line_cache))
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
-    return loop, monitor, declared
+    return loop, monitor, declared, encoded
 
 
 def _finish(
     loop: asyncio.AbstractEventLoop,
     monitor: RecordingMonitor,
     declared: dict[tuple[str, str], int],
+    encoded: dict[str, str],
     stack: str,
     config: dict[str, Any],
     body_error: BaseException | None,
@@ -263,7 +271,7 @@ def _finish(
         raise
     # Monitor calls run on worker threads and may arrive in any order; declaration order does not.
     ordered = sorted(monitor.registrations, key=lambda r: declared.get((r.type, r.name), len(declared)))
-    return ProgramRun(stack, config, ordered, outputs, monitor)
+    return ProgramRun(stack, config, ordered, outputs, monitor, encoded=encoded)
 
 
 def _raise(error: BaseException | None) -> None:
@@ -324,13 +332,21 @@ def _quiet_config_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any
         loop.default_exception_handler(context)
 
 
-def _recorder(declared: dict[tuple[str, str], int], line_cache: _SettledLineCache):
-    """A stack transformation that notes the order in which the program declares resources, and settles
-    ``line_cache`` before the SDK records the resource's stack (transformations run first in a resource's
-    constructor). It changes nothing the resource registers."""
+def _recorder(declared: dict[tuple[str, str], int], encoded: dict[str, str], line_cache: _SettledLineCache):
+    """A stack transformation that notes the order in which the program declares resources and, in ``encoded``,
+    the text behind a VM's or scale set's customData where the program passes it as encoded
+    (``cloudinit.CustomData``), and settles ``line_cache`` before the SDK records the resource's stack
+    (transformations run first in a resource's constructor). It changes nothing the resource registers."""
 
     def record(args: pulumi.ResourceTransformationArgs) -> None:
         declared.setdefault((args.type_, args.name), len(declared))
+        path = VM_TYPES.get(args.type_)
+        if path is not None:
+            value: Any = args.props
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(value, CustomData):
+                encoded[value] = value.text
         line_cache.settle()
         return None
 

@@ -3,9 +3,11 @@ changed what the program declares or renders, or leaked state from one run into 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
 import os
+from collections.abc import Callable
 
 import pulumi
 import pytest
@@ -37,21 +39,57 @@ def test_every_cloud_init_reads_item_by_item_exactly_as_parsed_whole(dev_plan, p
 
 
 def test_the_cloud_init_read_back_from_customdata_is_what_decoding_it_gives(dev_plan):
-    """The plan reads a machine's cloud-init from the customData the request carries: what the program encoded
-    is looked up by that base64 (``cloudinit.encoded_text``), anything else decoded, the same text either way."""
+    """The plan reads a machine's cloud-init from the customData the request carries: the text of what this run's
+    program encoded is looked up by that base64 (``ProgramRun.encoded``), anything else decoded, the same text
+    either way. Every machine of dev is looked up, so no plan decodes the 19 MB of a 30,000-node plan's
+    customData."""
     import base64
 
     sent = [r for r in dev_plan.registrations if artifacts._raw_custom_data(r) is not None]
     assert len(sent) > 5
     for registration in sent:
         raw = artifacts._raw_custom_data(registration)
-        assert custom_data_of(registration) == base64.b64decode(raw).decode(), registration.name
-    for text in ("#cloud-config\nruncmd:\n- [echo, é]\n", "", "x" * 1000):
-        encoded = cloudinit.custom_data(text, "a test")
-        assert cloudinit.encoded_text(encoded) == text == artifacts._decoded(encoded)
+        assert raw in dev_plan.encoded, f"{registration.name}: its customData would be decoded"
+        assert artifacts._decoded(raw, dev_plan.encoded) == base64.b64decode(raw).decode(), registration.name
+    assert artifacts.collect_files(dev_plan.registrations, dev_plan.encoded) == artifacts.collect_files(
+        dev_plan.registrations
+    )
+    first = artifacts._raw_custom_data(sent[0])
+    looked_up = artifacts.collect_files(dev_plan.registrations, {first: "#cloud-config\n"})
+    assert looked_up[f"{sent[0].name}/cloud-init.yaml"] == "#cloud-config\n", "the text is looked up, not decoded"
     elsewhere = base64.b64encode(b"#cloud-config\nbootcmd: [never encoded here]\n").decode()
-    assert cloudinit.encoded_text(elsewhere) is None
-    assert artifacts._decoded(elsewhere) == "#cloud-config\nbootcmd: [never encoded here]\n"
+    assert artifacts._decoded(elsewhere, dev_plan.encoded) == "#cloud-config\nbootcmd: [never encoded here]\n"
+
+
+def test_the_texts_of_encoded_customdata_are_kept_by_one_run_only():
+    """``cloudinit.custom_data`` keeps nothing: its base64 carries its text (``CustomData``), and the run that
+    registers a machine with it keeps that text for itself (``ProgramRun.encoded``), not for the next run or the
+    process."""
+    vm = "azure-native:compute:VirtualMachine"
+    first, second = "#cloud-config\nruncmd:\n- [echo, é]\n", "#cloud-config\nruncmd:\n- [echo, two]\n"
+
+    def machine(text: str, name: str) -> Callable[[], object]:
+        return lambda: pulumi.CustomResource(vm, name, {"osProfile": {"customData": cloudinit.custom_data(text, name)}})
+
+    encoded = cloudinit.custom_data(first, "a test")
+    assert encoded == base64.b64encode(first.encode()).decode() and encoded.text == first
+    held = [
+        name
+        for name, value in vars(cloudinit).items()
+        if isinstance(value, (dict, list, set))
+        and any(kept in (first, encoded) for kept in (*value, *(value.values() if isinstance(value, dict) else ())))
+    ]
+    assert not held, f"the encoder keeps what it encoded in {held}"
+    one, two = run_declarations(machine(first, "one")), run_declarations(machine(second, "two"))
+    assert one.encoded == {base64.b64encode(first.encode()).decode(): first}
+    assert two.encoded == {base64.b64encode(second.encode()).decode(): second}
+    plain = run_declarations(
+        lambda: pulumi.CustomResource(
+            vm, "plain", {"osProfile": {"customData": str(cloudinit.custom_data(first, "p"))}}
+        )
+    )
+    assert plain.encoded == {}, "a base64 the program did not pass encoded is not looked up: it is decoded"
+    assert artifacts.collect_files(plain.registrations, plain.encoded)["plain/cloud-init.yaml"] == first
 
 
 @pytest.mark.parametrize(
