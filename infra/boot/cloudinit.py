@@ -87,7 +87,7 @@ def render(config: CloudConfig) -> str:
         if key == "write_files":
             sections.append("write_files:\n" + "".join(_file_entry(f) for f in value))
         else:
-            sections.append(_body({key: value}))
+            sections.append(_section(key, value))
     return "#cloud-config\n" + ("".join(sections) if sections else _body({}))
 
 
@@ -138,6 +138,62 @@ def _file_entry(f: File) -> str:
     return _body([_entry(f)])
 
 
+def _section(key: str, value: Any) -> str:
+    """``{key: value}`` as the whole document's dump writes that section: serialised once per distinct value
+    (``_section_text``; the shards of a pool run the same commands) when the value is plain data holding no
+    list or dict twice. One held twice is written once with an anchor and then as an alias, which depends on
+    which objects are the same, not only on their values: such a value is serialised as it is."""
+    frozen = _frozen(value, set())
+    return _body({key: value}) if frozen is None else _section_text(key, frozen)
+
+
+class _Unfrozen(Exception):
+    """A value ``_frozen`` cannot stand for by value."""
+
+
+def _frozen(value: Any, seen: set[int]) -> Any:
+    """``value`` as a hashable key that ``_thawed`` turns back into an equal value, each type kept (``True`` is
+    not ``1``), or None when it is not plain data (str, int, bool, None, lists, dicts) or holds a list or dict
+    twice."""
+    try:
+        return _freeze(value, seen)
+    except _Unfrozen:
+        return None
+
+
+def _freeze(value: Any, seen: set[int]) -> Any:
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is list or kind is dict:
+        if id(value) in seen:
+            raise _Unfrozen
+        seen.add(id(value))
+        if kind is list:
+            return (list, tuple(_freeze(item, seen) for item in value))
+        return (dict, tuple((_freeze(k, seen), _freeze(v, seen)) for k, v in value.items()))
+    if kind is int or kind is bool or value is None:
+        return (kind, value)
+    raise _Unfrozen
+
+
+def _thawed(frozen: Any) -> Any:
+    if type(frozen) is str:
+        return frozen
+    kind, content = frozen
+    if kind is list:
+        return [_thawed(item) for item in content]
+    if kind is dict:
+        return {_thawed(k): _thawed(v) for k, v in content}
+    return content
+
+
+# Bounded: a test process renders many clusters. A 30,000-node plan has a handful of distinct sections.
+@functools.lru_cache(maxsize=512)
+def _section_text(key: str, frozen: Any) -> str:
+    return _body({key: _thawed(frozen)})
+
+
 def dump(document: dict[str, Any], dumper: type[yaml.SafeDumper] = yaml_text.LiteralBlockDumper) -> str:
     """A #cloud-config document as text, multi-line strings as literal blocks (reads like the files)."""
     return "#cloud-config\n" + _body(document, dumper)
@@ -148,31 +204,26 @@ def _body(document: Any, dumper: type[yaml.SafeDumper] = yaml_text.LiteralBlockD
     return text
 
 
-def custom_data(text: str, what: str) -> str:
+class CustomData(str):
+    """Base64 for Azure's customData, with the text it encodes beside it (``text``): whoever reads a request back
+    (the offline plan reads every machine's cloud-init from the customData it sends, 19 MB of base64 in a
+    30,000-node plan) can take the text instead of decoding it. A value, not a cache: it is the base64 string
+    itself wherever a string goes, and keeps nothing anywhere else."""
+
+    __slots__ = ("text",)
+    text: str
+
+
+def custom_data(text: str, what: str) -> CustomData:
     """Base64 for Azure's customData; refuses anything Azure would refuse."""
-    encoded = base64.b64encode(text.encode()).decode()
+    encoded = CustomData(base64.b64encode(text.encode()).decode())
     if len(encoded) > MAX_CUSTOM_DATA_BASE64_CHARS:
         raise ValueError(
             f"{what}: cloud-init is {len(encoded)} base64 characters, over Azure's "
             f"customData limit of {MAX_CUSTOM_DATA_BASE64_CHARS}"
         )
-    if len(_ENCODED) >= _ENCODED_MAX:
-        _ENCODED.clear()
-    _ENCODED[encoded] = text
+    encoded.text = text
     return encoded
-
-
-# The text behind each customData this process encoded, by the base64 itself (``encoded_text``). Bounded: a test
-# process plans many clusters; a 30,000-node plan encodes 259.
-_ENCODED: dict[str, str] = {}
-_ENCODED_MAX = 1024
-
-
-def encoded_text(encoded: str) -> str | None:
-    """The text ``custom_data`` encoded as exactly ``encoded`` in this process, or None: what decoding
-    ``encoded`` gives (base64 of a text's UTF-8 is one text's only), without decoding it. The plan reads every
-    machine's cloud-init back from the customData it sent, 19 MB of base64 in a 30,000-node plan."""
-    return _ENCODED.get(encoded)
 
 
 def fingerprint(text: str) -> str:
