@@ -35,6 +35,7 @@ from infra.etcd.member_machine import (
 )
 from infra.etcd.spec import CLIENT_PORT, METRICS_PORT, PEER_PORT, ROLES, EtcdClusterSpec, EtcdMember
 from machine.etcd import member as member_tool
+from plan.artifacts import file_content
 from tests.fake_azure_blob import FakeBlobService
 from tests.helpers import load_yaml
 
@@ -244,7 +245,7 @@ class LocalCluster:
     @staticmethod
     def _rendered_files(cluster: EtcdClusterSpec, member: EtcdMember) -> dict[str, str]:
         document = load_yaml(member_cloud_init(cluster, member, "test-vault"))
-        return {entry["path"]: entry["content"] for entry in document["write_files"]}
+        return {entry["path"]: file_content(entry) for entry in document["write_files"]}
 
     def _rewrite(self, owner: LocalMember, text: str) -> str:
         """Every member's addresses (initial-cluster, endpoints), then the owner's machine paths."""

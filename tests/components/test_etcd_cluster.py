@@ -16,7 +16,7 @@ from infra.boot.secret_names import (
 )
 from infra.catalog.vm_sizes import VM_SIZES
 from infra.etcd.backup import RETENTION_DAYS, SOFT_DELETE_DAYS, storage_account_name
-from plan.artifacts import collect_files, custom_data_of
+from plan.artifacts import collect_files, custom_data_of, file_content
 from plan.mocks import SECRET
 from tests.conftest import plan_stack
 from tests.etcd_specs import clusters
@@ -106,7 +106,7 @@ def test_cloud_init_carries_no_secret_and_is_the_members_own(prod_plan):
     for vm, member in zip(etcd_vms(prod_plan, "etcd"), main.members, strict=True):
         text = base64.b64decode(vm.inputs["osProfile"]["customData"]).decode()
         assert "PRIVATE KEY" not in text and SECRET not in text
-        files = {f["path"]: f["content"] for f in load_yaml(text)["write_files"]}
+        files = {f["path"]: file_content(f) for f in load_yaml(text)["write_files"]}
         assert load_yaml(files["/etc/etcd/etcd.yaml"])["advertise-client-urls"] == member.client_url
         assert text == custom_data_of(vm)
 

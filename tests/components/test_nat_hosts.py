@@ -11,6 +11,7 @@ from infra.boot.secret_names import NODE_JOIN_FILES
 from infra.facts import roles
 from infra.nat_hosts import KUBE_PROXY_HEALTHZ_PORT, nat_host_cloud_config
 from infra.network.addressing import plan_addresses
+from plan.artifacts import file_content
 from plan.runner import run_declarations
 from tests.helpers import load_yaml, parsed, raw_config
 
@@ -90,7 +91,7 @@ def test_every_host_gets_the_same_cloud_init_with_nat_rules_join_secrets_and_acc
         "/etc/sysctl.d/60-supercluster-nat-host.conf",
         "/usr/local/sbin/supercluster-fetch-secrets",
     } <= paths
-    fetch = next(f["content"] for f in document["write_files"] if f["path"].endswith("fetch-secrets"))
+    fetch = next(file_content(f) for f in document["write_files"] if f["path"].endswith("fetch-secrets"))
     for secret in NODE_JOIN_FILES:
         assert f"fetch {secret.secret_name} {secret.path} {secret.mode}" in fetch
     assert ["systemctl", "enable", "--now", "supercluster-nat-hosts.service"] in document["runcmd"]

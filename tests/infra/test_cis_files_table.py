@@ -14,7 +14,7 @@ from infra.boot.secrets import FETCH_SCRIPT_PATH, FETCH_UNIT
 from infra.config import naming
 from infra.etcd import member_machine as etcd_machine
 from infra.etcd.spec import MAIN, etcd_cluster_spec
-from plan.artifacts import cloud_init_entries
+from plan.artifacts import cloud_init_entries, file_content
 from tests.helpers import doc_table_rows, load_yaml
 from tests.infra.addon_fixtures import cluster_for, node_cloud_inits
 from tests.infra.control_plane_files import machines, spec
@@ -50,7 +50,7 @@ def node_pools() -> dict[str, dict[str, dict]]:
 
 def _fetched(files: dict[str, dict]) -> list[tuple[str, str]]:
     """``[(path, mode)]`` the machine's Key Vault fetch writes."""
-    return re.findall(r"^fetch \S+ (\S+) (\d+)$", files[FETCH_SCRIPT_PATH]["content"], flags=re.MULTILINE)
+    return re.findall(r"^fetch \S+ (\S+) (\d+)$", file_content(files[FETCH_SCRIPT_PATH]), flags=re.MULTILINE)
 
 
 def _mode_owner(entry: dict) -> tuple[str, str]:

@@ -18,6 +18,7 @@ import machine
 from infra.boot.cloudinit import render
 from infra.boot.secrets import FETCH_SCRIPT_PATH
 from infra.node import kube_proxy, kubelet, node_cloud_config
+from plan.artifacts import file_content
 from tests.helpers import doc_table_rows, load_yaml, pool_node_spec
 from tests.infra.control_plane_files import spec, unit_flags
 
@@ -71,7 +72,7 @@ def test_row_matches_every_pools_rendered_files(check):
         config = load_yaml(files[kubelet.CONFIG_PATH]["content"])
         proxy_config = load_yaml(files[kube_proxy.CONFIG_PATH]["content"])
         flags = unit_flags(files[f"/etc/systemd/system/{kubelet.UNIT}"]["content"])
-        fetched = re.findall(r"^fetch \S+ (\S+) (\d+)$", files[FETCH_SCRIPT_PATH]["content"], flags=re.MULTILINE)
+        fetched = re.findall(r"^fetch \S+ (\S+) (\d+)$", file_content(files[FETCH_SCRIPT_PATH]), flags=re.MULTILINE)
         for claim in claims:
             where = f"{check} ({pool}): {claim}"
             if claim.startswith("no --"):

@@ -35,6 +35,7 @@ from infra.etcd.member_machine import (
     member_cloud_init,
     member_tool_source,
 )
+from plan.artifacts import file_content
 from tests.etcd_specs import clusters
 from tests.helpers import load_yaml, require_tool
 
@@ -49,13 +50,13 @@ def cloud_init(stack="prod", member_index=0, **changes):
 
 
 def unit_lines(files, name):
-    return files[f"/etc/systemd/system/{name}"]["content"].splitlines()
+    return file_content(files[f"/etc/systemd/system/{name}"]).splitlines()
 
 
 def test_no_secret_in_cloud_init_only_secret_names():
     _, member, text, _, files = cloud_init(member_index=1)
     assert "PRIVATE KEY" not in text and "BEGIN CERTIFICATE" not in text
-    fetch = files[FETCH_SCRIPT_PATH]["content"]
+    fetch = file_content(files[FETCH_SCRIPT_PATH])
     for name in (
         "etcd-ca-crt",
         "prod-etcd-1-server-crt",
@@ -74,9 +75,9 @@ def test_custom_data_fits_azure_even_for_seven_members():
 
 def test_ships_the_config_file_the_tool_and_its_settings():
     main, member, _, _, files = cloud_init()
-    assert load_yaml(files[CONFIG_PATH]["content"])["name"] == member.name
-    assert files[TOOL_PATH]["content"] == member_tool_source() and files[TOOL_PATH]["permissions"] == "0755"
-    settings = json.loads(files[TOOL_SETTINGS_PATH]["content"])
+    assert load_yaml(file_content(files[CONFIG_PATH]))["name"] == member.name
+    assert file_content(files[TOOL_PATH]) == member_tool_source() and files[TOOL_PATH]["permissions"] == "0755"
+    settings = json.loads(file_content(files[TOOL_SETTINGS_PATH]))
     assert settings["endpoints"] == main.client_urls
     assert settings["etcd_config"] == CONFIG_PATH and settings["effective_config"] == EFFECTIVE_CONFIG_PATH
     assert settings["backup"]["account_url"] == f"https://{backup.storage_account_name('prod')}.blob.core.windows.net"
@@ -86,18 +87,18 @@ def test_ships_the_config_file_the_tool_and_its_settings():
 
 def test_local_disk_settings_follow_the_vm_size():
     _, _, _, document, files = cloud_init()  # Standard_L16s_v3: two local NVMe disks
-    disk = json.loads(files[local_disk.SETTINGS_PATH]["content"])
+    disk = json.loads(file_content(files[local_disk.SETTINGS_PATH]))
     assert disk["mount"] == MOUNT_POINT and disk["label"] == "etcd" and disk["nvme_disks"] == 2
     assert disk["bind_dirs"] == [] and "mounts" not in document
-    assert json.loads(files[TOOL_SETTINGS_PATH]["content"])["disk"] == {"mount": MOUNT_POINT}  # prepare's check
-    assert files[local_disk.SCRIPT_PATH]["content"] == machine.source(local_disk.PROGRAM)
+    assert json.loads(file_content(files[TOOL_SETTINGS_PATH]))["disk"] == {"mount": MOUNT_POINT}  # prepare's check
+    assert file_content(files[local_disk.SCRIPT_PATH]) == machine.source(local_disk.PROGRAM)
     main, member, _, _, _ = cloud_init()  # RAID 0 over both: mdadm comes with the machine image
     assert "mdadm" in member_cloud_config(main, member, "kv").packages and "mdadm" in machine_image.PACKAGES
     assert "packages" not in document
     _, _, _, document, files = cloud_init("dev")  # Standard_L8s_v3: one NVMe disk, no RAID
-    assert json.loads(files[local_disk.SETTINGS_PATH]["content"])["nvme_disks"] == 1
+    assert json.loads(file_content(files[local_disk.SETTINGS_PATH]))["nvme_disks"] == 1
     _, _, _, document, files = cloud_init(vmSize="Standard_D16ds_v5")  # temp disk only
-    assert json.loads(files[local_disk.SETTINGS_PATH]["content"])["nvme_disks"] == 0
+    assert json.loads(file_content(files[local_disk.SETTINGS_PATH]))["nvme_disks"] == 0
     assert document["mounts"] == [["ephemeral0"]]  # cloud-init leaves the temp disk to the program
 
 
@@ -224,7 +225,7 @@ def test_systemd_accepts_every_rendered_unit(tmp_path):
     for path, entry in files.items():
         if path.startswith("/etc/systemd/system/"):
             unit = tmp_path / os.path.basename(path)
-            unit.write_text(entry["content"])
+            unit.write_text(file_content(entry))
             units.append(str(unit))
     assert len(units) == 6
     result = subprocess.run(["systemd-analyze", "verify", "--man=no", *units], capture_output=True, text=True)

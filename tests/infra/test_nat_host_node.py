@@ -8,6 +8,7 @@ from infra.nat_hosts import NAT_HOST_MAX_PODS, NAT_HOST_TAINTS, nat_host_cloud_c
 from infra.network.addressing import plan_addresses
 from infra.network.traffic_counters import boot_steps
 from infra.node import kube_proxy, kubelet
+from plan.artifacts import file_content
 from tests.helpers import load_yaml, parsed
 
 
@@ -19,7 +20,7 @@ def _files(config) -> dict[str, str]:
             )
         )
     )
-    return {entry["path"]: entry["content"] for entry in document["write_files"]}
+    return {entry["path"]: file_content(entry) for entry in document["write_files"]}
 
 
 def test_nat_host_joins_tainted_with_kube_proxy_and_its_own_identity():
