@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.boot.cloudinit import COMPRESSED
 from infra.day2.deploy_rules import CUSTOM_DATA_PATH, MACHINE_ROLE_TAG, RESTARTING_VM_INPUTS, ROLLED_ROLES
 from infra.facts.tags import CLOUD_INIT as CLOUD_INIT_TAG
 from plan.replacements import Replacement, covers, in_place_note, is_azure_id_input, replacements
@@ -364,8 +366,8 @@ def _diff_files(old: dict[str, str], new: dict[str, str], result: PlanDiff) -> N
             result.files_changed[path] = (
                 "\n".join(
                     difflib.unified_diff(
-                        old[path].splitlines(),
-                        new[path].splitlines(),
+                        _readable(path, old[path]).splitlines(),
+                        _readable(path, new[path]).splitlines(),
                         fromfile=f"a/files/{path}",
                         tofile=f"b/files/{path}",
                         lineterm="",
@@ -373,3 +375,30 @@ def _diff_files(old: dict[str, str], new: dict[str, str], result: PlanDiff) -> N
                 )
                 + "\n"
             )
+
+
+# A compressed write_files entry as cloud-init.yaml holds it (``cloudinit.COMPRESSED``: the keys in the order
+# ``cloudinit`` writes them, its content one line of base64).
+_PACKED = re.compile(
+    rf"^- path: (?P<path>\S+)\n(?P<keys>(?:  \w+: .*\n)*?)(?P<encoding>  encoding: {re.escape(COMPRESSED)}\n)"
+    r"  content: (?P<content>\S+)$",
+    re.MULTILINE,
+)
+
+
+def _readable(path: str, text: str) -> str:
+    """A plan file as its diff shows it: in a ``cloud-init.yaml``, a compressed file's base64 (a line of up to
+    15,000 characters that reads as nothing) becomes a pointer to its decoded copy beside it, whose own diff
+    shows the change, with a digest of the base64, so a changed file still changes the line."""
+    if not path.endswith("/cloud-init.yaml"):
+        return text
+    folder = path.removesuffix("/cloud-init.yaml")
+
+    def pointer(match: re.Match[str]) -> str:
+        digest = hashlib.sha256(match["content"].encode()).hexdigest()[:16]
+        return (
+            f"- path: {match['path']}\n{match['keys']}{match['encoding']}"
+            f"  content: '[compressed: decoded in files/{folder}{match['path']}, sha256 {digest}]'"
+        )
+
+    return _PACKED.sub(pointer, text)

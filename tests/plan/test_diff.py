@@ -13,7 +13,7 @@ import pytest
 from components import declare
 from infra.boot import cloudinit
 from plan.__main__ import EXIT_CHANGED, EXIT_DANGER, EXIT_OK, exit_code
-from plan.artifacts import plan_files, write_plan
+from plan.artifacts import cloud_init_entries, file_content, plan_files, write_plan
 from plan.diff import Plan, changed_paths, diff_plans, load_plan
 from plan.diff_report import render_diff
 from plan.replacements import covers, replacements
@@ -190,6 +190,29 @@ def test_autoscaler_owned_capacity_is_never_sent_to_a_live_scale_set(tmp_path):
         (),
         None,
     )
+
+
+def test_a_compressed_programs_change_shows_as_its_decoded_lines_not_as_base64():
+    """A program written compressed (``gz+b64``) is one line of base64 in cloud-init.yaml: the diff shows that
+    line as a pointer to the decoded copy beside it (with the base64's digest, so the line still changes),
+    and the decoded copy's diff shows the program's changed lines."""
+
+    def machine(program: str) -> Plan:
+        config = cloudinit.CloudConfig()
+        config.add("/usr/local/sbin/program", program, permissions="0755", compressed=True)
+        config.add("/etc/role", "node\n")
+        text = cloudinit.render(config)
+        written = {f"dev-vm{path}": file_content(entry) for path, entry in cloud_init_entries(text).items()}
+        return Plan({}, {}, {"dev-vm/cloud-init.yaml": text, **written})
+
+    before = "#!/bin/sh\n" + "echo old\n" * 200
+    diff = diff_plans(machine(before), machine(before.replace("echo old\n", "echo new\n", 1)))
+    assert sorted(diff.files_changed) == ["dev-vm/cloud-init.yaml", "dev-vm/usr/local/sbin/program"]
+    cloud_init = diff.files_changed["dev-vm/cloud-init.yaml"]
+    assert "H4sI" not in cloud_init, "no gzip's base64 in the diff"
+    pointers = [line for line in cloud_init.splitlines() if "decoded in files/dev-vm/usr/local/sbin/program" in line]
+    assert [line[0] for line in pointers] == ["-", "+"] and pointers[0][1:] != pointers[1][1:]
+    assert "+echo new" in diff.files_changed["dev-vm/usr/local/sbin/program"]
 
 
 # --------------------------------------------------------------------------- dangerous changes
