@@ -15,27 +15,26 @@ import hashlib
 import os
 import posixpath
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import yaml
 
 from infra.assembly import machine_image
 from infra.boot import yaml_text
-from infra.boot.cloudinit import COMPRESSED, encoded_text
+from infra.boot.cloudinit import COMPRESSED
 from plan.json_text import json_text
-from plan.mocks import SECRET, Registration
+from plan.mocks import SECRET, VM_TYPES, Registration
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
 IMAGE_TEMPLATE = "azure-native:virtualmachineimages:VirtualMachineImageTemplate"
 # Written into every plan directory: ``--out`` replaces an existing folder only when it holds this file
 # (a plan this program wrote), so a mistyped --out (``.``, a home directory, a user's folder) is never deleted.
 PLAN_MARKER = ".supercluster-plan"
+_NONE_KNOWN: Mapping[str, str] = MappingProxyType({})  # no customData whose text is known: every one decoded
 PLAN_MARKER_TEXT = "Written by `python -m plan`: a later `python -m plan --out` may replace this folder.\n"
-VM_TYPES = {
-    "azure-native:compute:VirtualMachine": ("osProfile", "customData"),
-    "azure-native:compute:VirtualMachineScaleSet": ("virtualMachineProfile", "osProfile", "customData"),
-}
 
 
 def _raw_custom_data(registration: Registration) -> str | None:
@@ -123,10 +122,11 @@ def _entry(item: str) -> dict[str, Any] | None:
     return parsed[0] if isinstance(parsed, list) and len(parsed) == 1 and isinstance(parsed[0], dict) else None
 
 
-def _decoded(raw: str) -> str:
-    """``raw`` decoded, or as it is if it is not base64 of UTF-8 text. What the program encoded itself is looked
-    up (``cloudinit.encoded_text``: the text it encoded, by the very base64 the request carries)."""
-    known = encoded_text(raw)
+def _decoded(raw: str, encoded: Mapping[str, str] = _NONE_KNOWN) -> str:
+    """``raw`` decoded, or as it is if it is not base64 of UTF-8 text. ``encoded`` holds the text behind each
+    customData the run saw the program encode (``ProgramRun.encoded``, by the very base64 the request carries):
+    base64 of a text's UTF-8 is that text's only, so looking it up gives what decoding would."""
+    known = encoded.get(raw)
     if known is not None:
         return known
     try:
@@ -171,8 +171,8 @@ def kubernetes_object(registration: Registration) -> dict[str, Any] | None:
     return ordered
 
 
-def collect_files(registrations: list[Registration]) -> dict[str, str]:
-    """``{relative path under files/: text}`` for every shipped artifact."""
+def collect_files(registrations: list[Registration], encoded: Mapping[str, str] = _NONE_KNOWN) -> dict[str, str]:
+    """``{relative path under files/: text}`` for every shipped artifact; ``encoded`` as ``_decoded`` takes it."""
     files: dict[str, str] = {}
     # The shards of a pool share one cloud-init: decoded once here, parsed once (cloud_init_entries). The
     # shards of an InfiniBand pool differ in one file of forty, whose entries cloud_init_entries shares
@@ -185,7 +185,7 @@ def collect_files(registrations: list[Registration]) -> dict[str, str]:
         raw = _raw_custom_data(registration)
         if raw is not None:
             if raw not in decoded:
-                decoded[raw] = _decoded(raw)
+                decoded[raw] = _decoded(raw, encoded)
             cloud_init = decoded[raw]
             base = registration.name
             files[f"{base}/cloud-init.yaml"] = cloud_init
@@ -222,14 +222,19 @@ def file_content(entry: dict[str, Any]) -> str:
     return content
 
 
-def plan_files(registrations: list[Registration], outputs: dict[str, Any], summary: str) -> dict[str, str]:
-    """Every file of the plan directory, by relative path."""
+def plan_files(
+    registrations: list[Registration],
+    outputs: dict[str, Any],
+    summary: str,
+    encoded: Mapping[str, str] = _NONE_KNOWN,
+) -> dict[str, str]:
+    """Every file of the plan directory, by relative path; ``encoded`` as ``_decoded`` takes it."""
     files = {
         "resources.json": json_text([recorded(r) for r in registrations]) + "\n",
         "outputs.json": json_text(outputs, sort_keys=True) + "\n",
         "summary.md": summary,
     }
-    files.update({f"files/{relative}": text for relative, text in collect_files(registrations).items()})
+    files.update({f"files/{relative}": text for relative, text in collect_files(registrations, encoded).items()})
     return files
 
 

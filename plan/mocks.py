@@ -27,6 +27,12 @@ _RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
 _OUTPUT_SIG = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
+# Where a VM's or scale set's customData (base64 cloud-init) sits in its inputs (Azure's compute API).
+VM_TYPES = {
+    "azure-native:compute:VirtualMachine": ("osProfile", "customData"),
+    "azure-native:compute:VirtualMachineScaleSet": ("virtualMachineProfile", "osProfile", "customData"),
+}
+
 MOCK_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 MOCK_TENANT = "11111111-1111-1111-1111-111111111111"
 

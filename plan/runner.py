@@ -14,24 +14,27 @@ import contextlib
 import functools
 import gc
 import json
-import linecache
+import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime import settings
+from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components import stack_config
+from infra.boot.cloudinit import CustomData
 from infra.config.errors import NAMESPACE, ConfigError
 from infra.day2.deploy_rules import RollingUpgrade
 from infra.facts import tags
 from infra.network.hub import example_hub_outputs
-from plan.mocks import PlanMocks, RecordingMonitor, Registration, plain, struct_value
+from plan.mocks import VM_TYPES, PlanMocks, RecordingMonitor, Registration, plain, struct_value
 from plan.stackfile import PROJECT_DIR
 
 PROJECT = "supercluster"
@@ -55,6 +58,10 @@ class ProgramRun:
     outputs: dict[str, Any]  # plain JSON, secrets as "[secret]"
     monitor: RecordingMonitor
     example_stacks: tuple[str, ...] = ()  # StackReferences answered with example outputs, not real ones
+    # The text behind each customData this run's program encoded (``cloudinit.CustomData``), by that base64: the
+    # plan reads every machine's cloud-init back from its request without decoding it (``artifacts._decoded``).
+    # This run's alone: made fresh by each run, kept by nothing else.
+    encoded: dict[str, str] = field(default_factory=dict)
 
     @property
     def secret_values(self) -> set[str]:
@@ -176,9 +183,8 @@ def run_declarations(
         # turns every frame below a resource's constructor into a source position, for every resource
         # (``_finish``), so each frame of the harness here costs a 30,000-node plan about 0.01 s of CPU (1,611 frames).
         try:
-            line_cache = _SettledLineCache()
-            loop, monitor, declared = _prepare(stack, config or {}, stack_outputs, line_cache)
-            positions = _RememberedSourcePositions()
+            loop, monitor, declared, encoded = _prepare(stack, config or {}, stack_outputs)
+            stacks = _RecordedStacks()
             try:
                 with _cyclic_gc_paused():
                     try:
@@ -187,12 +193,11 @@ def run_declarations(
                         body_error: BaseException | None = error
                     else:
                         body_error = None
-                    outcome["run"] = _finish(loop, monitor, declared, stack, config or {}, body_error)
+                    outcome["run"] = _finish(loop, monitor, declared, encoded, stack, config or {}, body_error)
             finally:
                 loop.close()
                 asyncio.set_event_loop(None)
-                line_cache.restore()
-                positions.restore()
+                stacks.restore()
         except BaseException as error:  # noqa: BLE001 - handed to the caller's thread, unchanged
             outcome["error"] = error
         finally:
@@ -213,10 +218,10 @@ def _prepare(
     stack: str,
     config: dict[str, Any],
     stack_outputs: dict[str, dict[str, Any]] | None,
-    line_cache: _SettledLineCache,
-) -> tuple[asyncio.AbstractEventLoop, RecordingMonitor, dict[tuple[str, str], int]]:
-    """This thread's event loop and fresh mocks; returns the loop, the monitor, and where the order in which
-    the program declares its resources is kept. ``line_cache`` is settled before each resource is registered."""
+) -> tuple[asyncio.AbstractEventLoop, RecordingMonitor, dict[tuple[str, str], int], dict[str, str]]:
+    """This thread's event loop and fresh mocks; returns the loop, the monitor, where the order in which the
+    program declares its resources is kept, and where the texts of the customData it encodes are
+    (``ProgramRun.encoded``)."""
     loop = asyncio.new_event_loop()
     loop.set_exception_handler(_quiet_config_errors)
     asyncio.set_event_loop(loop)
@@ -228,16 +233,18 @@ def _prepare(
     )
     pulumi.runtime.set_all_config(encode_config(config))
     declared: dict[tuple[str, str], int] = {}
-    pulumi.runtime.register_stack_transformation(_recorder(declared, line_cache))
+    encoded: dict[str, str] = {}
+    pulumi.runtime.register_stack_transformation(_recorder(declared, encoded))
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
-    return loop, monitor, declared
+    return loop, monitor, declared, encoded
 
 
 def _finish(
     loop: asyncio.AbstractEventLoop,
     monitor: RecordingMonitor,
     declared: dict[tuple[str, str], int],
+    encoded: dict[str, str],
     stack: str,
     config: dict[str, Any],
     body_error: BaseException | None,
@@ -263,7 +270,7 @@ def _finish(
         raise
     # Monitor calls run on worker threads and may arrive in any order; declaration order does not.
     ordered = sorted(monitor.registrations, key=lambda r: declared.get((r.type, r.name), len(declared)))
-    return ProgramRun(stack, config, ordered, outputs, monitor)
+    return ProgramRun(stack, config, ordered, outputs, monitor, encoded=encoded)
 
 
 def _raise(error: BaseException | None) -> None:
@@ -324,81 +331,76 @@ def _quiet_config_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any
         loop.default_exception_handler(context)
 
 
-def _recorder(declared: dict[tuple[str, str], int], line_cache: _SettledLineCache):
-    """A stack transformation that notes the order in which the program declares resources, and settles
-    ``line_cache`` before the SDK records the resource's stack (transformations run first in a resource's
-    constructor). It changes nothing the resource registers."""
+def _recorder(declared: dict[tuple[str, str], int], encoded: dict[str, str]):
+    """A stack transformation that notes the order in which the program declares resources and, in ``encoded``,
+    the text behind a VM's or scale set's customData where the program passes it as encoded
+    (``cloudinit.CustomData``). It changes nothing the resource registers."""
 
     def record(args: pulumi.ResourceTransformationArgs) -> None:
         declared.setdefault((args.type_, args.name), len(declared))
-        line_cache.settle()
+        path = VM_TYPES.get(args.type_)
+        if path is not None:
+            value: Any = args.props
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(value, CustomData):
+                encoded[value] = value.text
         return None
 
     return record
 
 
-class _SettledLineCache:
-    """For the length of a run, the source files linecache has read are marked as not to be re-checked, as
-    linecache marks files a module loader served; ``restore`` puts back what it changed.
+class _RecordedStacks:
+    """For the length of a run, the stack the SDK records with each resource is read from the frames themselves,
+    each frame's source position made once per file and line, each whole stack once per distinct stack; ``restore``
+    puts the SDK's own function back.
 
-    The SDK records each resource's call stack with ``traceback.extract_stack()``, which first has linecache
-    ``os.stat`` every file on the stack to see whether it changed since it was read: about ten files, the
-    SDK's own and the program's, for every resource registered (18,000 stats in a 30,000-node plan). Nothing
-    the engine receives comes from linecache (the positions are file names and line numbers), and no source
-    changes while a run registers resources. Files are read into linecache when first on a stack, so it is
-    settled again whenever it holds more than it did (``settle``, before every resource)."""
-
-    def __init__(self) -> None:
-        self._size = -1  # how many entries linecache held when last settled
-        self._originals: dict[str, tuple[Any, ...]] = {}  # by file: its entry as linecache made it
-
-    def settle(self) -> None:
-        cache = linecache.cache
-        if len(cache) == self._size:
-            return
-        for filename, entry in list(cache.items()):
-            if len(entry) == 4 and entry[1] is not None:  # (size, mtime, lines, fullname); 1 entry: lazy
-                self._originals[filename] = entry
-                cache[filename] = (entry[0], None, entry[2], entry[3])
-        self._size = len(cache)
-
-    def restore(self) -> None:
-        """Every entry settled and not replaced since gets its modification time back."""
-        cache = linecache.cache
-        for filename, entry in self._originals.items():
-            now = cache.get(filename)
-            if now is not None and len(now) == 4 and now[1] is None and now[2] is entry[2]:
-                cache[filename] = entry
-        self._originals.clear()
-        self._size = -1
-
-
-class _RememberedSourcePositions:
-    """For the length of a run, the SDK's source position of a stack frame is made once per file and line, not
-    once per frame it records; ``restore`` puts the SDK's own function back.
-
-    With every resource the SDK records each frame below the resource's constructor as a source position
-    (``pulumi.runtime.resource._get_stack_trace``), each made afresh: a ``pathlib.Path`` of the frame's file
-    turned into a ``file://`` URI, about 3 µs, for 8,700 frames in a 30,000-node plan that come from a few
-    hundred lines. The position depends on the file name and line alone, and the message the SDK builds from
-    it copies it, so the one made first for a line is handed out again: what the engine receives is the
-    same."""
+    With every resource the SDK records the frames below the resource's third ``__init__`` (the concrete class's
+    constructor: ``pulumi.runtime.resource._get_stack_trace``). It extracts the whole stack first
+    (``traceback.extract_stack``: a ``FrameSummary`` per frame, each frame's source line read through linecache and
+    every file on the stack ``os.stat``-ed to see whether it changed) and makes each frame's position afresh (a
+    ``pathlib`` URI of its file), where it needs only each frame's file, line and name: about 30 µs a resource in
+    a plan, 1,615 resources at 30,000 nodes from a few hundred lines. ``stack_trace`` walks the same frames, finds
+    the same constructor and makes the same message (the SDK's own function makes each new position), so what the
+    engine receives is the same bytes (``tests/stacks/test_performance.py`` compares them); a message made for one
+    stack is handed out again for the same stack, as the SDK copies it into the request."""
 
     def __init__(self) -> None:
-        self._original = sdk_resource._get_source_position_for_frame
-        made: dict[tuple[str, int | None], Any] = {}
+        self._original = sdk_resource._get_stack_trace
+        position_of = sdk_resource._get_source_position_for_frame
+        frames: dict[tuple[str, int | None, str], source_pb2.StackFrame] = {}
+        traces: dict[tuple[tuple[str, int | None, str], ...], source_pb2.StackTrace] = {}
 
-        def remembered(frame: Any) -> Any:
-            key = (frame.filename, frame.lineno)
-            position = made.get(key, made)
-            if position is made:
-                position = made[key] = self._original(frame)
-            return position
+        def stack_trace() -> source_pb2.StackTrace:
+            frame = sys._getframe(1)
+            constructors = 0
+            while frame is not None:
+                if frame.f_code.co_name == "__init__":
+                    constructors += 1
+                    if constructors == 3:
+                        break
+                frame = frame.f_back
+            below = frame.f_back if frame is not None else None
+            if below is None:  # no third constructor, or nothing below it: as the SDK, an empty trace
+                return source_pb2.StackTrace()
+            lines = []
+            while below is not None:
+                lines.append((below.f_code.co_filename, below.f_lineno, below.f_code.co_name))
+                below = below.f_back
+            key = tuple(lines)
+            trace = traces.get(key)
+            if trace is None:
+                for line in key:
+                    if line not in frames:
+                        summary = traceback.FrameSummary(line[0], line[1], line[2], lookup_line=False)
+                        frames[line] = source_pb2.StackFrame(pc=position_of(summary))
+                trace = traces[key] = source_pb2.StackTrace(frames=[frames[line] for line in key])
+            return trace
 
-        sdk_resource._get_source_position_for_frame = remembered
+        sdk_resource._get_stack_trace = stack_trace
 
     def restore(self) -> None:
-        sdk_resource._get_source_position_for_frame = self._original
+        sdk_resource._get_stack_trace = self._original
 
 
 async def _resolve_outputs() -> dict[str, Any]:

@@ -191,3 +191,23 @@ def bcrypt_hash(password: str) -> str:
     hashed = libcrypt.crypt(password.encode(), setting)
     assert setting and hashed and hashed.startswith(b"$2b$10$"), "libcrypt made no bcrypt hash"
     return str(hashed.decode())
+
+
+@contextlib.contextmanager
+def recorded_stack_traces() -> Iterator[list[Any]]:
+    """Every ``StackTrace`` the engine would receive with a resource while the block runs, as the mock monitor is
+    sent it (``plan.mocks.RecordingMonitor``): what the SDK records, after anything the runner changes."""
+    from plan import mocks
+
+    recorded: list[Any] = []
+    register = mocks.RecordingMonitor.RegisterResource
+
+    def recording(self: mocks.RecordingMonitor, request: Any) -> Any:
+        recorded.append(request.stackTrace)
+        return register(self, request)
+
+    mocks.RecordingMonitor.RegisterResource = recording  # type: ignore[method-assign]
+    try:
+        yield recorded
+    finally:
+        mocks.RecordingMonitor.RegisterResource = register  # type: ignore[method-assign]

@@ -21,6 +21,7 @@ from pulumi import _types
 from components import declare
 from plan.mocks import Registration
 from plan.runner import run_declarations
+from tests.helpers import recorded_stack_traces
 
 PACKAGES = {
     "azure-native": "pulumi_azure_native",
@@ -257,17 +258,12 @@ def test_the_program_imports_no_typed_sdk_module():
     assert loaded.strip() == "[]", loaded
 
 
-def test_each_resource_is_recorded_at_the_line_that_declared_it(monkeypatch):
+def test_each_resource_is_recorded_at_the_line_that_declared_it():
     """The SDK records the stack below a resource's own constructor with every resource, and the engine keeps its
     first frame as the resource's source position: the caller's line, with no frame of ``declare`` between (each
     frame is turned into a source position for every resource of a plan)."""
     import inspect
 
-    import pulumi.runtime.resource as sdk
-
-    recorded = []
-    original = sdk._get_stack_trace
-    monkeypatch.setattr(sdk, "_get_stack_trace", lambda: recorded.append(original()) or recorded[-1])
     lines = []
 
     def declare_each_kind():
@@ -282,7 +278,8 @@ def test_each_resource_is_recorded_at_the_line_that_declared_it(monkeypatch):
         lines.append(here.f_lineno + 1)
         declare.random("RandomPassword", "password", {"length": 24})
 
-    run_declarations(declare_each_kind)
+    with recorded_stack_traces() as recorded:
+        run_declarations(declare_each_kind)
     ours = [trace for trace in recorded if any(frame.pc.uri.endswith("/test_declare.py") for frame in trace.frames)]
     first = [(trace.frames[0].pc.uri.rsplit("/", 1)[-1], trace.frames[0].pc.line) for trace in ours]
     assert first == [("test_declare.py", line) for line in lines]

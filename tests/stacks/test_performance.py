@@ -3,9 +3,11 @@ changed what the program declares or renders, or leaked state from one run into 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
 import os
+from collections.abc import Callable
 
 import pulumi
 import pytest
@@ -16,7 +18,7 @@ from plan import artifacts
 from plan.artifacts import cloud_init_entries, custom_data_of, plan_files, write_plan
 from plan.diff import load_plan
 from plan.runner import run_declarations
-from tests.helpers import load_yaml
+from tests.helpers import load_yaml, recorded_stack_traces
 
 
 @pytest.mark.slow  # every distinct cloud-init of dev and prod through the pure-Python emitter
@@ -37,21 +39,57 @@ def test_every_cloud_init_reads_item_by_item_exactly_as_parsed_whole(dev_plan, p
 
 
 def test_the_cloud_init_read_back_from_customdata_is_what_decoding_it_gives(dev_plan):
-    """The plan reads a machine's cloud-init from the customData the request carries: what the program encoded
-    is looked up by that base64 (``cloudinit.encoded_text``), anything else decoded, the same text either way."""
+    """The plan reads a machine's cloud-init from the customData the request carries: the text of what this run's
+    program encoded is looked up by that base64 (``ProgramRun.encoded``), anything else decoded, the same text
+    either way. Every machine of dev is looked up, so no plan decodes the 19 MB of a 30,000-node plan's
+    customData."""
     import base64
 
     sent = [r for r in dev_plan.registrations if artifacts._raw_custom_data(r) is not None]
     assert len(sent) > 5
     for registration in sent:
         raw = artifacts._raw_custom_data(registration)
-        assert custom_data_of(registration) == base64.b64decode(raw).decode(), registration.name
-    for text in ("#cloud-config\nruncmd:\n- [echo, é]\n", "", "x" * 1000):
-        encoded = cloudinit.custom_data(text, "a test")
-        assert cloudinit.encoded_text(encoded) == text == artifacts._decoded(encoded)
+        assert raw in dev_plan.encoded, f"{registration.name}: its customData would be decoded"
+        assert artifacts._decoded(raw, dev_plan.encoded) == base64.b64decode(raw).decode(), registration.name
+    assert artifacts.collect_files(dev_plan.registrations, dev_plan.encoded) == artifacts.collect_files(
+        dev_plan.registrations
+    )
+    first = artifacts._raw_custom_data(sent[0])
+    looked_up = artifacts.collect_files(dev_plan.registrations, {first: "#cloud-config\n"})
+    assert looked_up[f"{sent[0].name}/cloud-init.yaml"] == "#cloud-config\n", "the text is looked up, not decoded"
     elsewhere = base64.b64encode(b"#cloud-config\nbootcmd: [never encoded here]\n").decode()
-    assert cloudinit.encoded_text(elsewhere) is None
-    assert artifacts._decoded(elsewhere) == "#cloud-config\nbootcmd: [never encoded here]\n"
+    assert artifacts._decoded(elsewhere, dev_plan.encoded) == "#cloud-config\nbootcmd: [never encoded here]\n"
+
+
+def test_the_texts_of_encoded_customdata_are_kept_by_one_run_only():
+    """``cloudinit.custom_data`` keeps nothing: its base64 carries its text (``CustomData``), and the run that
+    registers a machine with it keeps that text for itself (``ProgramRun.encoded``), not for the next run or the
+    process."""
+    vm = "azure-native:compute:VirtualMachine"
+    first, second = "#cloud-config\nruncmd:\n- [echo, é]\n", "#cloud-config\nruncmd:\n- [echo, two]\n"
+
+    def machine(text: str, name: str) -> Callable[[], object]:
+        return lambda: pulumi.CustomResource(vm, name, {"osProfile": {"customData": cloudinit.custom_data(text, name)}})
+
+    encoded = cloudinit.custom_data(first, "a test")
+    assert encoded == base64.b64encode(first.encode()).decode() and encoded.text == first
+    held = [
+        name
+        for name, value in vars(cloudinit).items()
+        if isinstance(value, (dict, list, set))
+        and any(kept in (first, encoded) for kept in (*value, *(value.values() if isinstance(value, dict) else ())))
+    ]
+    assert not held, f"the encoder keeps what it encoded in {held}"
+    one, two = run_declarations(machine(first, "one")), run_declarations(machine(second, "two"))
+    assert one.encoded == {base64.b64encode(first.encode()).decode(): first}
+    assert two.encoded == {base64.b64encode(second.encode()).decode(): second}
+    plain = run_declarations(
+        lambda: pulumi.CustomResource(
+            vm, "plain", {"osProfile": {"customData": str(cloudinit.custom_data(first, "p"))}}
+        )
+    )
+    assert plain.encoded == {}, "a base64 the program did not pass encoded is not looked up: it is decoded"
+    assert artifacts.collect_files(plain.registrations, plain.encoded)["plain/cloud-init.yaml"] == first
 
 
 @pytest.mark.parametrize(
@@ -114,9 +152,9 @@ class _CountingOs:
 
 
 def test_a_run_stats_no_source_file_per_resource(monkeypatch):
-    """The SDK's ``traceback.extract_stack()`` for each resource has linecache ``os.stat`` every source file
-    on the stack (about ten) unless the file is marked as read once and for all: the runner does that for any
-    resource class, not only the program's own (``_SettledLineCache`` in plan/runner.py)."""
+    """The SDK's ``traceback.extract_stack()`` for each resource has linecache ``os.stat`` every source file on
+    the stack (about ten): the runner reads the stack from the frames instead (``_RecordedStacks`` in
+    plan/runner.py), for any resource class, not only the program's own."""
     import linecache
 
     counting = _CountingOs()
@@ -129,45 +167,49 @@ def test_a_run_stats_no_source_file_per_resource(monkeypatch):
     count = 60
     run = run_declarations(lambda: [Typed(f"r{i}") for i in range(count)])
     assert len(run.registrations) == count
-    # Each file is read (and stat'ed) once, when it is first on a stack; about 600 without the marking.
-    assert len(counting.stats) < count / 2, sorted(set(counting.stats))
+    assert len(counting.stats) < count / 2, sorted(set(counting.stats))  # about 600 through extract_stack
 
 
 def test_a_run_leaves_linecache_as_it_found_it():
-    """The marking lasts as long as the run: afterwards linecache checks its files again, as it does in any
-    other process (a changed source file shows in a traceback)."""
+    """Nothing of a run stays in linecache: a source file read before is still checked for changes afterwards,
+    as in any other process (a changed source file shows in a traceback)."""
     import linecache
 
     from components import declare
 
-    def declared() -> None:
-        declare.azure("resources:ResourceGroup", "rg", {"location": "westus3"})
-
-    run_declarations(declared)  # every file on the stack read into linecache
-    before = {name: entry[1] for name, entry in linecache.cache.items() if len(entry) == 4}
-    assert before[declare.__file__] is not None
-    run_declarations(declared)
-    after = {name: entry[1] for name, entry in linecache.cache.items() if len(entry) == 4}
-    assert after[declare.__file__] == before[declare.__file__]
-    assert all(mtime is not None for name, mtime in after.items() if before.get(name) is not None)
+    linecache.getline(declare.__file__, 1)
+    before = dict(linecache.cache)
+    run_declarations(lambda: declare.azure("resources:ResourceGroup", "rg", {"location": "westus3"}))
+    assert linecache.cache.get(declare.__file__) == before[declare.__file__]
+    assert linecache.cache[declare.__file__][1] is not None, "its modification time, checked again"
 
 
-def _recorded_stacks(monkeypatch) -> list[bytes]:
-    """Every resource's recorded stack and source position as the engine receives them, for resources made
-    from a few lines through helpers and a constructor of their own, the same lines many times."""
+def _recorded_stacks() -> list[bytes]:
+    """Every resource's recorded stack and source position as the engine receives them, for resources of every
+    shape: made from a few lines through helpers and a constructor of their own (the same lines many times), inside
+    a component, as a provider, as a bare ``CustomResource`` (two constructors: nothing recorded), and from code
+    with no file (no position)."""
     from plan import mocks
 
     sent: list[bytes] = []
     register = mocks.RecordingMonitor.RegisterResource
 
     def recording(self, request):
-        if request.type == "bench:index:Bare":
-            sent.append(request.stackTrace.SerializeToString() + request.sourcePosition.SerializeToString())
+        sent.append(request.stackTrace.SerializeToString() + request.sourcePosition.SerializeToString())
         return register(self, request)
 
     class Typed(pulumi.CustomResource):
+        def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+            super().__init__("bench:index:Bare", name, {}, opts)
+
+    class Group(pulumi.ComponentResource):
         def __init__(self, name: str) -> None:
-            super().__init__("bench:index:Bare", name, {})
+            super().__init__("bench:index:Group", name)
+            Typed(f"{name}-child", pulumi.ResourceOptions(parent=self))
+
+    class Provider(pulumi.ProviderResource):
+        def __init__(self, name: str) -> None:
+            super().__init__("bench", name, {})
 
     def helper(depth: int, name: str) -> None:
         if depth:
@@ -175,43 +217,55 @@ def _recorded_stacks(monkeypatch) -> list[bytes]:
         else:
             Typed(name)
 
-    with monkeypatch.context() as patched:
-        patched.setattr(mocks.RecordingMonitor, "RegisterResource", recording)
-        run_declarations(lambda: [helper(index % 3, f"r{index}") for index in range(12)])
+    def declare() -> None:
+        for index in range(12):
+            helper(index % 3, f"r{index}")
+        Group("group")
+        Provider("provider")
+        pulumi.CustomResource("bench:index:Bare", "bare", {})
+        exec(compile("Typed('no-file')", "<string>", "exec"), {"Typed": Typed})  # noqa: S102 - a frame with no file
+
+    mocks.RecordingMonitor.RegisterResource = recording
+    try:
+        run_declarations(declare)
+    finally:
+        mocks.RecordingMonitor.RegisterResource = register
     return sent
 
 
-def test_a_stack_position_made_once_per_line_is_what_the_sdk_makes_per_frame(monkeypatch):
-    """``_RememberedSourcePositions`` (plan/runner.py) hands out the position made first for a file and line:
-    every resource's stack and source position are the same bytes as the SDK's own function makes them."""
+def test_the_stack_the_runner_records_is_the_one_the_sdk_records(monkeypatch):
+    """``_RecordedStacks`` (plan/runner.py) reads each resource's stack from its frames, each position made once per
+    file and line: every resource's stack and source position are the same bytes as the SDK's own function
+    makes them."""
     from plan import runner
 
-    remembered = _recorded_stacks(monkeypatch)
+    read_from_frames = _recorded_stacks()
 
     class Unchanged:
         def restore(self) -> None:
             pass
 
-    monkeypatch.setattr(runner, "_RememberedSourcePositions", Unchanged)
-    made_per_frame = _recorded_stacks(monkeypatch)
-    assert len(remembered) == 12 and len(set(remembered)) == 3  # three depths of helper
-    assert remembered == made_per_frame
-    assert all(b"/tests/stacks/test_performance.py" in sent for sent in remembered)
+    monkeypatch.setattr(runner, "_RecordedStacks", Unchanged)
+    made_by_the_sdk = _recorded_stacks()
+    assert len(read_from_frames) == 18 and len(set(read_from_frames)) >= 6  # with the stack itself
+    assert read_from_frames == made_by_the_sdk
+    assert sum(b"/tests/stacks/test_performance.py" in sent for sent in read_from_frames) >= 14
+    assert b"" in read_from_frames, "the bare resource: nothing recorded"
 
 
-def test_a_run_leaves_the_sdks_source_positions_as_it_found_them():
+def test_a_run_leaves_the_sdks_stack_recording_as_it_found_it():
     import pulumi.runtime.resource as sdk
 
-    original = sdk._get_source_position_for_frame
+    original = sdk._get_stack_trace
     run_declarations(lambda: pulumi.CustomResource("bench:index:Bare", "r", {}))
-    assert sdk._get_source_position_for_frame is original
+    assert sdk._get_stack_trace is original
 
     def fail() -> None:
         raise RuntimeError("from the program")
 
     with contextlib.suppress(Exception):
         run_declarations(fail)
-    assert sdk._get_source_position_for_frame is original
+    assert sdk._get_stack_trace is original
 
 
 def test_the_benchmarks_replay_registers_every_machine_as_the_plan_sent_it(dev_plan, tmp_path):
@@ -321,21 +375,17 @@ def test_a_run_walks_no_caller_frames_and_hands_back_its_errors_unchanged():
         raise AssertionError("the program's error was swallowed")
 
 
-def test_the_stack_recorded_with_each_resource_holds_no_harness_thread_or_runpy_frames(monkeypatch):
+def test_the_stack_recorded_with_each_resource_holds_no_harness_thread_or_runpy_frames():
     """The SDK turns every frame below a resource's constructor into a source position, for every resource:
     the plan runs the program's body from a bare thread's first frame, before the event loop runs
     (``run_declarations``)."""
     import inspect
 
-    import pulumi.runtime.resource as sdk
-
     from components import declare
     from tests.conftest import plan_stack
 
-    recorded = []
-    original = sdk._get_stack_trace
-    monkeypatch.setattr(sdk, "_get_stack_trace", lambda: recorded.append(original()) or recorded[-1])
-    plan_stack("dev")
+    with recorded_stack_traces() as recorded:
+        plan_stack("dev")
     frames = [frame for trace in recorded for frame in trace.frames]
     files = {frame.pc.uri.rsplit("/", 1)[-1] for frame in frames if frame.HasField("pc")}
     assert "__main__.py" in files
