@@ -250,11 +250,12 @@ def write_plan(out: Path, files: dict[str, str]) -> None:
     root = str(out)
     _write(f"{root}/{PLAN_MARKER}", PLAN_MARKER_TEXT.encode())
     tree: dict[str, Any] = {}  # {name: text, or a directory's dict}
+    folders: dict[str, dict[str, Any]] = {"": tree}  # each directory's dict by its path, made when first named
     for relative, text in files.items():
-        *folders, name = relative.split("/")
-        node = tree
-        for folder in folders:
-            node = node.setdefault(folder, {})
+        folder, _, name = relative.rpartition("/")
+        node = folders.get(folder)
+        if node is None:
+            node = _folder(folders, folder)
         node[name] = text
     written: dict[str, str] = {}
     known: dict[int, tuple[Any, ...]] = {}
@@ -266,6 +267,15 @@ def write_plan(out: Path, files: dict[str, str]) -> None:
                 _write_tree(root, f"files/{resource}", "", files_of, seen, written, known)
         else:
             _write_tree(root, name, "", node, {}, written, known)
+
+
+def _folder(folders: dict[str, dict[str, Any]], path: str) -> dict[str, Any]:
+    """The dict of the directory at ``path``, made (and the ones above it) if it is not in ``folders`` yet."""
+    node = folders.get(path)
+    if node is None:
+        parent, _, name = path.rpartition("/")
+        node = folders[path] = _folder(folders, parent).setdefault(name, {})
+    return node
 
 
 def _write_tree(

@@ -76,16 +76,17 @@ def custom_dependencies(registrations: list[Registration]) -> dict[str, set[str]
     for r in registrations:
         children.setdefault(r.parent, []).append(r.urn)
 
-    def expand(urn: str, seen: set[str]) -> set[str]:
-        resource = by_urn.get(urn)
-        if resource is None or urn in seen:
-            return set()
-        seen.add(urn)
-        if resource.custom:
-            return {urn}
-        found: set[str] = set()
-        for child in children.get(urn, []):
-            found |= expand(child, seen)
+    custom_below: dict[str, set[str]] = {}  # each resource's expansion, made once: shared, never changed
+
+    def expand(urn: str) -> set[str]:
+        found = custom_below.get(urn)
+        if found is None:
+            resource = by_urn.get(urn)
+            found = set() if resource is None else {urn} if resource.custom else set()
+            if resource is not None and not resource.custom:
+                for child in children.get(urn, []):  # parents form a tree: no resource is reached twice
+                    found |= expand(child)
+            custom_below[urn] = found
         return found
 
     def ancestors(resource: Registration):
@@ -99,15 +100,16 @@ def custom_dependencies(registrations: list[Registration]) -> dict[str, set[str]
         if r.custom:
             deps: set[str] = set()
             for dep in [*r.dependencies, *(d for a in ancestors(r) for d in a.dependencies)]:
-                deps |= expand(dep, set())
+                deps |= expand(dep)
             deps.discard(r.urn)
             graph[r.urn] = deps
     return graph
 
 
-def critical_path(registrations: list[Registration]) -> CriticalPath:
+def critical_path(registrations: list[Registration], graph: dict[str, set[str]] | None = None) -> CriticalPath:
+    """The longest chain of ``graph`` (``custom_dependencies(registrations)``, made here when not given)."""
     by_urn = {r.urn: r for r in registrations}
-    graph = custom_dependencies(registrations)
+    graph = custom_dependencies(registrations) if graph is None else graph
 
     @cache
     def finish(urn: str) -> tuple[int, tuple[str, ...]]:
@@ -125,10 +127,13 @@ def critical_path(registrations: list[Registration]) -> CriticalPath:
     return CriticalPath(tuple(by_urn[u] for u in chain), seconds)
 
 
-def machines_waiting_for_machines(registrations: list[Registration]) -> list[tuple[str, str]]:
-    """``(machine, machine it transitively waits for)`` pairs; empty when all machines start together."""
+def machines_waiting_for_machines(
+    registrations: list[Registration], graph: dict[str, set[str]] | None = None
+) -> list[tuple[str, str]]:
+    """``(machine, machine it transitively waits for)`` pairs; empty when all machines start together. ``graph``
+    as ``critical_path`` takes it."""
     by_urn = {r.urn: r for r in registrations}
-    graph = custom_dependencies(registrations)
+    graph = custom_dependencies(registrations) if graph is None else graph
     closure: dict[str, set[str]] = {}
 
     def reach(urn: str) -> set[str]:

@@ -102,20 +102,30 @@ _KINDS = (*_PATTERNS, *_CASELESS_PATTERNS)
 @dataclass(frozen=True)
 class _Piece:
     """What one piece of text holds: its pattern findings (lines within it) and the first line within it of
-    each value looked for in it; whether it holds a private key's header."""
+    each value looked for in it; whether it holds a private key's header; how many newlines it holds."""
 
     found: list[Finding]
     values: dict[str, int]
     keyed: bool
+    newlines: int
 
 
 def _pieces(text: str) -> list[str]:
     """``text`` cut after every ``_ITEMS_PER_PIECE``-th newline that opens a line with ``- ``; joined, the
-    pieces are ``text``."""
-    parts = text.split(_CUT)
-    groups = [_CUT.join(parts[i : i + _ITEMS_PER_PIECE]) for i in range(0, len(parts), _ITEMS_PER_PIECE)]
-    before, after = _CUT[:1], _CUT[1:]  # the newline ends a piece, the item's "- " opens the next
-    return [(after if i else "") + group + (before if i < len(groups) - 1 else "") for i, group in enumerate(groups)]
+    pieces are ``text``. Each piece is sliced from ``text`` once, where its cut is found."""
+    pieces = []
+    start = 0
+    found = text.find(_CUT)
+    items = 0
+    while found >= 0:
+        items += 1
+        if items == _ITEMS_PER_PIECE:
+            pieces.append(text[start : found + 1])  # the newline ends a piece, the item's "- " opens the next
+            start = found + 1
+            items = 0
+        found = text.find(_CUT, found + 1)
+    pieces.append(text[start:])
+    return pieces
 
 
 def _scan(text: str, values: list[str], unkeyed: list[str], known: dict[str, _Piece]) -> list[Finding]:
@@ -131,13 +141,13 @@ def _scan(text: str, values: list[str], unkeyed: list[str], known: dict[str, _Pi
             found = scan_text("", piece)
             piece_keyed = any(finding.kind == "private key" for finding in found)
             searched = [value for value in (values if piece_keyed else unkeyed) if "\n-" not in value]
-            verdict = known[piece] = _Piece(found, _first_lines(piece, searched), piece_keyed)
+            verdict = known[piece] = _Piece(found, _first_lines(piece, searched), piece_keyed, piece.count("\n"))
         for finding in verdict.found:
             by_kind.setdefault(finding.kind, []).append(Finding("", finding.kind, finding.line + line))
         for value, value_line in verdict.values.items():
             found_values.setdefault(value, value_line + line)
         keyed = keyed or verdict.keyed
-        line += piece.count("\n")
+        line += verdict.newlines
     findings = [finding for kind in _KINDS for finding in by_kind.get(kind, [])]
     for value in values if keyed else unkeyed:
         if "\n-" in value:  # it may span a cut: looked for in the whole text

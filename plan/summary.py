@@ -11,7 +11,7 @@ from infra.network.addressing import AddressPlan
 from infra.network.egress import machines_in_vnet, nat_gateways
 from infra.node import join_time
 from plan import topology
-from plan.critical_path import critical_path, machines_waiting_for_machines
+from plan.critical_path import critical_path, custom_dependencies, machines_waiting_for_machines
 from plan.mocks import Registration
 
 
@@ -100,7 +100,8 @@ def render_summary(
 
 
 def _critical_path_section(registrations: list[Registration]) -> list[str]:
-    path = critical_path(registrations)
+    graph = custom_dependencies(registrations)  # made once for both
+    path = critical_path(registrations, graph)
     lines = [
         "## Deploy critical path",
         "",
@@ -110,7 +111,7 @@ def _critical_path_section(registrations: list[Registration]) -> list[str]:
         "",
     ]
     lines += [f"{i}. `{r.type}` {r.name}" for i, r in enumerate(path.chain, 1)]
-    waiting = machines_waiting_for_machines(registrations)
+    waiting = machines_waiting_for_machines(registrations, graph)
     lines += [
         "",
         "Machines waiting for other machines: "

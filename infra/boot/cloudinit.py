@@ -87,7 +87,7 @@ def render(config: CloudConfig) -> str:
         if key == "write_files":
             sections.append("write_files:\n" + "".join(_file_entry(f) for f in value))
         else:
-            sections.append(_body({key: value}))
+            sections.append(_section(key, value))
     return "#cloud-config\n" + ("".join(sections) if sections else _body({}))
 
 
@@ -136,6 +136,62 @@ def _entry(f: File) -> dict[str, str]:
 def _file_entry(f: File) -> str:
     """One ``write_files`` entry as the block-sequence item the whole document's dump writes for it."""
     return _body([_entry(f)])
+
+
+def _section(key: str, value: Any) -> str:
+    """``{key: value}`` as the whole document's dump writes that section: serialised once per distinct value
+    (``_section_text``; the shards of a pool run the same commands) when the value is plain data holding no
+    list or dict twice. One held twice is written once with an anchor and then as an alias, which depends on
+    which objects are the same, not only on their values: such a value is serialised as it is."""
+    frozen = _frozen(value, set())
+    return _body({key: value}) if frozen is None else _section_text(key, frozen)
+
+
+class _Unfrozen(Exception):
+    """A value ``_frozen`` cannot stand for by value."""
+
+
+def _frozen(value: Any, seen: set[int]) -> Any:
+    """``value`` as a hashable key that ``_thawed`` turns back into an equal value, each type kept (``True`` is
+    not ``1``), or None when it is not plain data (str, int, bool, None, lists, dicts) or holds a list or dict
+    twice."""
+    try:
+        return _freeze(value, seen)
+    except _Unfrozen:
+        return None
+
+
+def _freeze(value: Any, seen: set[int]) -> Any:
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is list or kind is dict:
+        if id(value) in seen:
+            raise _Unfrozen
+        seen.add(id(value))
+        if kind is list:
+            return (list, tuple(_freeze(item, seen) for item in value))
+        return (dict, tuple((_freeze(k, seen), _freeze(v, seen)) for k, v in value.items()))
+    if kind is int or kind is bool or value is None:
+        return (kind, value)
+    raise _Unfrozen
+
+
+def _thawed(frozen: Any) -> Any:
+    if type(frozen) is str:
+        return frozen
+    kind, content = frozen
+    if kind is list:
+        return [_thawed(item) for item in content]
+    if kind is dict:
+        return {_thawed(k): _thawed(v) for k, v in content}
+    return content
+
+
+# Bounded: a test process renders many clusters. A 30,000-node plan has a handful of distinct sections.
+@functools.lru_cache(maxsize=512)
+def _section_text(key: str, frozen: Any) -> str:
+    return _body({key: _thawed(frozen)})
 
 
 def dump(document: dict[str, Any], dumper: type[yaml.SafeDumper] = yaml_text.LiteralBlockDumper) -> str:

@@ -75,3 +75,34 @@ def test_relabelling_copies_and_leaves_the_original_as_it_was():
     assert "a=2" in render(other) and "a=2" not in before
     with pytest.raises(ValueError, match="is not written"):
         CloudConfig().with_content(kubelet.UNIT_PATH, "x")
+
+
+def test_a_section_is_serialised_once_per_value_as_the_whole_documents_dump_writes_it():
+    """``render`` serialises each section other than ``write_files`` once per distinct value (the shards of a pool
+    run the same commands): the same text as the whole document's dump for plain values of every type, and a value
+    that holds the same list twice (written with an anchor, an identity and not a value) serialised as it is."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from infra.boot import cloudinit
+
+    scalars = st.one_of(st.text(max_size=8), st.integers(-2, 2), st.booleans(), st.none())
+    values = st.recursive(
+        scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+        max_leaves=12,
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.sampled_from(["bootcmd", "runcmd", "mounts", "apt"]), values)
+    def agree(key, value):
+        expected = dump({key: value}).removeprefix("#cloud-config\n")
+        assert cloudinit._section(key, value) == expected
+        assert cloudinit._section(key, value) == expected, "the second time, from the cache"
+
+    agree()
+    shared = ["echo", "twice"]
+    twice = [shared, shared]
+    assert "&id001" in cloudinit._section("runcmd", twice), "an anchor, as the whole document's dump writes it"
+    assert cloudinit._section("runcmd", twice) == dump({"runcmd": twice}).removeprefix("#cloud-config\n")
+    assert cloudinit._section("runcmd", [True]) != cloudinit._section("runcmd", [1]), "True is not 1"

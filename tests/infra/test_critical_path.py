@@ -64,3 +64,40 @@ def test_component_dependencies_hold_back_its_children():
         reg("vm", VM, ["rg"], parent="vm-component"),
     ]
     assert custom_dependencies(regs)["vm"] == {"rg", "gate"}
+
+
+def _expanded_naively(registrations: list[Registration]) -> dict[str, set[str]]:
+    """``custom_dependencies`` as first written: every dependency expanded afresh, for every resource."""
+    by_urn = {r.urn: r for r in registrations}
+    children: dict[str, list[str]] = {}
+    for r in registrations:
+        children.setdefault(r.parent, []).append(r.urn)
+
+    def expand(urn: str) -> set[str]:
+        resource = by_urn.get(urn)
+        if resource is None:
+            return set()
+        if resource.custom:
+            return {urn}
+        return set().union(*(expand(child) for child in children.get(urn, [])))
+
+    graph = {}
+    for r in registrations:
+        if r.custom:
+            inherited, parent = [], by_urn.get(r.parent)
+            while parent is not None:
+                inherited += parent.dependencies
+                parent = by_urn.get(parent.parent)
+            graph[r.urn] = set().union(*(expand(d) for d in [*r.dependencies, *inherited])) - {r.urn}
+    return graph
+
+
+def test_the_dependency_graph_expands_each_component_once_to_what_expanding_every_time_gives(prod_plan):
+    """The graph behind the summary's critical path expands each component into its custom descendants once, and
+    the summary makes it once for both of its uses."""
+    graph = custom_dependencies(prod_plan.registrations)
+    assert graph == _expanded_naively(prod_plan.registrations)
+    assert critical_path(prod_plan.registrations, graph) == critical_path(prod_plan.registrations)
+    assert machines_waiting_for_machines(prod_plan.registrations, graph) == machines_waiting_for_machines(
+        prod_plan.registrations
+    )
