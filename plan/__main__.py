@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     addresses = plan_addresses(parsed)
     summary = render_summary(args.stack, parsed, addresses, run.registrations, example_stacks=run.example_stacks)
-    files = plan_files(run.registrations, run.outputs, summary, run.encoded)
+    files = plan_files(run.registrations, run.outputs, summary, run.encoded, run.write_files)
     leaks = scan_files(files, run.secret_values)
     if leaks:
         for leak in leaks:
