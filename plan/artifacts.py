@@ -101,6 +101,21 @@ def _rendered_items(cloud_init: str, items: tuple[str, ...]) -> list[str] | None
     return list(items)
 
 
+def cloud_init_pieces(encoded: Mapping[str, str], write_files: Mapping[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """For the secret scan (``scan_files``' ``cuts``): each cloud-init whose write_files items are known
+    (``ProgramRun.write_files``, where the text holds exactly them: ``_rendered_items``), cut right before each
+    item, the last item with the rest of the text: every cut is after a newline that opens an item's ``- `` line,
+    as the scan cuts, found without reading the text again."""
+    pieces = {}
+    for raw, items in write_files.items():
+        text = encoded.get(raw)
+        if text is not None and _rendered_items(text, items) is not None:
+            start = text.find(_WRITE_FILES) + len(_WRITE_FILES)
+            end = start + sum(map(len, items))
+            pieces[text] = [text[:start], *items[:-1], items[-1] + text[end:]]
+    return pieces
+
+
 # An unindented line, found from the newline before it (a literal: the regex engine jumps between them) ...
 _UNINDENTED = re.compile(r"\n(?=\S)")
 # ... starts a top-level node: a key with its value on the lines below, a sequence item, or anything else.

@@ -111,6 +111,18 @@ def test_a_node_cloud_init_is_read_back_from_the_items_it_was_joined_from(dev_pl
     assert no_items == () and artifacts._rendered_items(plain, no_items) is None
 
 
+def test_the_secret_scan_is_handed_each_node_cloud_init_cut_before_its_items(prod_plan):
+    """The scan takes a node's cloud-init cut right before each write_files item (``cloud_init_pieces``), as it
+    would cut it itself, without finding the cuts in the text again."""
+    from plan import secret_scan
+
+    pieces = artifacts.cloud_init_pieces(prod_plan.encoded, prod_plan.write_files)
+    assert len(pieces) == len(prod_plan.write_files) > 5
+    for text, held in pieces.items():
+        assert secret_scan._cut_as_pieces(text, held), "joined, the text, each cut before a '- ' line"
+        assert len(held) == len(artifacts._write_files_items(text)) + 1
+
+
 @pytest.mark.parametrize(
     "text",
     [
