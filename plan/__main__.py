@@ -33,7 +33,7 @@ from infra.config.errors import ConfigError
 from infra.day2.deploy_rules import RollingUpgrade
 from infra.day2.previous_outputs import check_previous_outputs
 from infra.network.addressing import plan_addresses
-from plan.artifacts import PLAN_MARKER, holds_plan, plan_files, write_plan
+from plan.artifacts import PLAN_MARKER, cloud_init_pieces, holds_plan, plan_files, write_plan
 from plan.diff import PlanDiff, PlanDirectoryError, diff_plans, load_plan
 from plan.diff_report import render_diff
 from plan.runner import ROLLOUT_FINISHED, ProgramHung, own_stack_name, run_program
@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     addresses = plan_addresses(parsed)
     summary = render_summary(args.stack, parsed, addresses, run.registrations, example_stacks=run.example_stacks)
-    files = plan_files(run.registrations, run.outputs, summary, run.encoded)
-    leaks = scan_files(files, run.secret_values)
+    files = plan_files(run.registrations, run.outputs, summary, run.encoded, run.write_files)
+    leaks = scan_files(files, run.secret_values, cloud_init_pieces(run.encoded, run.write_files))
     if leaks:
         for leak in leaks:
             print(f"error: secret in plan output: {leak.kind} in {leak.path}:{leak.line}", file=sys.stderr)

@@ -33,7 +33,7 @@ IMAGE_TEMPLATE = "azure-native:virtualmachineimages:VirtualMachineImageTemplate"
 # Written into every plan directory: ``--out`` replaces an existing folder only when it holds this file
 # (a plan this program wrote), so a mistyped --out (``.``, a home directory, a user's folder) is never deleted.
 PLAN_MARKER = ".supercluster-plan"
-_NONE_KNOWN: Mapping[str, str] = MappingProxyType({})  # no customData whose text is known: every one decoded
+_NONE_KNOWN: Mapping[str, Any] = MappingProxyType({})  # no customData whose text is known: every one decoded
 PLAN_MARKER_TEXT = "Written by `python -m plan`: a later `python -m plan --out` may replace this folder.\n"
 
 
@@ -62,18 +62,58 @@ def cloud_init_files(registration: Registration) -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=64)
-def cloud_init_entries(cloud_init: str) -> dict[str, dict[str, Any]]:
+def cloud_init_entries(cloud_init: str, rendered_items: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
     """``{machine path: write_files entry}`` of a cloud-init, parsed once per distinct text (the shards of a
     pool share theirs) and, where the text is laid out block by block, each entry once per distinct entry
     text (``_write_files_items``): the shards of an InfiniBand pool differ in one file of forty, and PyYAML's
-    constructor is most of a plan's reading time. Shared between callers: read it, never change it."""
-    items = _write_files_items(cloud_init)
+    constructor is most of a plan's reading time. ``rendered_items``: the items ``cloudinit.rendered`` joined
+    into the text, where known (``_rendered_items``). Shared between callers: read it, never change it."""
+    items = _rendered_items(cloud_init, rendered_items)
+    if items is None:
+        items = _write_files_items(cloud_init)
     parsed = [] if items is None else [_entry(item) for item in items]
     entries = [entry for entry in parsed if entry is not None]
     if items is None or len(entries) < len(parsed):
         document = yaml.load(cloud_init, Loader=_Loader) or {}
         entries = document.get("write_files") or []
     return {entry["path"]: entry for entry in entries}
+
+
+_WRITE_FILES = "\nwrite_files:\n"
+
+
+def _rendered_items(cloud_init: str, items: tuple[str, ...]) -> list[str] | None:
+    """``items``, the ``write_files`` items ``cloudinit.rendered`` joined into ``cloud_init``, where the text
+    holds exactly them, one after the other, right below its ``write_files`` key and up to the next
+    top-level key: what ``_write_files_items`` finds in a text ``render`` wrote (one key, block style), without
+    reading every line of it again (tests/stacks/test_performance.py compares them). None for any other
+    text."""
+    start = cloud_init.find(_WRITE_FILES) + len(_WRITE_FILES) if items else -1
+    if start < len(_WRITE_FILES):
+        return None  # no items, or no write_files key
+    for item in items:
+        if not cloud_init.startswith(item, start):
+            return None
+        start += len(item)
+    after = _TOP_LEVEL.match(cloud_init, start) if start < len(cloud_init) else None
+    if start < len(cloud_init) and (after is None or not after["key"]):
+        return None  # the section goes on past the items
+    return list(items)
+
+
+def cloud_init_pieces(encoded: Mapping[str, str], write_files: Mapping[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """For the secret scan (``scan_files``' ``cuts``): each cloud-init whose write_files items are known
+    (``ProgramRun.write_files``, where the text holds exactly them: ``_rendered_items``), cut right before each
+    item, the last item with the rest of the text: every cut is after a newline that opens an item's ``- `` line,
+    as the scan cuts, found without reading the text again."""
+    pieces = {}
+    for raw, items in write_files.items():
+        text = encoded.get(raw)
+        if text is not None and _rendered_items(text, items) is not None:
+            start = text.find(_WRITE_FILES) + len(_WRITE_FILES)
+            end = start + sum(map(len, items))
+            pieces[text] = [text[:start], *items[:-1], items[-1] + text[end:]]
+    return pieces
 
 
 # An unindented line, found from the newline before it (a literal: the regex engine jumps between them) ...
@@ -171,8 +211,13 @@ def kubernetes_object(registration: Registration) -> dict[str, Any] | None:
     return ordered
 
 
-def collect_files(registrations: list[Registration], encoded: Mapping[str, str] = _NONE_KNOWN) -> dict[str, str]:
-    """``{relative path under files/: text}`` for every shipped artifact; ``encoded`` as ``_decoded`` takes it."""
+def collect_files(
+    registrations: list[Registration],
+    encoded: Mapping[str, str] = _NONE_KNOWN,
+    write_files: Mapping[str, tuple[str, ...]] = _NONE_KNOWN,
+) -> dict[str, str]:
+    """``{relative path under files/: text}`` for every shipped artifact; ``encoded`` as ``_decoded`` takes it,
+    ``write_files`` the items each of those texts was joined from, by the same base64 (``ProgramRun``)."""
     files: dict[str, str] = {}
     # The shards of a pool share one cloud-init: decoded once here, parsed once (cloud_init_entries). The
     # shards of an InfiniBand pool differ in one file of forty, whose entries cloud_init_entries shares
@@ -189,7 +234,7 @@ def collect_files(registrations: list[Registration], encoded: Mapping[str, str] 
             cloud_init = decoded[raw]
             base = registration.name
             files[f"{base}/cloud-init.yaml"] = cloud_init
-            for path, entry in cloud_init_entries(cloud_init).items():
+            for path, entry in cloud_init_entries(cloud_init, write_files.get(raw, ())).items():
                 known = texts.get(id(entry))
                 if known is None:
                     known = texts[id(entry)] = (entry, file_content(entry))
@@ -227,14 +272,18 @@ def plan_files(
     outputs: dict[str, Any],
     summary: str,
     encoded: Mapping[str, str] = _NONE_KNOWN,
+    write_files: Mapping[str, tuple[str, ...]] = _NONE_KNOWN,
 ) -> dict[str, str]:
-    """Every file of the plan directory, by relative path; ``encoded`` as ``_decoded`` takes it."""
+    """Every file of the plan directory, by relative path; ``encoded`` and ``write_files`` as ``collect_files``
+    takes them."""
     files = {
         "resources.json": json_text([recorded(r) for r in registrations]) + "\n",
         "outputs.json": json_text(outputs, sort_keys=True) + "\n",
         "summary.md": summary,
     }
-    files.update({f"files/{relative}": text for relative, text in collect_files(registrations, encoded).items()})
+    files.update(
+        {f"files/{relative}": text for relative, text in collect_files(registrations, encoded, write_files).items()}
+    )
     return files
 
 

@@ -62,6 +62,9 @@ class ProgramRun:
     # plan reads every machine's cloud-init back from its request without decoding it (``artifacts._decoded``).
     # This run's alone: made fresh by each run, kept by nothing else.
     encoded: dict[str, str] = field(default_factory=dict)
+    # The write_files items each of those texts was joined from, by the same base64, where the program gave them
+    # (``cloudinit.rendered``): the plan takes them instead of finding them in the text (``artifacts``).
+    write_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def secret_values(self) -> set[str]:
@@ -183,7 +186,7 @@ def run_declarations(
         # turns every frame below a resource's constructor into a source position, for every resource
         # (``_finish``), so each frame of the harness here costs a 30,000-node plan about 0.01 s of CPU (1,611 frames).
         try:
-            loop, monitor, declared, encoded = _prepare(stack, config or {}, stack_outputs)
+            loop, monitor, declared, cloud_inits = _prepare(stack, config or {}, stack_outputs)
             stacks = _RecordedStacks()
             try:
                 with _cyclic_gc_paused():
@@ -193,7 +196,7 @@ def run_declarations(
                         body_error: BaseException | None = error
                     else:
                         body_error = None
-                    outcome["run"] = _finish(loop, monitor, declared, encoded, stack, config or {}, body_error)
+                    outcome["run"] = _finish(loop, monitor, declared, cloud_inits, stack, config or {}, body_error)
             finally:
                 loop.close()
                 asyncio.set_event_loop(None)
@@ -218,10 +221,15 @@ def _prepare(
     stack: str,
     config: dict[str, Any],
     stack_outputs: dict[str, dict[str, Any]] | None,
-) -> tuple[asyncio.AbstractEventLoop, RecordingMonitor, dict[tuple[str, str], int], dict[str, str]]:
+) -> tuple[
+    asyncio.AbstractEventLoop,
+    RecordingMonitor,
+    dict[tuple[str, str], int],
+    tuple[dict[str, str], dict[str, tuple[str, ...]]],
+]:
     """This thread's event loop and fresh mocks; returns the loop, the monitor, where the order in which the
-    program declares its resources is kept, and where the texts of the customData it encodes are
-    (``ProgramRun.encoded``)."""
+    program declares its resources is kept, and where the texts of the customData it encodes and their
+    write_files items are (``ProgramRun.encoded``, ``ProgramRun.write_files``)."""
     loop = asyncio.new_event_loop()
     loop.set_exception_handler(_quiet_config_errors)
     asyncio.set_event_loop(loop)
@@ -234,17 +242,18 @@ def _prepare(
     pulumi.runtime.set_all_config(encode_config(config))
     declared: dict[tuple[str, str], int] = {}
     encoded: dict[str, str] = {}
-    pulumi.runtime.register_stack_transformation(_recorder(declared, encoded))
+    write_files: dict[str, tuple[str, ...]] = {}
+    pulumi.runtime.register_stack_transformation(_recorder(declared, encoded, write_files))
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
-    return loop, monitor, declared, encoded
+    return loop, monitor, declared, (encoded, write_files)
 
 
 def _finish(
     loop: asyncio.AbstractEventLoop,
     monitor: RecordingMonitor,
     declared: dict[tuple[str, str], int],
-    encoded: dict[str, str],
+    cloud_inits: tuple[dict[str, str], dict[str, tuple[str, ...]]],
     stack: str,
     config: dict[str, Any],
     body_error: BaseException | None,
@@ -270,7 +279,7 @@ def _finish(
         raise
     # Monitor calls run on worker threads and may arrive in any order; declaration order does not.
     ordered = sorted(monitor.registrations, key=lambda r: declared.get((r.type, r.name), len(declared)))
-    return ProgramRun(stack, config, ordered, outputs, monitor, encoded=encoded)
+    return ProgramRun(stack, config, ordered, outputs, monitor, encoded=cloud_inits[0], write_files=cloud_inits[1])
 
 
 def _raise(error: BaseException | None) -> None:
@@ -331,10 +340,11 @@ def _quiet_config_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any
         loop.default_exception_handler(context)
 
 
-def _recorder(declared: dict[tuple[str, str], int], encoded: dict[str, str]):
+def _recorder(declared: dict[tuple[str, str], int], encoded: dict[str, str], write_files: dict[str, tuple[str, ...]]):
     """A stack transformation that notes the order in which the program declares resources and, in ``encoded``,
     the text behind a VM's or scale set's customData where the program passes it as encoded
-    (``cloudinit.CustomData``). It changes nothing the resource registers."""
+    (``cloudinit.CustomData``), with the ``write_files`` items it was joined from in ``write_files``. It changes
+    nothing the resource registers."""
 
     def record(args: pulumi.ResourceTransformationArgs) -> None:
         declared.setdefault((args.type_, args.name), len(declared))
@@ -345,6 +355,8 @@ def _recorder(declared: dict[tuple[str, str], int], encoded: dict[str, str]):
                 value = value.get(key) if isinstance(value, dict) else None
             if isinstance(value, CustomData):
                 encoded[value] = value.text
+                if value.write_files:
+                    write_files[value] = value.write_files
         return None
 
     return record

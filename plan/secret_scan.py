@@ -10,8 +10,9 @@ Public certificates and secret *names* are fine.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 # Each pattern opens with a literal, so the regex engine jumps from one occurrence of it to the next
 # instead of trying every position of a 10 MB resources.json (30x faster); context a match needs before
@@ -33,6 +34,9 @@ _CASELESS_PATTERNS = {
 }
 # Patterns that cannot match without this literal are skipped when it is absent.
 _REQUIRED_LITERAL = {"kubeconfig token": "token:"}
+
+
+_NO_CUTS: Mapping[str, Sequence[str]] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,14 @@ def _first_lines(text: str, values: Iterable[str]) -> dict[str, int]:
     return lines
 
 
-def scan_files(files: dict[str, str], secret_values: Iterable[str] = ()) -> list[Finding]:
+def scan_files(
+    files: dict[str, str], secret_values: Iterable[str] = (), cuts: Mapping[str, Sequence[str]] = _NO_CUTS
+) -> list[Finding]:
     """Scans ``{path: text}`` for the patterns and for ``secret_values``; identical texts (a pool's shards)
     are scanned once, and so are identical pieces of texts (``_pieces``: the shards of an InfiniBand pool,
-    whose cloud-inits differ in one file of forty).
+    whose cloud-inits differ in one file of forty). ``cuts``: pieces a caller already holds for some texts (a
+    rendered cloud-init's write_files items, ``artifacts.cloud_init_pieces``), taken where they are cut as
+    ``_pieces`` cuts (``_cut_as_pieces``), instead of finding the cuts in the text again.
 
     A value holding a private key's header (most of them: every TLS key the mocks hand out) can only be in a
     text where the private-key pattern, which needs nothing around its match, found one: it is looked for
@@ -84,7 +92,7 @@ def scan_files(files: dict[str, str], secret_values: Iterable[str] = ()) -> list
     pieces: dict[str, _Piece] = {}
     for path, text in sorted(files.items()):
         if text not in verdicts:
-            verdicts[text] = _scan(text, values, unkeyed, pieces)
+            verdicts[text] = _scan(text, values, unkeyed, pieces, cuts.get(text))
         findings += [Finding(path, f.kind, f.line) for f in verdicts[text]]
     return findings
 
@@ -128,14 +136,30 @@ def _pieces(text: str) -> list[str]:
     return pieces
 
 
-def _scan(text: str, values: list[str], unkeyed: list[str], known: dict[str, _Piece]) -> list[Finding]:
+def _cut_as_pieces(text: str, pieces: Sequence[str]) -> bool:
+    """Whether ``pieces``, joined, are ``text`` and each is cut right after a newline that opens a line with
+    ``- ``, as ``_pieces`` cuts (how many items a piece holds does not matter: no pattern matches across any such
+    cut)."""
+    offset = 0
+    for index, piece in enumerate(pieces):
+        if index and not (offset and text[offset - 1] == "\n" and text.startswith("- ", offset)):
+            return False
+        if not text.startswith(piece, offset):
+            return False
+        offset += len(piece)
+    return offset == len(text)
+
+
+def _scan(
+    text: str, values: list[str], unkeyed: list[str], known: dict[str, _Piece], given: Sequence[str] | None = None
+) -> list[Finding]:
     """The findings of one text, in the order the whole text's scan lists them (each pattern's matches in
-    order, then each value's first place)."""
+    order, then each value's first place); ``given``: pieces of it a caller holds, taken if ``_cut_as_pieces``."""
     by_kind: dict[str, list[Finding]] = {}
     found_values: dict[str, int] = {}
     keyed = False
     line = 0
-    for piece in _pieces(text):
+    for piece in given if given is not None and _cut_as_pieces(text, given) else _pieces(text):
         verdict = known.get(piece)
         if verdict is None:
             found = scan_text("", piece)

@@ -18,6 +18,9 @@ from typing import Any
 from tests.azure_models import Violation
 
 Resource = tuple[str, str, dict[str, Any]]  # (type token, resource name, inputs)
+# customData "is decoded to a binary array ... The maximum length of the binary array is 65535 bytes"
+# (learn.microsoft.com/dotnet/api/azure.resourcemanager.compute.models.virtualmachineosprofile.customdata).
+CUSTOM_DATA_MAX_BYTES = 65_535
 
 
 @dataclass(frozen=True)
@@ -297,8 +300,10 @@ def _custom_data_size(resources: list[Resource]) -> Iterable[Violation]:
             except ValueError:
                 yield Violation("custom-data", f"{where}.customData", "not valid base64")
                 continue
-            if size > 65535:
-                yield Violation("custom-data", f"{where}.customData", f"{size} bytes decoded; at most 65535")
+            if size > CUSTOM_DATA_MAX_BYTES:
+                yield Violation(
+                    "custom-data", f"{where}.customData", f"{size} bytes decoded; at most {CUSTOM_DATA_MAX_BYTES}"
+                )
 
 
 def _tags(resources: list[Resource]) -> Iterable[Violation]:

@@ -33,7 +33,9 @@ def deploy_after(previous: ProgramRun, *overrides: str, stack: str | None = None
 def as_plan(run: ProgramRun) -> Plan:
     """What ``python -m plan`` would write for this run, as ``plan.diff`` reads it (no disk)."""
     return Plan(
-        {r.urn: r.as_json() for r in run.registrations}, run.outputs, collect_files(run.registrations, run.encoded)
+        {r.urn: r.as_json() for r in run.registrations},
+        run.outputs,
+        collect_files(run.registrations, run.encoded, run.write_files),
     )
 
 

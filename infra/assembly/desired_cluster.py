@@ -23,7 +23,7 @@ from typing import Any
 from infra.addons import AzureAccess, build_addon_objects
 from infra.addons.k8s import Obj
 from infra.assembly import machine_image
-from infra.boot.cloudinit import custom_data, fingerprint, render
+from infra.boot.cloudinit import custom_data, fingerprint, render, rendered
 from infra.cluster.cluster_spec import ClusterSpec, RollingUpgradeReader, build_cluster_spec
 from infra.cluster.node_checks import check_nodes
 from infra.config import naming
@@ -334,17 +334,19 @@ def _shards(spec: ClusterSpec, host_network_pods: Mapping[str, int]) -> tuple[Sc
             )
             for shard in (pool_shards if pool.infiniband else pool_shards[:1])
         ]
-        texts = [render(cloud) for cloud in node_cloud_configs(specs, boot_steps)]
-        for text in texts:
+        parts = [rendered(cloud) for cloud in node_cloud_configs(specs, boot_steps)]
+        for text, _ in parts:
             check_custom_data(config, index, text)
-        for shard, rendered in zip(pool_shards, texts if pool.infiniband else texts * len(pool_shards), strict=True):
-            digest = fingerprint(rendered)
+        for shard, (text, items) in zip(
+            pool_shards, parts if pool.infiniband else parts * len(pool_shards), strict=True
+        ):
+            digest = fingerprint(text)
             found.append(
                 ScaleSetShard(
                     pool=pool,
                     shard=shard,
-                    cloud_init=rendered,
-                    custom_data=custom_data(rendered, f"node pool {pool.name} shard {shard.name}"),
+                    cloud_init=text,
+                    custom_data=custom_data(text, f"node pool {pool.name} shard {shard.name}", items),
                     fingerprint=digest,
                     tags=scale_set_tags(config, pool, shard, digest),
                     image_kind=machine_image.kind_of_pool(pool),

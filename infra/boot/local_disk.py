@@ -68,7 +68,7 @@ def add_local_disk(
     before: Sequence[str],
     bind_dirs: Sequence[tuple[str, str]] = (),
 ) -> None:
-    cloud.add(SCRIPT_PATH, machine.source(PROGRAM), permissions="0755")
+    cloud.add(SCRIPT_PATH, machine.source(PROGRAM), permissions="0755", compressed=True)
     cloud.add(SETTINGS_PATH, json.dumps(settings(disks, mount, label, bind_dirs), indent=2) + "\n")
     cloud.add(
         f"/etc/systemd/system/{unit}",

@@ -70,7 +70,7 @@ def add_identity(cloud: CloudConfig, identity: str) -> None:
     """Names the machine's role identity (its resource ID below the subscription,
     ``naming.role_identity_below_subscription``) and installs the token helper every boot script uses."""
     cloud.add(IDENTITY_FILE, identity + "\n")
-    cloud.add(IMDS_TOKEN_SCRIPT, _IMDS_TOKEN_SOURCE.read_text(), permissions="0755")
+    cloud.add(IMDS_TOKEN_SCRIPT, _IMDS_TOKEN_SOURCE.read_text(), permissions="0755", compressed=True)
 
 
 def add_secret_fetching(
@@ -78,7 +78,7 @@ def add_secret_fetching(
 ) -> None:
     """Adds the role identity, the fetch script and the boot unit that runs it ahead of ``before``."""
     add_identity(cloud, identity)
-    cloud.add(FETCH_SCRIPT_PATH, fetch_script(vault_name, secrets), permissions="0700")
+    cloud.add(FETCH_SCRIPT_PATH, fetch_script(vault_name, secrets), permissions="0700", compressed=True)
     cloud.add(
         f"/etc/systemd/system/{FETCH_UNIT}",
         systemd.unit(

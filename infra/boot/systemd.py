@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+# The sandbox of a long-running program that reads its files and talks over the network (systemd.exec(5)): it gains
+# no privilege (setuid, file capabilities), sees the whole file system read-only but for what its unit grants it
+# (a StateDirectory=), no home directory, and a /tmp of its own. The apiservers' approver and token minter run in it.
+NETWORK_CLIENT_SANDBOX: Mapping[str, str] = MappingProxyType(
+    {"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes"}
+)
 
 
 def flags(args: Mapping[str, str | int | bool]) -> list[str]:

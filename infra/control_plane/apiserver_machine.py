@@ -151,7 +151,8 @@ def apiserver_cloud_config(spec: ClusterSpec, etcd: Mapping[str, str]) -> CloudC
     cloud = CloudConfig()
     cloud.packages.extend(binaries.PACKAGES)
     for path, content, permissions in shared_files(spec):
-        cloud.add(path, content, permissions=permissions)
+        # The programs (executed only, read in the plan's files) compressed: customData is bounded.
+        cloud.add(path, content, permissions=permissions, compressed=permissions == "0755")
     machine_identity.add_identity_unit(cloud, addresses)
     csr_approval.add_approver_unit(cloud, config)
     token_minting.add_minter_unit(cloud, config)

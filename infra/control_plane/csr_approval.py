@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 
 from infra.addons.shared_names import SYSTEM_NAMESPACE
+from infra.boot import systemd
 from infra.boot.cloudinit import CloudConfig
 from infra.boot.secrets import IMDS_TOKEN_SCRIPT, add_boot_program
 from infra.config import naming
@@ -137,11 +138,8 @@ def add_approver_unit(cloud: CloudConfig, config: ClusterConfig) -> None:
             "Restart": "always",
             "RestartSec": "10",
             # It reads its files and talks HTTPS; it writes temporary files and its cache of intermediates.
-            "NoNewPrivileges": "yes",
+            **systemd.NETWORK_CLIENT_SANDBOX,
             "StateDirectory": STATE_DIRECTORY,
-            "ProtectSystem": "strict",
-            "ProtectHome": "yes",
-            "PrivateTmp": "yes",
         },
         compress_program=True,
     )

@@ -37,6 +37,7 @@ from __future__ import annotations
 import datetime
 import json
 
+from infra.boot import systemd
 from infra.boot.cloudinit import CloudConfig
 from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
 from infra.boot.secrets import IMDS_TOKEN_SCRIPT, KEY_VAULT_API_VERSION, add_boot_program
@@ -169,10 +170,7 @@ def add_minter_unit(cloud: CloudConfig, config: ClusterConfig) -> None:
             "Restart": "always",
             "RestartSec": "10",
             # It reads its files and talks HTTPS; it writes nothing.
-            "NoNewPrivileges": "yes",
-            "ProtectSystem": "strict",
-            "ProtectHome": "yes",
-            "PrivateTmp": "yes",
+            **systemd.NETWORK_CLIENT_SANDBOX,
         },
         compress_program=True,
         compress_settings=True,

@@ -212,7 +212,7 @@ def member_cloud_config(cluster: EtcdClusterSpec, member: EtcdMember, vault_name
         cloud.packages.append("mdadm")
     cloud.add(CONFIG_PATH, render_config(etcd_config(cluster, member)))
     cloud.add(TOOL_SETTINGS_PATH, json.dumps(tool_settings(cluster), indent=2, sort_keys=True) + "\n")
-    cloud.add(TOOL_PATH, member_tool_source(), permissions="0755")
+    cloud.add(TOOL_PATH, member_tool_source(), permissions="0755", compressed=True)
     cloud.add(INSTALL_PATH, boot_check_script(), permissions="0755")
     local_disk.add_local_disk(
         cloud,

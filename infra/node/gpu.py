@@ -71,7 +71,7 @@ def toolkit_install_environment() -> dict[str, str]:
 def add_gpu_check(cloud: CloudConfig, gpus: int, nvswitch: bool) -> None:
     floor = ".".join(map(str, versions.NVIDIA_CONTAINER_TOOLKIT_FLOOR))
     cloud.add(TOOLKIT_CONFIG_PATH, render_toolkit_config(), permissions="0644")
-    cloud.add(SCRIPT_PATH, machine.source("node/gpu_check.sh"), permissions="0755")
+    cloud.add(SCRIPT_PATH, machine.source("node/gpu_check.sh"), permissions="0755", compressed=True)
     # NVSwitch systems (8-GPU ND sizes) need the fabric manager running before CUDA can use the GPUs.
     fabric = [FABRIC_MANAGER_UNIT] if nvswitch else []
     cloud.add(

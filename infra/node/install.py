@@ -103,7 +103,7 @@ def boot_manifest(kubernetes_version: str) -> dict[str, Any]:
 
 
 def add_install(cloud: CloudConfig, kubernetes_version: str) -> None:
-    cloud.add(SCRIPT_PATH, machine.source("node/install.py"), permissions="0755")
+    cloud.add(SCRIPT_PATH, machine.source("node/install.py"), permissions="0755", compressed=True)
     cloud.add(MANIFEST_PATH, json.dumps(boot_manifest(kubernetes_version), indent=1) + "\n")
     cloud.add(
         f"/etc/systemd/system/{UNIT}",

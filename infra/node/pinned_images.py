@@ -58,7 +58,7 @@ def manifest(registry_login_server: str, images: tuple[str, ...]) -> dict[str, A
 
 
 def add_preload(cloud: CloudConfig, registry_login_server: str, images: tuple[str, ...]) -> None:
-    cloud.add(SCRIPT_PATH, machine.source("node/preload_images.py"), permissions="0755")
+    cloud.add(SCRIPT_PATH, machine.source("node/preload_images.py"), permissions="0755", compressed=True)
     cloud.add(MANIFEST_PATH, json.dumps(manifest(registry_login_server, images), indent=1) + "\n")
     cloud.add(
         f"/etc/systemd/system/{UNIT}",

@@ -155,7 +155,8 @@ def numa_profile() -> dict[str, Any]:
 
 def add_seccomp(cloud: CloudConfig) -> None:
     source = f"{SOURCE_DIR}/{NUMA_PROFILE.rsplit('/', 1)[1]}"
-    cloud.add(source, json.dumps(numa_profile(), separators=(",", ":")) + "\n")  # compact: customData is bounded
+    # Compact and compressed: customData is bounded (infra/boot/cloudinit.py); the plan's files show it decoded.
+    cloud.add(source, json.dumps(numa_profile(), separators=(",", ":")) + "\n", compressed=True)
     target = f"{PROFILE_ROOT}/{NUMA_PROFILE}"
     cloud.add(
         f"/etc/systemd/system/{UNIT}",

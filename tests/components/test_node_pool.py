@@ -6,7 +6,6 @@ from collections import Counter
 
 import pytest
 
-from infra.boot.cloudinit import MAX_CUSTOM_DATA_BASE64_CHARS
 from infra.facts.labels import INFINIBAND_DOMAIN_LABEL
 from plan.artifacts import custom_data_of
 from tests.conftest import deploy_after, plan_stack
@@ -94,20 +93,6 @@ def test_one_cloud_init_per_shard_with_its_fingerprint_tagged(prod_plan):
     for index, text in enumerate(texts):
         assert text.replace(f"{INFINIBAND_DOMAIN_LABEL}=h100a-s{index:03d}", first_domain) == texts[0]
     assert custom_data_of(scale_sets(prod_plan, "h100a")[0]) != custom_data_of(scale_sets(prod_plan, "cpu")[0])
-
-
-# The largest node cloud-init keeps a tenth of Azure's customData limit free, so that the file which would cross it
-# fails here, as a decision to make (compress it, or move it to the image), not on the day Azure refuses a scale set.
-CUSTOM_DATA_HEADROOM = 0.10
-
-
-def test_every_node_cloud_init_keeps_a_tenth_of_azures_custom_data_limit_free(prod_plan):
-    sizes = {
-        v.name: len(v.inputs["virtualMachineProfile"]["osProfile"]["customData"]) for v in prod_plan.node_scale_sets()
-    }
-    largest = max(sizes, key=sizes.__getitem__)
-    budget = MAX_CUSTOM_DATA_BASE64_CHARS * (1 - CUSTOM_DATA_HEADROOM)
-    assert sizes[largest] <= budget, f"{largest}: {sizes[largest]:,} base64 characters, over {budget:,.0f}"
 
 
 @pytest.mark.slow  # a sequence of whole-program runs (seconds)

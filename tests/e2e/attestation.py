@@ -5,7 +5,8 @@ On Azure, IMDS signs each VM's attested document with its ``metadata.azure.com``
 a public root, and Azure Resource Manager says which VM holds a ``vmId``. In the box a test root and a signer
 named like Azure's stand in for that chain (docs/cluster-in-a-box.md), and ``vms.json`` maps each machine's
 address to its name, ``vmId`` (derived from its resource ID), resource ID and NIC addresses (its own, then its
-pods'); the IMDS stand-in
+pods'), and ``identities.json`` each machine's address to the user-assigned identities the plan attaches to it; the
+IMDS stand-in
 (``tests/e2e/imds.py``) reads both from the folder, and answers as Resource Manager too, over HTTPS with a
 certificate from the same root, and as Key Vault for the writes of the apiservers' bootstrap-token minter.
 ``approver_config`` and ``minter_config`` are what the box changes in each apiserver's copy of those programs'
@@ -53,6 +54,7 @@ class Attestation:
         (directory / imds.ARM_CERT).write_text(arm.cert_pem)
         (directory / imds.ARM_KEY).write_text(arm.key_pem)
         self.vms: dict[str, dict[str, Any]] = {}
+        self.identities: dict[str, list[str]] = {}
         self._write()
 
     @staticmethod
@@ -69,11 +71,18 @@ class Attestation:
             "ips": [machine.ip, *machine.pod_ips],
         }
         self.vms[machine.ip] = entry
+        self.carry(machine)
+
+    def carry(self, machine: Machine) -> None:
+        """The machine, at its address, carries the identities the plan attaches to it: IMDS hands it a token for
+        those and refuses any other (``imds.IDENTITIES_FILE``)."""
+        self.identities[machine.ip] = list(machine.identities)
         self._write()
 
     def remove(self, address: str) -> None:
         """The VM at ``address`` is gone: IMDS and Resource Manager know it no more."""
         self.vms.pop(address, None)
+        self.identities.pop(address, None)
         self._write()
 
     def approver_config(self, rendered: dict, root_path: str) -> dict:
@@ -97,6 +106,7 @@ class Attestation:
         return json.loads(path.read_text()) if path.exists() else {}
 
     def _write(self) -> None:
-        path = self.directory / imds.VMS_FILE
-        path.with_suffix(".tmp").write_text(json.dumps(self.vms, indent=1))
-        path.with_suffix(".tmp").replace(path)
+        for name, content in ((imds.VMS_FILE, self.vms), (imds.IDENTITIES_FILE, self.identities)):
+            path = self.directory / name
+            path.with_suffix(".tmp").write_text(json.dumps(content, indent=1))
+            path.with_suffix(".tmp").replace(path)

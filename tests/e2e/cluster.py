@@ -310,6 +310,7 @@ def boot(
         for machine in vms:
             host = network.add_host(machine.name, [f"{machine.ip}/{prefix_length}"])
             install(machine, host, pki)
+            attested.carry(machine)  # the identities the plan attaches to it: IMDS's tokens are for those only
             if machine.name in etcd_roles:
                 cluster.etcd.setdefault(etcd_roles[machine.name], []).append((machine, host, None))
         _start_etcd(cluster)
@@ -455,6 +456,7 @@ def start_control_plane_machine(cluster: Cluster, machine: Machine, host: Host) 
     certificate) to completion, then its component units, the node certificates' approver and the bootstrap-token
     minter. IMDS is on-link, as Azure's DHCP routes it."""
     cluster.network.run(host, ["ip", "route", "replace", f"{IMDS_IP}/32", "dev", "eth0"])
+    cluster.attestation.carry(machine)  # a replaced instance carries the scale set's identity too
     cluster.network.run(host, machine.unit(IDENTITY_UNIT).exec_start, timeout=120)
     # The approver trusts the box's attestation root for Azure's and asks the stand-in as Resource Manager
     # (tests/e2e/attestation.py); its other settings are the rendered ones.

@@ -9,9 +9,13 @@ network metadata an apiserver reads its own address from at boot
 its client CSR. As IMDS answers each VM about itself, every answer is about the requester: the source
 address of the request, which on the box's switch is the address the host holds. Like IMDS it refuses
 a request without the ``Metadata: true`` header (learn.microsoft.com/azure/virtual-machines/instance-metadata-service,
-"Security and authentication") and answers nothing else. The token is a fixed stand-in: nothing in
-the box checks it. Without an answer, kubelet's run of the image credential provider waits out its
-one-minute exec deadline on every pod start (docs/cluster-in-a-box.md).
+"Security and authentication") and answers nothing else. A token is handed out only for an identity the
+requesting machine carries: the request's ``msi_res_id`` must be one of the user-assigned identities the plan
+attaches to the machine at that address (``IDENTITIES_FILE``, written from the plan by tests/e2e/attestation.py);
+any other, or none, is answered 400 as IMDS answers a VM for an identity it does not carry, so a machine that asks
+for the wrong identity gets no token in the box either. The token itself is a fixed stand-in, which the stand-in
+Resource Manager and Key Vault below check. Without an answer, kubelet's run of the image credential provider waits
+out its one-minute exec deadline on every pod start (docs/cluster-in-a-box.md).
 
 The attested document is what Azure signs (PKCS #7 SignedData, the JSON inside: ``nonce``, ``vmId``,
 ``subscriptionId``, ``sku``, ``plan``, ``licenseType``, ``timeStamp`` with ``createdOn`` and ``expiresOn``
@@ -50,16 +54,17 @@ from urllib.parse import parse_qs, urlparse
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"  # a stand-in: no Azure subscription here
 RESOURCE_GROUP = "cluster-in-a-box"
 ACCESS_TOKEN = "cluster-in-a-box-imds-token"  # a stand-in, never a credential
-ANSWERS = {
-    "/metadata/instance/compute": {"subscriptionId": SUBSCRIPTION, "resourceGroupName": RESOURCE_GROUP},
-    "/metadata/identity/oauth2/token": {"access_token": ACCESS_TOKEN, "token_type": "Bearer"},
-}
+ANSWERS = {"/metadata/instance/compute": {"subscriptionId": SUBSCRIPTION, "resourceGroupName": RESOURCE_GROUP}}
+TOKEN = "/metadata/identity/oauth2/token"
+# IMDS's answer (HTTP 400) to a token request for a user-assigned identity the VM does not carry.
+IDENTITY_NOT_FOUND = {"error": "invalid_request", "error_description": "Identity not found"}
 NETWORK = "/metadata/instance/network"
 COMPUTE = "/metadata/instance/compute"
 ATTESTED = "/metadata/attested/document"
 ATTESTED_LIFETIME = datetime.timedelta(hours=6)
 # The files tests/e2e/attestation.py writes into the folder it is given.
 VMS_FILE, SIGNER_CERT, SIGNER_KEY = "vms.json", "signer.crt", "signer.key"
+IDENTITIES_FILE = "identities.json"  # {address: [user-assigned identity resource IDs the machine carries]}
 ARM_CERT, ARM_KEY = "arm.crt", "arm.key"
 ARM_PORT = 8443
 VAULT_FILE = "vault.json"  # Key Vault's secrets as the box's writers set them: {name: value}
@@ -104,6 +109,15 @@ def vms() -> dict[str, dict[str, Any]]:
     if ATTESTATION_DIR is None or not (ATTESTATION_DIR / VMS_FILE).exists():
         return {}
     return json.loads((ATTESTATION_DIR / VMS_FILE).read_text())
+
+
+def carried(address: str) -> set[str]:
+    """The user-assigned identities the machine at ``address`` carries, lower-cased (Azure's resource IDs are not
+    case-sensitive); none without the folder or the file."""
+    path = ATTESTATION_DIR / IDENTITIES_FILE if ATTESTATION_DIR is not None else None
+    if path is None or not path.exists():
+        return set()
+    return {identity.lower() for identity in json.loads(path.read_text()).get(address, [])}
 
 
 def compute_of(vm: dict[str, Any]) -> dict[str, Any]:
@@ -157,8 +171,14 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == ATTESTED and vm and ATTESTATION_DIR is not None:
             nonce = parse_qs(url.query).get("nonce", [""])[0]
             answer = {"encoding": "pkcs7", "signature": attested_document(nonce, vm["vmId"], ATTESTATION_DIR)}
+        elif url.path == TOKEN:
+            asked = parse_qs(url.query).get("msi_res_id", [""])[0]
+            carries = asked.lower() in carried(self.machine_address())
+            answer = {"access_token": ACCESS_TOKEN, "token_type": "Bearer"} if carries else None
         if self.headers.get("Metadata") != "true":
             self._reply(400, {"error": "bad_request", "error_description": "Required metadata header not specified"})
+        elif url.path == TOKEN and answer is None:
+            self._reply(400, IDENTITY_NOT_FOUND)
         elif answer is None:
             self._reply(404, {"error": "not_found"})
         else:

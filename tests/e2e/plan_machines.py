@@ -84,6 +84,7 @@ class Machine:
     subnet: ipaddress.IPv4Network | None = None
     pod_ips: tuple[str, ...] = ()  # its NIC's secondary IP configurations' addresses
     azure_id: str = ""  # its Azure resource ID (a VM, or a scale set's instance), in the box's subscription
+    identities: tuple[str, ...] = ()  # the user-assigned identities the plan attaches to it (``_identity_ids``)
 
     def unit(self, name: str) -> Unit:
         return parse_unit(name, (self.files / UNIT_DIR / name).read_text())
@@ -108,6 +109,7 @@ class ScaleSet:
     files: Path
     ip_configurations: int  # on each instance's NIC: the primary and one per pod
     azure_id: str = ""  # the scale set's Azure resource ID, in the box's subscription
+    identities: tuple[str, ...] = ()  # the user-assigned identities the plan attaches to it (``_identity_ids``)
 
     @property
     def pool(self) -> str:
@@ -132,12 +134,28 @@ class ScaleSet:
             self.subnet,
             tuple(addresses[1:]),
             f"{self.azure_id}/virtualMachines/{index}",
+            self.identities,
         )
 
 
 def _azure_id(resource_group: str, kind: str, name: str) -> str:
     """A compute resource's ID as Azure forms it, in the box's stand-in subscription (tests/e2e/imds.py)."""
     return f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{resource_group}/providers/Microsoft.Compute/{kind}/{name}"
+
+
+def _identity_ids(resource: dict[str, Any]) -> tuple[str, ...]:
+    """The user-assigned identities a VM or scale set of the plan carries (``identity.userAssignedIdentities``), as
+    Azure names them in the box's subscription: the plan's mock IDs spell the type's plural by rule
+    (``userAssignedIdentitys``); the group and name are the plan's."""
+    ids = []
+    for plan_id in (resource["inputs"].get("identity") or {}).get("userAssignedIdentities") or []:
+        parts = plan_id.split("/")
+        group, name = parts[parts.index("resourceGroups") + 1], parts[-1]
+        ids.append(
+            f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}"
+            f"/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}"
+        )
+    return tuple(ids)
 
 
 def _subnet_key(subnet_id: str) -> str:
@@ -183,6 +201,7 @@ class Plan:
                     subnets[_subnet_key(primary["subnet"]["id"])],
                     tuple(c["privateIPAddress"] for c in secondaries),
                     _azure_id(vm["inputs"]["resourceGroupName"], "virtualMachines", vm["inputs"]["vmName"]),
+                    _identity_ids(vm),
                 )
             )
         return machines
@@ -215,6 +234,7 @@ class Plan:
                     _azure_id(
                         vmss["inputs"]["resourceGroupName"], "virtualMachineScaleSets", vmss["inputs"]["vmScaleSetName"]
                     ),
+                    _identity_ids(vmss),
                 )
             )
         return result
@@ -244,7 +264,14 @@ class Plan:
         free = self.free_addresses(subnet)
         prefix = profile["osProfile"]["computerNamePrefix"]
         return [
-            Machine(vmss["name"], f"{prefix}{_base36(i):0>6}", free[i], self.directory / "files" / vmss["name"], subnet)
+            Machine(
+                vmss["name"],
+                f"{prefix}{_base36(i):0>6}",
+                free[i],
+                self.directory / "files" / vmss["name"],
+                subnet,
+                identities=_identity_ids(vmss),
+            )
             for i in range(int(vmss["inputs"]["sku"]["capacity"]))
         ]
 

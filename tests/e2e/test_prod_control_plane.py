@@ -12,6 +12,7 @@ import yaml
 from infra.addons import balloons, gpu_health_check
 from infra.addons.shared_names import SYSTEM_NAMESPACE
 from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
+from infra.boot.secrets import IMDS_TOKEN_SCRIPT
 from infra.cluster.node_checks import kind_name, runs_on
 from infra.control_plane import csr_approval
 from infra.control_plane.csr_approval import KUBELET_SERVING_SIGNER
@@ -21,7 +22,8 @@ from infra.control_plane.token_minting import MINTED_BY, MINTED_LABEL
 from infra.control_plane.token_minting import UNIT as TOKEN_MINTER_UNIT
 from infra.etcd.spec import EVENTS, MAIN, etcd_cluster_spec
 from infra.facts.labels import GPU_RESOURCE, HOSTNAME_LABEL
-from tests.e2e import pod_processes
+from infra.node.cni import IMDS_IP
+from tests.e2e import imds, pod_processes
 from tests.e2e.cluster import APISERVER_UNIT, ETCD_UNIT, Cluster, start_unit
 from tests.e2e.gpu_health import HealthCheckPod, StandIns, advertise_gpus, has_startup_taint
 from tests.e2e.hosts import wait_for
@@ -116,6 +118,25 @@ def test_one_of_five_approvers_decides_and_another_takes_over_when_it_stops(prod
         assert _serving_request_decided_by(prod) == [took_over]
     finally:
         processes[CSR_APPROVER_UNIT] = start_unit(prod, machine, host, CSR_APPROVER_UNIT)
+
+
+def test_every_machine_gets_a_token_from_imds_for_the_identity_it_carries(prod: Cluster):
+    """Each machine's own token helper (``supercluster-imds-token``, as its boot scripts and programs run it) with its
+    own identity file asks the IMDS stand-in, which answers only for an identity the plan attaches to that machine
+    (tests/e2e/imds.py): a helper or identity file that names another identity fails here, as IMDS fails it."""
+    machines = [(machine, host) for members in prod.etcd.values() for machine, host, _ in members]
+    machines += [(machine, host) for machine, host, _ in prod.control_plane]
+    machines += [(node.machine, node.host) for node in prod.nodes]  # the NAT hosts too
+    assert {machine.resource for machine, _ in machines} >= {r.resource for r in prod.plan.vms()}
+    failed = {}
+    for machine, host in machines:
+        prod.network.run(host, ["ip", "route", "replace", f"{IMDS_IP}/32", "dev", "eth0"])  # on-link, as on Azure
+        asked = prod.network.run(
+            host, ["env", "IMDS_ATTEMPTS=1", IMDS_TOKEN_SCRIPT, "https://vault.azure.net"], check=False
+        )
+        if asked.returncode != 0 or asked.stdout.strip() != imds.ACCESS_TOKEN:
+            failed[machine.name] = asked.stderr.strip()[-200:]
+    assert not failed, failed
 
 
 def test_every_prod_workload_gets_its_pods_placed_on_the_booted_nodes(prod: Cluster):

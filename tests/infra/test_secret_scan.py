@@ -223,3 +223,39 @@ def test_texts_scanned_in_pieces_find_what_whole_texts_find(items_per_piece, mon
         assert found == _whole_text_scan(files, values)
 
     agree()
+
+
+def test_pieces_a_caller_holds_find_what_whole_texts_find():
+    """Pieces a caller already holds for a text (a rendered cloud-init's write_files items) are taken where they
+    join to the text with every cut right after a newline that opens a ``- `` line, any number of items apart;
+    otherwise the text is cut as ever. Either way the findings are the whole texts'."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from plan import secret_scan
+
+    pieces = [
+        *_PIECES,
+        *("\n- ", "- ", "\n-", "token: 12345678", "\n-----END RSA PRIVATE KEY-----\n", "client-key-data:\n"),
+        *("password:\n", "token:\n", "\n0123456789abcdefghij"),
+    ]
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.sampled_from(pieces), max_size=40).map("".join), st.sets(st.sampled_from(_VALUES)), st.data())
+    def agree(text, values, data):
+        cuts = [i + 1 for i in range(len(text)) if text.startswith("\n- ", i)]
+        chosen = sorted(data.draw(st.sets(st.sampled_from(cuts))) if cuts else ())
+        if data.draw(st.booleans()):  # a cut where none may be
+            chosen = sorted({*chosen, data.draw(st.integers(0, len(text)))})
+        bounds = [0, *chosen, len(text)]
+        held = [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        if data.draw(st.booleans()) and held:
+            held[-1] += "x"  # pieces that are not the text's
+        found = [(f.path, f.kind, f.line) for f in secret_scan.scan_files({"f": text}, values, {text: held})]
+        assert found == _whole_text_scan({"f": text}, values)
+
+    agree()
+    text = "a\n- b\n- c"
+    assert secret_scan._cut_as_pieces(text, ["a\n", "- b\n", "- c"])
+    assert not secret_scan._cut_as_pieces(text, ["a\n-", " b\n- c"]), "not before a '- ' line"
+    assert not secret_scan._cut_as_pieces(text, ["a\n", "- b\n"]), "not the whole text"

@@ -92,6 +92,37 @@ def test_the_texts_of_encoded_customdata_are_kept_by_one_run_only():
     assert artifacts.collect_files(plain.registrations, plain.encoded)["plain/cloud-init.yaml"] == first
 
 
+def test_a_node_cloud_init_is_read_back_from_the_items_it_was_joined_from(dev_plan, prod_plan):
+    """Every node scale set's cloud-init the plan reads back comes with the ``write_files`` items ``rendered``
+    joined into it (``ProgramRun.write_files``): the plan takes them instead of finding them in the text again,
+    and they are exactly what finding them gives. Items that are not exactly the text's are not taken."""
+    for run in (dev_plan, prod_plan):
+        shards = [artifacts._raw_custom_data(r) for r in run.node_scale_sets()]
+        assert shards and all(raw in run.write_files for raw in shards), "every shard's items carried"
+        for raw, items in run.write_files.items():
+            text = run.encoded[raw]
+            assert artifacts._rendered_items(text, items) == artifacts._write_files_items(text)
+    raw, items = next(iter(prod_plan.write_files.items()))
+    text = prod_plan.encoded[raw]
+    assert artifacts._rendered_items(text, ()) is None, "no items: they are found in the text"
+    for wrong in (items[1:], (items[0] + " ",) + items[1:], items[:-1], (*items, items[-1])):
+        assert artifacts._rendered_items(text, wrong) is None, "items that are not exactly the text's"
+    plain, no_items = cloudinit.rendered(cloudinit.CloudConfig(runcmd=[["true"]]))
+    assert no_items == () and artifacts._rendered_items(plain, no_items) is None
+
+
+def test_the_secret_scan_is_handed_each_node_cloud_init_cut_before_its_items(prod_plan):
+    """The scan takes a node's cloud-init cut right before each write_files item (``cloud_init_pieces``), as it
+    would cut it itself, without finding the cuts in the text again."""
+    from plan import secret_scan
+
+    pieces = artifacts.cloud_init_pieces(prod_plan.encoded, prod_plan.write_files)
+    assert len(pieces) == len(prod_plan.write_files) > 5
+    for text, held in pieces.items():
+        assert secret_scan._cut_as_pieces(text, held), "joined, the text, each cut before a '- ' line"
+        assert len(held) == len(artifacts._write_files_items(text)) + 1
+
+
 @pytest.mark.parametrize(
     "text",
     [
