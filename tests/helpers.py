@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
 
+import machine as programs
 from infra.cluster.cluster_spec import ClusterSpec
 from infra.config import naming
 from infra.config.cluster_config import ClusterConfig, NodePoolConfig, parse_config
@@ -211,3 +214,13 @@ def recorded_stack_traces() -> Iterator[list[Any]]:
         yield recorded
     finally:
         mocks.RecordingMonitor.RegisterResource = register  # type: ignore[method-assign]
+
+
+def load_program(source: str) -> ModuleType:
+    """A program of ``machine/`` (``source``, e.g. ``node/node_join.py``), imported from the file the machines
+    receive, each call a fresh module (a test may patch it)."""
+    spec = importlib.util.spec_from_file_location(Path(source).stem, programs.path(source))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 from types import ModuleType
 
-import machine as programs
 from infra.cluster.cluster_spec import ClusterSpec, build_cluster_spec
 from infra.control_plane.apiserver_machine import ApiserverMachine, apiserver_machines
 from infra.etcd.spec import EVENTS, MAIN, apiserver_etcd_flags, etcd_cluster_spec
 from plan.artifacts import file_content
-from tests.helpers import load_yaml, raw_config
+from tests.helpers import load_program, load_yaml, raw_config
 
 
 def spec(stack: str = "prod", **top_level_changes) -> ClusterSpec:
@@ -62,8 +60,4 @@ def component_flags(machine: ApiserverMachine, unit: str) -> dict[str, str]:
 def approver_program() -> ModuleType:
     """The node certificates' approver as every apiserver runs it (``machine/control_plane/csr_approver.py``),
     imported from its file."""
-    spec = importlib.util.spec_from_file_location("csr_approver", programs.path("control_plane/csr_approver.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_program("control_plane/csr_approver.py")

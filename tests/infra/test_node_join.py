@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import importlib.util
 import json
 import shlex
 import ssl
@@ -15,21 +14,12 @@ import time
 import types
 from http.server import BaseHTTPRequestHandler
 
-import machine as programs
 from infra.boot.secrets import FETCH_SCRIPT_PATH
 from infra.node import join
-from tests.helpers import loopback_server, require_tool
+from tests.helpers import load_program, loopback_server, require_tool
 from tests.infra.test_node_bootstrap import files, spec
 
 OLD, NEW = "abcdef.0123456789abcdef", "ghijkl.0123456789ghijkl"
-
-
-def _program() -> types.ModuleType:
-    loaded = importlib.util.spec_from_file_location("node_join", programs.path("node/node_join.py"))
-    assert loaded is not None and loaded.loader is not None
-    module = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(module)
-    return module
 
 
 def _certificate() -> bytes:
@@ -94,7 +84,7 @@ def test_a_refused_token_is_read_from_key_vault_again_and_the_node_joins_with_th
     token_file.write_text(OLD + "\n")
     fetch = f"echo {NEW} > {shlex.quote(str(token_file))}; echo once >> {shlex.quote(str(fetched))}"
     config = json.loads(join.join_config("unused"))
-    program = _program()
+    program = load_program("node/node_join.py")
     pauses: list[float] = []
 
     def pause(seconds: float) -> None:  # the loop's 10-s pause, not waited here; bounded

@@ -12,7 +12,6 @@ import base64
 import copy
 import datetime
 import functools
-import importlib.util
 import json
 import urllib.error
 import urllib.request
@@ -31,7 +30,7 @@ from infra.config import naming
 from infra.control_plane import admission, cluster_objects, paths, pki, token_minting
 from infra.facts import attestation
 from tests.e2e.plan_machines import parse_unit
-from tests.helpers import loopback_server, parsed
+from tests.helpers import load_program, loopback_server, parsed
 from tests.infra.addon_fixtures import prometheus_configs_of, rule_files_of, spec_for
 from tests.infra.control_plane_files import files, machines
 
@@ -40,11 +39,7 @@ START = datetime.datetime(2026, 11, 27, 10, 0, tzinfo=datetime.UTC)
 
 @functools.cache
 def minter_program() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("token_minter", programs.path("control_plane/token_minter.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_program("control_plane/token_minter.py")
 
 
 def settings() -> dict:
