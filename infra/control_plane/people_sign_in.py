@@ -70,8 +70,12 @@ def jwt_authenticator(sign_in: PeopleSignInConfig) -> dict[str, Any]:
         ],
         "claimMappings": {
             "username": {"claim": USER_CLAIM, "prefix": PREFIX},
-            # An expression, not groups.claim: no distributed-claim fetch from Graph (module docstring).
-            "groups": {"expression": f"has(claims.{GROUPS_CLAIM}) ? claims.{GROUPS_CLAIM}.map(g, '{PREFIX}' + g) : []"},
+            # An expression, not groups.claim: no distributed-claim fetch from Graph (module docstring). A claim's
+            # CEL type is `any`, which map() cannot range over (kube-apiserver 1.33.4 refuses the file: "expression
+            # of type 'any' cannot be range of a comprehension"), so dyn() first.
+            "groups": {
+                "expression": f"has(claims.{GROUPS_CLAIM}) ? dyn(claims.{GROUPS_CLAIM}).map(g, '{PREFIX}' + g) : []"
+            },
         },
         "userValidationRules": [
             {

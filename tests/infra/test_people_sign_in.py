@@ -83,7 +83,7 @@ def test_a_person_is_their_immutable_object_id_and_their_groups_all_prefixed():
     (jwt,) = _authentication({"tenantId": TENANT, "clientId": CLIENT})["jwt"]
     mappings = jwt["claimMappings"]
     assert mappings["username"] == {"claim": "oid", "prefix": "entra:"}
-    assert mappings["groups"] == {"expression": "has(claims.groups) ? claims.groups.map(g, 'entra:' + g) : []"}
+    assert mappings["groups"] == {"expression": "has(claims.groups) ? dyn(claims.groups).map(g, 'entra:' + g) : []"}
     assert set(mappings) == {"username", "groups"}  # no uid or extra from a mutable claim
 
 
