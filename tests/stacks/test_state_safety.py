@@ -195,6 +195,14 @@ SWEEP = {
     "nodePools (a new pool)": Change(
         NEW_POOL, rf".*cpu2.*|{MONITORED_NSGS}", only_creates=True, also_updates=MONITORED_NSGS
     ),
+    # The apiservers' authentication config only: the scale set's model, rolled by Azure one instance at a time.
+    "peopleSignIn": Change(
+        (
+            "peopleSignIn.tenantId=0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+            "peopleSignIn.clientId=8a7b6c5d-4e3f-4a1b-9c8d-7e6f5a4b3c2d",
+        ),
+        APISERVERS,
+    ),
     "images.preload": Change(
         ("images.preload[0]=docker.io/library/busybox:1.36", 'machineImageVersion="1.1.0"'),
         rf"{NODES}|{VMS}|registry-cache-\w+|{IMAGE_TEMPLATES}",
