@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,10 +272,13 @@ def boot(
     nodes_per_shard: int | None = None,
     with_nodes: bool = True,
     real_nodes: bool | Collection[str] = False,
+    prepare: Callable[[Cluster], None] | None = None,
 ) -> Cluster:
     """Plans ``stack``, boots its control plane, applies its objects and (``with_nodes``) joins nodes;
     with ``real_nodes`` (True: every node; a collection: the first node of each pool it names), those
-    nodes run the real kubelet and containerd, the others nodesim.
+    nodes run the real kubelet and containerd, the others nodesim. ``prepare`` runs once every machine's
+    files are installed and before anything starts: a test's substitution in a rendered file (named in its
+    docstring and in docs/cluster-in-a-box.md).
 
     On any failure everything started so far is stopped before the error propagates.
     """
@@ -313,6 +316,8 @@ def boot(
             attested.carry(machine)  # the identities the plan attaches to it: IMDS's tokens are for those only
             if machine.name in etcd_roles:
                 cluster.etcd.setdefault(etcd_roles[machine.name], []).append((machine, host, None))
+        if prepare is not None:
+            prepare(cluster)
         _start_etcd(cluster)
         _start_control_plane(cluster)
         apply_objects(cluster)

@@ -1,5 +1,6 @@
 """People sign in with Microsoft Entra ID (``peopleSignIn``): the config's one-line refusals, and the apiserver's
-``jwt`` authenticator as an apiserver VM receives it in its cloud-init."""
+``jwt`` authenticator as an apiserver VM receives it in its cloud-init. Against the real apiserver:
+tests/e2e/test_people_sign_in.py."""
 
 from __future__ import annotations
 
