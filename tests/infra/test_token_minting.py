@@ -233,7 +233,9 @@ def test_copies_that_look_at_once_mint_once():
     minters[0].lease()
     program = minter_program()
     leases = [m.lease() for m in minters]
-    assert all(program.due(lease, m.identity, settings(), START)[0] for m, lease in zip(minters, leases, strict=True))
+    assert all(
+        program.due(lease, None, m.identity, settings(), START)[0] for m, lease in zip(minters, leases, strict=True)
+    )
     real_lease = [m.lease for m in minters]
     for minter, lease in zip(minters, leases, strict=True):
         minter.lease = lambda lease=lease: copy.deepcopy(lease)  # each decides on what it read before the others
@@ -243,6 +245,18 @@ def test_copies_that_look_at_once_mint_once():
     for minter, lease in zip(minters, real_lease, strict=True):
         minter.lease = lease
     assert all(m.cycle().startswith("not due") for m in minters)
+
+
+def test_a_cycle_reads_the_mint_time_from_the_lease_once_for_its_metric_and_its_decision(monkeypatch):
+    api, vault, now = FakeApiserver(), [], [START]
+    (minter,) = _minters(1, api, vault, lambda: now[0])
+    assert minter.cycle().startswith("minted")
+    annotation = api.objects[minter.lease_path]["metadata"]["annotations"][settings()["minted_annotation"]]
+    program, read = minter_program(), []
+    monkeypatch.setattr(program, "epoch", lambda text, parse=program.epoch: read.append(text) or parse(text))
+    now[0] += datetime.timedelta(hours=1)
+    assert minter.cycle() == "not due: the token in Key Vault was minted 3600 s ago"
+    assert read.count(annotation) == 1 and minter.minted == START.timestamp()
 
 
 def test_a_copy_that_dies_while_minting_is_taken_over_once_its_claim_lapses():
