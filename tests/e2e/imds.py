@@ -37,7 +37,8 @@ nodes' token (``machine/control_plane/token_minter.py``); the harness reads it f
 runs a fetch script puts the machine's other secrets there first: ``Attestation.put_in_vault``).
 
 Run on the box's IMDS host: ``python imds.py ADDRESS PORT [ATTESTATION_DIR]`` (``infra.node.cni.IMDS_IP`` and
-``IMDS_PORT``; the folder tests/e2e/attestation.py writes).
+``IMDS_PORT``; the folder tests/e2e/attestation.py writes), with the project on ``PYTHONPATH`` (it imports
+tests/helpers.py).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.helpers import json_reply
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"  # a stand-in: no Azure subscription here
 RESOURCE_GROUP = "cluster-in-a-box"
@@ -192,12 +195,7 @@ class Handler(BaseHTTPRequestHandler):
         return {"interface": [{"ipv4": {"ipAddress": [address], "subnet": []}, "ipv6": {"ipAddress": []}}]}
 
     def _reply(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        json_reply(self, status, body)
 
 
 class ResourceManager(Handler):

@@ -18,7 +18,7 @@ from pathlib import Path
 from infra.boot import secrets
 from infra.boot.secrets import FETCH_SCRIPT_PATH
 from infra.node import join
-from tests.helpers import load_program, loopback_server, require_tool
+from tests.helpers import json_reply, load_program, loopback_server, require_tool
 from tests.infra.test_node_bootstrap import files, spec
 
 OLD, NEW = "abcdef.0123456789abcdef", "ghijkl.0123456789ghijkl"
@@ -61,12 +61,7 @@ def _apiserver(sent: list[str]) -> type[BaseHTTPRequestHandler]:
             return
 
         def _json(self, code: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            json_reply(self, code, body)
 
         def do_GET(self):  # noqa: N802 - http.server's name
             if self.path.startswith("/metadata/attested"):

@@ -30,7 +30,7 @@ from infra.config import naming
 from infra.control_plane import admission, cluster_objects, paths, pki, token_minting
 from infra.facts import attestation
 from tests.e2e.plan_machines import parse_unit
-from tests.helpers import load_program, loopback_server, parsed
+from tests.helpers import json_reply, load_program, loopback_server, parsed
 from tests.infra.addon_fixtures import prometheus_configs_of, rule_files_of, spec_for
 from tests.infra.control_plane_files import files, machines
 
@@ -312,10 +312,7 @@ def test_it_puts_the_token_into_key_vault_with_its_identitys_token():
         def do_PUT(self):  # noqa: N802 - http.server's name
             body = self.rfile.read(int(self.headers["Content-Length"]))
             seen.append((self.path, self.headers["Authorization"], json.loads(body)))
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
+            json_reply(self, 200, {})
 
         def log_message(self, *args):
             pass
