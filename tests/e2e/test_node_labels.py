@@ -23,6 +23,7 @@ import base64
 import datetime
 import hashlib
 import json
+import os
 import re
 import time
 import uuid
@@ -400,7 +401,9 @@ def test_a_node_refused_its_expired_token_reads_key_vault_again_and_joins_withou
     output = node_join(control_plane, machine, host).stdout
     assert "HTTP Error 401" in output and output.count("reading Key Vault again") == 1, output
     assert token_file.read_text().strip() == minted, output
-    assert (host.root / kubelet.CLIENT_CERT.lstrip("/")).exists(), output
+    link = host.root / kubelet.CLIENT_CERT.lstrip("/")  # kubelet's -current link, to a dated file on the machine
+    installed = host.root / os.readlink(link).lstrip("/")
+    assert installed.read_bytes().startswith(b"-----BEGIN CERTIFICATE-----"), output
     joined = [
         c
         for c in control_plane.get_json("csr")["items"]
