@@ -21,7 +21,7 @@ from infra.catalog.image_refs import ACCEPTED as IMAGE_ACCEPTED
 from infra.catalog.image_refs import parse_image
 from infra.catalog.vm_sizes import VM_SIZES, VmSize, known_sizes
 from infra.config import naming
-from infra.config.errors import NAMESPACE, ConfigError
+from infra.config.errors import MISSING, NAMESPACE, ConfigError
 from infra.config.schema import Section
 from infra.config.value_checks import (
     SSH_KEY_ACCEPTED,
@@ -72,6 +72,10 @@ STACK_REF_PATTERN = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"
 LABEL_KEY_PATTERN = r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 LABEL_VALUE_PATTERN = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# A Microsoft Entra tenant or application (client) ID: a GUID, lowercase as the Microsoft Entra admin center and
+# `az account show` print it and as Entra writes it into a token's `tid`, `aud` and issuer.
+GUID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+GUID_ACCEPTED = "a GUID in lowercase, such as 0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,15 @@ class ImagesConfig:
 
 
 @dataclass(frozen=True)
+class PeopleSignInConfig:
+    """People sign in to the API with Microsoft Entra ID: the tenant that issues their tokens and the
+    application (client) ID the tokens are issued to (infra/control_plane/people_sign_in.py)."""
+
+    tenant_id: str
+    client_id: str
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     cluster_name: str
     kubernetes_version: str
@@ -186,6 +199,8 @@ class ClusterConfig:
     machine_image_version: str = "1.0.0"
     # A cluster people depend on: its alerts must page someone (infra/addons/monitoring/__init__.py).
     production: bool = False
+    # None: no token authenticator for people (a team's identity is then a client certificate only).
+    people_sign_in: PeopleSignInConfig | None = None
 
     @property
     def max_nodes_total(self) -> int:
@@ -269,6 +284,14 @@ def parse_config(raw: Mapping[str, Any], location: Any) -> ClusterConfig:
             False,
             description="a cluster people depend on: monitoring must be enabled and name at least one receiver "
             "(addons.monitoring.receivers), so its alerts page someone",
+        ),
+        people_sign_in=_people_sign_in(
+            top.section(
+                "peopleSignIn",
+                default={},
+                description="people sign in to the API with Microsoft Entra ID (the apiservers' jwt "
+                "authenticator); both tenantId and clientId, or neither (no token authenticator for people)",
+            )
         ),
     )
     top.done()
@@ -564,6 +587,31 @@ def _addons(s: Section) -> AddonsConfig:
         )
     s.done()
     return AddonsConfig(**toggles)
+
+
+def _people_sign_in(s: Section) -> PeopleSignInConfig | None:
+    # Both read with no default, so the reference lists both; ``None`` when not set.
+    tenant_id: str | None = s.string(
+        "tenantId",
+        default=None,
+        pattern=GUID_PATTERN,
+        accepted=GUID_ACCEPTED + " (the tenant ID, never a domain name: Entra's issuer names the GUID)",
+        description="the Microsoft Entra tenant (directory) ID whose v2.0 issuer signs people's tokens",
+    )
+    client_id: str | None = s.string(
+        "clientId",
+        default=None,
+        pattern=GUID_PATTERN,
+        accepted=GUID_ACCEPTED,
+        description="the application (client) ID of the app registration people sign in with: the tokens' audience",
+    )
+    s.done()
+    if tenant_id is None and client_id is None:
+        return None
+    if tenant_id is None or client_id is None:
+        missing = "tenantId" if tenant_id is None else "clientId"
+        raise ConfigError(s.key(missing), MISSING, "a value: peopleSignIn needs both tenantId and clientId")
+    return PeopleSignInConfig(tenant_id=tenant_id, client_id=client_id)
 
 
 def _machine_image_version(top: Section) -> str:

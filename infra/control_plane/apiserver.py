@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from infra.boot import yaml_text
-from infra.config.cluster_config import ClusterConfig
-from infra.control_plane import admission, paths, pki
+from infra.config.cluster_config import ClusterConfig, PeopleSignInConfig
+from infra.control_plane import admission, paths, people_sign_in, pki
 from infra.facts import ports
 from infra.network.addressing import CLUSTER_DOMAIN, AddressPlan
 
@@ -130,13 +130,16 @@ def apiserver_flags(
     return flags
 
 
-def authentication_config() -> str:
-    """Anonymous requests authenticate only on exact health paths; everything else gets 401."""
-    document = {
+def authentication_config(sign_in: PeopleSignInConfig | None = None) -> str:
+    """Anonymous requests authenticate only on exact health paths; everything else gets 401. With
+    ``peopleSignIn``, people's Entra ID tokens authenticate too (``infra.control_plane.people_sign_in``)."""
+    document: dict[str, object] = {
         "apiVersion": "apiserver.config.k8s.io/v1beta1",
         "kind": "AuthenticationConfiguration",
         "anonymous": {"enabled": True, "conditions": [{"path": path} for path in HEALTH_PATHS]},
     }
+    if sign_in is not None:
+        document["jwt"] = [people_sign_in.jwt_authenticator(sign_in)]
     return yaml_text.dump(document, sort_keys=False)
 
 

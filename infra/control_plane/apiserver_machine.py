@@ -96,7 +96,7 @@ def shared_files(spec: ClusterSpec) -> tuple[tuple[str, str, str], ...]:
             "0644",
         ),
         (paths.AUDIT_POLICY, apiserver.audit_policy(), "0600"),
-        (paths.AUTHENTICATION_CONFIG, apiserver.authentication_config(), "0600"),
+        (paths.AUTHENTICATION_CONFIG, apiserver.authentication_config(config.people_sign_in), "0600"),
         (paths.ADMISSION_CONFIG, admission.admission_configuration(config), "0600"),
         (paths.SCHEDULER_CONFIG, render_scheduler_config(), "0600"),
     ]
