@@ -44,17 +44,19 @@ tests/helpers.py).
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import ssl
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tests.helpers import json_reply
+from tests.helpers import json_reply, loopback_server
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"  # a stand-in: no Azure subscription here
 RESOURCE_GROUP = "cluster-in-a-box"
@@ -258,6 +260,20 @@ class ResourceManager(Handler):
 
 def _in_scale_set(vm: dict[str, str]) -> bool:
     return "/virtualMachineScaleSets/" in vm["resourceId"]
+
+
+@contextlib.contextmanager
+def on_loopback(handler: type[Handler], directory: Path) -> Iterator[str]:
+    """For a fast test: ``handler`` (the stand-in or a part of it), quiet, on a free loopback port over plain HTTP,
+    reading and writing ``directory``; yields its URL."""
+    global ATTESTATION_DIR
+    before, ATTESTATION_DIR = ATTESTATION_DIR, directory
+    quiet = type("Quiet", (handler,), {"log_message": lambda self, *args: None})
+    try:
+        with loopback_server(quiet) as url:
+            yield url
+    finally:
+        ATTESTATION_DIR = before
 
 
 def serve_resource_manager(address: str, directory: Path) -> None:

@@ -6,10 +6,8 @@ writer put (the minter's token). Fast: the stand-in on loopback, plain HTTP, no 
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -17,19 +15,10 @@ from tests.e2e import imds
 from tests.e2e.attestation import Attestation
 
 
-class _Quiet(imds.ResourceManager):
-    def log_message(self, *args) -> None:
-        pass
-
-
 @pytest.fixture
-def vault(tmp_path, monkeypatch):
-    monkeypatch.setattr(imds, "ATTESTATION_DIR", tmp_path)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", Attestation(tmp_path)
-    server.shutdown()
-    server.server_close()
+def vault(tmp_path):
+    with imds.on_loopback(imds.ResourceManager, tmp_path) as url:
+        yield url, Attestation(tmp_path)
 
 
 def _call(url: str, method: str = "GET", body: dict | None = None, token: str | None = imds.ACCESS_TOKEN):
