@@ -315,7 +315,20 @@ def _finish_pending(loop: asyncio.AbstractEventLoop) -> None:
         task.cancel()
     if pending:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    # The error is the caller's now. The SDK keeps every failed output in its set of outputs, which outlives the
+    # run (pulumi._utils.ContextProperty keeps the first value a context sets as the default of every other): let
+    # it go now, and let the futures that held the error go without logging it again ("Future exception was never
+    # retrieved", once printed at the fast suite's worker exit; tests/plan/test_failed_run.py).
+    loop.set_exception_handler(_quiet_after_failure)
+    with settings.SETTINGS.lock:
+        settings.SETTINGS.outputs.clear()
     gc.collect()
+
+
+def _quiet_after_failure(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A failed run's loop: an error a future still holds is the run's, already raised; anything else is logged."""
+    if context.get("exception") is None:
+        loop.default_exception_handler(context)
 
 
 def _config_error_in(error: BaseException) -> ConfigError | None:

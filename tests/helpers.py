@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib.util
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -85,6 +86,16 @@ def loopback_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def json_reply(handler: BaseHTTPRequestHandler, status: int, body: Any) -> None:
+    """A stand-in's answer: ``body`` as JSON, with its type and length (a client reads exactly that many bytes)."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def require_tool(binary: str) -> str:

@@ -23,6 +23,9 @@ FETCH_SCRIPT_PATH = "/usr/local/sbin/supercluster-fetch-secrets"
 FETCH_UNIT = "supercluster-secrets.service"
 # Key Vault data-plane API version (learn.microsoft.com/rest/api/keyvault, "Get Secret").
 KEY_VAULT_API_VERSION = "7.4"
+# Each secret's read is retried this often, this far apart (any error: Key Vault or the network briefly away).
+FETCH_RETRIES = 30
+FETCH_RETRY_DELAY_SECONDS = 2
 # Defined by the program itself (machine/shared/imds_token.py), which needs them without settings.
 IMDS_TOKEN_SCRIPT = imds_token.INSTALLED_PATH
 IDENTITY_FILE = imds_token.DEFAULT_IDENTITY_FILE
@@ -51,7 +54,8 @@ def fetch_script(vault_name: str, secrets: Sequence[SecretFile]) -> str:
         "fetch() {  # fetch NAME PATH MODE",
         "  local tmp",
         '  tmp=$(mktemp -p "$(dirname "$2")")',
-        '  curl -sf --retry 30 --retry-delay 2 --retry-all-errors -H "Authorization: Bearer $TOKEN" \\',
+        f"  curl -sf --retry {FETCH_RETRIES} --retry-delay {FETCH_RETRY_DELAY_SECONDS} --retry-all-errors"
+        ' -H "Authorization: Bearer $TOKEN" \\',
         f'    "$vault/secrets/$1?api-version={KEY_VAULT_API_VERSION}" \\',
         '    | python3 -c \'import json,sys; sys.stdout.write(json.load(sys.stdin)["value"])\' > "$tmp"',
         '  chmod "$3" "$tmp"',

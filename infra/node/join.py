@@ -14,7 +14,7 @@ import json
 
 from infra.boot import yaml_text
 from infra.boot.cloudinit import CloudConfig
-from infra.boot.secrets import FETCH_SCRIPT_PATH, add_boot_program
+from infra.boot.secrets import FETCH_RETRIES, FETCH_RETRY_DELAY_SECONDS, FETCH_SCRIPT_PATH, add_boot_program
 from infra.facts import attestation
 from infra.node import cni, kubelet
 
@@ -24,6 +24,10 @@ UNIT = kubelet.JOIN_UNIT
 # A refused token is read from Key Vault again at most this often: the fetch is an IMDS token and a read of each
 # of the node's secrets, and a pool's worth of nodes may be waiting at once.
 REFETCH_SECONDS = 300
+# A re-read is stopped after this long and the program asks again: the fetch gives one unreadable secret about a
+# minute (its curl's retries, secrets.FETCH_RETRIES at secrets.FETCH_RETRY_DELAY_SECONDS apart), and a read that
+# stops answering would wait forever (curl is given no --max-time). Twice the retries, well within REFETCH_SECONDS.
+REFETCH_TIMEOUT_SECONDS = 2 * FETCH_RETRIES * FETCH_RETRY_DELAY_SECONDS
 
 
 def join_config(server: str) -> str:
@@ -36,6 +40,7 @@ def join_config(server: str) -> str:
         # The boot's own fetch (every secret of the node's, the token among them), run again on a refused token.
         "refetch_command": [FETCH_SCRIPT_PATH],
         "refetch_seconds": REFETCH_SECONDS,
+        "refetch_timeout_seconds": REFETCH_TIMEOUT_SECONDS,
         "cert_dir": cert_dir,
         "current_name": current,
         "kubeconfig": kubelet.KUBECONFIG,

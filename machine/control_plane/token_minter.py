@@ -83,10 +83,10 @@ def token_secret(config, token_id, token_value, now):
     }
 
 
-def due(lease, identity, config, now):
-    """``(go, why)``: whether this copy should claim the Lease and mint now."""
-    minted = (lease["metadata"].get("annotations") or {}).get(config["minted_annotation"])
-    age = seconds_since(minted, now) if minted else None
+def due(lease, minted, identity, config, now):
+    """``(go, why)``: whether this copy should claim the Lease and mint now; ``minted``: when the token in Key Vault
+    was minted (Unix time, the Lease's annotation as ``epoch`` reads it; None: never, or unreadable)."""
+    age = None if minted is None else now.timestamp() - minted
     if age is not None and age < config["period_seconds"]:
         return False, f"the token in Key Vault was minted {int(age)} s ago"
     spec = lease.get("spec") or {}
@@ -94,7 +94,8 @@ def due(lease, identity, config, now):
     held = seconds_since(spec.get("renewTime"), now) if holder and holder != identity else None
     if held is not None and held < spec.get("leaseDurationSeconds", config["claim_seconds"]):
         return False, f"{holder} is minting"
-    return True, f"last minted {minted or 'never'}"
+    last = "never" if minted is None else rfc3339(datetime.datetime.fromtimestamp(minted, datetime.timezone.utc))
+    return True, f"last minted {last}"
 
 
 class Minter:
@@ -156,7 +157,7 @@ class Minter:
         now = self.clock()
         lease = self.lease()
         self.minted = epoch((lease["metadata"].get("annotations") or {}).get(self.config["minted_annotation"]))
-        go, why = due(lease, self.identity, self.config, now)
+        go, why = due(lease, self.minted, self.identity, self.config, now)
         if not go:
             return f"not due: {why}"
         stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a Lease's MicroTime

@@ -9,8 +9,8 @@ kubelet's store keeps them (a dated file, the -current link) with kubelet's kube
 bootstrap. A certificate valid for another day: nothing to do. Denied (a stale document, say) or failed: asked
 again with a new key and document; kubelet, which requires this unit, starts only once it has succeeded. A
 bootstrap token the apiserver refuses (401: it expired while the node waited, the minters having stopped) is read
-from Key Vault again, at most every ``refetch_seconds``, so the node joins once a new token is minted, without a
-restart.
+from Key Vault again, at most every ``refetch_seconds`` (a fetch that hangs stopped after
+``refetch_timeout_seconds``), so the node joins once a new token is minted, without a restart.
 Usage: supercluster-node-join CONFIG_JSON   (rendered by infra/node/join.py)
 """
 
@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 import socket
 import ssl
 import subprocess
@@ -110,11 +111,28 @@ def main(config_path):
             print(f"node-join: {error}; asking again in 10 s", flush=True)
             if isinstance(error, urllib.error.HTTPError) and error.code == 401 and time.monotonic() >= refetch_after:
                 refetch_after = time.monotonic() + config["refetch_seconds"]
-                print("node-join: the bootstrap token was refused; reading Key Vault again", flush=True)
-                fetched = subprocess.run(config["refetch_command"], timeout=config["refetch_seconds"])
-                if fetched.returncode != 0:
-                    print(f"node-join: the fetch exited {fetched.returncode}", flush=True)
+                refetch(config)
             time.sleep(10)
+
+
+def refetch(config):
+    """The boot's Key Vault fetch, run again; one that hangs is stopped, its curl with it, after
+    ``refetch_timeout_seconds``, and the loop asks again, as after any failure."""
+    print("node-join: the bootstrap token was refused; reading Key Vault again", flush=True)
+    try:
+        fetch = subprocess.Popen(config["refetch_command"], start_new_session=True)
+    except OSError as error:
+        print(f"node-join: the fetch did not start: {error}", flush=True)
+        return
+    try:
+        code = fetch.wait(timeout=config["refetch_timeout_seconds"])
+    except subprocess.TimeoutExpired:
+        os.killpg(fetch.pid, signal.SIGKILL)  # the script and what it runs
+        fetch.wait()
+        print(f"node-join: the fetch was stopped after {config['refetch_timeout_seconds']} s", flush=True)
+        return
+    if code != 0:
+        print(f"node-join: the fetch exited {code}", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ What is substituted, and why (docs/cluster-in-a-box.md says the same):
   verbatim in the machine's namespace, with ``RuntimeDirectory``/``LogsDirectory`` created as
   systemd would. ``User=etcd`` is not applied (everything runs as root).
 - Key Vault: the fetch script itself is not run (it needs Azure); each of its ``fetch`` lines is
-  honoured by writing that secret, from the test PKI, at that path with that mode.
+  honoured by writing that secret, from the test PKI, at that path with that mode. (One test runs a node's
+  against the IMDS stand-in as Key Vault: tests/e2e/test_node_labels.py.)
 - IMDS: a stand-in at its platform address (tests/e2e/imds.py) answers each machine about itself; an
   apiserver's identity unit (its address and serving certificate) runs for real against it, and the
   harness fills a unit's ``${VAR}`` from its ``EnvironmentFile`` as systemd would.
@@ -694,11 +695,12 @@ def join_nodes(
             )
 
 
-def node_join(cluster: Cluster, machine: Machine, host: Host) -> None:
+def node_join(cluster: Cluster, machine: Machine, host: Host) -> subprocess.CompletedProcess:
     """The node's rendered boot program (``supercluster-node-join``), to completion: its client certificate, asked
-    for with the attested document the IMDS stand-in signs. IMDS is on-link, as Azure's DHCP routes it."""
+    for with the attested document the IMDS stand-in signs. IMDS is on-link, as Azure's DHCP routes it. Returns
+    the program's run (its output says what it did)."""
     cluster.network.run(host, ["ip", "route", "replace", f"{IMDS_IP}/32", "dev", "eth0"])
-    cluster.network.run(host, machine.unit(JOIN_UNIT).exec_start, timeout=JOIN_TIMEOUT)
+    return cluster.network.run(host, machine.unit(JOIN_UNIT).exec_start, timeout=JOIN_TIMEOUT)
 
 
 def _rdma_pods_per_node(spec: ClusterSpec) -> int:

@@ -30,26 +30,33 @@ NIC answers its NIC, the machine's address as the primary IP configuration and i
 node certificates' approver asks (``machine/control_plane/csr_approver.py``); any other ID is 404. The compute
 metadata names the VM as Azure does (its group, a scale set's instance as ``<scale set>_<instance>``), so the
 node's own ``machine/node/provider_id.py`` writes its real providerID. On the same port it stands in for Key Vault's
-secret writes: a PUT of ``/secrets/<name>`` with the stand-in token and a ``value`` keeps that value in
+secrets: a PUT of ``/secrets/<name>`` with the stand-in token and a ``value`` keeps that value in
 ``VAULT_FILE`` in the folder (each name's latest version), as the apiservers' bootstrap-token minter writes the
-nodes' token (``machine/control_plane/token_minter.py``); the harness reads it from there.
+nodes' token (``machine/control_plane/token_minter.py``); the harness reads it from there; and a GET of
+``/secrets/<name>`` with the stand-in token answers that value, as a machine's fetch script reads it (a test that
+runs a fetch script puts the machine's other secrets there first: ``Attestation.put_in_vault``).
 
 Run on the box's IMDS host: ``python imds.py ADDRESS PORT [ATTESTATION_DIR]`` (``infra.node.cni.IMDS_IP`` and
-``IMDS_PORT``; the folder tests/e2e/attestation.py writes).
+``IMDS_PORT``; the folder tests/e2e/attestation.py writes), with the project on ``PYTHONPATH`` (it imports
+tests/helpers.py).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import ssl
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.helpers import json_reply, loopback_server
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"  # a stand-in: no Azure subscription here
 RESOURCE_GROUP = "cluster-in-a-box"
@@ -190,12 +197,7 @@ class Handler(BaseHTTPRequestHandler):
         return {"interface": [{"ipv4": {"ipAddress": [address], "subnet": []}, "ipv6": {"ipAddress": []}}]}
 
     def _reply(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        json_reply(self, status, body)
 
 
 class ResourceManager(Handler):
@@ -209,6 +211,8 @@ class ResourceManager(Handler):
         nics = [vm for vm in known if nic_id(vm).lower() == path and not _in_scale_set(vm)]
         if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
             self._reply(401, {"error": {"code": "AuthenticationFailed"}})
+        elif path.startswith("/secrets/"):
+            self._get_secret(urlparse(self.path).path.removeprefix("/secrets/"))
         elif found:
             (vm,) = found
             properties: dict[str, Any] = {"vmId": vm["vmId"], "osProfile": {"computerName": vm["name"]}}
@@ -223,6 +227,17 @@ class ResourceManager(Handler):
             self._reply(200, {"id": nic_id(nics[0]), **nic_of(nics[0])})
         else:
             self._reply(404, {"error": {"code": "ResourceNotFound"}})
+
+    def _get_secret(self, name: str) -> None:
+        """Key Vault's Get Secret (learn.microsoft.com/rest/api/keyvault/secrets/get-secret): the latest version
+        kept in ``VAULT_FILE``, 404 ``SecretNotFound`` for a name it does not hold."""
+        stored = ATTESTATION_DIR / VAULT_FILE if ATTESTATION_DIR is not None else None
+        with VAULT_LOCK:
+            secrets = json.loads(stored.read_text()) if stored is not None and stored.exists() else {}
+        if name in secrets:
+            self._reply(200, {"value": secrets[name], "id": f"https://{IMDS_HOST_NAME}/secrets/{name}"})
+        else:
+            self._reply(404, {"error": {"code": "SecretNotFound"}})
 
     def do_PUT(self) -> None:  # noqa: N802 - http.server's name
         """Key Vault's Set Secret (learn.microsoft.com/rest/api/keyvault/secrets/set-secret)."""
@@ -245,6 +260,20 @@ class ResourceManager(Handler):
 
 def _in_scale_set(vm: dict[str, str]) -> bool:
     return "/virtualMachineScaleSets/" in vm["resourceId"]
+
+
+@contextlib.contextmanager
+def on_loopback(handler: type[Handler], directory: Path) -> Iterator[str]:
+    """For a fast test: ``handler`` (the stand-in or a part of it), quiet, on a free loopback port over plain HTTP,
+    reading and writing ``directory``; yields its URL."""
+    global ATTESTATION_DIR
+    before, ATTESTATION_DIR = ATTESTATION_DIR, directory
+    quiet = type("Quiet", (handler,), {"log_message": lambda self, *args: None})
+    try:
+        with loopback_server(quiet) as url:
+            yield url
+    finally:
+        ATTESTATION_DIR = before
 
 
 def serve_resource_manager(address: str, directory: Path) -> None:

@@ -55,6 +55,7 @@ from infra.cluster.whole_cluster import EVICTION_MEMORY_BYTES
 from infra.network import iptables
 from infra.node import cni, containerd, install, kube_proxy, kubelet, sysctls
 from infra.node import pinned_images as node_images
+from plan.stackfile import PROJECT_DIR
 from tests.e2e import attestation, dns, imds
 from tests.e2e.hosts import BINARIES_PATH as BINARIES
 from tests.e2e.hosts import Host, Process, TestNetwork, wait_for
@@ -361,7 +362,8 @@ def start_imds(network: TestNetwork, address_space: ipaddress.IPv4Network) -> Ho
         host = _outside_host(network, IMDS_HOST, cni.IMDS_IP, address_space)
         directory = attestation.directory_of(network.workdir)
         argv = [sys.executable, str(Path(imds.__file__)), cni.IMDS_IP, str(cni.IMDS_PORT)]
-        network.start(host, "imds", [*argv, str(directory)] if directory.exists() else argv)
+        project = {"PYTHONPATH": str(PROJECT_DIR)}  # it imports tests/helpers.py
+        network.start(host, "imds", [*argv, str(directory)] if directory.exists() else argv, env=project)
     return network.hosts[IMDS_HOST]
 
 

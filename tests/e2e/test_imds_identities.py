@@ -9,8 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -30,18 +28,11 @@ class _AsMachine(imds.Handler):
     def machine_address(self) -> str:
         return self.address
 
-    def log_message(self, *args) -> None:
-        pass
-
 
 @pytest.fixture
-def stand_in(tmp_path, monkeypatch):
-    monkeypatch.setattr(imds, "ATTESTATION_DIR", tmp_path)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _AsMachine)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", Attestation(tmp_path)
-    server.shutdown()
-    server.server_close()
+def stand_in(tmp_path):
+    with imds.on_loopback(_AsMachine, tmp_path) as url:
+        yield url, Attestation(tmp_path)
 
 
 def _machines(dev_plan) -> tuple[list[Machine], dict[str, str]]:

@@ -9,7 +9,9 @@ be; the operator's host stands in as the VM (the box's IMDS stand-in signs its d
 The bootstrap token expires: the minter on the apiserver (``machine/control_plane/token_minter.py``) puts a token of
 the nodes' group that expires in a day into Key Vault (the stand-in), and a node joins with it; the minter's own
 identity can create nothing but such a token (its RBAC and admission policy, infra/control_plane/token_minting.py);
-and a token past its expiration is refused by the apiserver and deleted by tokencleaner.
+and a token past its expiration is refused by the apiserver and deleted by tokencleaner. A node's own join program,
+refused its expired token, reads Key Vault again with the node's rendered fetch script and joins with the minted
+token, without a restart.
 
 A node renews its certificate as itself, approved by the approver (not the controller-manager) only while Azure
 has the VM its Node's providerID names.
@@ -21,6 +23,8 @@ import base64
 import datetime
 import hashlib
 import json
+import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -30,14 +34,17 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 
 from infra.boot.secret_names import NODE_BOOTSTRAP_TOKEN
-from infra.control_plane import admission, pki, token_minting
+from infra.boot.secrets import FETCH_SCRIPT_PATH
+from infra.control_plane import admission, paths, pki, token_minting
 from infra.control_plane.admission import TEAM_TAINT_KEY
 from infra.control_plane.cluster_objects import rendered_node_labels
 from infra.control_plane.token_minting import BOOTSTRAP_TOKEN_TYPE, bootstrap_token_data
 from infra.facts import attestation
 from infra.facts.labels import POOL_LABEL
+from infra.node import kubelet
 from infra.node.cni import IMDS_IP
-from tests.e2e.cluster import Cluster, boot
+from tests.e2e import imds
+from tests.e2e.cluster import Cluster, boot, install, node_join
 from tests.e2e.fleet import Fleet, fleet_pools
 from tests.e2e.hosts import wait_for
 from tests.e2e.pki import node_csr
@@ -353,6 +360,57 @@ def test_an_expired_token_is_refused_and_tokencleaner_deletes_it(control_plane: 
         timeout=120,
         interval=2,
     )
+
+
+def test_a_node_refused_its_expired_token_reads_key_vault_again_and_joins_without_a_restart(control_plane: Cluster):
+    """A fresh instance of a pool, its rendered files and secrets installed as at boot, but its bootstrap token one
+    that expired a minute ago (the minters stopped while it waited, say). Its rendered join program, run once, is
+    refused (401), runs the node's rendered fetch script again, which reads the minter's token from Key Vault, and
+    joins with it in the same run. The one substitution: the fetch script's Key Vault is the stand-in
+    (``https://169.254.169.254:8443``, trusted through the box's attestation root, curl's CA bundle), which
+    holds the node's other secrets as the deploy puts them (``Attestation.put_in_vault``) and the minter's token;
+    its IMDS token helper runs for real against the IMDS stand-in, as the node's identity."""
+    minted = _minted(control_plane)
+    by_prefix, _ = rendered_node_labels(control_plane.spec.config)
+    own = next(p for p, labels in by_prefix.items() if TEAM_TAINT_KEY not in labels)
+    (scale_set,) = [s for s in control_plane.plan.scale_sets() if s.computer_name_prefix == own and s.first_shard]
+    machine = scale_set.instance(0)  # this box boots no nodes: the instance is free
+    prefix_length = control_plane.spec.config.network.address_space.prefixlen
+    host = control_plane.network.add_host(machine.name, [f"{machine.ip}/{prefix_length}"])
+    install(machine, host, control_plane.pki)
+    control_plane.attestation.add(machine)
+    expired = datetime.datetime.now(datetime.UTC).replace(microsecond=0) - datetime.timedelta(minutes=1)
+    data = bootstrap_token_data("boxold", "0123456789abcdef", expired.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    control_plane.kubectl("create", "-f", "-", input=_secret("bootstrap-token-boxold", **data))
+    token_file = host.root / kubelet.TOKEN_PATH.lstrip("/")
+    token_file.write_text("boxold.0123456789abcdef\n")
+    # Key Vault: the stand-in, with the node's secrets as the deploy puts them and the minter's token.
+    fetched = [name for name, _, _ in machine.fetched_secrets() if name != NODE_BOOTSTRAP_TOKEN]
+    control_plane.attestation.put_in_vault({name: control_plane.pki.vault[name] for name in fetched})
+    root = f"{paths.KUBERNETES_DIR}/box-attestation-root.crt"
+    (host.root / root.lstrip("/")).write_text(control_plane.attestation.root.cert_pem)
+    fetch = host.root / FETCH_SCRIPT_PATH.lstrip("/")
+    script, replaced = re.subn(
+        r"^vault=https://\S+\.vault\.azure\.net$",
+        f"export CURL_CA_BUNDLE={root}\nvault=https://{IMDS_IP}:{imds.ARM_PORT}",
+        fetch.read_text(),
+        flags=re.M,
+    )
+    assert replaced == 1, script
+    fetch.write_text(script)
+    output = node_join(control_plane, machine, host).stdout
+    assert "HTTP Error 401" in output and output.count("reading Key Vault again") == 1, output
+    assert token_file.read_text().strip() == minted, output
+    link = host.root / kubelet.CLIENT_CERT.lstrip("/")  # kubelet's -current link, to a dated file on the machine
+    installed = host.root / os.readlink(link).lstrip("/")
+    assert installed.read_bytes().startswith(b"-----BEGIN CERTIFICATE-----"), output
+    joined = [
+        c
+        for c in control_plane.get_json("csr")["items"]
+        if c["spec"]["username"] == f"system:bootstrap:{minted.split('.', 1)[0]}"
+        and c["metadata"]["name"].startswith(f"node-join-{machine.name}-")
+    ]
+    assert len(joined) == 1 and joined[0]["status"].get("certificate"), joined
 
 
 def _renew(cluster: Cluster, as_node: Path, node: str) -> str:

@@ -19,7 +19,7 @@ from infra.boot.cloudinit import render
 from infra.boot.secrets import FETCH_SCRIPT_PATH
 from infra.node import kube_proxy, kubelet, node_cloud_config
 from plan.artifacts import file_content
-from tests.helpers import doc_table_rows, load_yaml, pool_node_spec
+from tests.helpers import doc_table_rows, json_reply, load_yaml, pool_node_spec
 from tests.infra.control_plane_files import spec, unit_flags
 
 # CIS Kubernetes Benchmark v1.12, sections 4.1, 4.2 and 4.3 (kube-bench cfg/cis-1.12/node.yaml).
@@ -122,11 +122,7 @@ def test_the_provider_id_drop_in_is_written_readable_by_root_only(tmp_path):
 
     class Imds(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
-            body = json.dumps(compute).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            json_reply(self, 200, compute)
 
         def log_message(self, *args):
             pass

@@ -39,15 +39,21 @@ class FakeApiserver:
         self.lease = {"metadata": {"name": SETTINGS["name"], "resourceVersion": "1"}, "spec": spec or {}}
         self.exists = exists
         self.puts: list[dict] = []
+        self.stale: dict | None = None  # what the next GET answers instead, once (``answer_next_read``)
 
     def _error(self, code):
         return urllib.error.HTTPError(PATH, code, "", {}, io.BytesIO())  # type: ignore[arg-type]
+
+    def answer_next_read(self, lease: dict) -> None:
+        """The next GET answers ``lease``, an earlier state: a read made before another copy's write landed."""
+        self.stale = lease
 
     def get(self, path):
         assert path == PATH
         if not self.exists:
             raise self._error(404)
-        return json.loads(json.dumps(self.lease))
+        answer, self.stale = self.stale or self.lease, None
+        return json.loads(json.dumps(answer))
 
     def call(self, method, path, body=None):
         assert (method, path) == ("PUT", PATH)
@@ -124,15 +130,16 @@ def test_a_restarted_copy_renews_its_own_claim_at_once(approver):
 
 
 def test_two_copies_claiming_at_once_get_one_holder(approver):
+    """Both copies read the free Lease at once; the first's claim lands, then the second claims on what it read
+    before that (a stale resourceVersion): the apiserver refuses it (409), and only the first decides."""
     apiserver = FakeApiserver()
     first, second = _copy(approver, "apiserver-0"), _copy(approver, "apiserver-1")
-    seen_by_second = apiserver.get(PATH)
+    read_at_once = apiserver.get(PATH)
     first.attempt(apiserver)
-    late = FakeApiserver()
-    late.lease, late.get = apiserver.lease, lambda path: seen_by_second  # it read the Lease before the first wrote
-    late.puts = apiserver.puts
-    second.attempt(late)
+    apiserver.answer_next_read(read_at_once)  # the second's read, made before the first's claim landed
+    second.attempt(apiserver)
     assert first.leads() and not second.leads()
+    assert [put["spec"]["holderIdentity"] for put in apiserver.puts] == ["apiserver-0"]
 
 
 def test_without_its_lease_every_copy_decides(approver):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import runpy
 import subprocess
@@ -13,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from infra.boot.secrets import _IMDS_TOKEN_SOURCE
 from infra.config import naming
+from tests.helpers import json_reply
 
 
 class FakeImds(BaseHTTPRequestHandler):
@@ -31,11 +31,7 @@ class FakeImds(BaseHTTPRequestHandler):
             body = {"subscriptionId": "sub-1", "resourceGroupName": "prod-nodes-rg"}
         else:
             body = {"access_token": f"token-for-{query['msi_res_id'].rsplit('/', 1)[-1]}"}
-        payload = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(payload)
+        json_reply(self, 200, body)
 
     def log_message(self, *args):
         pass

@@ -15,7 +15,7 @@ import pytest
 
 import machine
 from infra.node import kubelet, pinned_images
-from tests.helpers import load_yaml, loopback_server
+from tests.helpers import json_reply, load_yaml, loopback_server
 from tests.infra.test_node_bootstrap import files, spec
 
 PLUGIN = machine.path("node/acr-credential-provider.py")
@@ -44,11 +44,7 @@ class _Exchange(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's name
         length = int(self.headers["Content-Length"])
         self.forms.append(dict(urllib.parse.parse_qsl(self.rfile.read(length).decode())))
-        body = json.dumps({"refresh_token": "refresh-123"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        json_reply(self, 200, {"refresh_token": "refresh-123"})
 
     def log_message(self, *args):
         pass

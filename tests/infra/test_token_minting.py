@@ -30,7 +30,7 @@ from infra.config import naming
 from infra.control_plane import admission, cluster_objects, paths, pki, token_minting
 from infra.facts import attestation
 from tests.e2e.plan_machines import parse_unit
-from tests.helpers import load_program, loopback_server, parsed
+from tests.helpers import json_reply, load_program, loopback_server, parsed
 from tests.infra.addon_fixtures import prometheus_configs_of, rule_files_of, spec_for
 from tests.infra.control_plane_files import files, machines
 
@@ -233,7 +233,9 @@ def test_copies_that_look_at_once_mint_once():
     minters[0].lease()
     program = minter_program()
     leases = [m.lease() for m in minters]
-    assert all(program.due(lease, m.identity, settings(), START)[0] for m, lease in zip(minters, leases, strict=True))
+    assert all(
+        program.due(lease, None, m.identity, settings(), START)[0] for m, lease in zip(minters, leases, strict=True)
+    )
     real_lease = [m.lease for m in minters]
     for minter, lease in zip(minters, leases, strict=True):
         minter.lease = lambda lease=lease: copy.deepcopy(lease)  # each decides on what it read before the others
@@ -243,6 +245,18 @@ def test_copies_that_look_at_once_mint_once():
     for minter, lease in zip(minters, real_lease, strict=True):
         minter.lease = lease
     assert all(m.cycle().startswith("not due") for m in minters)
+
+
+def test_a_cycle_reads_the_mint_time_from_the_lease_once_for_its_metric_and_its_decision(monkeypatch):
+    api, vault, now = FakeApiserver(), [], [START]
+    (minter,) = _minters(1, api, vault, lambda: now[0])
+    assert minter.cycle().startswith("minted")
+    annotation = api.objects[minter.lease_path]["metadata"]["annotations"][settings()["minted_annotation"]]
+    program, read = minter_program(), []
+    monkeypatch.setattr(program, "epoch", lambda text, parse=program.epoch: read.append(text) or parse(text))
+    now[0] += datetime.timedelta(hours=1)
+    assert minter.cycle() == "not due: the token in Key Vault was minted 3600 s ago"
+    assert read.count(annotation) == 1 and minter.minted == START.timestamp()
 
 
 def test_a_copy_that_dies_while_minting_is_taken_over_once_its_claim_lapses():
@@ -298,10 +312,7 @@ def test_it_puts_the_token_into_key_vault_with_its_identitys_token():
         def do_PUT(self):  # noqa: N802 - http.server's name
             body = self.rfile.read(int(self.headers["Content-Length"]))
             seen.append((self.path, self.headers["Authorization"], json.loads(body)))
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
+            json_reply(self, 200, {})
 
         def log_message(self, *args):
             pass
