@@ -6,16 +6,19 @@ serves, from a folder the test writes: ``openid-configuration.json`` at any path
 ``/.well-known/openid-configuration`` (its ``issuer`` is Entra's issuer URL for the tenant, so tokens carry the
 real ``iss``; its ``jwks_uri`` points back here) and ``keys.json`` at ``/discovery/v2.0/keys`` (Entra's own path
 for the tenant's JWKS, learn.microsoft.com/entra/identity-platform/v2-protocols-oidc), with ``cert.pem``/``key.pem``
-from the test's own CA. Anything else is 404. Run on the apiserver's host:
-``python entra_issuer.py ADDRESS PORT FOLDER``.
+from the test's own CA. Anything else is 404. Run on the apiserver's host, with the project on ``PYTHONPATH`` (it
+imports tests/helpers.py): ``python entra_issuer.py ADDRESS PORT FOLDER``.
 """
 
 from __future__ import annotations
 
+import json
 import ssl
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from tests.helpers import json_reply
 
 DISCOVERY_SUFFIX = "/.well-known/openid-configuration"
 KEYS_PATH = "/discovery/v2.0/keys"
@@ -35,12 +38,7 @@ def handler_for(folder: Path) -> type[BaseHTTPRequestHandler]:
             if name is None:
                 self.send_error(404)
                 return
-            body = (folder / name).read_bytes()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            json_reply(self, 200, json.loads((folder / name).read_text()))
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
             sys.stdout.write(f"{self.address_string()} {format % args}\n")

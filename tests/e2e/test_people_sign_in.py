@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from infra.control_plane import paths, people_sign_in
 from infra.control_plane.paths import APISERVER_UNIT
+from plan.stackfile import PROJECT_DIR
 from tests.e2e import entra_issuer
 from tests.e2e.cluster import Cluster, boot
 from tests.e2e.hosts import Host, wait_for
@@ -206,6 +207,7 @@ def box(binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bo
             host,
             "entra-stand-in",
             [sys.executable, str(Path(entra_issuer.__file__)), "127.0.0.1", str(STAND_IN_PORT), str(issuer.folder)],
+            env={"PYTHONPATH": str(PROJECT_DIR)},  # it imports tests/helpers.py
         )
         wait_for(
             "the apiserver to accept a person's token once the issuer answers",
